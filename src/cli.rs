@@ -1,0 +1,57 @@
+//! The command line: clap types, and the dispatch from a verb to its command function.
+//! The commands themselves live in `commands/`, one file per verb.
+
+use crate::commands;
+use crate::exit_status::ExitStatus;
+use crate::report::Failure;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "trog", version, about = "Provision guests onto one or a few libvirt hypervisors from recipes")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every verb takes.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalArgs {
+    /// Read the installation's recipes from this file instead of `recipes.yaml` in the
+    /// configuration directory.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub recipes: Option<PathBuf>,
+    /// Read the fleet from this file instead of `hypervisors.conf` in the configuration directory.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub hvconf: Option<PathBuf>,
+    /// Read credentials (`keepass: …`, `sudo: …`) from standard input, one per line, until a
+    /// blank line. Nothing reads standard input without this flag.
+    #[arg(long, global = true)]
+    pub credentials: bool,
+    /// Print machine-readable output: JSON on stdout, one event per line for progress.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a new guest's configuration from a list of recipes.
+    #[command(name = "new_guest")]
+    NewGuest(commands::new_guest::NewGuestArgs),
+    /// List the recipes, or show what one takes.
+    Recipes(commands::recipes::RecipesArgs),
+    /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
+    #[command(name = "new_config")]
+    NewConfig(commands::new_config::NewConfigArgs),
+}
+
+/// Runs the verb the command line names.
+pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
+    match cli.command {
+        Command::NewGuest(args) => commands::new_guest::run(&cli.global, args),
+        Command::Recipes(args) => commands::recipes::run(&cli.global, args),
+        Command::NewConfig(args) => commands::new_config::run(&cli.global, args),
+    }
+}

@@ -1,0 +1,1 @@
+//! The libvirt backend, through the `virt` crate. The only part of trog that links libvirt.

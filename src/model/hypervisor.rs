@@ -1,0 +1,193 @@
+//! A hypervisor as `hypervisors.conf` describes it, in typed values with units.
+//!
+//! The parser of the file lives in `config::hypervisors_conf`; this is what it produces, and what
+//! placement, the libvirt backend and preflight consume.
+
+use crate::model::names::HypervisorName;
+use crate::model::units::{Bytes, MiB};
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Memory kept back for the hypervisor's own system and qemu's per-guest overhead, which libvirt
+/// does not count against any guest. 2 GiB keeps a small host out of swap with a dozen guests.
+pub const DEFAULT_RESERVE_MEMORY: MiB = MiB(2048);
+/// Pool space kept free for what grows outside trog's accounting: qcow2 overlays filling up,
+/// snapshots, serial logs. 10 GiB is a few guests' worth of growth.
+pub const DEFAULT_RESERVE_DISK: Bytes = Bytes(10 * 1024 * 1024 * 1024);
+/// Virtual CPUs promised per physical CPU. Guests of small sites idle most of the time, so four
+/// to one is the usual starting point; memory, by contrast, is never overcommitted.
+pub const DEFAULT_CPU_OVERCOMMIT: f64 = 4.0;
+/// The storage pool trog keeps images, disks and seeds in, and where it lives on the hypervisor
+/// (the specification's `/vms`).
+pub const DEFAULT_POOL_NAME: &str = "trog";
+pub const DEFAULT_POOL_PATH: &str = "/vms";
+/// The name of the implicit hypervisor when there is no fleet file: this machine.
+pub const LOCAL_HYPERVISOR_NAME: &str = "localhost";
+/// This machine's system libvirt, used when there is no fleet file.
+pub const LOCAL_LIBVIRT_URI: &str = "qemu:///system";
+
+/// The libvirt domain type guests are created with. Chosen per hypervisor, never detected alone:
+/// a host may offer `kvm` that does not actually work (nested or software-paging KVM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DomainType {
+    /// Hardware virtualisation; the default.
+    Kvm,
+    /// Software emulation (TCG): slow, but runs anywhere.
+    Qemu,
+}
+
+impl DomainType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DomainType::Kvm => "kvm",
+            DomainType::Qemu => "qemu",
+        }
+    }
+}
+
+/// How trog reaches a hypervisor, read from its libvirt URI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Transport {
+    /// This machine (`qemu:///system`, `qemu+unix://…`): commands run as local processes.
+    Local,
+    /// Another machine over SSH (`qemu+ssh`, `qemu+libssh`, `qemu+libssh2`): libvirt goes
+    /// through the URI, every other command through one SSH connection to the same login.
+    Ssh { user: Option<String>, host: String, port: Option<u16> },
+    /// libvirt's built-in test driver (`test:///…`): in-process, for dry runs and tests.
+    Test,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UriError {
+    #[error("`{uri}` is not a libvirt URI")]
+    Malformed { uri: String },
+    #[error("`{uri}` uses the `{transport}` transport, which gives libvirt but no shell on the hypervisor")]
+    NoShell { uri: String, transport: String },
+    #[error("`{uri}` uses the transport `{transport}`, which trog does not know")]
+    UnknownTransport { uri: String, transport: String },
+    #[error("`{uri}` names no host to reach over SSH")]
+    NoHost { uri: String },
+}
+
+/// A libvirt connection URI that trog accepts: local, over SSH, or the test driver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LibvirtUri {
+    pub uri: String,
+    pub transport: Transport,
+}
+
+impl LibvirtUri {
+    pub fn parse(uri: &str) -> Result<LibvirtUri, UriError> {
+        let malformed = || UriError::Malformed { uri: uri.to_string() };
+        let (scheme, rest) = uri.split_once("://").ok_or_else(malformed)?;
+        let (driver, transport_name) = match scheme.split_once('+') {
+            Some((driver, transport)) => (driver, Some(transport)),
+            None => (scheme, None),
+        };
+        if driver.is_empty() || !driver.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(malformed());
+        }
+        let authority = rest.split(['/', '?']).next().unwrap_or("");
+        let transport = match (driver, transport_name) {
+            ("test", None) => Transport::Test,
+            (_, None) | (_, Some("unix")) if authority.is_empty() => Transport::Local,
+            (_, Some("tcp" | "tls")) | (_, None) => {
+                return Err(UriError::NoShell {
+                    uri: uri.to_string(),
+                    transport: transport_name.unwrap_or("tls").to_string(),
+                })
+            }
+            (_, Some("ssh" | "libssh" | "libssh2")) => {
+                let (user, host_port) = match authority.rsplit_once('@') {
+                    Some((user, host_port)) => (Some(user.to_string()), host_port),
+                    None => (None, authority),
+                };
+                let (host, port) = match host_port.rsplit_once(':') {
+                    Some((host, port)) => (host, Some(port.parse::<u16>().map_err(|_| malformed())?)),
+                    None => (host_port, None),
+                };
+                if host.is_empty() {
+                    return Err(UriError::NoHost { uri: uri.to_string() });
+                }
+                Transport::Ssh { user, host: host.to_string(), port }
+            }
+            (_, Some(other)) => {
+                return Err(UriError::UnknownTransport { uri: uri.to_string(), transport: other.to_string() })
+            }
+        };
+        Ok(LibvirtUri { uri: uri.to_string(), transport })
+    }
+}
+
+impl fmt::Display for LibvirtUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.uri)
+    }
+}
+
+/// One `[block]` of `hypervisors.conf`, with every default applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HypervisorConfig {
+    pub name: HypervisorName,
+    pub libvirt_uri: LibvirtUri,
+    pub reserve_memory: MiB,
+    pub reserve_disk: Bytes,
+    /// `None`: no limit on the number of guests.
+    pub max_guests: Option<u32>,
+    pub cpu_overcommit: f64,
+    pub pool_name: String,
+    pub pool_path: PathBuf,
+    /// The cgroup partition (`/machine/NAME`) guests are started in, when one is set.
+    pub partition: Option<String>,
+    pub domain_type: DomainType,
+}
+
+impl HypervisorConfig {
+    /// A hypervisor with every setting at its default, reached at `libvirt_uri`.
+    pub fn with_defaults(name: HypervisorName, libvirt_uri: LibvirtUri) -> HypervisorConfig {
+        HypervisorConfig {
+            name,
+            libvirt_uri,
+            reserve_memory: DEFAULT_RESERVE_MEMORY,
+            reserve_disk: DEFAULT_RESERVE_DISK,
+            max_guests: None,
+            cpu_overcommit: DEFAULT_CPU_OVERCOMMIT,
+            pool_name: DEFAULT_POOL_NAME.to_string(),
+            pool_path: PathBuf::from(DEFAULT_POOL_PATH),
+            partition: None,
+            domain_type: DomainType::Kvm,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transports_are_read_from_the_uri() {
+        assert_eq!(LibvirtUri::parse("qemu:///system").unwrap().transport, Transport::Local);
+        assert_eq!(LibvirtUri::parse("test:///default").unwrap().transport, Transport::Test);
+        assert_eq!(
+            LibvirtUri::parse("qemu+ssh://root@hv1.example.test:2222/system?keyfile=/k").unwrap().transport,
+            Transport::Ssh { user: Some("root".into()), host: "hv1.example.test".into(), port: Some(2222) }
+        );
+        assert!(matches!(
+            LibvirtUri::parse("qemu+libssh2://hv2/system").unwrap().transport,
+            Transport::Ssh { user: None, .. }
+        ));
+    }
+
+    #[test]
+    fn transports_without_a_shell_are_refused() {
+        for uri in ["qemu+tcp://hv1/system", "qemu+tls://hv1/system", "qemu://hv1/system"] {
+            assert!(matches!(LibvirtUri::parse(uri), Err(UriError::NoShell { .. })), "{uri}");
+        }
+        assert!(matches!(LibvirtUri::parse("qemu+ftp://hv1/system"), Err(UriError::UnknownTransport { .. })));
+        assert!(matches!(LibvirtUri::parse("hv1"), Err(UriError::Malformed { .. })));
+        assert!(matches!(LibvirtUri::parse("qemu+ssh:///system"), Err(UriError::NoHost { .. })));
+    }
+}

@@ -1,0 +1,1 @@
+//! Where a guest goes: observed capacities in, a decision or a reasoned refusal out. Pure.
