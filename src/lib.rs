@@ -14,6 +14,7 @@ pub mod config;
 pub mod cookbook;
 pub mod model;
 pub mod placement;
+pub mod plan;
 pub mod render;
 
 // The backends: everything that talks to something outside this process.

@@ -67,13 +67,20 @@ fn to_yaml(file: &'static str, value: &Value) -> Result<String, CloudInitError> 
 /// Renders all three files. `instance_id` must change whenever the guest is rebuilt from a
 /// different seed, so cloud-init runs again instead of treating the disk as already set up.
 pub fn render_seed(input: &SeedInput, instance_id: &str) -> Result<SeedFiles, CloudInitError> {
-    let user_data = format!("#cloud-config\n{}", to_yaml("user-data", &user_data(input))?);
+    let user_data = format!(
+        "#cloud-config\n{}",
+        to_yaml("user-data", &user_data(input))?
+    );
     let meta_data = to_yaml(
         "meta-data",
         &json!({ "instance-id": instance_id, "local-hostname": input.hostname }),
     )?;
     let network_config = to_yaml("network-config", &network_config(input))?;
-    Ok(SeedFiles { user_data, meta_data, network_config })
+    Ok(SeedFiles {
+        user_data,
+        meta_data,
+        network_config,
+    })
 }
 
 fn user_data(input: &SeedInput) -> Value {
@@ -130,7 +137,10 @@ fn network_config(input: &SeedInput) -> Value {
         ethernet.insert("dhcp4".into(), json!(false));
         ethernet.insert("addresses".into(), json!(input.addresses));
         if let Some(gateway) = &input.gateway {
-            ethernet.insert("routes".into(), json!([{ "to": "default", "via": gateway }]));
+            ethernet.insert(
+                "routes".into(),
+                json!([{ "to": "default", "via": gateway }]),
+            );
         }
     }
     if !input.resolvers.is_empty() || !input.search_domains.is_empty() {
@@ -155,7 +165,9 @@ mod tests {
             fqdn: "www.example.test".into(),
             hostname: "www".into(),
             admin_user: "someadmin".into(),
-            admin_authorized_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample trog@www.example.test".into()],
+            admin_authorized_keys: vec![
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample trog@www.example.test".into(),
+            ],
             extra_users: vec![json!({"name": "alice", "groups": ["www-data"]})],
             packages: vec!["nginx".into(), "curl".into()],
             contact_email: "ops@example.test".into(),
@@ -187,7 +199,11 @@ mod tests {
         input.apt_mirror = None;
         input.packages.clear();
         let files = render_seed(&input, "id").unwrap();
-        assert!(files.network_config.contains("dhcp4: true"), "{}", files.network_config);
+        assert!(
+            files.network_config.contains("dhcp4: true"),
+            "{}",
+            files.network_config
+        );
         assert!(!files.network_config.contains("addresses"));
         assert!(!files.user_data.contains("apt:"));
         assert!(!files.user_data.contains("packages"));
