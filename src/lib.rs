@@ -20,4 +20,5 @@ pub mod render;
 // The backends: everything that talks to something outside this process.
 pub mod credentials;
 pub mod libvirt;
+pub mod machine;
 pub mod secrets;
