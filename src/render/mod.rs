@@ -1,2 +1,3 @@
 //! Turning a guest's merged settings into bytes: cloud-init files, the Makefile, rendered files,
 //! the payload archive, the seed ISO and the domain XML. Pure: no I/O, deterministic output.
+pub mod seed_iso;
