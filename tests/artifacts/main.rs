@@ -2,4 +2,5 @@
 //! person would use (`tar`, `xorriso`, `isoinfo`, `virt-xml-validate`), never by trog itself.
 
 mod oracle;
+mod payload;
 mod seed_iso;
