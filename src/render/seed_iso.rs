@@ -81,12 +81,13 @@ pub enum SeedIsoError {
     AddFile {
         file: &'static str,
         #[source]
-        source: hadris_fs::PathError,
+        source: Box<hadris_fs::PathError>,
     },
+    // Boxed: the library's error is large, and this one travels through every `?` above it.
     #[error("could not lay out the seed image")]
     Write {
         #[source]
-        source: hadris_fs::PathError,
+        source: Box<hadris_fs::PathError>,
     },
 }
 
@@ -132,11 +133,17 @@ pub fn build_seed_iso_at(files: &SeedFiles, unix_seconds: i64) -> Result<SeedIso
         let node =
             Node::file(Content::bytes(bytes.to_vec())).with_attrs(attributes(SEED_FILE_MODE));
         tree.insert(name, node)
-            .map_err(|source| SeedIsoError::AddFile { file: name, source })?;
+            .map_err(|source| SeedIsoError::AddFile {
+                file: name,
+                source: Box::new(source),
+            })?;
     }
     // Replacing the root with a directory node is how the root gets its attributes.
     tree.replace("", Node::dir().with_attrs(attributes(SEED_DIRECTORY_MODE)))
-        .map_err(|source| SeedIsoError::AddFile { file: "/", source })?;
+        .map_err(|source| SeedIsoError::AddFile {
+            file: "/",
+            source: Box::new(source),
+        })?;
 
     let options = IsoOptions::new()
         .with_id(IsoId::Volume, SEED_VOLUME_LABEL)
@@ -149,8 +156,9 @@ pub fn build_seed_iso_at(files: &SeedFiles, unix_seconds: i64) -> Result<SeedIso
 
     // A `Vec<u8>` is a block device that grows as the writer fills it.
     let mut bytes: Vec<u8> = Vec::new();
-    hadris_iso::sync::write(&mut bytes, &tree, &options)
-        .map_err(|source| SeedIsoError::Write { source })?;
+    hadris_iso::sync::write(&mut bytes, &tree, &options).map_err(|source| SeedIsoError::Write {
+        source: Box::new(source),
+    })?;
     let sha256_hex = hex::encode(Sha256::digest(&bytes));
     Ok(SeedIso { bytes, sha256_hex })
 }
