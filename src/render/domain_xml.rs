@@ -2,8 +2,18 @@
 //!
 //! [`DomainSpec`] holds every decision in typed values; [`domain_context`] turns it into the
 //! flat values the template prints, so the template holds layout and no policy. Every printed
-//! value is XML-escaped by the environment's formatter (the template never marks anything
-//! safe), and a value no XML 1.0 document can carry (a control character) fails the render.
+//! value is XML-escaped by the environment's formatter (even one a template marks `safe`), and
+//! a value no XML 1.0 document can carry (a control character) fails the render.
+//!
+//! The shape of every guest, and why:
+//! - machine `q35`, so BIOS and UEFI guests share one device layout;
+//! - the seed ISO is a read-only cdrom on a virtio-scsi controller, because cloud kernels ship
+//!   virtio drivers but no AHCI;
+//! - serial port 0 is a pty (for `virsh console`) whose output libvirt also appends to a log
+//!   file (`<log append='on'>`): the log survives restarts and snapshot reverts, and a timeout
+//!   can quote the guest's last lines;
+//! - a qemu guest agent channel (addresses without a lease), a virtio RNG (entropy for the SSH
+//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots.
 
 use crate::exit_status::ExitStatus;
 use crate::model::hypervisor::DomainType;
