@@ -2,9 +2,9 @@
 //! and seed, and keep its data volume unless asked to purge. A failed step does not stop the
 //! rest; the outcome names everything left behind.
 
-use crate::libvirt::tag::{parse_tag, TAG_NAMESPACE};
-use crate::plan::resource_names;
 use crate::model::names::DomainName;
+use crate::plan::resource_names;
+use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
 use std::time::{Duration, Instant};
 use virt::connect::Connect;
 use virt::error::ErrorNumber;
@@ -45,27 +45,45 @@ impl crate::report::Diagnose for DestroyRefusal {
 
     fn hint(&self) -> Option<String> {
         match self {
-            DestroyRefusal::Foreign { .. } => Some("remove it with the tools that made it (virsh undefine), or rename the guest".into()),
+            DestroyRefusal::Foreign { .. } => Some(
+                "remove it with the tools that made it (virsh undefine), or rename the guest"
+                    .into(),
+            ),
             DestroyRefusal::Lookup { .. } => None,
         }
     }
 }
 
 /// Destroys the guest `domain` in pool `pool_name` on `connection`.
-pub fn destroy_guest(connection: &Connect, hypervisor: &str, domain: &DomainName, pool_name: &str, purge: bool) -> Result<DestroyOutcome, DestroyRefusal> {
+pub fn destroy_guest(
+    connection: &Connect,
+    hypervisor: &str,
+    domain: &DomainName,
+    pool_name: &str,
+    purge: bool,
+) -> Result<DestroyOutcome, DestroyRefusal> {
     let mut outcome = DestroyOutcome::default();
     match connection.lookup_domain_by_name(domain.as_str()) {
         Ok(found) => {
             let tagged = found
-                .metadata(virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32, Some(TAG_NAMESPACE), virt::sys::VIR_DOMAIN_AFFECT_CONFIG)
+                .metadata(
+                    virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                    Some(TAG_NAMESPACE),
+                    virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+                )
                 .ok()
                 .and_then(|element| parse_tag(&element))
                 .is_some();
             if !tagged {
-                return Err(DestroyRefusal::Foreign { domain: domain.to_string(), hypervisor: hypervisor.to_string() });
+                return Err(DestroyRefusal::Foreign {
+                    domain: domain.to_string(),
+                    hypervisor: hypervisor.to_string(),
+                });
             }
             if let Err(why) = stop(&found) {
-                outcome.left_behind.push((format!("domain {domain} (running)"), why));
+                outcome
+                    .left_behind
+                    .push((format!("domain {domain} (running)"), why));
             }
             let flags = virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM
                 | virt::sys::VIR_DOMAIN_UNDEFINE_TPM
@@ -74,23 +92,37 @@ pub fn destroy_guest(connection: &Connect, hypervisor: &str, domain: &DomainName
                 | virt::sys::VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA;
             match found.undefine_flags(flags) {
                 Ok(()) => outcome.removed.push(format!("domain {domain}")),
-                Err(error) => outcome.left_behind.push((format!("domain {domain}"), error.to_string())),
+                Err(error) => outcome
+                    .left_behind
+                    .push((format!("domain {domain}"), error.to_string())),
             }
         }
         Err(error) if error.code().is(ErrorNumber::NoDomain) => {}
-        Err(source) => return Err(DestroyRefusal::Lookup { domain: domain.to_string(), hypervisor: hypervisor.to_string(), source }),
+        Err(source) => {
+            return Err(DestroyRefusal::Lookup {
+                domain: domain.to_string(),
+                hypervisor: hypervisor.to_string(),
+                source,
+            })
+        }
     }
 
     let pool = match connection.lookup_storage_pool_by_name(pool_name) {
         Ok(pool) => pool,
         Err(error) if error.code().is(ErrorNumber::NoStoragePool) => return Ok(outcome),
         Err(error) => {
-            outcome.left_behind.push((format!("the volumes in pool {pool_name}"), error.to_string()));
+            outcome.left_behind.push((
+                format!("the volumes in pool {pool_name}"),
+                error.to_string(),
+            ));
             return Ok(outcome);
         }
     };
     let _ = pool.refresh(0);
-    let mut volumes = vec![resource_names::root_volume(domain), resource_names::seed_volume(domain)];
+    let mut volumes = vec![
+        resource_names::root_volume(domain),
+        resource_names::seed_volume(domain),
+    ];
     let data = resource_names::data_volume(domain);
     if purge {
         volumes.push(data.clone());
@@ -99,14 +131,20 @@ pub fn destroy_guest(connection: &Connect, hypervisor: &str, domain: &DomainName
         match pool.lookup_storage_vol_by_name(&name) {
             Ok(volume) => match volume.delete(0) {
                 Ok(()) => outcome.removed.push(format!("volume {name}")),
-                Err(error) => outcome.left_behind.push((format!("volume {name}"), error.to_string())),
+                Err(error) => outcome
+                    .left_behind
+                    .push((format!("volume {name}"), error.to_string())),
             },
             Err(error) if error.code().is(ErrorNumber::NoStorageVolume) => {}
-            Err(error) => outcome.left_behind.push((format!("volume {name}"), error.to_string())),
+            Err(error) => outcome
+                .left_behind
+                .push((format!("volume {name}"), error.to_string())),
         }
     }
     if !purge && pool.lookup_storage_vol_by_name(&data).is_ok() {
-        outcome.kept.push(format!("data volume {data} (--purge deletes it)"));
+        outcome
+            .kept
+            .push(format!("data volume {data} (--purge deletes it)"));
     }
     Ok(outcome)
 }

@@ -2,12 +2,12 @@
 //! libvirt actions. Every step here is safe to repeat: an interrupted run is rerun, re-observed
 //! and re-planned, and each step finds what its earlier attempt left.
 
-use crate::libvirt::tag::{parse_tag, render_tag, TAG_NAMESPACE, TAG_PREFIX};
 use crate::model::units::Bytes;
 use crate::plan::resource_names::partial_base_image_volume;
 use crate::plan::{
     Action, DesiredGuest, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState,
 };
+use crate::render::domain_xml::metadata::{parse_tag, render_tag, TAG_NAMESPACE, TAG_PREFIX};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;

@@ -19,7 +19,7 @@ use crate::exit_status::ExitStatus;
 use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::MiB;
-use crate::render::fingerprint::ProvisionFingerprint;
+use crate::plan::GuestTag;
 use crate::report::Diagnose;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
@@ -30,11 +30,8 @@ use std::fmt;
 /// The template trog ships; an installation may pass its own text instead.
 pub const DEFAULT_DOMAIN_TEMPLATE: &str = include_str!("../../templates/domain.xml.j2");
 
-mod metadata;
-pub use metadata::{
-    parse_guest_metadata, GuestMetadata, TROG_METADATA_NAMESPACE, TROG_METADATA_OWNER,
-    TROG_METADATA_PREFIX,
-};
+pub mod metadata;
+use metadata::{OWNER, TAG_NAMESPACE, TAG_PREFIX};
 
 /// The CPU a guest is given, as `cpu_mode` declares it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -127,10 +124,13 @@ impl DiskCache {
     }
 }
 
-/// A disk on the virtio bus, backed by a volume of the pool (its path on the hypervisor).
+/// A disk on the virtio bus, backed by a volume of a storage pool. Disks name their volume, not
+/// a path: libvirt resolves it when the guest starts, so the XML is right whatever directory
+/// the pool actually has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskSpec {
-    pub path: String,
+    pub pool: String,
+    pub volume: String,
     pub format: DiskFormat,
     pub cache: Option<DiskCache>,
     /// Pass the guest's TRIM through, so a qcow2 volume shrinks back when files are deleted.
@@ -139,9 +139,10 @@ pub struct DiskSpec {
 
 impl DiskSpec {
     /// A qcow2 volume with trog's usual knobs: libvirt's default cache, discard passed through.
-    pub fn qcow2(path: impl Into<String>) -> DiskSpec {
+    pub fn qcow2(pool: impl Into<String>, volume: impl Into<String>) -> DiskSpec {
         DiskSpec {
-            path: path.into(),
+            pool: pool.into(),
+            volume: volume.into(),
             format: DiskFormat::Qcow2,
             cache: None,
             discard_unmap: true,
@@ -210,8 +211,8 @@ pub struct DomainSpec {
     pub root_disk: DiskSpec,
     /// A data volume that outlives the root disk (`vdb`).
     pub data_disk: Option<DiskSpec>,
-    /// The seed ISO volume's path, attached read-only as a SCSI cdrom.
-    pub seed_iso_path: String,
+    /// The seed ISO volume (in the root disk's pool), attached read-only as a SCSI cdrom.
+    pub seed_volume: String,
     pub mac_address: MacAddress,
     pub network: NetworkAttachment,
     /// The file on the hypervisor the serial console is copied to (appended, never truncated).
@@ -220,7 +221,8 @@ pub struct DomainSpec {
     pub tpm: bool,
     /// The cgroup partition (`/machine/NAME`) from the hypervisor block.
     pub partition: Option<String>,
-    pub fingerprint: ProvisionFingerprint,
+    /// trog's tag, recorded in the domain's `<metadata>`.
+    pub tag: GuestTag,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -270,7 +272,8 @@ fn cpu_context(domain_type: DomainType, cpu_mode: &CpuMode) -> (&'static str, Op
 
 #[derive(Debug, Serialize)]
 struct DiskContext {
-    path: String,
+    pool: String,
+    volume: String,
     format: &'static str,
     cache: Option<&'static str>,
     discard: Option<&'static str>,
@@ -278,7 +281,8 @@ struct DiskContext {
 
 fn disk_context(disk: &DiskSpec) -> DiskContext {
     DiskContext {
-        path: disk.path.clone(),
+        pool: disk.pool.clone(),
+        volume: disk.volume.clone(),
         format: disk.format.as_str(),
         cache: disk.cache.map(DiskCache::as_str),
         discard: disk.discard_unmap.then_some("unmap"),
@@ -299,7 +303,8 @@ pub struct DomainContext {
     partition: Option<String>,
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
-    seed_iso_path: String,
+    seed_pool: String,
+    seed_volume: String,
     mac_address: String,
     network_kind: &'static str,
     network_source: String,
@@ -308,8 +313,9 @@ pub struct DomainContext {
     metadata_namespace: &'static str,
     metadata_prefix: &'static str,
     owner: &'static str,
-    fingerprint: String,
-    root_disk_fingerprint: String,
+    boot_fingerprint: String,
+    shape_fingerprint: String,
+    payload_digest: String,
 }
 
 pub fn domain_context(spec: &DomainSpec) -> DomainContext {
@@ -330,17 +336,19 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         partition: spec.partition.clone(),
         root_disk: disk_context(&spec.root_disk),
         data_disk: spec.data_disk.as_ref().map(disk_context),
-        seed_iso_path: spec.seed_iso_path.clone(),
+        seed_pool: spec.root_disk.pool.clone(),
+        seed_volume: spec.seed_volume.clone(),
         mac_address: spec.mac_address.to_string(),
         network_kind,
         network_source,
         serial_log_path: spec.serial_log_path.clone(),
         tpm: spec.tpm,
-        metadata_namespace: TROG_METADATA_NAMESPACE,
-        metadata_prefix: TROG_METADATA_PREFIX,
-        owner: TROG_METADATA_OWNER,
-        fingerprint: spec.fingerprint.value.clone(),
-        root_disk_fingerprint: spec.fingerprint.root_disk.clone(),
+        metadata_namespace: TAG_NAMESPACE,
+        metadata_prefix: TAG_PREFIX,
+        owner: OWNER,
+        boot_fingerprint: spec.tag.boot_fingerprint.clone(),
+        shape_fingerprint: spec.tag.shape_fingerprint.clone(),
+        payload_digest: spec.tag.payload_digest.clone().unwrap_or_default(),
     }
 }
 

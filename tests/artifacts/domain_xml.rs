@@ -2,11 +2,11 @@ use crate::oracle::{arg, run};
 use trog::model::hypervisor::DomainType;
 use trog::model::names::DomainName;
 use trog::model::units::MiB;
+use trog::plan::GuestTag;
 use trog::render::domain_xml::{
-    mac_address_for, parse_guest_metadata, render_domain_xml, CpuMode, DiskCache, DiskSpec,
+    mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskCache, DiskSpec,
     DomainSpec, Firmware, NetworkAttachment, DEFAULT_DOMAIN_TEMPLATE,
 };
-use trog::render::fingerprint::ProvisionFingerprint;
 
 fn representative_guest() -> DomainSpec {
     let name = DomainName::parse("web.example.test").unwrap();
@@ -19,16 +19,17 @@ fn representative_guest() -> DomainSpec {
         domain_type: DomainType::Kvm,
         cpu_mode: CpuMode::HostPassthrough,
         firmware: Firmware::Bios,
-        root_disk: DiskSpec::qcow2("/vms/web.example.test-root.qcow2"),
-        data_disk: Some(DiskSpec::qcow2("/vms/web.example.test-data.qcow2")),
-        seed_iso_path: "/vms/web.example.test-seed.iso".to_string(),
+        root_disk: DiskSpec::qcow2("trog", "web.example.test-root.qcow2"),
+        data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
+        seed_volume: "web.example.test-seed.iso".to_string(),
         network: NetworkAttachment::Network("default".to_string()),
         serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
         tpm: false,
         partition: None,
-        fingerprint: ProvisionFingerprint {
-            value: "1".repeat(64),
-            root_disk: "2".repeat(64),
+        tag: GuestTag {
+            boot_fingerprint: "2".repeat(64),
+            shape_fingerprint: "1".repeat(64),
+            payload_digest: None,
         },
     }
 }
@@ -150,41 +151,32 @@ fn variants_say_what_they_ask_for() {
 fn the_metadata_is_in_trogs_namespace() {
     let xml = render_domain_xml(&representative_guest(), DEFAULT_DOMAIN_TEMPLATE).unwrap();
     let guest = "/domain/metadata/*[local-name()='guest' and namespace-uri()='urn:x-trog:guest:1']";
+    assert_eq!(xpath_value(&xml, &format!("{guest}/@owner")), "trog");
     assert_eq!(
-        xpath_value(&xml, &format!("{guest}/*[local-name()='owner']")),
-        "trog"
-    );
-    assert_eq!(
-        xpath_value(&xml, &format!("{guest}/*[local-name()='fqdn']")),
+        xpath_value(&xml, &format!("{guest}/@domain")),
         "web.example.test"
     );
+    assert_eq!(xpath_value(&xml, &format!("{guest}/@boot")), "2".repeat(64));
     assert_eq!(
-        xpath_value(&xml, &format!("{guest}/*[local-name()='fingerprint']")),
+        xpath_value(&xml, &format!("{guest}/@shape")),
         "1".repeat(64)
     );
-    assert_eq!(
-        xpath_value(
-            &xml,
-            &format!("{guest}/*[local-name()='root-disk-fingerprint']")
-        ),
-        "2".repeat(64)
-    );
     // trog reads back what it wrote.
-    let metadata = parse_guest_metadata(&xml).unwrap();
+    let start = xml.find("<trog:guest").unwrap();
+    let end = start + xml[start..].find("/>").unwrap() + 2;
     assert_eq!(
-        (metadata.owner.as_str(), metadata.fqdn.as_str()),
-        ("trog", "web.example.test")
+        parse_tag(&xml[start..end]),
+        Some(representative_guest().tag)
     );
-    assert_eq!(metadata.fingerprint, representative_guest().fingerprint);
 }
 
 #[test]
 fn hostile_values_are_escaped_and_read_back_unchanged() {
-    let hostile_path = "/vms/it's & \"odd\" <x>/root.qcow2";
+    let hostile_volume = "it's & \"odd\" <x>root.qcow2";
     let hostile_network = "net'/><interface type='ethernet'/><x a='";
     let hostile_partition = "/machine/a&b</partition><evil/>";
     let mut spec = representative_guest();
-    spec.root_disk.path = hostile_path.to_string();
+    spec.root_disk.volume = hostile_volume.to_string();
     spec.network = NetworkAttachment::Network(hostile_network.to_string());
     spec.partition = Some(hostile_partition.to_string());
     spec.serial_log_path = "/var/log/a\tb\nc.log".to_string();
@@ -192,8 +184,8 @@ fn hostile_values_are_escaped_and_read_back_unchanged() {
     // intended: well-formed, one interface, every value read back as given.
     let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
     assert_eq!(
-        xpath_value(&xml, "/domain/devices/disk[1]/source/@file"),
-        hostile_path
+        xpath_value(&xml, "/domain/devices/disk[1]/source/@volume"),
+        hostile_volume
     );
     assert_eq!(
         xpath_value(&xml, "/domain/devices/interface/source/@network"),
@@ -221,7 +213,7 @@ fn hostile_values_are_escaped_and_read_back_unchanged() {
 #[test]
 fn control_characters_fail_the_render() {
     let mut spec = representative_guest();
-    spec.seed_iso_path = "/vms/seed\u{1b}[31m.iso".to_string();
+    spec.seed_volume = "seed\u{1b}[31m.iso".to_string();
     let error = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap_err();
     assert!(matches!(
         error,

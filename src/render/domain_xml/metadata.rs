@@ -1,63 +1,51 @@
-//! trog's own element in a domain's `<metadata>`: how trog tells its domains from foreign ones
-//! and what it recorded about them. The template writes it; [`parse_guest_metadata`] reads it.
+//! trog's tag on a domain it owns: one element in the domain's `<metadata>`, in trog's own XML
+//! namespace, holding the three digests the planner compares. The domain template writes it at
+//! definition; the libvirt backend reads it back and rewrites it when a finish succeeds.
 
-use crate::render::fingerprint::ProvisionFingerprint;
+use crate::plan::GuestTag;
 
-/// trog's XML namespace for the domain `<metadata>` element, and the prefix it is written with.
-/// The namespace is how trog recognises its own domains: one without it is foreign.
-pub const TROG_METADATA_NAMESPACE: &str = "urn:x-trog:guest:1";
-pub const TROG_METADATA_PREFIX: &str = "trog";
-/// What the metadata's `owner` element says on every domain trog creates.
-pub const TROG_METADATA_OWNER: &str = "trog";
+/// trog's XML namespace. libvirt keeps one metadata element per namespace.
+pub const TAG_NAMESPACE: &str = "urn:x-trog:guest:1";
+/// The prefix libvirt writes the element with.
+pub const TAG_PREFIX: &str = "trog";
+/// What the `owner` attribute says on everything trog created.
+pub const OWNER: &str = "trog";
 
-/// What trog's `<metadata>` element says about a domain, read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestMetadata {
-    pub owner: String,
-    pub fqdn: String,
-    pub fingerprint: ProvisionFingerprint,
+/// The element as written into the domain's metadata.
+pub fn render_tag(domain: &str, tag: &GuestTag) -> String {
+    let payload = tag.payload_digest.as_deref().unwrap_or("");
+    format!(
+        "<guest xmlns=\"{TAG_NAMESPACE}\" owner=\"{OWNER}\" domain=\"{}\" boot=\"{}\" shape=\"{}\" payload=\"{}\"/>",
+        escape(domain),
+        escape(&tag.boot_fingerprint),
+        escape(&tag.shape_fingerprint),
+        escape(payload)
+    )
 }
 
-/// Reads trog's metadata element back, as libvirt returns it for [`TROG_METADATA_NAMESPACE`]
-/// (`virDomainGetMetadata`: `<guest><owner>…`, without a prefix) or as it sits in the domain
-/// XML (`<trog:guest xmlns:trog=…>`). `None` when an element is missing: the domain is not one
-/// trog can recognise. Only the flat, attribute-free elements trog writes are understood; the
-/// caller has already selected the element by namespace.
-pub fn parse_guest_metadata(xml: &str) -> Option<GuestMetadata> {
-    Some(GuestMetadata {
-        owner: metadata_field(xml, "owner")?,
-        fqdn: metadata_field(xml, "fqdn")?,
-        fingerprint: ProvisionFingerprint {
-            value: metadata_field(xml, "fingerprint")?,
-            root_disk: metadata_field(xml, "root-disk-fingerprint")?,
-        },
+/// Reads the tag back from the element libvirt returns for trog's namespace; `None` when it is
+/// not trog's. libvirt hands the element back unprefixed, with only a declaration of the prefix,
+/// so the namespace is vouched for by the lookup, not by the element.
+pub fn parse_tag(element: &str) -> Option<GuestTag> {
+    let document = roxmltree::Document::parse(element).ok()?;
+    let root = document.root_element();
+    if root.tag_name().name() != "guest" || root.attribute("owner") != Some(OWNER) {
+        return None;
+    }
+    let payload = root.attribute("payload").unwrap_or("");
+    Some(GuestTag {
+        boot_fingerprint: root.attribute("boot")?.to_string(),
+        shape_fingerprint: root.attribute("shape")?.to_string(),
+        payload_digest: (!payload.is_empty()).then(|| payload.to_string()),
     })
 }
 
-/// The text of the first element whose local name is `local_name`, entities resolved.
-fn metadata_field(xml: &str, local_name: &str) -> Option<String> {
-    let mut rest = xml;
-    while let Some(start) = rest.find('<') {
-        let after = &rest[start + 1..];
-        let end = after.find('>')?;
-        let tag = &after[..end];
-        let tag_local_name = tag.rsplit(':').next().unwrap_or(tag);
-        if !tag.starts_with('/') && tag_local_name == local_name {
-            let text = &after[end + 1..];
-            let text = &text[..text.find('<')?];
-            return Some(unescape_xml(text.trim()));
-        }
-        rest = &after[end + 1..];
-    }
-    None
-}
-
-fn unescape_xml(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
+fn escape(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -65,35 +53,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn metadata_reads_back_with_or_without_a_prefix() {
-        let expected = GuestMetadata {
-            owner: "trog".to_string(),
-            fqdn: "web.example.test".to_string(),
-            fingerprint: ProvisionFingerprint {
-                value: "1".repeat(64),
-                root_disk: "2".repeat(64),
-            },
+    fn tag_round_trips_through_libvirts_prefixed_form() {
+        let tag = GuestTag {
+            boot_fingerprint: "b".into(),
+            shape_fingerprint: "s".into(),
+            payload_digest: None,
         };
-        // As `virsh metadata DOMAIN urn:x-trog:guest:1` prints it.
-        let unprefixed = format!(
-            "<guest>\n  <owner>trog</owner>\n  <fqdn>web.example.test</fqdn>\n  <fingerprint>{}</fingerprint>\n  \
-             <root-disk-fingerprint>{}</root-disk-fingerprint>\n</guest>\n",
-            "1".repeat(64),
-            "2".repeat(64)
-        );
-        assert_eq!(parse_guest_metadata(&unprefixed), Some(expected.clone()));
-        let prefixed = unprefixed
-            .replace("<", "<trog:")
-            .replace("<trog:/", "</trog:")
-            .replacen(
-                "<trog:guest>",
-                "<trog:guest xmlns:trog=\"urn:x-trog:guest:1\">",
-                1,
-            );
-        assert_eq!(parse_guest_metadata(&prefixed), Some(expected));
         assert_eq!(
-            parse_guest_metadata("<guest><owner>trog</owner></guest>"),
+            parse_tag(&render_tag("www.example.test", &tag)),
+            Some(tag.clone())
+        );
+        // As libvirt 11 hands it back.
+        let prefixed = "<guest xmlns:trog=\"urn:x-trog:guest:1\" owner=\"trog\" domain=\"w.test\" boot=\"b\" shape=\"s\" payload=\"p\"/>";
+        assert_eq!(
+            parse_tag(prefixed).unwrap().payload_digest.as_deref(),
+            Some("p")
+        );
+    }
+
+    #[test]
+    fn foreign_metadata_is_not_a_tag() {
+        assert_eq!(
+            parse_tag("<machine owner=\"trog\" boot=\"b\" shape=\"s\"/>"),
             None
         );
+        assert_eq!(
+            parse_tag(
+                "<guest xmlns=\"urn:x-trog:guest:1\" owner=\"someone\" boot=\"b\" shape=\"s\"/>"
+            ),
+            None
+        );
+        assert_eq!(parse_tag("not xml"), None);
     }
 }
