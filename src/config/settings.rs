@@ -1,0 +1,486 @@
+//! A guest's merged `_global`, checked against the global schema and turned into typed settings.
+//!
+//! Every problem is collected before anything is reported, so a person fixing a configuration
+//! sees all of them at once: unknown keys (with the setting they probably meant), values of the
+//! wrong type, and every required setting that is missing.
+
+use crate::config::changeme::PLACEHOLDER;
+use crate::config::global_schema::{self, Presence, SettingType, GLOBAL_SETTINGS};
+use crate::config::values::{check_value, ImageSource, IpCidr, TypedValue};
+use crate::config::yaml::{LocatedEntry, LocatedNode, Node, Origin};
+use crate::model::hypervisor::LibvirtUri;
+use crate::model::names::{DomainName, HypervisorName};
+use crate::model::units::{Bytes, MiB};
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+
+/// A guest's distribution: which distro recipe builds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Distro {
+    Debian,
+    Ubuntu,
+}
+
+impl Distro {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Distro::Debian => "debian",
+            Distro::Ubuntu => "ubuntu",
+        }
+    }
+}
+
+impl fmt::Display for Distro {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every `_global` setting of one guest, typed, with defaults applied. Serialized, it is the
+/// `global` of the template context (memory in MiB, size in bytes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GuestSettings {
+    pub admin_user: String,
+    pub contact_email: String,
+    pub distro: Distro,
+    /// `None`: the distro recipe's pinned release.
+    pub release: Option<String>,
+    pub mirror: Option<String>,
+    pub cache: Option<String>,
+    pub timezone: String,
+    pub network: String,
+    pub bridge: Option<String>,
+    pub gateway: Option<IpAddr>,
+    pub resolvers: Vec<IpAddr>,
+    pub search_domains: Vec<String>,
+    /// Empty: the guest takes a lease.
+    pub ips: Vec<IpCidr>,
+    pub size: Bytes,
+    pub memory: MiB,
+    pub cpus: u32,
+    pub image: Option<ImageSource>,
+    pub packages: Vec<String>,
+    pub depends_on: Option<DomainName>,
+    pub hypervisor: Option<HypervisorName>,
+    pub cpu_mode: String,
+    pub aliases: Vec<DomainName>,
+    /// Deprecated; see [`GuestSettings::uses_deprecated_libvirt_uri`].
+    pub libvirt_uri: Option<LibvirtUri>,
+}
+
+impl GuestSettings {
+    /// Whether the guest names a libvirt URI, which callers warn about (and ignore once a
+    /// fleet exists).
+    pub fn uses_deprecated_libvirt_uri(&self) -> bool {
+        self.libvirt_uri.is_some()
+    }
+}
+
+/// A deprecated setting that is set, for callers to warn about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeprecatedSetting {
+    pub key: &'static str,
+    pub origin: Origin,
+    /// Why, and what to use instead.
+    pub advice: &'static str,
+}
+
+/// One thing wrong with a guest's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingProblem {
+    /// Where, when it was written somewhere (a missing setting was not).
+    pub origin: Option<Origin>,
+    /// `_global.memory`, `_global.image.sha256`, `_global.ips[2]`.
+    pub key_path: String,
+    pub kind: SettingProblemKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingProblemKind {
+    /// The key is not a setting.
+    Unknown { suggestion: Option<&'static str> },
+    /// The value does not have the setting's type.
+    Invalid { why: String },
+    /// A required setting is set nowhere.
+    Missing { description: &'static str },
+}
+
+impl fmt::Display for SettingProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(origin) = &self.origin {
+            write!(f, "{origin}: ")?;
+        }
+        match &self.kind {
+            SettingProblemKind::Unknown {
+                suggestion: Some(suggestion),
+            } => {
+                write!(
+                    f,
+                    "`{}` is not a setting (did you mean `{suggestion}`?)",
+                    self.key_path
+                )
+            }
+            SettingProblemKind::Unknown { suggestion: None } => {
+                write!(f, "`{}` is not a setting", self.key_path)
+            }
+            SettingProblemKind::Invalid { why } => write!(f, "`{}`: {why}", self.key_path),
+            SettingProblemKind::Missing { description } => {
+                write!(
+                    f,
+                    "`{}` is required and set nowhere ({description})",
+                    self.key_path
+                )
+            }
+        }
+    }
+}
+
+/// Checks a merged `_global` mapping and builds the typed settings.
+pub fn settings_from_global(
+    global: &IndexMap<String, LocatedEntry>,
+) -> Result<(GuestSettings, Vec<DeprecatedSetting>), Vec<SettingProblem>> {
+    let mut problems = Vec::new();
+    let mut values: HashMap<&'static str, TypedValue> = HashMap::new();
+    let mut deprecations = Vec::new();
+
+    for (key, entry) in global {
+        let Some(declaration) = global_schema::declaration(key) else {
+            problems.push(SettingProblem {
+                origin: Some(entry.key_origin.clone()),
+                key_path: format!("_global.{key}"),
+                kind: SettingProblemKind::Unknown {
+                    suggestion: global_schema::suggest(key),
+                },
+            });
+            continue;
+        };
+        // `~` unsets a setting, so a domain can drop what _base gave it.
+        if entry.value.value == Node::Null {
+            continue;
+        }
+        if is_placeholder(&entry.value) {
+            // A placeholder is reported by the CHANGEME scan, not here: a guest written by
+            // new_guest must load. A required setting keeps it as its text; any other falls
+            // back to its default.
+            if declaration.presence == Presence::Required {
+                values.insert(declaration.key, TypedValue::Text(PLACEHOLDER.to_string()));
+            }
+            continue;
+        }
+        match check_value(declaration.setting_type, &entry.value) {
+            Ok(value) => {
+                if let Some(advice) = declaration.deprecated {
+                    deprecations.push(DeprecatedSetting {
+                        key: declaration.key,
+                        origin: entry.key_origin.clone(),
+                        advice,
+                    });
+                }
+                values.insert(declaration.key, value);
+            }
+            Err(problem) => problems.push(SettingProblem {
+                origin: Some(problem.origin),
+                key_path: format!("_global.{key}{}", problem.within),
+                kind: SettingProblemKind::Invalid { why: problem.why },
+            }),
+        }
+    }
+
+    for declaration in GLOBAL_SETTINGS {
+        if values.contains_key(declaration.key) {
+            continue;
+        }
+        match declaration.presence {
+            Presence::Required
+                if !global.contains_key(declaration.key) || is_unset(global, declaration.key) =>
+            {
+                problems.push(SettingProblem {
+                    origin: None,
+                    key_path: format!("_global.{}", declaration.key),
+                    kind: SettingProblemKind::Missing {
+                        description: declaration.description,
+                    },
+                });
+            }
+            Presence::Default(text) => {
+                values.insert(
+                    declaration.key,
+                    default_value(declaration.setting_type, text),
+                );
+            }
+            Presence::Required | Presence::Optional => {}
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok((assemble(values), deprecations))
+}
+
+fn is_placeholder(node: &LocatedNode) -> bool {
+    matches!(&node.value, Node::String(text) if text == PLACEHOLDER)
+}
+
+fn is_unset(global: &IndexMap<String, LocatedEntry>, key: &str) -> bool {
+    global
+        .get(key)
+        .is_some_and(|entry| entry.value.value == Node::Null)
+}
+
+/// A declared default, checked like a written value (a test checks that every default passes).
+fn default_value(setting_type: SettingType, text: &str) -> TypedValue {
+    let node = crate::config::yaml::parse_located(std::path::Path::new("<default>"), text)
+        .expect("declared defaults are valid YAML");
+    check_value(setting_type, &node).expect("declared defaults pass their own check")
+}
+
+/// Moves checked values into the struct. Every required or defaulted key is present here.
+fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
+    let mut take = |key: &str| values.remove(key);
+    let text = |value: Option<TypedValue>| match value {
+        Some(TypedValue::Text(text)) => Some(text),
+        _ => None,
+    };
+    let list = |value: Option<TypedValue>| match value {
+        Some(TypedValue::List(items)) => items,
+        _ => Vec::new(),
+    };
+    GuestSettings {
+        admin_user: text(take("admin_user")).unwrap_or_default(),
+        contact_email: text(take("contact_email")).unwrap_or_default(),
+        distro: match text(take("distro")).as_deref() {
+            Some("debian") => Distro::Debian,
+            _ => Distro::Ubuntu,
+        },
+        release: text(take("release")),
+        mirror: text(take("mirror")),
+        cache: text(take("cache")),
+        timezone: text(take("timezone")).unwrap_or_default(),
+        network: text(take("network")).unwrap_or_default(),
+        bridge: text(take("bridge")),
+        gateway: match take("gateway") {
+            Some(TypedValue::Ip(address)) => Some(address),
+            _ => None,
+        },
+        resolvers: list(take("resolvers"))
+            .into_iter()
+            .filter_map(|item| match item {
+                TypedValue::Ip(address) => Some(address),
+                _ => None,
+            })
+            .collect(),
+        search_domains: list(take("search_domains"))
+            .into_iter()
+            .filter_map(|item| text(Some(item)))
+            .collect(),
+        ips: list(take("ips"))
+            .into_iter()
+            .filter_map(|item| match item {
+                TypedValue::Cidr(cidr) => Some(cidr),
+                _ => None,
+            })
+            .collect(),
+        size: match take("size") {
+            Some(TypedValue::Disk(bytes)) => bytes,
+            _ => Bytes::default(),
+        },
+        memory: match take("memory") {
+            Some(TypedValue::Memory(mib)) => mib,
+            _ => MiB::default(),
+        },
+        cpus: match take("cpus") {
+            Some(TypedValue::Count(count)) => count,
+            _ => 1,
+        },
+        image: match take("image") {
+            Some(TypedValue::Image(image)) => Some(image),
+            _ => None,
+        },
+        packages: list(take("packages"))
+            .into_iter()
+            .filter_map(|item| text(Some(item)))
+            .collect(),
+        depends_on: match take("depends_on") {
+            Some(TypedValue::Domain(domain)) => Some(domain),
+            _ => None,
+        },
+        hypervisor: match take("hypervisor") {
+            Some(TypedValue::Hypervisor(name)) => Some(name),
+            _ => None,
+        },
+        cpu_mode: text(take("cpu_mode")).unwrap_or_default(),
+        aliases: list(take("aliases"))
+            .into_iter()
+            .filter_map(|item| match item {
+                TypedValue::Domain(domain) => Some(domain),
+                _ => None,
+            })
+            .collect(),
+        libvirt_uri: match take("libvirt_uri") {
+            Some(TypedValue::Uri(uri)) => Some(uri),
+            _ => None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::yaml::parse_located;
+    use std::path::Path;
+
+    fn settings(
+        yaml: &str,
+    ) -> Result<(GuestSettings, Vec<DeprecatedSetting>), Vec<SettingProblem>> {
+        let tree = parse_located(Path::new("g.yaml"), yaml).unwrap();
+        let entries = match tree.value {
+            Node::Mapping(entries) => entries,
+            Node::Null => IndexMap::new(),
+            other => panic!("{other:?}"),
+        };
+        settings_from_global(&entries)
+    }
+
+    const MINIMAL: &str = "admin_user: someadmin\ncontact_email: ops@example.test\n";
+
+    #[test]
+    fn defaults_fill_everything_not_written() {
+        let (settings, deprecations) = settings(MINIMAL).unwrap();
+        assert_eq!(settings.distro, Distro::Ubuntu);
+        assert_eq!(settings.timezone, "Etc/UTC");
+        assert_eq!(settings.network, "default");
+        assert_eq!(settings.size, Bytes::from_gib(10));
+        assert_eq!(settings.memory, MiB(1024));
+        assert_eq!(settings.cpus, 1);
+        assert_eq!(settings.cpu_mode, "host-passthrough");
+        assert!(settings.ips.is_empty() && settings.release.is_none() && settings.image.is_none());
+        assert!(deprecations.is_empty());
+    }
+
+    #[test]
+    fn every_declared_default_passes_its_own_check() {
+        for declaration in GLOBAL_SETTINGS {
+            if let Presence::Default(text) = declaration.presence {
+                default_value(declaration.setting_type, text);
+            }
+        }
+    }
+
+    #[test]
+    fn every_setting_is_read_into_its_field() {
+        let digest = "0123456789abcdef".repeat(4);
+        let yaml = format!(
+            "{MINIMAL}distro: debian\nrelease: bookworm\nmirror: http://m.example.test/debian\n\
+             cache: https://c.example.test\ntimezone: Europe/Berlin\nnetwork: lan\nbridge: br0\n\
+             gateway: 192.0.2.1\nresolvers: [192.0.2.53, \"2001:db8::53\"]\nsearch_domains: [example.test, lan]\n\
+             ips: [192.0.2.10/24, \"2001:db8::10/64\"]\nsize: 20G\nmemory: 2G\ncpus: 4\n\
+             image: {{url: \"https://img.example.test/b.qcow2\", sha256: {digest}}}\npackages: [htop]\n\
+             depends_on: db.example.test\nhypervisor: hv1\ncpu_mode: host-model\n\
+             aliases: [www.example.test]\nlibvirt_uri: \"qemu+ssh://root@hv1.example.test/system\"\n"
+        );
+        let (settings, deprecations) = settings(&yaml).unwrap();
+        assert_eq!(settings.distro, Distro::Debian);
+        assert_eq!(settings.release.as_deref(), Some("bookworm"));
+        assert_eq!(
+            settings.mirror.as_deref(),
+            Some("http://m.example.test/debian")
+        );
+        assert_eq!(settings.cache.as_deref(), Some("https://c.example.test"));
+        assert_eq!(settings.timezone, "Europe/Berlin");
+        assert_eq!(
+            (settings.network.as_str(), settings.bridge.as_deref()),
+            ("lan", Some("br0"))
+        );
+        assert_eq!(settings.gateway, Some("192.0.2.1".parse().unwrap()));
+        assert_eq!(settings.resolvers.len(), 2);
+        assert_eq!(settings.search_domains, ["example.test", "lan"]);
+        assert_eq!(settings.ips[1].to_string(), "2001:db8::10/64");
+        assert_eq!(
+            (settings.size, settings.memory, settings.cpus),
+            (Bytes::from_gib(20), MiB(2048), 4)
+        );
+        assert_eq!(settings.image.unwrap().sha256, digest);
+        assert_eq!(settings.packages, ["htop"]);
+        assert_eq!(settings.depends_on.unwrap().as_str(), "db.example.test");
+        assert_eq!(settings.hypervisor.unwrap().as_str(), "hv1");
+        assert_eq!(settings.cpu_mode, "host-model");
+        assert_eq!(settings.aliases[0].as_str(), "www.example.test");
+        assert!(settings.libvirt_uri.is_some());
+        assert_eq!(deprecations.len(), 1);
+        assert_eq!(deprecations[0].key, "libvirt_uri");
+        assert_eq!(deprecations[0].origin.line, 23);
+    }
+
+    #[test]
+    fn every_missing_required_setting_is_reported_at_once() {
+        let problems = settings("memory: 2048\n").unwrap_err();
+        let keys: Vec<_> = problems
+            .iter()
+            .map(|problem| problem.key_path.as_str())
+            .collect();
+        assert_eq!(keys, ["_global.admin_user", "_global.contact_email"]);
+        assert!(problems
+            .iter()
+            .all(|problem| matches!(problem.kind, SettingProblemKind::Missing { .. })));
+    }
+
+    #[test]
+    fn null_unsets_and_a_required_null_is_missing() {
+        let problems = settings("admin_user: ~\ncontact_email: ops@example.test\n").unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].key_path, "_global.admin_user");
+        let (settings, _) = settings(&format!("{MINIMAL}memory: ~\n")).unwrap();
+        assert_eq!(settings.memory, MiB(1024));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_a_suggestion() {
+        let problems = settings(&format!("{MINIMAL}memroy: 2048\nflavour: big\n")).unwrap_err();
+        assert_eq!(problems.len(), 2);
+        assert_eq!(
+            problems[0].to_string(),
+            "g.yaml:3:1: `_global.memroy` is not a setting (did you mean `memory`?)"
+        );
+        assert_eq!(
+            problems[1].to_string(),
+            "g.yaml:4:1: `_global.flavour` is not a setting"
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_all_reported_with_missing_ones() {
+        let problems =
+            settings("cpus: many\nsize: [1]\nimage: {url: \"https://x.test/i\", sha256: zz}\n")
+                .unwrap_err();
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text[0],
+            "g.yaml:1:7: `_global.cpus`: expected a whole number, found the text `many`"
+        );
+        assert_eq!(
+            text[1],
+            "g.yaml:2:7: `_global.size`: expected a size, found a list"
+        );
+        assert!(
+            text[2].starts_with("g.yaml:3:42: `_global.image.sha256`:"),
+            "{}",
+            text[2]
+        );
+        assert!(text[3].contains("`_global.admin_user` is required"));
+        assert_eq!(problems.len(), 5);
+    }
+
+    #[test]
+    fn placeholders_load_so_that_the_scan_can_name_them() {
+        let (settings, _) =
+            settings("admin_user: CHANGEME\ncontact_email: CHANGEME\nmemory: CHANGEME\n").unwrap();
+        assert_eq!(settings.admin_user, "CHANGEME");
+        assert_eq!(settings.contact_email, "CHANGEME");
+        assert_eq!(settings.memory, MiB(1024));
+    }
+}
