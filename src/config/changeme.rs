@@ -141,7 +141,7 @@ mod tests {
         let recipes_yaml = parse_recipes_yaml(Path::new("recipes.yaml"), base).unwrap();
         let domain_file =
             parse_domain_file(Path::new("db.example.test.yaml"), &domain, own).unwrap();
-        resolve_guest(&recipes_yaml, &domain_file).unwrap()
+        resolve_guest(&recipes_yaml, &domain_file, &[]).unwrap()
     }
 
     #[test]

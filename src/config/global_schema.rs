@@ -67,7 +67,19 @@ impl SettingType {
             SettingType::DnsName => "DNS name".to_string(),
             SettingType::Timezone => "tz zone name".to_string(),
             SettingType::Image => "`{url, sha256}`".to_string(),
-            SettingType::ListOf(item) => format!("list of {}", item.describe()),
+            SettingType::ListOf(item) => format!("list of {}", item.describe_plural()),
+        }
+    }
+
+    /// The type of a list's items, as "a list of …" reads.
+    fn describe_plural(self) -> String {
+        match self {
+            SettingType::Text => "texts".to_string(),
+            SettingType::IpAddress => "IP addresses".to_string(),
+            SettingType::CidrAddress => "addresses/prefixes".to_string(),
+            SettingType::DnsName => "DNS names".to_string(),
+            SettingType::DomainName => "fully qualified domain names".to_string(),
+            other => format!("{} values", other.describe()),
         }
     }
 }
@@ -303,11 +315,6 @@ pub fn declaration(key: &str) -> Option<&'static SettingDeclaration> {
     GLOBAL_SETTINGS.iter().find(|setting| setting.key == key)
 }
 
-/// The setting a misspelt `key` most likely meant: the closest by edit distance, if close.
-pub fn suggest(key: &str) -> Option<&'static str> {
-    closest(key, GLOBAL_SETTINGS.iter().map(|setting| setting.key))
-}
-
 /// The candidate nearest to `word`, if it is within a third of its length (at least one edit).
 pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let allowed = (word.chars().count() / 3).max(1);
@@ -375,6 +382,7 @@ mod tests {
 
     #[test]
     fn suggestions_catch_small_slips_only() {
+        let suggest = |key| closest(key, GLOBAL_SETTINGS.iter().map(|setting| setting.key));
         assert_eq!(suggest("memroy"), Some("memory"));
         assert_eq!(suggest("contact_mail"), Some("contact_email"));
         assert_eq!(suggest("cpu"), Some("cpus"));

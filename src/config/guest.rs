@@ -12,7 +12,9 @@ use crate::model::names::{DomainName, RecipeName};
 use indexmap::IndexMap;
 use std::path::PathBuf;
 
-pub use crate::config::load::{list_domains, load_domain_file, load_guest, load_recipes_yaml};
+pub use crate::config::load::{
+    list_domains, load_domain_file, load_guest, load_guest_with_recipe_settings, load_recipes_yaml,
+};
 
 /// Everything the installation says about one guest.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,10 +34,13 @@ pub struct GuestConfig {
     pub domain_file: PathBuf,
 }
 
-/// Merges `_base` and the domain's section and checks the settings.
+/// Merges `_base` and the domain's section and checks the settings. `recipe_settings` are the
+/// extra `_global` keys the distro and machine recipes declare (see
+/// [`settings_from_global`]); pass `&[]` when no cookbook is at hand.
 pub fn resolve_guest(
     recipes_yaml: &RecipesYaml,
     domain_file: &DomainFile,
+    recipe_settings: &[String],
 ) -> Result<GuestConfig, GuestConfigError> {
     let base = &recipes_yaml.base;
     let own = &domain_file.section;
@@ -57,11 +62,13 @@ pub fn resolve_guest(
     let origins = Origins::record(&top_level(&global, base, own, &recipe_entries));
 
     let (settings, deprecations) =
-        settings_from_global(&global).map_err(|problems| GuestConfigError::Settings {
-            domain: domain_file.domain.clone(),
-            recipes_yaml: recipes_yaml.file.clone(),
-            domain_file: domain_file.file.clone(),
-            problems,
+        settings_from_global(&global, recipe_settings).map_err(|problems| {
+            GuestConfigError::Settings {
+                domain: domain_file.domain.clone(),
+                recipes_yaml: recipes_yaml.file.clone(),
+                domain_file: domain_file.file.clone(),
+                problems,
+            }
         })?;
 
     let global_as_written = match Node::Mapping(global).to_json() {
@@ -121,7 +128,7 @@ mod tests {
         let domain = DomainName::parse("www.example.test").unwrap();
         let recipes_yaml = parse_recipes_yaml(Path::new("recipes.yaml"), base)?;
         let domain_file = parse_domain_file(Path::new("www.example.test.yaml"), &domain, own)?;
-        resolve_guest(&recipes_yaml, &domain_file)
+        resolve_guest(&recipes_yaml, &domain_file, &[])
     }
 
     const BASE: &str = "\
@@ -202,7 +209,7 @@ www.example.test:
             "{text}"
         );
         assert!(text.contains("did you mean `memory`"), "{text}");
-        assert!(text.contains("`_global.admin_user` is required"), "{text}");
+        assert!(text.contains("`_global.admin_user` (the login created on every guest for its administrators, with passwordless sudo) is required and set nowhere"), "{text}");
     }
 
     #[test]

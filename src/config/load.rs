@@ -45,9 +45,19 @@ pub fn load_guest(
     paths: &InstallationPaths,
     domain: &DomainName,
 ) -> Result<GuestConfig, GuestConfigError> {
+    load_guest_with_recipe_settings(paths, domain, &[])
+}
+
+/// [`load_guest`], also accepting in `_global` the keys the distro and machine recipes declare
+/// (their values are the cookbook's to check).
+pub fn load_guest_with_recipe_settings(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+    recipe_settings: &[String],
+) -> Result<GuestConfig, GuestConfigError> {
     let recipes_yaml = load_recipes_yaml(paths)?;
     let domain_file = load_domain_file(paths, domain)?;
-    resolve_guest(&recipes_yaml, &domain_file)
+    resolve_guest(&recipes_yaml, &domain_file, recipe_settings)
 }
 
 /// Every guest the installation describes: each `<fqdn>.yaml` in recipes.d, sorted. Other

@@ -102,7 +102,7 @@ pub struct SettingProblem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SettingProblemKind {
     /// The key is not a setting.
-    Unknown { suggestion: Option<&'static str> },
+    Unknown { suggestion: Option<String> },
     /// The value does not have the setting's type.
     Invalid { why: String },
     /// A required setting is set nowhere.
@@ -129,9 +129,16 @@ impl fmt::Display for SettingProblem {
             }
             SettingProblemKind::Invalid { why } => write!(f, "`{}`: {why}", self.key_path),
             SettingProblemKind::Missing { description } => {
+                // The table's sentence, read as an aside: "(the login created on …)".
+                let aside = description.trim_end_matches('.');
+                let mut letters = aside.chars();
+                let aside = match letters.next() {
+                    Some(first) => first.to_lowercase().chain(letters).collect::<String>(),
+                    None => String::new(),
+                };
                 write!(
                     f,
-                    "`{}` is required and set nowhere ({description})",
+                    "`{}` ({aside}) is required and set nowhere",
                     self.key_path
                 )
             }
@@ -140,8 +147,13 @@ impl fmt::Display for SettingProblem {
 }
 
 /// Checks a merged `_global` mapping and builds the typed settings.
+///
+/// `recipe_settings` are further keys `_global` may hold because the distro or machine recipe
+/// declares them in its argument schema (the `vm` recipe's disk knobs): they are accepted here
+/// untyped, kept in the merged `_global`, and left to the cookbook to check.
 pub fn settings_from_global(
     global: &IndexMap<String, LocatedEntry>,
+    recipe_settings: &[String],
 ) -> Result<(GuestSettings, Vec<DeprecatedSetting>), Vec<SettingProblem>> {
     let mut problems = Vec::new();
     let mut values: HashMap<&'static str, TypedValue> = HashMap::new();
@@ -149,11 +161,18 @@ pub fn settings_from_global(
 
     for (key, entry) in global {
         let Some(declaration) = global_schema::declaration(key) else {
+            if recipe_settings.contains(key) {
+                continue;
+            }
+            let known = GLOBAL_SETTINGS
+                .iter()
+                .map(|setting| setting.key)
+                .chain(recipe_settings.iter().map(String::as_str));
             problems.push(SettingProblem {
                 origin: Some(entry.key_origin.clone()),
                 key_path: format!("_global.{key}"),
                 kind: SettingProblemKind::Unknown {
-                    suggestion: global_schema::suggest(key),
+                    suggestion: global_schema::closest(key, known).map(str::to_string),
                 },
             });
             continue;
@@ -343,7 +362,7 @@ mod tests {
             Node::Null => IndexMap::new(),
             other => panic!("{other:?}"),
         };
-        settings_from_global(&entries)
+        settings_from_global(&entries, &[])
     }
 
     const MINIMAL: &str = "admin_user: someadmin\ncontact_email: ops@example.test\n";
@@ -453,6 +472,30 @@ mod tests {
     }
 
     #[test]
+    fn settings_declared_by_recipes_pass_untyped_and_are_suggested() {
+        let tree = parse_located(
+            Path::new("g.yaml"),
+            &format!("{MINIMAL}disk_bus: scsi\ndisk_buss: x\n"),
+        )
+        .unwrap();
+        let Node::Mapping(entries) = tree.value else {
+            panic!()
+        };
+        let problems = settings_from_global(&entries, &["disk_bus".to_string()]).unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(
+            problems[0].to_string(),
+            "g.yaml:4:1: `_global.disk_buss` is not a setting (did you mean `disk_bus`?)"
+        );
+        let tree =
+            parse_located(Path::new("g.yaml"), &format!("{MINIMAL}disk_bus: scsi\n")).unwrap();
+        let Node::Mapping(entries) = tree.value else {
+            panic!()
+        };
+        assert!(settings_from_global(&entries, &["disk_bus".to_string()]).is_ok());
+    }
+
+    #[test]
     fn wrong_types_are_all_reported_with_missing_ones() {
         let problems =
             settings("cpus: many\nsize: [1]\nimage: {url: \"https://x.test/i\", sha256: zz}\n")
@@ -471,7 +514,11 @@ mod tests {
             "{}",
             text[2]
         );
-        assert!(text[3].contains("`_global.admin_user` is required"));
+        assert!(
+            text[3].starts_with("`_global.admin_user` (the login"),
+            "{}",
+            text[3]
+        );
         assert_eq!(problems.len(), 5);
     }
 
