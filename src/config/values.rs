@@ -13,7 +13,8 @@ use std::fmt;
 use std::net::IpAddr;
 
 /// An address with its prefix length, as a static address is written: `192.0.2.10/24`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Serialized the same way, since templates write it into network configuration as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpCidr {
     pub address: IpAddr,
     pub prefix_len: u8,
@@ -37,6 +38,12 @@ impl IpCidr {
             address,
             prefix_len,
         })
+    }
+}
+
+impl Serialize for IpCidr {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
