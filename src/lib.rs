@@ -20,6 +20,7 @@ pub mod render;
 // The backends: everything that talks to something outside this process.
 pub mod credentials;
 pub mod guest;
+pub mod images;
 pub mod libvirt;
 pub mod machine;
 pub mod secrets;
