@@ -2,10 +2,12 @@
 //! every `requires` followed, dependencies before what depends on them, each recipe with its
 //! effective arguments, and the packages to install.
 //!
-//! Arguments a requirer hands over are defaults under the guest's own: a value the guest gives
-//! wins outright (a list too: a guest that writes `ufw: {allow: [22/tcp]}` gets exactly that).
-//! Between requirers, maps merge, lists merge without duplicates, and for a scalar the requirer
-//! met first wins.
+//! Arguments a requirer hands over are defaults under the guest's own: a scalar the guest gives
+//! wins, maps merge key by key. Lists are the exception: the guest's items are added to what the
+//! requirers handed, never replace it, so a guest adding its own cron job does not silently drop
+//! the database dump mariadb asked cron for (nor a firewall rule nginx needs). Between
+//! requirers, maps merge, lists merge without duplicates, and for a scalar the requirer met first
+//! wins.
 
 use crate::cookbook::args_schema::{validate_args, ArgsError, EffectiveArgs};
 use crate::cookbook::load::{Cookbook, Recipe};
@@ -275,11 +277,18 @@ fn merge_handed(into: &mut Value, more: &Value) {
     }
 }
 
-/// Lays the guest's own arguments over what requirers handed: maps merge, anything else the
-/// guest gives replaces.
+/// Lays the guest's own arguments over what requirers handed: maps merge, lists gain the guest's
+/// items (each once), anything else the guest gives replaces.
 fn overlay_explicit(base: &mut Value, explicit: &Value) {
     match (base, explicit) {
         (_, Value::Null) => {}
+        (Value::Array(existing), Value::Array(given)) => {
+            for value in given {
+                if !existing.contains(value) {
+                    existing.push(value.clone());
+                }
+            }
+        }
         (Value::Object(existing), Value::Object(given)) => {
             for (key, value) in given {
                 match existing.get_mut(key) {
@@ -336,39 +345,26 @@ fn check_cycles(cookbook: &Cookbook, roots: &[RecipeName]) -> Result<(), Resolve
     Ok(())
 }
 
-/// Orders the recipes so each comes after what it requires; among recipes free to go, the one
-/// discovered first goes first. The distro precedes everything and `vm` every guest recipe.
+/// Orders the recipes so each comes after what it requires: the distro, then `vm`, then the
+/// guest's recipes in the guest's order, each preceded by whatever it requires (in the order its
+/// manifest lists them) that has not run yet. Cycles were refused before.
 fn dependency_order(cookbook: &Cookbook, discovered: &IndexSet<RecipeName>) -> Vec<RecipeName> {
-    let prerequisites = |index: usize| -> Vec<usize> {
-        let name = &discovered[index];
-        let mut before: Vec<usize> = match index {
-            0 => vec![],
-            1 => vec![0],
-            _ => vec![0, 1],
-        };
-        if let Some(recipe) = cookbook.get(name) {
-            before.extend(
-                recipe
-                    .manifest
-                    .requires
-                    .keys()
-                    .filter_map(|required| discovered.get_index_of(required)),
-            );
+    fn visit(cookbook: &Cookbook, name: &RecipeName, order: &mut IndexSet<RecipeName>) {
+        if order.contains(name) {
+            return;
         }
-        before
-    };
-    let mut placed = vec![false; discovered.len()];
-    let mut order = Vec::with_capacity(discovered.len());
-    while order.len() < discovered.len() {
-        let ready = (0..discovered.len())
-            .find(|&index| {
-                !placed[index] && prerequisites(index).iter().all(|&before| placed[before])
-            })
-            .expect("cycles were refused before ordering");
-        placed[ready] = true;
-        order.push(discovered[ready].clone());
+        if let Some(recipe) = cookbook.get(name) {
+            for required in recipe.manifest.requires.keys() {
+                visit(cookbook, required, order);
+            }
+        }
+        order.insert(name.clone());
     }
-    order
+    let mut order = IndexSet::new();
+    for name in discovered {
+        visit(cookbook, name, &mut order);
+    }
+    order.into_iter().collect()
 }
 
 fn package_set(

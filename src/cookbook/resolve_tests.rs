@@ -68,6 +68,27 @@ fn distro_and_vm_come_first_and_requirements_before_requirers() {
 }
 
 #[test]
+fn requirements_go_just_before_their_first_requirer() {
+    let book = cookbook(&[
+        ("site", "description: s\nkind: guest\n"),
+        ("ufw", UFW),
+        ("mariadb", MARIADB),
+        ("nginx", NGINX),
+    ]);
+    let request = guest(&[
+        ("nginx", json!({})),
+        ("mariadb", json!({"root_pw": "x"})),
+        ("site", json!({})),
+    ]);
+    let resolved = resolve_recipes(&book, &request).unwrap();
+    assert_eq!(
+        resolved.names(),
+        ["debian", "vm", "ufw", "nginx", "mariadb", "site"],
+        "the guest's last recipe stays last"
+    );
+}
+
+#[test]
 fn order_follows_the_guest_among_equals() {
     let book = cookbook(&[
         ("a", "description: a\nkind: guest\n"),
@@ -100,11 +121,26 @@ fn the_guests_own_values_win_over_handed_ones() {
     )
     .unwrap();
     let ufw = &resolved.get("ufw").unwrap().args.value;
-    assert_eq!(ufw["allow"], json!(["22/tcp"]));
+    assert_eq!(
+        ufw["allow"],
+        json!(["3306/tcp", "22/tcp"]),
+        "lists gain the guest's items"
+    );
     assert_eq!(
         ufw["logging"], "medium",
         "what the guest did not give still comes from the requirer"
     );
+    let resolved = resolve_recipes(
+        &shop(),
+        &guest(&[
+            ("mariadb", json!({"root_pw": "x"})),
+            ("ufw", json!({"logging": "off", "allow": ["3306/tcp"]})),
+        ]),
+    )
+    .unwrap();
+    let ufw = &resolved.get("ufw").unwrap().args.value;
+    assert_eq!(ufw["logging"], "off", "a scalar the guest gives wins");
+    assert_eq!(ufw["allow"], json!(["3306/tcp"]), "each item once");
 }
 
 #[test]
