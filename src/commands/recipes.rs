@@ -65,22 +65,25 @@ pub fn run(global: &GlobalArgs, args: RecipesArgs) -> Result<ExitStatus, Failure
         let paths = InstallationPaths::from_environment(global);
         let base = installation_base(&paths)?;
         let names: Vec<&str> = args.names.iter().map(String::as_str).collect();
-        print!("{}", scaffold_text(&cookbook, &names, &base)?);
+        emit(&scaffold_text(&cookbook, &names, &base)?);
     } else if args.names.is_empty() {
-        print!(
-            "{}",
-            if global.json {
-                listing_json(&cookbook)
-            } else {
-                listing_text(&cookbook)
-            }
-        );
+        emit(&if global.json {
+            listing_json(&cookbook)
+        } else {
+            listing_text(&cookbook)
+        });
     } else {
         for name in &args.names {
-            println!("{}", schema_json(&cookbook, name)?);
+            emit(&(schema_json(&cookbook, name)? + "\n"));
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// Writes to stdout; a reader that went away (`trog recipes | head`) is not an error worth a report.
+fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// One line per guest recipe: its name and what it is for.
