@@ -3,6 +3,9 @@
 
 pub mod cloud_init;
 pub mod domain_xml;
+pub mod files;
 pub mod fingerprint;
+pub mod makefile;
 pub mod payload;
 pub mod seed_iso;
+pub mod templates;
