@@ -12,6 +12,7 @@ pub mod report;
 // The pure core: data, configuration parsing, recipes, rendering, placement.
 pub mod config;
 pub mod cookbook;
+pub mod generate;
 pub mod model;
 pub mod placement;
 pub mod plan;

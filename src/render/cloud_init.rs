@@ -21,8 +21,11 @@ pub struct SeedInput {
     pub admin_authorized_keys: Vec<String>,
     /// Further users, as cloud-init `users` entries (the site's `users.yaml`).
     pub extra_users: Vec<Value>,
-    /// Packages for the guest's distribution, conflicts already removed.
+    /// Packages cloud-init installs on first boot: what finishing needs before the Makefile can
+    /// run (`make`, `at`). Everything else is the Makefile's.
     pub packages: Vec<String>,
+    /// Commands run once on first boot (cloud-init `runcmd`), in order.
+    pub first_boot_commands: Vec<String>,
     /// Where root's mail goes.
     pub contact_email: String,
     pub timezone: String,
@@ -64,18 +67,22 @@ fn to_yaml(file: &'static str, value: &Value) -> Result<String, CloudInitError> 
     serde_saphyr::to_string(value).map_err(|source| CloudInitError { file, source })
 }
 
-/// Renders all three files. `instance_id` must change whenever the guest is rebuilt from a
-/// different seed, so cloud-init runs again instead of treating the disk as already set up.
-pub fn render_seed(input: &SeedInput, instance_id: &str) -> Result<SeedFiles, CloudInitError> {
+/// Renders all three files. The instance id is derived from the other two, so it changes
+/// whenever the guest is rebuilt from a different seed, and cloud-init then runs again instead
+/// of taking the disk for one it has already set up.
+pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
+    use sha2::{Digest, Sha256};
     let user_data = format!(
         "#cloud-config\n{}",
         to_yaml("user-data", &user_data(input))?
     );
+    let network_config = to_yaml("network-config", &network_config(input))?;
+    let digest = hex::encode(Sha256::digest(format!("{user_data}\0{network_config}")));
+    let instance_id = format!("trog-{}-{}", input.fqdn, &digest[..16]);
     let meta_data = to_yaml(
         "meta-data",
         &json!({ "instance-id": instance_id, "local-hostname": input.hostname }),
     )?;
-    let network_config = to_yaml("network-config", &network_config(input))?;
     Ok(SeedFiles {
         user_data,
         meta_data,
@@ -106,14 +113,20 @@ fn user_data(input: &SeedInput) -> Value {
     document.insert("disable_root".into(), json!(true));
     document.insert("ssh_pwauth".into(), json!(false));
     if let Some(mirror) = &input.apt_mirror {
+        // The installation's mirror serves the security suite too: a guest that has to reach
+        // the internet for security updates has not got a mirror.
+        let archive = json!([{ "arches": ["default"], "uri": mirror }]);
         document.insert(
             "apt".into(),
-            json!({ "primary": [{ "arches": ["default"], "uri": mirror }] }),
+            json!({ "primary": archive, "security": archive }),
         );
     }
     if !input.packages.is_empty() {
         document.insert("package_update".into(), json!(true));
         document.insert("packages".into(), json!(input.packages));
+    }
+    if !input.first_boot_commands.is_empty() {
+        document.insert("runcmd".into(), json!(input.first_boot_commands));
     }
     // Root's mail is read by whoever `contact_email` names; any MTA a recipe installs uses it.
     document.insert(
@@ -169,7 +182,8 @@ mod tests {
                 "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample trog@www.example.test".into(),
             ],
             extra_users: vec![json!({"name": "alice", "groups": ["www-data"]})],
-            packages: vec!["nginx".into(), "curl".into()],
+            packages: vec!["make".into(), "at".into()],
+            first_boot_commands: vec!["systemctl enable --now atd".into()],
             contact_email: "ops@example.test".into(),
             timezone: "Etc/UTC".into(),
             apt_mirror: Some("http://mirror.example.test/debian".into()),
@@ -183,7 +197,7 @@ mod tests {
 
     #[test]
     fn static_guest_seed() {
-        let files = render_seed(&example(), "trog-www.example.test-0123abcd").unwrap();
+        let files = render_seed(&example()).unwrap();
         insta::assert_snapshot!("static_user_data", files.user_data);
         insta::assert_snapshot!("static_meta_data", files.meta_data);
         insta::assert_snapshot!("static_network_config", files.network_config);
@@ -198,7 +212,7 @@ mod tests {
         input.search_domains.clear();
         input.apt_mirror = None;
         input.packages.clear();
-        let files = render_seed(&input, "id").unwrap();
+        let files = render_seed(&input).unwrap();
         assert!(
             files.network_config.contains("dhcp4: true"),
             "{}",
@@ -207,5 +221,14 @@ mod tests {
         assert!(!files.network_config.contains("addresses"));
         assert!(!files.user_data.contains("apt:"));
         assert!(!files.user_data.contains("packages"));
+    }
+
+    #[test]
+    fn the_instance_id_follows_the_seed() {
+        let first = render_seed(&example()).unwrap();
+        assert_eq!(first.meta_data, render_seed(&example()).unwrap().meta_data);
+        let mut changed = example();
+        changed.admin_user = "other".into();
+        assert_ne!(first.meta_data, render_seed(&changed).unwrap().meta_data);
     }
 }

@@ -1,0 +1,307 @@
+//! Generating everything one guest needs from the installation's configuration: the resolved
+//! recipes, the cloud-init seed (files and ISO), the rendered files and Makefile, the payload
+//! archive, and the fingerprints the planner compares.
+//!
+//! [`generate`] is pure: the configuration, the cookbook, the site's files, the guest's public
+//! key and the secrets its recipes reference are handed in. [`site_files`] is the thin loader.
+
+mod site;
+
+pub use site::{load_site_files, SiteFiles, SiteFilesError};
+
+use crate::config::guest::GuestConfig;
+use crate::cookbook::args_schema::SecretReference;
+use crate::cookbook::load::Cookbook;
+use crate::cookbook::manifest::RecipeKind;
+use crate::cookbook::resolve::{
+    resolve_recipes, GuestRecipes, ResolveError, ResolvedRecipes, MACHINE_RECIPE,
+};
+use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedInput};
+use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
+use crate::render::files::{render_files, RenderedFile};
+use crate::render::fingerprint::{
+    provision_fingerprint, BootInputs, FingerprintError, ProvisionFingerprint,
+};
+use crate::render::makefile::render_makefile;
+use crate::render::payload::{build_payload, Payload, PayloadEntry, PayloadError};
+use crate::render::seed_iso::{build_seed_iso, SeedIso, SeedIsoError};
+use crate::render::templates::{template_environment, GuestFacts};
+use serde_json::Value;
+
+/// Where the site's archive sits in the payload; the `data` recipe unpacks it from there.
+pub const SITE_ARCHIVE_IN_PAYLOAD: &str = "data.tar.gz";
+
+/// Everything built for one guest, before any hypervisor is touched.
+#[derive(Debug)]
+pub struct GeneratedGuest {
+    pub resolved: ResolvedRecipes,
+    pub seed: SeedFiles,
+    pub seed_iso: SeedIso,
+    pub files: Vec<RenderedFile>,
+    pub makefile: String,
+    pub payload: Payload,
+    /// The base image to boot from: the guest's own `image`, or the distro recipe's.
+    pub image_url: String,
+    pub image_sha256: String,
+    pub mac_address: MacAddress,
+    pub cpu_mode: CpuMode,
+    pub fingerprint: ProvisionFingerprint,
+    /// The `vm` recipe's effective arguments (firmware, disk knobs, data volume).
+    pub machine: Value,
+}
+
+/// The secrets a generation needs, looked up by the caller (from the secret store).
+pub trait SecretLookup {
+    /// The value a recipe argument's `secret:Group/Entry/Field` reference names.
+    fn resolve(
+        &mut self,
+        reference: &SecretReference,
+    ) -> Result<String, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("cannot resolve {reference} for recipe {recipe}")]
+    Secret {
+        recipe: String,
+        reference: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot render the recipes of {domain}")]
+    Render {
+        domain: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(transparent)]
+    CloudInit(#[from] CloudInitError),
+    #[error(transparent)]
+    SeedIso(#[from] SeedIsoError),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error(transparent)]
+    Fingerprint(#[from] FingerprintError),
+    #[error(transparent)]
+    DomainXml(#[from] DomainXmlError),
+}
+
+impl crate::report::Diagnose for GenerateError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        match self {
+            GenerateError::Resolve(error) => error.exit_status(),
+            GenerateError::Secret { .. } => crate::exit_status::ExitStatus::Credentials,
+            _ => crate::exit_status::ExitStatus::Configuration,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            GenerateError::Resolve(error) => error.hint(),
+            GenerateError::Secret { .. } => Some(
+                "add the entry to secrets.kdbx (keepassxc-cli add …), or correct the reference"
+                    .into(),
+            ),
+            GenerateError::Render { .. } => {
+                Some("the message above names the template and what it could not find".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The `_global` keys the distro and machine recipes take as their arguments: the configuration
+/// loader accepts them beside the declared settings.
+pub fn recipe_settings(cookbook: &Cookbook) -> Vec<String> {
+    let mut names: Vec<String> = cookbook
+        .of_kind(RecipeKind::Distro)
+        .chain(cookbook.of_kind(RecipeKind::Machine))
+        .filter_map(|recipe| {
+            recipe
+                .manifest
+                .args
+                .get("properties")
+                .and_then(Value::as_object)
+        })
+        .flat_map(|properties| properties.keys().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The arguments a distro or machine recipe takes out of `_global`.
+fn args_from_global(
+    cookbook: &Cookbook,
+    recipe: &str,
+    global: &serde_json::Map<String, Value>,
+) -> Value {
+    let declared = cookbook
+        .get_str(recipe)
+        .and_then(|recipe| {
+            recipe
+                .manifest
+                .args
+                .get("properties")
+                .and_then(Value::as_object)
+                .cloned()
+        })
+        .unwrap_or_default();
+    Value::Object(
+        global
+            .iter()
+            .filter(|(key, _)| declared.contains_key(*key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    )
+}
+
+/// Builds everything the guest of `config` needs.
+pub fn generate(
+    config: &GuestConfig,
+    cookbook: &Cookbook,
+    site: &SiteFiles,
+    public_key: &str,
+    secrets: &mut dyn SecretLookup,
+) -> Result<GeneratedGuest, GenerateError> {
+    let settings = &config.settings;
+    let distro = settings.distro.as_str().to_string();
+    let guest_recipes = GuestRecipes {
+        recipes: config.recipes.clone(),
+        distro: distro.clone(),
+        release: settings.release.clone(),
+        distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
+        machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
+    };
+    let mut resolved = resolve_recipes(cookbook, &guest_recipes)?;
+    for extra in &settings.packages {
+        if !resolved.packages.contains(extra) {
+            resolved.packages.push(extra.clone());
+        }
+    }
+    for recipe in &mut resolved.recipes {
+        for reference in recipe.args.secrets.clone() {
+            let text = format!(
+                "secret:{}/{}/{}",
+                reference.group, reference.entry, reference.field
+            );
+            let value = secrets
+                .resolve(&reference)
+                .map_err(|source| GenerateError::Secret {
+                    recipe: recipe.name.to_string(),
+                    reference: text,
+                    source,
+                })?;
+            if let Some(slot) = recipe.args.value.pointer_mut(&reference.pointer) {
+                *slot = Value::String(value);
+            }
+        }
+    }
+
+    let facts = GuestFacts {
+        domain: config.domain.clone(),
+        global: Value::Object(config.global_as_written.clone()),
+    };
+    let environment = template_environment();
+    let render_error = |source: Box<dyn std::error::Error + Send + Sync>| GenerateError::Render {
+        domain: config.domain.to_string(),
+        source,
+    };
+    let files = render_files(&environment, &facts, &resolved)
+        .map_err(|error| render_error(Box::new(error)))?;
+    let makefile = render_makefile(&environment, &facts, &resolved, &files)
+        .map_err(|error| render_error(Box::new(error)))?;
+
+    let mut entries = vec![PayloadEntry::file(
+        "Makefile",
+        0o644,
+        makefile.clone().into_bytes(),
+    )];
+    for file in &files {
+        entries.push(PayloadEntry::file(
+            file.payload_path(),
+            0o600,
+            file.contents.clone(),
+        ));
+    }
+    if let Some(archive) = &site.data_archive {
+        entries.push(PayloadEntry::file(
+            SITE_ARCHIVE_IN_PAYLOAD,
+            0o600,
+            archive.clone(),
+        ));
+    }
+    let payload = build_payload(&entries)?;
+
+    let mac_address = mac_address_for(&config.domain, 0);
+    let first_boot = cookbook
+        .get_str(resolved.distro.as_str())
+        .and_then(|recipe| recipe.manifest.distro.as_ref())
+        .map(|distro| distro.first_boot.clone())
+        .unwrap_or_default();
+    let seed_input = SeedInput {
+        fqdn: config.domain.to_string(),
+        hostname: config.domain.host_label().to_string(),
+        admin_user: settings.admin_user.clone(),
+        admin_authorized_keys: vec![public_key.trim().to_string()],
+        extra_users: site.users.clone(),
+        packages: first_boot.packages.clone(),
+        first_boot_commands: first_boot.commands.clone(),
+        contact_email: settings.contact_email.clone(),
+        timezone: settings.timezone.clone(),
+        apt_mirror: settings.mirror.clone(),
+        mac_address: mac_address.to_string(),
+        addresses: settings.ips.iter().map(ToString::to_string).collect(),
+        gateway: settings.gateway.map(|gateway| gateway.to_string()),
+        resolvers: settings.resolvers.iter().map(ToString::to_string).collect(),
+        search_domains: settings.search_domains.clone(),
+    };
+    let seed = render_seed(&seed_input)?;
+    let seed_iso = build_seed_iso(&crate::render::seed_iso::SeedFiles {
+        user_data: seed.user_data.clone().into_bytes(),
+        meta_data: seed.meta_data.clone().into_bytes(),
+        network_config: Some(seed.network_config.clone().into_bytes()),
+        vendor_data: None,
+    })?;
+
+    let (image_url, image_sha256) = match &settings.image {
+        Some(image) => (image.url.clone(), image.sha256.clone()),
+        None => (resolved.image.url.clone(), resolved.image.sha256.clone()),
+    };
+    let machine = resolved
+        .get(MACHINE_RECIPE)
+        .map(|recipe| recipe.args.value.clone())
+        .unwrap_or(Value::Null);
+    let cpu_mode = CpuMode::parse(
+        machine
+            .get("cpu_mode")
+            .and_then(Value::as_str)
+            .unwrap_or(&settings.cpu_mode),
+    )?;
+    let fingerprint = provision_fingerprint(&BootInputs {
+        image_sha256: image_sha256.clone(),
+        distro,
+        release: resolved.release.clone(),
+        seed_iso_sha256: seed_iso.sha256_hex.clone(),
+        memory: settings.memory,
+        vcpus: settings.cpus,
+        cpu_mode: cpu_mode.clone(),
+        disk_size: settings.size,
+    })?;
+    Ok(GeneratedGuest {
+        resolved,
+        seed,
+        seed_iso,
+        files,
+        makefile,
+        payload,
+        image_url,
+        image_sha256,
+        mac_address,
+        cpu_mode,
+        fingerprint,
+        machine,
+    })
+}

@@ -1,0 +1,88 @@
+//! The site's own files beside a guest's configuration, in `recipes.d/<fqdn>/`: `users.yaml`
+//! (cloud-init users), `data.tar.gz` (the site's data, restored by the `data` recipe).
+
+use crate::config::paths::InstallationPaths;
+use crate::model::names::DomainName;
+use std::path::PathBuf;
+
+#[derive(Debug, Default, Clone)]
+pub struct SiteFiles {
+    /// cloud-init `users` entries.
+    pub users: Vec<serde_json::Value>,
+    /// The site's archive, shipped in the payload.
+    pub data_archive: Option<Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SiteFilesError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Users { path: PathBuf, message: String },
+}
+
+impl crate::report::Diagnose for SiteFilesError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Configuration
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            SiteFilesError::Users { .. } => Some("users.yaml is a list of cloud-init users: `- name: alice` with groups, ssh_authorized_keys, …".into()),
+            SiteFilesError::Read { .. } => None,
+        }
+    }
+}
+
+/// Reads the site files of `domain`; absent files are simply not there.
+pub fn load_site_files(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+) -> Result<SiteFiles, SiteFilesError> {
+    let dir = paths.site_dir(domain);
+    let read = |name: &str| -> Result<Option<Vec<u8>>, SiteFilesError> {
+        let path = dir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(SiteFilesError::Read { path, source }),
+        }
+    };
+    let users = match read("users.yaml")? {
+        None => Vec::new(),
+        Some(bytes) => {
+            let path = dir.join("users.yaml");
+            let text = String::from_utf8(bytes).map_err(|_| SiteFilesError::Users {
+                path: path.clone(),
+                message: "it is not UTF-8 text".into(),
+            })?;
+            let options = serde_saphyr::options! { strict_booleans: true };
+            let users: Vec<serde_json::Value> = serde_saphyr::from_str_with_options(&text, options)
+                .map_err(|error| SiteFilesError::Users {
+                    path: path.clone(),
+                    message: error.to_string(),
+                })?;
+            for user in &users {
+                if user
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .is_none()
+                {
+                    return Err(SiteFilesError::Users {
+                        path,
+                        message: "every user needs a `name`".into(),
+                    });
+                }
+            }
+            users
+        }
+    };
+    Ok(SiteFiles {
+        users,
+        data_archive: read("data.tar.gz")?,
+    })
+}
