@@ -54,6 +54,9 @@ pub enum CredentialsError {
 
     #[error("the credential `{name}` typed on the terminal is empty")]
     EmptyAnswer { name: CredentialName },
+
+    #[error("the two entries of the credential `{name}` differ")]
+    Mismatch { name: CredentialName },
 }
 
 fn describe_unknown(shown_name: Option<&str>) -> String {
@@ -108,6 +111,7 @@ impl Diagnose for CredentialsError {
                 hand_in_example(*name)
             )),
             CredentialsError::EmptyAnswer { .. } => Some("type the value, then Enter".to_string()),
+            CredentialsError::Mismatch { .. } => Some("run again and type the same value twice".to_string()),
         }
     }
 }

@@ -72,6 +72,29 @@ impl<P: Prompter> CredentialSource<P> {
         Ok(&self.remembered[&name])
     }
 
+    /// Asks for `name` a second time when it was typed rather than handed in, and refuses a
+    /// mismatch: for a value that is being set (a new store's passphrase), where a slip of the
+    /// finger would lock the store for good. A handed-in value is taken as it is.
+    pub fn confirm(&mut self, name: CredentialName, purpose: &str) -> Result<(), CredentialsError> {
+        if self.was_handed_in(name) {
+            return Ok(());
+        }
+        let first = self.get(name, purpose)?.clone();
+        let prompt = format!("Repeat the {} ({purpose}): ", name.description());
+        let again = self.prompter.ask(&prompt).map_err(|error| match error {
+            PromptError::NoTerminal => CredentialsError::NoTerminal {
+                name,
+                purpose: purpose.to_string(),
+            },
+            PromptError::Io(source) => CredentialsError::Prompt { name, source },
+        })?;
+        if again != first {
+            self.forget(name);
+            return Err(CredentialsError::Mismatch { name });
+        }
+        Ok(())
+    }
+
     /// Forgets `name`, after whatever it was for refused it (a wrong passphrase): the next
     /// [`get`](Self::get) asks again instead of handing back the same refused value.
     pub fn forget(&mut self, name: CredentialName) {
@@ -209,6 +232,48 @@ mod tests {
                 .expose(),
             "right"
         );
+    }
+
+    #[test]
+    fn a_typed_value_being_set_is_asked_twice_and_must_match() {
+        let mut source = CredentialSource::new(
+            HandedInCredentials::none(),
+            FakePrompter::answering(["new", "new"]),
+        );
+        source.confirm(CredentialName::Keepass, PURPOSE).unwrap();
+        assert_eq!(
+            source
+                .get(CredentialName::Keepass, PURPOSE)
+                .unwrap()
+                .expose(),
+            "new"
+        );
+        assert_eq!(source.prompter().prompts_shown.len(), 2);
+
+        let mut source = CredentialSource::new(
+            HandedInCredentials::none(),
+            FakePrompter::answering(["new", "typo"]),
+        );
+        let error = source
+            .confirm(CredentialName::Keepass, PURPOSE)
+            .unwrap_err();
+        assert!(matches!(
+            error,
+            CredentialsError::Mismatch {
+                name: CredentialName::Keepass
+            }
+        ));
+        assert!(matches!(
+            source.get(CredentialName::Keepass, PURPOSE),
+            Err(CredentialsError::Prompt { .. })
+        ));
+    }
+
+    #[test]
+    fn a_handed_in_value_being_set_is_not_confirmed() {
+        let handed_in = parse_handed_in("keepass: new\n\n").unwrap();
+        let mut source = CredentialSource::new(handed_in, FakePrompter::without_terminal());
+        source.confirm(CredentialName::Keepass, PURPOSE).unwrap();
     }
 
     #[test]

@@ -1,0 +1,147 @@
+//! Credentials in a real process without a terminal: the test binary runs one of its own tests
+//! again in a new session (`setsid`), which has no controlling terminal, with standard input a
+//! pipe and standard error away from any terminal — how trog runs under cron or behind a web
+//! button. The pipe stays open while the child runs, like a caller that never closes its end.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use trog::credentials::{
+    terminal_is_available, CredentialName, CredentialSource, CredentialsError, HandedInCredentials,
+    PromptError, Prompter, TerminalPrompter,
+};
+
+/// Set in the child: the checks only hold there, where there is certainly no terminal.
+const IN_A_SESSION_WITHOUT_TERMINAL: &str = "TROG_TEST_IN_A_SESSION_WITHOUT_TERMINAL";
+
+/// How long the child may take; a child that blocks on its standard input never finishes.
+const CHILD_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs `test` of this binary in a new session without a terminal, `stdin` written to its
+/// standard input and the pipe kept open until it exits; fails if the test fails there or blocks.
+fn run_without_terminal(test: &str, stdin: &[u8]) {
+    let this_binary = std::env::current_exe().unwrap();
+    let mut child = Command::new("setsid")
+        .arg("--wait")
+        .arg(&this_binary)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(IN_A_SESSION_WITHOUT_TERMINAL, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("setsid (util-linux) runs");
+    let mut open_end = child.stdin.take().unwrap();
+    open_end.write_all(stdin).unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > CHILD_DEADLINE {
+            child.kill().unwrap();
+            panic!("{test} was still running after {CHILD_DEADLINE:?}: it is blocked reading standard input");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(open_end);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        status.success(),
+        "{test} failed without a terminal:\n{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{test} did not run in the child:\n{stdout}"
+    );
+}
+
+fn in_child() -> bool {
+    std::env::var_os(IN_A_SESSION_WITHOUT_TERMINAL).is_some()
+}
+
+#[test]
+fn without_a_terminal_nothing_is_asked_and_the_error_says_how_to_hand_in() {
+    if !in_child() {
+        return run_without_terminal(
+            "without_a_terminal_nothing_is_asked_and_the_error_says_how_to_hand_in",
+            b"",
+        );
+    }
+    assert!(!terminal_is_available());
+    assert!(matches!(
+        TerminalPrompter.ask("Passphrase: "),
+        Err(PromptError::NoTerminal)
+    ));
+    let mut source = CredentialSource::new(HandedInCredentials::none(), TerminalPrompter);
+    let error = source
+        .get(CredentialName::Keepass, "to unlock /etc/trog/secrets.kdbx")
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CredentialsError::NoTerminal {
+                name: CredentialName::Keepass,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn with_the_flag_credentials_are_read_up_to_the_blank_line_of_a_pipe_left_open() {
+    if !in_child() {
+        return run_without_terminal(
+            "with_the_flag_credentials_are_read_up_to_the_blank_line_of_a_pipe_left_open",
+            b"sudo: handed in\n\n",
+        );
+    }
+    let mut source = CredentialSource::for_run(true).unwrap();
+    assert_eq!(
+        source
+            .get(CredentialName::Sudo, "for sudo")
+            .unwrap()
+            .expose(),
+        "handed in"
+    );
+    assert!(matches!(
+        source.get(CredentialName::Keepass, "to unlock"),
+        Err(CredentialsError::NoTerminal { .. })
+    ));
+}
+
+#[test]
+fn without_the_flag_standard_input_is_never_read() {
+    if !in_child() {
+        return run_without_terminal(
+            "without_the_flag_standard_input_is_never_read",
+            b"sudo: handed in\n\n",
+        );
+    }
+    let mut source = CredentialSource::for_run(false).unwrap();
+    assert!(!source.was_handed_in(CredentialName::Sudo));
+    let error = source
+        .get(
+            CredentialName::Sudo,
+            "for sudo as admin on hv1.example.test",
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, CredentialsError::NoTerminal { .. }),
+        "{error:?}"
+    );
+}
