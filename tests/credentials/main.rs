@@ -11,8 +11,8 @@ use trog::credentials::{
     PromptError, Prompter, TerminalPrompter,
 };
 
-/// Set in the child: the checks only hold there, where there is certainly no terminal.
-const IN_A_SESSION_WITHOUT_TERMINAL: &str = "TROG_TEST_IN_A_SESSION_WITHOUT_TERMINAL";
+/// Set in a child run of a test: its checks hold only there, where the terminal is known.
+const RUNNING_AS_CHILD: &str = "TROG_TEST_RUNNING_AS_CHILD";
 
 /// How long the child may take; a child that blocks on its standard input never finishes.
 const CHILD_DEADLINE: Duration = Duration::from_secs(30);
@@ -25,7 +25,7 @@ fn run_without_terminal(test: &str, stdin: &[u8]) {
         .arg("--wait")
         .arg(&this_binary)
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(IN_A_SESSION_WITHOUT_TERMINAL, "1")
+        .env(RUNNING_AS_CHILD, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,8 +69,79 @@ fn run_without_terminal(test: &str, stdin: &[u8]) {
     );
 }
 
+/// Runs `test` of this binary on a new pseudo-terminal (`script`), and types `answer` on it once
+/// `prompt` has appeared; returns what the terminal showed.
+fn run_on_a_terminal(test: &str, prompt: &str, answer: &str) -> String {
+    let this_binary = std::env::current_exe().unwrap();
+    let command_line = format!(
+        "{} --exact {test} --nocapture --test-threads=1",
+        this_binary.display()
+    );
+    let mut child = Command::new("script")
+        .args([
+            "--quiet",
+            "--return",
+            "--command",
+            &command_line,
+            "/dev/null",
+        ])
+        .env(RUNNING_AS_CHILD, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    let mut keyboard = child.stdin.take().unwrap();
+    let mut screen = child.stdout.take().unwrap();
+    let (shown_sender, shown) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(length @ 1..) = screen.read(&mut chunk) {
+            if shown_sender.send(chunk[..length].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut transcript = Vec::new();
+    let mut typed = false;
+    loop {
+        while let Ok(chunk) = shown.try_recv() {
+            transcript.extend_from_slice(&chunk);
+        }
+        // Typing only once the prompt is up: earlier, the terminal would still echo.
+        if !typed && String::from_utf8_lossy(&transcript).contains(prompt) {
+            keyboard.write_all(answer.as_bytes()).unwrap();
+            keyboard.flush().unwrap();
+            typed = true;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            // The screen reader ends at the end of the output, now that the terminal is gone.
+            transcript.extend(shown.iter().flatten());
+            let transcript = String::from_utf8_lossy(&transcript).into_owned();
+            assert!(
+                status.success(),
+                "{test} failed on a terminal:\n{transcript}"
+            );
+            assert!(
+                transcript.contains("1 passed"),
+                "{test} did not run in the child:\n{transcript}"
+            );
+            return transcript;
+        }
+        if started.elapsed() > CHILD_DEADLINE {
+            child.kill().unwrap();
+            panic!(
+                "{test} was still running after {CHILD_DEADLINE:?}:\n{}",
+                String::from_utf8_lossy(&transcript)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn in_child() -> bool {
-    std::env::var_os(IN_A_SESSION_WITHOUT_TERMINAL).is_some()
+    std::env::var_os(RUNNING_AS_CHILD).is_some()
 }
 
 #[test]
@@ -144,4 +215,26 @@ fn without_the_flag_standard_input_is_never_read() {
         matches!(error, CredentialsError::NoTerminal { .. }),
         "{error:?}"
     );
+}
+
+#[test]
+fn on_a_terminal_the_answer_is_read_without_echo() {
+    if !in_child() {
+        let transcript = run_on_a_terminal(
+            "on_a_terminal_the_answer_is_read_without_echo",
+            "Passphrase of the secret store (to unlock the test store): ",
+            "typed passphrase\n",
+        );
+        assert!(
+            !transcript.contains("typed passphrase"),
+            "the answer was echoed:\n{transcript}"
+        );
+        return;
+    }
+    assert!(terminal_is_available());
+    let mut source = CredentialSource::new(HandedInCredentials::none(), TerminalPrompter);
+    let answer = source
+        .get(CredentialName::Keepass, "to unlock the test store")
+        .unwrap();
+    assert_eq!(answer.expose(), "typed passphrase");
 }
