@@ -1,7 +1,7 @@
-//! Credentials in a real process without a terminal: the test binary runs one of its own tests
-//! again in a new session (`setsid`), which has no controlling terminal, with standard input a
-//! pipe and standard error away from any terminal — how trog runs under cron or behind a web
-//! button. The pipe stays open while the child runs, like a caller that never closes its end.
+//! Credentials in real processes: the test binary runs one of its own tests again, either in a
+//! new session (`setsid`), which has no controlling terminal, with standard input a pipe left open
+//! like a caller that never closes its end (how trog runs under cron or behind a web button), or
+//! on a pseudo-terminal (`script`) where a person types the answer.
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
