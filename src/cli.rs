@@ -8,7 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "trog", version, about = "Provision guests onto one or a few libvirt hypervisors from recipes")]
+#[command(
+    name = "trog",
+    version,
+    about = "Provision guests onto one or a few libvirt hypervisors from recipes"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,

@@ -66,11 +66,19 @@ impl ExitStatus {
             ExitStatus::Success => "done; for `preflight`, a run is worth starting",
             ExitStatus::Failure => "failed; for `preflight`, a run is not worth starting",
             ExitStatus::Usage => "the command line is wrong",
-            ExitStatus::Configuration => "configuration or recipe invalid, incomplete, or CHANGEME left",
-            ExitStatus::Credentials => "a credential is missing and there is no terminal to ask, or it was refused",
-            ExitStatus::NoPlacement => "no hypervisor can hold the guest (or the pinned one cannot)",
+            ExitStatus::Configuration => {
+                "configuration or recipe invalid, incomplete, or CHANGEME left"
+            }
+            ExitStatus::Credentials => {
+                "a credential is missing and there is no terminal to ask, or it was refused"
+            }
+            ExitStatus::NoPlacement => {
+                "no hypervisor can hold the guest (or the pinned one cannot)"
+            }
             ExitStatus::Hypervisor => "a hypervisor could not be reached or libvirt refused",
-            ExitStatus::Conflict => "a same-named resource trog did not create, or data would be lost",
+            ExitStatus::Conflict => {
+                "a same-named resource trog did not create, or data would be lost"
+            }
             ExitStatus::Guest => "the guest did not boot, answer, or finish",
             ExitStatus::PartialDestroy => "destroy finished but left something behind",
         }

@@ -14,9 +14,13 @@ pub mod config;
 pub mod cookbook;
 pub mod model;
 pub mod placement;
+pub mod plan;
 pub mod render;
 
 // The backends: everything that talks to something outside this process.
 pub mod credentials;
+pub mod guest;
+pub mod images;
 pub mod libvirt;
+pub mod machine;
 pub mod secrets;

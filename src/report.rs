@@ -30,7 +30,11 @@ impl Failure {
         status: ExitStatus,
         hint: Option<String>,
     ) -> Failure {
-        Failure { error: error.into(), hint, status }
+        Failure {
+            error: error.into(),
+            hint,
+            status,
+        }
     }
 
     /// The error and its causes, outermost first.
@@ -51,7 +55,11 @@ impl Failure {
         text.push_str(&format!("error: {}\n", chain[0]));
         for cause in &chain[1..] {
             for (index, line) in cause.lines().enumerate() {
-                let lead = if index == 0 { "  Caused by: " } else { "             " };
+                let lead = if index == 0 {
+                    "  Caused by: "
+                } else {
+                    "             "
+                };
                 text.push_str(lead);
                 text.push_str(line);
                 text.push('\n');
@@ -72,7 +80,11 @@ impl<E: Diagnose> From<E> for Failure {
     fn from(error: E) -> Failure {
         let status = error.exit_status();
         let hint = error.hint();
-        Failure { error: Box::new(error), hint, status }
+        Failure {
+            error: Box::new(error),
+            hint,
+            status,
+        }
     }
 }
 
@@ -91,7 +103,10 @@ mod tests {
     #[test]
     fn render_prints_error_causes_and_hint() {
         let failure = Failure::new(
-            Outer(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")),
+            Outer(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file",
+            )),
             ExitStatus::Configuration,
             Some("create it, or set TROG_PROVISIONER_CONFIG".into()),
         );

@@ -1,5 +1,23 @@
 //! Reading an installation: where its files are, the fleet in `hypervisors.conf`, and the
 //! recipes in `recipes.yaml` and `recipes.d/`, merged into one guest's settings.
 //! Parsing is pure (text in, typed values or located errors out); only the loaders read files.
+//!
+//! The recipes side, in the order data flows:
+//! - `yaml`: YAML into a tree that knows the file, line and column of every key and value;
+//! - `recipes_file`: the shape of recipes.yaml and recipes.d/<fqdn>.yaml;
+//! - `merge`: `_base` then the domain, deep, with the origin of every leaf kept;
+//! - `global_schema`, `values`, `settings`: `_global` checked and typed;
+//! - `guest`: the merged [`guest::GuestConfig`]; `load`: the thin file-reading part;
+//! - `changeme`: placeholders still waiting for a value.
 
+pub mod changeme;
+pub mod error;
+pub mod global_schema;
+pub mod guest;
+pub mod load;
+pub mod merge;
 pub mod paths;
+pub mod recipes_file;
+pub mod settings;
+pub mod values;
+pub mod yaml;

@@ -39,8 +39,12 @@ impl InstallationPaths {
             _ => PathBuf::from(DEFAULT_CONFIG_DIR),
         };
         InstallationPaths {
-            hypervisors_conf: hvconf_override.map(Path::to_path_buf).unwrap_or_else(|| dir.join("hypervisors.conf")),
-            recipes_yaml: recipes_override.map(Path::to_path_buf).unwrap_or_else(|| dir.join("recipes.yaml")),
+            hypervisors_conf: hvconf_override
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| dir.join("hypervisors.conf")),
+            recipes_yaml: recipes_override
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| dir.join("recipes.yaml")),
             recipes_d: dir.join("recipes.d"),
             secrets_kdbx: dir.join("secrets.kdbx"),
             dir,
@@ -50,7 +54,11 @@ impl InstallationPaths {
     /// Resolves the paths for this process: its environment and the global options.
     pub fn from_environment(global: &crate::cli::GlobalArgs) -> InstallationPaths {
         let variable = std::env::var(CONFIG_DIR_VARIABLE).ok();
-        InstallationPaths::resolve(variable.as_deref(), global.recipes.as_deref(), global.hvconf.as_deref())
+        InstallationPaths::resolve(
+            variable.as_deref(),
+            global.recipes.as_deref(),
+            global.hvconf.as_deref(),
+        )
     }
 
     /// The guest's own configuration file.
@@ -72,15 +80,25 @@ mod tests {
     fn defaults_to_etc() {
         let paths = InstallationPaths::resolve(None, None, None);
         assert_eq!(paths.dir, PathBuf::from("/etc/trog-provisioner"));
-        assert_eq!(paths.hypervisors_conf, PathBuf::from("/etc/trog-provisioner/hypervisors.conf"));
-        assert_eq!(paths.secrets_kdbx, PathBuf::from("/etc/trog-provisioner/secrets.kdbx"));
+        assert_eq!(
+            paths.hypervisors_conf,
+            PathBuf::from("/etc/trog-provisioner/hypervisors.conf")
+        );
+        assert_eq!(
+            paths.secrets_kdbx,
+            PathBuf::from("/etc/trog-provisioner/secrets.kdbx")
+        );
     }
 
     #[test]
     fn variable_moves_everything_and_flags_move_one_file() {
-        let paths = InstallationPaths::resolve(Some("/tmp/inst"), Some(Path::new("/x/r.yaml")), None);
+        let paths =
+            InstallationPaths::resolve(Some("/tmp/inst"), Some(Path::new("/x/r.yaml")), None);
         assert_eq!(paths.recipes_yaml, PathBuf::from("/x/r.yaml"));
-        assert_eq!(paths.hypervisors_conf, PathBuf::from("/tmp/inst/hypervisors.conf"));
+        assert_eq!(
+            paths.hypervisors_conf,
+            PathBuf::from("/tmp/inst/hypervisors.conf")
+        );
         assert_eq!(paths.recipes_d, PathBuf::from("/tmp/inst/recipes.d"));
     }
 }

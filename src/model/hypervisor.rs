@@ -55,7 +55,11 @@ pub enum Transport {
     Local,
     /// Another machine over SSH (`qemu+ssh`, `qemu+libssh`, `qemu+libssh2`): libvirt goes
     /// through the URI, every other command through one SSH connection to the same login.
-    Ssh { user: Option<String>, host: String, port: Option<u16> },
+    Ssh {
+        user: Option<String>,
+        host: String,
+        port: Option<u16>,
+    },
     /// libvirt's built-in test driver (`test:///…`): in-process, for dry runs and tests.
     Test,
 }
@@ -81,7 +85,9 @@ pub struct LibvirtUri {
 
 impl LibvirtUri {
     pub fn parse(uri: &str) -> Result<LibvirtUri, UriError> {
-        let malformed = || UriError::Malformed { uri: uri.to_string() };
+        let malformed = || UriError::Malformed {
+            uri: uri.to_string(),
+        };
         let (scheme, rest) = uri.split_once("://").ok_or_else(malformed)?;
         let (driver, transport_name) = match scheme.split_once('+') {
             Some((driver, transport)) => (driver, Some(transport)),
@@ -106,19 +112,33 @@ impl LibvirtUri {
                     None => (None, authority),
                 };
                 let (host, port) = match host_port.rsplit_once(':') {
-                    Some((host, port)) => (host, Some(port.parse::<u16>().map_err(|_| malformed())?)),
+                    Some((host, port)) => {
+                        (host, Some(port.parse::<u16>().map_err(|_| malformed())?))
+                    }
                     None => (host_port, None),
                 };
                 if host.is_empty() {
-                    return Err(UriError::NoHost { uri: uri.to_string() });
+                    return Err(UriError::NoHost {
+                        uri: uri.to_string(),
+                    });
                 }
-                Transport::Ssh { user, host: host.to_string(), port }
+                Transport::Ssh {
+                    user,
+                    host: host.to_string(),
+                    port,
+                }
             }
             (_, Some(other)) => {
-                return Err(UriError::UnknownTransport { uri: uri.to_string(), transport: other.to_string() })
+                return Err(UriError::UnknownTransport {
+                    uri: uri.to_string(),
+                    transport: other.to_string(),
+                })
             }
         };
-        Ok(LibvirtUri { uri: uri.to_string(), transport })
+        Ok(LibvirtUri {
+            uri: uri.to_string(),
+            transport,
+        })
     }
 }
 
@@ -169,25 +189,55 @@ mod tests {
 
     #[test]
     fn transports_are_read_from_the_uri() {
-        assert_eq!(LibvirtUri::parse("qemu:///system").unwrap().transport, Transport::Local);
-        assert_eq!(LibvirtUri::parse("test:///default").unwrap().transport, Transport::Test);
         assert_eq!(
-            LibvirtUri::parse("qemu+ssh://root@hv1.example.test:2222/system?keyfile=/k").unwrap().transport,
-            Transport::Ssh { user: Some("root".into()), host: "hv1.example.test".into(), port: Some(2222) }
+            LibvirtUri::parse("qemu:///system").unwrap().transport,
+            Transport::Local
+        );
+        assert_eq!(
+            LibvirtUri::parse("test:///default").unwrap().transport,
+            Transport::Test
+        );
+        assert_eq!(
+            LibvirtUri::parse("qemu+ssh://root@hv1.example.test:2222/system?keyfile=/k")
+                .unwrap()
+                .transport,
+            Transport::Ssh {
+                user: Some("root".into()),
+                host: "hv1.example.test".into(),
+                port: Some(2222)
+            }
         );
         assert!(matches!(
-            LibvirtUri::parse("qemu+libssh2://hv2/system").unwrap().transport,
+            LibvirtUri::parse("qemu+libssh2://hv2/system")
+                .unwrap()
+                .transport,
             Transport::Ssh { user: None, .. }
         ));
     }
 
     #[test]
     fn transports_without_a_shell_are_refused() {
-        for uri in ["qemu+tcp://hv1/system", "qemu+tls://hv1/system", "qemu://hv1/system"] {
-            assert!(matches!(LibvirtUri::parse(uri), Err(UriError::NoShell { .. })), "{uri}");
+        for uri in [
+            "qemu+tcp://hv1/system",
+            "qemu+tls://hv1/system",
+            "qemu://hv1/system",
+        ] {
+            assert!(
+                matches!(LibvirtUri::parse(uri), Err(UriError::NoShell { .. })),
+                "{uri}"
+            );
         }
-        assert!(matches!(LibvirtUri::parse("qemu+ftp://hv1/system"), Err(UriError::UnknownTransport { .. })));
-        assert!(matches!(LibvirtUri::parse("hv1"), Err(UriError::Malformed { .. })));
-        assert!(matches!(LibvirtUri::parse("qemu+ssh:///system"), Err(UriError::NoHost { .. })));
+        assert!(matches!(
+            LibvirtUri::parse("qemu+ftp://hv1/system"),
+            Err(UriError::UnknownTransport { .. })
+        ));
+        assert!(matches!(
+            LibvirtUri::parse("hv1"),
+            Err(UriError::Malformed { .. })
+        ));
+        assert!(matches!(
+            LibvirtUri::parse("qemu+ssh:///system"),
+            Err(UriError::NoHost { .. })
+        ));
     }
 }

@@ -22,7 +22,12 @@ pub struct DomainName(String);
 
 impl DomainName {
     pub fn parse(name: &str) -> Result<DomainName, NameError> {
-        let refuse = |why| Err(NameError::Domain { name: name.to_string(), why });
+        let refuse = |why| {
+            Err(NameError::Domain {
+                name: name.to_string(),
+                why,
+            })
+        };
         if name.is_empty() {
             return refuse("it is empty");
         }
@@ -46,7 +51,10 @@ impl DomainName {
             if label.len() > 63 {
                 return refuse("a label is longer than 63 characters");
             }
-            if !label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+            if !label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
                 return refuse("labels may hold only a-z, 0-9 and `-`");
             }
             if label.starts_with('-') || label.ends_with('-') {
@@ -92,11 +100,19 @@ pub struct HypervisorName(String);
 
 impl HypervisorName {
     pub fn parse(name: &str) -> Result<HypervisorName, NameError> {
-        let refuse = |why| Err(NameError::Hypervisor { name: name.to_string(), why });
+        let refuse = |why| {
+            Err(NameError::Hypervisor {
+                name: name.to_string(),
+                why,
+            })
+        };
         if name.is_empty() {
             return refuse("it is empty");
         }
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
             return refuse("names may hold only letters, digits, `-`, `_` and `.`");
         }
         Ok(HypervisorName(name.to_string()))
@@ -133,14 +149,22 @@ pub struct RecipeName(String);
 
 impl RecipeName {
     pub fn parse(name: &str) -> Result<RecipeName, NameError> {
-        let refuse = |why| Err(NameError::Recipe { name: name.to_string(), why });
+        let refuse = |why| {
+            Err(NameError::Recipe {
+                name: name.to_string(),
+                why,
+            })
+        };
         if name.is_empty() {
             return refuse("it is empty");
         }
         if name.starts_with('_') {
             return refuse("names starting with `_` are reserved for settings such as `_global`");
         }
-        if !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
             return refuse("names may hold only a-z, 0-9, `_` and `-`");
         }
         Ok(RecipeName(name.to_string()))
@@ -178,14 +202,25 @@ mod tests {
     fn domain_names_have_one_spelling() {
         assert!(DomainName::parse("mysql.example.net").is_ok());
         assert!(DomainName::parse("f1698301-2db6-41ec-90fd-effec2f148d4.test").is_ok());
-        for bad in ["mysql", "Mysql.example.net", "mysql.example.net.", "a..b", "-a.test", "a_b.test", ""] {
+        for bad in [
+            "mysql",
+            "Mysql.example.net",
+            "mysql.example.net.",
+            "a..b",
+            "-a.test",
+            "a_b.test",
+            "",
+        ] {
             assert!(DomainName::parse(bad).is_err(), "{bad} was accepted");
         }
     }
 
     #[test]
     fn host_label_is_the_first_label() {
-        assert_eq!(DomainName::parse("www.example.test").unwrap().host_label(), "www");
+        assert_eq!(
+            DomainName::parse("www.example.test").unwrap().host_label(),
+            "www"
+        );
     }
 
     #[test]

@@ -21,14 +21,23 @@ pub struct SizeError {
 
 /// Parses `text` into bytes; a bare number is multiplied by `bare_unit_bytes`.
 fn parse_bytes(text: &str, bare_unit_bytes: u64) -> Result<u64, SizeError> {
-    let refuse = |why: &str| SizeError { text: text.to_string(), why: why.to_string() };
+    let refuse = |why: &str| SizeError {
+        text: text.to_string(),
+        why: why.to_string(),
+    };
     let trimmed = text.trim();
-    let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
     let (digits, suffix) = trimmed.split_at(digits_end);
     if digits.is_empty() {
-        return Err(refuse("it does not start with a number (write e.g. `4096`, `4G` or `20GiB`)"));
+        return Err(refuse(
+            "it does not start with a number (write e.g. `4096`, `4G` or `20GiB`)",
+        ));
     }
-    let number: u64 = digits.parse().map_err(|_| refuse("the number is too large"))?;
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| refuse("the number is too large"))?;
     let unit = match suffix.trim().to_ascii_uppercase().as_str() {
         "" => bare_unit_bytes,
         "B" => 1,
@@ -38,11 +47,15 @@ fn parse_bytes(text: &str, bare_unit_bytes: u64) -> Result<u64, SizeError> {
         "T" | "TB" | "TIB" => TIB,
         _ => return Err(refuse("the unit is not one of K, M, G or T")),
     };
-    number.checked_mul(unit).ok_or_else(|| refuse("it is too large"))
+    number
+        .checked_mul(unit)
+        .ok_or_else(|| refuse("it is too large"))
 }
 
 /// An amount of memory in mebibytes, the unit libvirt and `hypervisors.conf` count memory in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct MiB(pub u64);
 
 impl MiB {
@@ -50,7 +63,10 @@ impl MiB {
     pub fn parse(text: &str) -> Result<MiB, SizeError> {
         let bytes = parse_bytes(text, MIB)?;
         if bytes % MIB != 0 {
-            return Err(SizeError { text: text.to_string(), why: "memory is counted in whole MiB".into() });
+            return Err(SizeError {
+                text: text.to_string(),
+                why: "memory is counted in whole MiB".into(),
+            });
         }
         Ok(MiB(bytes / MIB))
     }
@@ -88,7 +104,9 @@ impl std::iter::Sum for MiB {
 }
 
 /// An amount of storage in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct Bytes(pub u64);
 
 impl Bytes {

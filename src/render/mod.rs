@@ -1,2 +1,11 @@
 //! Turning a guest's merged settings into bytes: cloud-init files, the Makefile, rendered files,
 //! the payload archive, the seed ISO and the domain XML. Pure: no I/O, deterministic output.
+
+pub mod cloud_init;
+pub mod domain_xml;
+pub mod files;
+pub mod fingerprint;
+pub mod makefile;
+pub mod payload;
+pub mod seed_iso;
+pub mod templates;

@@ -1,0 +1,2 @@
+cron:
+	systemctl enable --now cron

@@ -1,0 +1,409 @@
+//! The global schema: every setting `_global` may hold, declared once, as data.
+//!
+//! The validator (`settings.rs`), the reference table in docs/CONFIGURATION.md and the
+//! "did you mean" hints are all read from [`GLOBAL_SETTINGS`], so a setting added here is
+//! checked, documented and suggested without another list to keep in step.
+
+/// What kind of value a setting holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingType {
+    /// Any non-empty text.
+    Text,
+    /// A login name on the guest.
+    UserName,
+    /// `someone@example.test`.
+    Email,
+    /// An `http://` or `https://` address.
+    Url,
+    /// One of a fixed set of words.
+    OneOf(&'static [&'static str]),
+    /// A fully qualified domain name in its one spelling.
+    DomainName,
+    /// The name of a block of `hypervisors.conf`.
+    HypervisorName,
+    /// A libvirt connection URI (local, ssh or test).
+    LibvirtUri,
+    /// Memory: a bare number is MiB, or a number with K/M/G/T.
+    Memory,
+    /// Disk: a bare number is GiB, or a number with K/M/G/T.
+    DiskSize,
+    /// A whole number of at least `min`.
+    Count { min: u32 },
+    /// An IPv4 or IPv6 address without a prefix length.
+    IpAddress,
+    /// An address with its prefix length, `192.0.2.10/24` or `2001:db8::10/64`.
+    CidrAddress,
+    /// A DNS name that need not be fully qualified (a search domain such as `lan`).
+    DnsName,
+    /// A zone of the tz database, `Europe/Berlin` or `Etc/UTC`.
+    Timezone,
+    /// A mapping `{url, sha256}` naming a base image by its digest.
+    Image,
+    /// A list whose items are all of one type.
+    ListOf(&'static SettingType),
+}
+
+impl SettingType {
+    /// How the type is written in the reference table.
+    pub fn describe(self) -> String {
+        match self {
+            SettingType::Text => "text".to_string(),
+            SettingType::UserName => "user name".to_string(),
+            SettingType::Email => "email address".to_string(),
+            SettingType::Url => "URL (http, https)".to_string(),
+            SettingType::OneOf(words) => words
+                .iter()
+                .map(|word| format!("`{word}`"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            SettingType::DomainName => "fully qualified domain name".to_string(),
+            SettingType::HypervisorName => "hypervisor name".to_string(),
+            SettingType::LibvirtUri => "libvirt URI".to_string(),
+            SettingType::Memory => "memory size (bare number: MiB)".to_string(),
+            SettingType::DiskSize => "disk size (bare number: GiB)".to_string(),
+            SettingType::Count { min } => format!("whole number ≥ {min}"),
+            SettingType::IpAddress => "IP address".to_string(),
+            SettingType::CidrAddress => "address/prefix".to_string(),
+            SettingType::DnsName => "DNS name".to_string(),
+            SettingType::Timezone => "tz zone name".to_string(),
+            SettingType::Image => "`{url, sha256}`".to_string(),
+            SettingType::ListOf(item) => format!("list of {}", item.describe_plural()),
+        }
+    }
+
+    /// The type of a list's items, as "a list of …" reads.
+    fn describe_plural(self) -> String {
+        match self {
+            SettingType::Text => "texts".to_string(),
+            SettingType::IpAddress => "IP addresses".to_string(),
+            SettingType::CidrAddress => "addresses/prefixes".to_string(),
+            SettingType::DnsName => "DNS names".to_string(),
+            SettingType::DomainName => "fully qualified domain names".to_string(),
+            other => format!("{} values", other.describe()),
+        }
+    }
+}
+
+/// Whether a setting must be given, and what it is when it is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// No guest can be built without it; missing ones are reported together.
+    Required,
+    /// Absent means "not used" (an empty list for lists).
+    Optional,
+    /// Absent means this value, written as it would be in the file.
+    Default(&'static str),
+}
+
+/// Where a setting is usually written. Both places accept every setting; this only guides
+/// the documentation and the hint for a missing one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The same for the whole installation: `_global` of `_base` in recipes.yaml.
+    Installation,
+    /// Particular to one guest: `_global` of the domain in recipes.d/<fqdn>.yaml.
+    Guest,
+}
+
+/// One setting of `_global`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingDeclaration {
+    pub key: &'static str,
+    pub setting_type: SettingType,
+    pub presence: Presence,
+    pub scope: Scope,
+    /// One line, for the reference table.
+    pub description: &'static str,
+    /// Why it should no longer be used and what replaces it; callers warn when it is set.
+    pub deprecated: Option<&'static str>,
+}
+
+const fn setting(
+    key: &'static str,
+    setting_type: SettingType,
+    presence: Presence,
+    scope: Scope,
+    description: &'static str,
+) -> SettingDeclaration {
+    SettingDeclaration {
+        key,
+        setting_type,
+        presence,
+        scope,
+        description,
+        deprecated: None,
+    }
+}
+
+/// A guest's distribution. Only these have a distro recipe.
+pub const DISTROS: &[&str] = &["debian", "ubuntu"];
+
+/// Every `_global` setting. Order is the order of the reference table.
+pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
+    // Installation settings.
+    setting(
+        "admin_user",
+        SettingType::UserName,
+        Presence::Required,
+        Scope::Installation,
+        "The login created on every guest for its administrators, with passwordless sudo.",
+    ),
+    setting(
+        "contact_email",
+        SettingType::Email,
+        Presence::Required,
+        Scope::Installation,
+        "Where root's mail on the guest goes.",
+    ),
+    setting(
+        "distro",
+        SettingType::OneOf(DISTROS),
+        // The specification's default: installations written for it expect Ubuntu guests.
+        Presence::Default("ubuntu"),
+        Scope::Installation,
+        "The guest's distribution; picks the base image, the packager and package names.",
+    ),
+    setting(
+        "release",
+        SettingType::Text,
+        Presence::Optional,
+        Scope::Installation,
+        "The distribution's release (`bookworm`, `noble`); unset, the distro recipe picks it.",
+    ),
+    setting(
+        "mirror",
+        SettingType::Url,
+        Presence::Optional,
+        Scope::Installation,
+        "A package mirror (an `aptmirror` guest) the guests install from.",
+    ),
+    setting(
+        "cache",
+        SettingType::Url,
+        Presence::Optional,
+        Scope::Installation,
+        "A cache (a `fetchcache` guest) for what recipes download.",
+    ),
+    setting(
+        "timezone",
+        SettingType::Timezone,
+        Presence::Default("Etc/UTC"),
+        Scope::Installation,
+        "The guest's time zone.",
+    ),
+    setting(
+        "network",
+        SettingType::Text,
+        Presence::Default("default"),
+        Scope::Installation,
+        "The libvirt network the guest's interface joins.",
+    ),
+    setting(
+        "bridge",
+        SettingType::Text,
+        Presence::Optional,
+        Scope::Installation,
+        "A bridge on the hypervisor to attach to instead of a libvirt network.",
+    ),
+    setting(
+        "gateway",
+        SettingType::IpAddress,
+        Presence::Optional,
+        Scope::Installation,
+        "The default route for static addresses (`ips`).",
+    ),
+    setting(
+        "resolvers",
+        SettingType::ListOf(&SettingType::IpAddress),
+        Presence::Optional,
+        Scope::Installation,
+        "DNS servers for guests with static addresses.",
+    ),
+    setting(
+        "search_domains",
+        SettingType::ListOf(&SettingType::DnsName),
+        Presence::Optional,
+        Scope::Installation,
+        "DNS search domains for guests with static addresses.",
+    ),
+    // Per-guest settings.
+    setting(
+        "ips",
+        SettingType::ListOf(&SettingType::CidrAddress),
+        Presence::Optional,
+        Scope::Guest,
+        "Static addresses; unset, the guest takes a lease. A remote build reaches the first.",
+    ),
+    setting(
+        "size",
+        SettingType::DiskSize,
+        Presence::Default("10G"),
+        Scope::Guest,
+        "The root disk's size.",
+    ),
+    setting(
+        "memory",
+        SettingType::Memory,
+        Presence::Default("1024"),
+        Scope::Guest,
+        "The guest's memory, committed in full on its hypervisor.",
+    ),
+    setting(
+        "cpus",
+        SettingType::Count { min: 1 },
+        Presence::Default("1"),
+        Scope::Guest,
+        "Virtual CPUs.",
+    ),
+    setting(
+        "image",
+        SettingType::Image,
+        Presence::Optional,
+        Scope::Guest,
+        "A base image other than the distro recipe's, pinned by its sha256 digest.",
+    ),
+    setting(
+        "packages",
+        SettingType::ListOf(&SettingType::Text),
+        Presence::Optional,
+        Scope::Guest,
+        "Packages to install beyond those the recipes ask for.",
+    ),
+    setting(
+        "depends_on",
+        SettingType::DomainName,
+        Presence::Optional,
+        Scope::Guest,
+        "A guest this one needs; it is provisioned first.",
+    ),
+    setting(
+        "hypervisor",
+        SettingType::HypervisorName,
+        Presence::Optional,
+        Scope::Guest,
+        "Pins the guest to a block of hypervisors.conf; it must still fit there.",
+    ),
+    setting(
+        "cpu_mode",
+        SettingType::Text,
+        Presence::Default("host-passthrough"),
+        Scope::Guest,
+        "libvirt's `<cpu mode>`; `host-model` or a named model eases migration.",
+    ),
+    setting(
+        "aliases",
+        SettingType::ListOf(&SettingType::DomainName),
+        Presence::Optional,
+        Scope::Guest,
+        "Other fully qualified names the guest answers to.",
+    ),
+    SettingDeclaration {
+        key: "libvirt_uri",
+        setting_type: SettingType::LibvirtUri,
+        presence: Presence::Optional,
+        scope: Scope::Guest,
+        description: "Where to build when there is no hypervisors.conf (deprecated).",
+        deprecated: Some(
+            "where a guest runs is the fleet's business: describe the machine in hypervisors.conf, \
+             and pin with `hypervisor` if you must",
+        ),
+    },
+];
+
+/// The declaration of `key`, if it is a setting.
+pub fn declaration(key: &str) -> Option<&'static SettingDeclaration> {
+    GLOBAL_SETTINGS.iter().find(|setting| setting.key == key)
+}
+
+/// The candidate nearest to `word`, if it is within a third of its length (at least one edit).
+pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let allowed = (word.chars().count() / 3).max(1);
+    candidates
+        .map(|candidate| (edit_distance(word, candidate), candidate))
+        .filter(|(distance, _)| *distance <= allowed)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(from: &str, to: &str) -> usize {
+    let to: Vec<char> = to.chars().collect();
+    let mut previous: Vec<usize> = (0..=to.len()).collect();
+    for (row, from_char) in from.chars().enumerate() {
+        let mut current = vec![row + 1];
+        for (column, to_char) in to.iter().enumerate() {
+            let substitution = previous[column] + usize::from(from_char != *to_char);
+            current.push(
+                substitution
+                    .min(previous[column + 1] + 1)
+                    .min(current[column] + 1),
+            );
+        }
+        previous = current;
+    }
+    previous[to.len()]
+}
+
+/// The reference table of every setting, in Markdown, as docs/CONFIGURATION.md carries it.
+pub fn reference_table() -> String {
+    let mut table = String::from("| Setting | Type | Default | Meaning |\n|---|---|---|---|\n");
+    for setting in GLOBAL_SETTINGS {
+        let default = match setting.presence {
+            Presence::Required => "**required**".to_string(),
+            Presence::Optional => "—".to_string(),
+            Presence::Default(value) => format!("`{value}`"),
+        };
+        let mut meaning = setting.description.to_string();
+        if setting.deprecated.is_some() {
+            meaning.push_str(" Ignored, with a warning, once hypervisors.conf exists.");
+        }
+        table.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            setting.key,
+            setting.setting_type.describe(),
+            default,
+            meaning
+        ));
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique() {
+        let mut keys: Vec<_> = GLOBAL_SETTINGS.iter().map(|setting| setting.key).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), GLOBAL_SETTINGS.len());
+    }
+
+    #[test]
+    fn suggestions_catch_small_slips_only() {
+        let suggest = |key| closest(key, GLOBAL_SETTINGS.iter().map(|setting| setting.key));
+        assert_eq!(suggest("memroy"), Some("memory"));
+        assert_eq!(suggest("contact_mail"), Some("contact_email"));
+        assert_eq!(suggest("cpu"), Some("cpus"));
+        assert_eq!(suggest("adminuser"), Some("admin_user"));
+        assert_eq!(suggest("flavour"), None);
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+    }
+
+    #[test]
+    fn the_documentation_carries_the_current_table() {
+        let documentation = include_str!("../../docs/CONFIGURATION.md");
+        assert!(
+            documentation.contains(&reference_table()),
+            "docs/CONFIGURATION.md's settings table differs from the schema; paste this:\n{}",
+            reference_table()
+        );
+    }
+}

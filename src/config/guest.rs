@@ -1,0 +1,233 @@
+//! One guest's configuration: `_base` merged with the domain's file, settings typed and
+//! checked, recipe arguments merged (their schemas are the cookbook's to check).
+//!
+//! [`resolve_guest`] is pure; [`load_guest`] (in `load.rs`) reads the two files and calls it.
+
+use crate::config::error::GuestConfigError;
+use crate::config::merge::{merge_entries, merge_nodes, Origins};
+use crate::config::recipes_file::{DomainFile, RecipesYaml, GLOBAL_KEY};
+use crate::config::settings::{settings_from_global, DeprecatedSetting, GuestSettings};
+use crate::config::yaml::{LocatedEntry, LocatedNode, Node};
+use crate::model::names::{DomainName, RecipeName};
+use indexmap::IndexMap;
+use std::path::PathBuf;
+
+pub use crate::config::load::{
+    list_domains, load_domain_file, load_guest, load_guest_with_recipe_settings, load_recipes_yaml,
+};
+
+/// Everything the installation says about one guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuestConfig {
+    pub domain: DomainName,
+    /// `_global`, merged, typed, defaults applied.
+    pub settings: GuestSettings,
+    /// The recipes the guest runs, `_base`'s first, each with its merged arguments as written.
+    pub recipes: IndexMap<RecipeName, serde_json::Value>,
+    /// The merged `_global` as written, before typing (the CHANGEME scan reads it).
+    pub global_as_written: serde_json::Map<String, serde_json::Value>,
+    /// Where every key of `_global` and of each recipe's arguments was written.
+    pub origins: Origins,
+    /// Deprecated settings that are set, for callers to warn about.
+    pub deprecations: Vec<DeprecatedSetting>,
+    pub recipes_yaml: PathBuf,
+    pub domain_file: PathBuf,
+}
+
+/// Merges `_base` and the domain's section and checks the settings. `recipe_settings` are the
+/// extra `_global` keys the distro and machine recipes declare (see
+/// [`settings_from_global`]); pass `&[]` when no cookbook is at hand.
+pub fn resolve_guest(
+    recipes_yaml: &RecipesYaml,
+    domain_file: &DomainFile,
+    recipe_settings: &[String],
+) -> Result<GuestConfig, GuestConfigError> {
+    let base = &recipes_yaml.base;
+    let own = &domain_file.section;
+
+    let global = merge_entries(&base.global, &own.global);
+
+    let mut recipe_entries: IndexMap<RecipeName, LocatedEntry> = base.recipes.clone();
+    for (name, own_entry) in &own.recipes {
+        let merged = match base.recipes.get(name) {
+            Some(base_entry) => LocatedEntry {
+                key_origin: own_entry.key_origin.clone(),
+                value: merge_nodes(&base_entry.value, &own_entry.value),
+            },
+            None => own_entry.clone(),
+        };
+        recipe_entries.insert(name.clone(), merged);
+    }
+
+    let origins = Origins::record(&top_level(&global, base, own, &recipe_entries));
+
+    let (settings, deprecations) =
+        settings_from_global(&global, recipe_settings).map_err(|problems| {
+            GuestConfigError::Settings {
+                domain: domain_file.domain.clone(),
+                recipes_yaml: recipes_yaml.file.clone(),
+                domain_file: domain_file.file.clone(),
+                problems,
+            }
+        })?;
+
+    let global_as_written = match Node::Mapping(global).to_json() {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("a mapping becomes an object"),
+    };
+    let recipes = recipe_entries
+        .into_iter()
+        .map(|(name, entry)| (name, entry.value.value.to_json()))
+        .collect();
+
+    Ok(GuestConfig {
+        domain: domain_file.domain.clone(),
+        settings,
+        recipes,
+        global_as_written,
+        origins,
+        deprecations,
+        recipes_yaml: recipes_yaml.file.clone(),
+        domain_file: domain_file.file.clone(),
+    })
+}
+
+/// The merged guest as one mapping (`_global` and recipes), for recording origins.
+fn top_level(
+    global: &IndexMap<String, LocatedEntry>,
+    base: &crate::config::recipes_file::GuestSection,
+    own: &crate::config::recipes_file::GuestSection,
+    recipes: &IndexMap<RecipeName, LocatedEntry>,
+) -> IndexMap<String, LocatedEntry> {
+    let mut top = IndexMap::new();
+    if let Some(global_origin) = own.global_origin.as_ref().or(base.global_origin.as_ref()) {
+        top.insert(
+            GLOBAL_KEY.to_string(),
+            LocatedEntry {
+                key_origin: global_origin.clone(),
+                value: LocatedNode {
+                    value: Node::Mapping(global.clone()),
+                    origin: global_origin.clone(),
+                },
+            },
+        );
+    }
+    for (name, entry) in recipes {
+        top.insert(name.as_str().to_string(), entry.clone());
+    }
+    top
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::recipes_file::{parse_domain_file, parse_recipes_yaml};
+    use std::path::Path;
+
+    pub(crate) fn resolve(base: &str, own: &str) -> Result<GuestConfig, GuestConfigError> {
+        let domain = DomainName::parse("www.example.test").unwrap();
+        let recipes_yaml = parse_recipes_yaml(Path::new("recipes.yaml"), base)?;
+        let domain_file = parse_domain_file(Path::new("www.example.test.yaml"), &domain, own)?;
+        resolve_guest(&recipes_yaml, &domain_file, &[])
+    }
+
+    const BASE: &str = "\
+_base:
+  _global:
+    admin_user: someadmin
+    contact_email: ops@example.test
+    distro: debian
+    memory: 512
+  adminconfig: {shell: bash, keys: [a, b]}
+  ufw: {allow: [22/tcp]}
+";
+
+    #[test]
+    fn the_domain_overrides_base_settings_and_args() {
+        let own = "\
+www.example.test:
+  _global:
+    memory: 2048
+    cpus: 2
+  ufw: {allow: [80/tcp]}
+  nginx: {server_name: www.example.test}
+";
+        let guest = resolve(BASE, own).unwrap();
+        assert_eq!(guest.settings.memory.0, 2048);
+        assert_eq!(guest.settings.cpus, 2);
+        assert_eq!(guest.settings.admin_user, "someadmin");
+        assert_eq!(guest.settings.distro.as_str(), "debian");
+        let names: Vec<_> = guest.recipes.keys().map(RecipeName::as_str).collect();
+        assert_eq!(names, ["adminconfig", "ufw", "nginx"]);
+        assert_eq!(guest.recipes[1].to_string(), r#"{"allow":["80/tcp"]}"#);
+        assert_eq!(
+            guest.recipes[0].to_string(),
+            r#"{"shell":"bash","keys":["a","b"]}"#
+        );
+    }
+
+    #[test]
+    fn origins_name_the_file_that_gave_each_value() {
+        let own = "www.example.test:\n  _global:\n    memory: 2048\n  adminconfig: {shell: zsh}\n";
+        let guest = resolve(BASE, own).unwrap();
+        assert_eq!(
+            guest.origins.locate_setting("memory").unwrap().to_string(),
+            "www.example.test.yaml:3:5"
+        );
+        assert_eq!(
+            guest
+                .origins
+                .locate_setting("admin_user")
+                .unwrap()
+                .to_string(),
+            "recipes.yaml:3:5"
+        );
+        let shell = guest
+            .origins
+            .locate_recipe_arg("adminconfig", "/shell")
+            .unwrap();
+        assert_eq!(shell.to_string(), "www.example.test.yaml:4:17");
+        let keys = guest
+            .origins
+            .locate_recipe_arg("adminconfig", "/keys/1")
+            .unwrap();
+        assert_eq!(keys.file.as_ref(), Path::new("recipes.yaml"));
+    }
+
+    #[test]
+    fn settings_problems_from_both_files_come_together() {
+        let base = "_base:\n  _global:\n    contact_email: nobody\n";
+        let own = "www.example.test:\n  _global:\n    cpus: 0\n    memroy: 1G\n";
+        let error = resolve(base, own).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("recipes.yaml:3:20: `_global.contact_email`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("www.example.test.yaml:3:11: `_global.cpus`"),
+            "{text}"
+        );
+        assert!(text.contains("did you mean `memory`"), "{text}");
+        assert!(text.contains("`_global.admin_user` (the login created on every guest for its administrators, with passwordless sudo) is required and set nowhere"), "{text}");
+    }
+
+    #[test]
+    fn a_guest_without_recipes_or_global_of_its_own_gets_base() {
+        let guest = resolve(BASE, "www.example.test:\n").unwrap();
+        assert_eq!(guest.recipes.len(), 2);
+        assert_eq!(guest.settings.memory.0, 512);
+        assert_eq!(guest.global_as_written["distro"], "debian");
+    }
+
+    #[test]
+    fn the_deprecated_libvirt_uri_is_flagged() {
+        let own = "www.example.test:\n  _global:\n    libvirt_uri: \"test:///default\"\n";
+        let guest = resolve(BASE, own).unwrap();
+        assert!(guest.settings.uses_deprecated_libvirt_uri());
+        assert_eq!(
+            guest.deprecations[0].origin.to_string(),
+            "www.example.test.yaml:3:5"
+        );
+    }
+}

@@ -1,0 +1,91 @@
+//! The thin part: reading recipes.yaml and recipes.d from disk. Everything it reads goes
+//! straight to the pure parsers in `recipes_file.rs` and `guest.rs`.
+
+use crate::config::error::GuestConfigError;
+use crate::config::guest::{resolve_guest, GuestConfig};
+use crate::config::paths::InstallationPaths;
+use crate::config::recipes_file::{parse_domain_file, parse_recipes_yaml, DomainFile, RecipesYaml};
+use crate::model::names::DomainName;
+use std::path::Path;
+
+fn read(path: &Path) -> Result<String, GuestConfigError> {
+    std::fs::read_to_string(path).map_err(|source| GuestConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads the installation's recipes.yaml (`_base`).
+pub fn load_recipes_yaml(paths: &InstallationPaths) -> Result<RecipesYaml, GuestConfigError> {
+    parse_recipes_yaml(&paths.recipes_yaml, &read(&paths.recipes_yaml)?)
+}
+
+/// Reads recipes.d/<domain>.yaml.
+pub fn load_domain_file(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+) -> Result<DomainFile, GuestConfigError> {
+    let path = paths.domain_file(domain);
+    let text = std::fs::read_to_string(&path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => GuestConfigError::NoDomainFile {
+            domain: domain.clone(),
+            path: path.clone(),
+        },
+        _ => GuestConfigError::Read {
+            path: path.clone(),
+            source,
+        },
+    })?;
+    parse_domain_file(&path, domain, &text)
+}
+
+/// Reads and merges one guest's configuration. It does not refuse `CHANGEME`: callers that
+/// generate or provision call [`crate::config::changeme::refuse_changeme`] on the result.
+pub fn load_guest(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+) -> Result<GuestConfig, GuestConfigError> {
+    load_guest_with_recipe_settings(paths, domain, &[])
+}
+
+/// [`load_guest`], also accepting in `_global` the keys the distro and machine recipes declare
+/// (their values are the cookbook's to check).
+pub fn load_guest_with_recipe_settings(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+    recipe_settings: &[String],
+) -> Result<GuestConfig, GuestConfigError> {
+    let recipes_yaml = load_recipes_yaml(paths)?;
+    let domain_file = load_domain_file(paths, domain)?;
+    resolve_guest(&recipes_yaml, &domain_file, recipe_settings)
+}
+
+/// Every guest the installation describes: each `<fqdn>.yaml` in recipes.d, sorted. Other
+/// files (site folders, editor backups) are passed over; a `.yaml` file whose name is not a
+/// fully qualified domain name is an error, since it would never be built.
+pub fn list_domains(paths: &InstallationPaths) -> Result<Vec<DomainName>, GuestConfigError> {
+    let listing_error = |source| GuestConfigError::ListDomains {
+        path: paths.recipes_d.clone(),
+        source,
+    };
+    let mut domains = Vec::new();
+    for entry in std::fs::read_dir(&paths.recipes_d).map_err(listing_error)? {
+        let entry = entry.map_err(listing_error)?;
+        let path = entry.path();
+        let Some(stem) = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.strip_suffix(".yaml"))
+        else {
+            continue;
+        };
+        if !entry.file_type().map_err(listing_error)?.is_file() {
+            continue;
+        }
+        let domain = DomainName::parse(stem)
+            .map_err(|source| GuestConfigError::DomainFileName { path, source })?;
+        domains.push(domain);
+    }
+    domains.sort();
+    Ok(domains)
+}

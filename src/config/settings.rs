@@ -1,0 +1,352 @@
+//! A guest's merged `_global`, checked against the global schema and turned into typed settings.
+//!
+//! Every problem is collected before anything is reported, so a person fixing a configuration
+//! sees all of them at once: unknown keys (with the setting they probably meant), values of the
+//! wrong type, and every required setting that is missing.
+
+use crate::config::changeme::PLACEHOLDER;
+use crate::config::global_schema::{self, Presence, SettingType, GLOBAL_SETTINGS};
+use crate::config::values::{check_value, ImageSource, IpCidr, TypedValue};
+use crate::config::yaml::{LocatedEntry, LocatedNode, Node, Origin};
+use crate::model::hypervisor::LibvirtUri;
+use crate::model::names::{DomainName, HypervisorName};
+use crate::model::units::{Bytes, MiB};
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+
+/// A guest's distribution: which distro recipe builds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Distro {
+    Debian,
+    Ubuntu,
+}
+
+impl Distro {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Distro::Debian => "debian",
+            Distro::Ubuntu => "ubuntu",
+        }
+    }
+}
+
+impl fmt::Display for Distro {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every `_global` setting of one guest, typed, with defaults applied. Serialized, it is the
+/// `global` of the template context (memory in MiB, size in bytes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GuestSettings {
+    pub admin_user: String,
+    pub contact_email: String,
+    pub distro: Distro,
+    /// `None`: the distro recipe's pinned release.
+    pub release: Option<String>,
+    pub mirror: Option<String>,
+    pub cache: Option<String>,
+    pub timezone: String,
+    pub network: String,
+    pub bridge: Option<String>,
+    pub gateway: Option<IpAddr>,
+    pub resolvers: Vec<IpAddr>,
+    pub search_domains: Vec<String>,
+    /// Empty: the guest takes a lease.
+    pub ips: Vec<IpCidr>,
+    pub size: Bytes,
+    pub memory: MiB,
+    pub cpus: u32,
+    pub image: Option<ImageSource>,
+    pub packages: Vec<String>,
+    pub depends_on: Option<DomainName>,
+    pub hypervisor: Option<HypervisorName>,
+    pub cpu_mode: String,
+    pub aliases: Vec<DomainName>,
+    /// Deprecated; see [`GuestSettings::uses_deprecated_libvirt_uri`].
+    pub libvirt_uri: Option<LibvirtUri>,
+}
+
+impl GuestSettings {
+    /// Whether the guest names a libvirt URI, which callers warn about (and ignore once a
+    /// fleet exists).
+    pub fn uses_deprecated_libvirt_uri(&self) -> bool {
+        self.libvirt_uri.is_some()
+    }
+}
+
+/// A deprecated setting that is set, for callers to warn about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeprecatedSetting {
+    pub key: &'static str,
+    pub origin: Origin,
+    /// Why, and what to use instead.
+    pub advice: &'static str,
+}
+
+/// One thing wrong with a guest's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingProblem {
+    /// Where, when it was written somewhere (a missing setting was not).
+    pub origin: Option<Origin>,
+    /// `_global.memory`, `_global.image.sha256`, `_global.ips[2]`.
+    pub key_path: String,
+    pub kind: SettingProblemKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingProblemKind {
+    /// The key is not a setting.
+    Unknown { suggestion: Option<String> },
+    /// The value does not have the setting's type.
+    Invalid { why: String },
+    /// A required setting is set nowhere.
+    Missing { description: &'static str },
+}
+
+impl fmt::Display for SettingProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(origin) = &self.origin {
+            write!(f, "{origin}: ")?;
+        }
+        match &self.kind {
+            SettingProblemKind::Unknown {
+                suggestion: Some(suggestion),
+            } => {
+                write!(
+                    f,
+                    "`{}` is not a setting (did you mean `{suggestion}`?)",
+                    self.key_path
+                )
+            }
+            SettingProblemKind::Unknown { suggestion: None } => {
+                write!(f, "`{}` is not a setting", self.key_path)
+            }
+            SettingProblemKind::Invalid { why } => write!(f, "`{}`: {why}", self.key_path),
+            SettingProblemKind::Missing { description } => {
+                // The table's sentence, read as an aside: "(the login created on …)".
+                let aside = description.trim_end_matches('.');
+                let mut letters = aside.chars();
+                let aside = match letters.next() {
+                    Some(first) => first.to_lowercase().chain(letters).collect::<String>(),
+                    None => String::new(),
+                };
+                write!(
+                    f,
+                    "`{}` ({aside}) is required and set nowhere",
+                    self.key_path
+                )
+            }
+        }
+    }
+}
+
+/// Checks a merged `_global` mapping and builds the typed settings.
+///
+/// `recipe_settings` are further keys `_global` may hold because the distro or machine recipe
+/// declares them in its argument schema (the `vm` recipe's disk knobs): they are accepted here
+/// untyped, kept in the merged `_global`, and left to the cookbook to check.
+pub fn settings_from_global(
+    global: &IndexMap<String, LocatedEntry>,
+    recipe_settings: &[String],
+) -> Result<(GuestSettings, Vec<DeprecatedSetting>), Vec<SettingProblem>> {
+    let mut problems = Vec::new();
+    let mut values: HashMap<&'static str, TypedValue> = HashMap::new();
+    let mut deprecations = Vec::new();
+
+    for (key, entry) in global {
+        let Some(declaration) = global_schema::declaration(key) else {
+            if recipe_settings.contains(key) {
+                continue;
+            }
+            let known = GLOBAL_SETTINGS
+                .iter()
+                .map(|setting| setting.key)
+                .chain(recipe_settings.iter().map(String::as_str));
+            problems.push(SettingProblem {
+                origin: Some(entry.key_origin.clone()),
+                key_path: format!("_global.{key}"),
+                kind: SettingProblemKind::Unknown {
+                    suggestion: global_schema::closest(key, known).map(str::to_string),
+                },
+            });
+            continue;
+        };
+        // `~` unsets a setting, so a domain can drop what _base gave it.
+        if entry.value.value == Node::Null {
+            continue;
+        }
+        if is_placeholder(&entry.value) {
+            // A placeholder is reported by the CHANGEME scan, not here: a guest written by
+            // new_guest must load. A required setting keeps it as its text; any other falls
+            // back to its default.
+            if declaration.presence == Presence::Required {
+                values.insert(declaration.key, TypedValue::Text(PLACEHOLDER.to_string()));
+            }
+            continue;
+        }
+        match check_value(declaration.setting_type, &entry.value) {
+            Ok(value) => {
+                if let Some(advice) = declaration.deprecated {
+                    deprecations.push(DeprecatedSetting {
+                        key: declaration.key,
+                        origin: entry.key_origin.clone(),
+                        advice,
+                    });
+                }
+                values.insert(declaration.key, value);
+            }
+            Err(problem) => problems.push(SettingProblem {
+                origin: Some(problem.origin),
+                key_path: format!("_global.{key}{}", problem.within),
+                kind: SettingProblemKind::Invalid { why: problem.why },
+            }),
+        }
+    }
+
+    for declaration in GLOBAL_SETTINGS {
+        if values.contains_key(declaration.key) {
+            continue;
+        }
+        match declaration.presence {
+            Presence::Required
+                if !global.contains_key(declaration.key) || is_unset(global, declaration.key) =>
+            {
+                problems.push(SettingProblem {
+                    origin: None,
+                    key_path: format!("_global.{}", declaration.key),
+                    kind: SettingProblemKind::Missing {
+                        description: declaration.description,
+                    },
+                });
+            }
+            Presence::Default(text) => {
+                values.insert(
+                    declaration.key,
+                    default_value(declaration.setting_type, text),
+                );
+            }
+            Presence::Required | Presence::Optional => {}
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok((assemble(values), deprecations))
+}
+
+fn is_placeholder(node: &LocatedNode) -> bool {
+    matches!(&node.value, Node::String(text) if text == PLACEHOLDER)
+}
+
+fn is_unset(global: &IndexMap<String, LocatedEntry>, key: &str) -> bool {
+    global
+        .get(key)
+        .is_some_and(|entry| entry.value.value == Node::Null)
+}
+
+/// A declared default, checked like a written value (a test checks that every default passes).
+fn default_value(setting_type: SettingType, text: &str) -> TypedValue {
+    let node = crate::config::yaml::parse_located(std::path::Path::new("<default>"), text)
+        .expect("declared defaults are valid YAML");
+    check_value(setting_type, &node).expect("declared defaults pass their own check")
+}
+
+/// Moves checked values into the struct. Every required or defaulted key is present here.
+fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
+    let mut take = |key: &str| values.remove(key);
+    let text = |value: Option<TypedValue>| match value {
+        Some(TypedValue::Text(text)) => Some(text),
+        _ => None,
+    };
+    let list = |value: Option<TypedValue>| match value {
+        Some(TypedValue::List(items)) => items,
+        _ => Vec::new(),
+    };
+    GuestSettings {
+        admin_user: text(take("admin_user")).unwrap_or_default(),
+        contact_email: text(take("contact_email")).unwrap_or_default(),
+        distro: match text(take("distro")).as_deref() {
+            Some("debian") => Distro::Debian,
+            _ => Distro::Ubuntu,
+        },
+        release: text(take("release")),
+        mirror: text(take("mirror")),
+        cache: text(take("cache")),
+        timezone: text(take("timezone")).unwrap_or_default(),
+        network: text(take("network")).unwrap_or_default(),
+        bridge: text(take("bridge")),
+        gateway: match take("gateway") {
+            Some(TypedValue::Ip(address)) => Some(address),
+            _ => None,
+        },
+        resolvers: list(take("resolvers"))
+            .into_iter()
+            .filter_map(|item| match item {
+                TypedValue::Ip(address) => Some(address),
+                _ => None,
+            })
+            .collect(),
+        search_domains: list(take("search_domains"))
+            .into_iter()
+            .filter_map(|item| text(Some(item)))
+            .collect(),
+        ips: list(take("ips"))
+            .into_iter()
+            .filter_map(|item| match item {
+                TypedValue::Cidr(cidr) => Some(cidr),
+                _ => None,
+            })
+            .collect(),
+        size: match take("size") {
+            Some(TypedValue::Disk(bytes)) => bytes,
+            _ => Bytes::default(),
+        },
+        memory: match take("memory") {
+            Some(TypedValue::Memory(mib)) => mib,
+            _ => MiB::default(),
+        },
+        cpus: match take("cpus") {
+            Some(TypedValue::Count(count)) => count,
+            _ => 1,
+        },
+        image: match take("image") {
+            Some(TypedValue::Image(image)) => Some(image),
+            _ => None,
+        },
+        packages: list(take("packages"))
+            .into_iter()
+            .filter_map(|item| text(Some(item)))
+            .collect(),
+        depends_on: match take("depends_on") {
+            Some(TypedValue::Domain(domain)) => Some(domain),
+            _ => None,
+        },
+        hypervisor: match take("hypervisor") {
+            Some(TypedValue::Hypervisor(name)) => Some(name),
+            _ => None,
+        },
+        cpu_mode: text(take("cpu_mode")).unwrap_or_default(),
+        aliases: list(take("aliases"))
+            .into_iter()
+            .filter_map(|item| match item {
+                TypedValue::Domain(domain) => Some(domain),
+                _ => None,
+            })
+            .collect(),
+        libvirt_uri: match take("libvirt_uri") {
+            Some(TypedValue::Uri(uri)) => Some(uri),
+            _ => None,
+        },
+    }
+}
+
+#[cfg(test)]
+#[path = "settings_tests.rs"]
+mod tests;

@@ -1,0 +1,192 @@
+//! Tests of `settings.rs`: defaults, every field, and every way a setting is refused.
+
+use super::*;
+use crate::config::yaml::parse_located;
+use std::path::Path;
+
+fn settings(yaml: &str) -> Result<(GuestSettings, Vec<DeprecatedSetting>), Vec<SettingProblem>> {
+    let tree = parse_located(Path::new("g.yaml"), yaml).unwrap();
+    let entries = match tree.value {
+        Node::Mapping(entries) => entries,
+        Node::Null => IndexMap::new(),
+        other => panic!("{other:?}"),
+    };
+    settings_from_global(&entries, &[])
+}
+
+const MINIMAL: &str = "admin_user: someadmin\ncontact_email: ops@example.test\n";
+
+#[test]
+fn defaults_fill_everything_not_written() {
+    let (settings, deprecations) = settings(MINIMAL).unwrap();
+    assert_eq!(settings.distro, Distro::Ubuntu);
+    assert_eq!(settings.timezone, "Etc/UTC");
+    assert_eq!(settings.network, "default");
+    assert_eq!(settings.size, Bytes::from_gib(10));
+    assert_eq!(settings.memory, MiB(1024));
+    assert_eq!(settings.cpus, 1);
+    assert_eq!(settings.cpu_mode, "host-passthrough");
+    assert!(settings.ips.is_empty() && settings.release.is_none() && settings.image.is_none());
+    assert!(deprecations.is_empty());
+}
+
+#[test]
+fn every_declared_default_passes_its_own_check() {
+    for declaration in GLOBAL_SETTINGS {
+        if let Presence::Default(text) = declaration.presence {
+            default_value(declaration.setting_type, text);
+        }
+    }
+}
+
+#[test]
+fn every_setting_is_read_into_its_field() {
+    let digest = "0123456789abcdef".repeat(4);
+    let yaml = format!(
+        "{MINIMAL}distro: debian\nrelease: bookworm\nmirror: http://m.example.test/debian\n\
+         cache: https://c.example.test\ntimezone: Europe/Berlin\nnetwork: lan\nbridge: br0\n\
+         gateway: 192.0.2.1\nresolvers: [192.0.2.53, \"2001:db8::53\"]\nsearch_domains: [example.test, lan]\n\
+         ips: [192.0.2.10/24, \"2001:db8::10/64\"]\nsize: 20G\nmemory: 2G\ncpus: 4\n\
+         image: {{url: \"https://img.example.test/b.qcow2\", sha256: {digest}}}\npackages: [htop]\n\
+         depends_on: db.example.test\nhypervisor: hv1\ncpu_mode: host-model\n\
+         aliases: [www.example.test]\nlibvirt_uri: \"qemu+ssh://root@hv1.example.test/system\"\n"
+    );
+    let (settings, deprecations) = settings(&yaml).unwrap();
+    assert_eq!(settings.distro, Distro::Debian);
+    assert_eq!(settings.release.as_deref(), Some("bookworm"));
+    assert_eq!(
+        settings.mirror.as_deref(),
+        Some("http://m.example.test/debian")
+    );
+    assert_eq!(settings.cache.as_deref(), Some("https://c.example.test"));
+    assert_eq!(settings.timezone, "Europe/Berlin");
+    assert_eq!(
+        (settings.network.as_str(), settings.bridge.as_deref()),
+        ("lan", Some("br0"))
+    );
+    assert_eq!(settings.gateway, Some("192.0.2.1".parse().unwrap()));
+    assert_eq!(settings.resolvers.len(), 2);
+    assert_eq!(settings.search_domains, ["example.test", "lan"]);
+    assert_eq!(settings.ips[1].to_string(), "2001:db8::10/64");
+    assert_eq!(
+        (settings.size, settings.memory, settings.cpus),
+        (Bytes::from_gib(20), MiB(2048), 4)
+    );
+    assert_eq!(settings.image.unwrap().sha256, digest);
+    assert_eq!(settings.packages, ["htop"]);
+    assert_eq!(settings.depends_on.unwrap().as_str(), "db.example.test");
+    assert_eq!(settings.hypervisor.unwrap().as_str(), "hv1");
+    assert_eq!(settings.cpu_mode, "host-model");
+    assert_eq!(settings.aliases[0].as_str(), "www.example.test");
+    assert!(settings.libvirt_uri.is_some());
+    assert_eq!(deprecations.len(), 1);
+    assert_eq!(deprecations[0].key, "libvirt_uri");
+    assert_eq!(deprecations[0].origin.line, 23);
+}
+
+#[test]
+fn every_missing_required_setting_is_reported_at_once() {
+    let problems = settings("memory: 2048\n").unwrap_err();
+    let keys: Vec<_> = problems
+        .iter()
+        .map(|problem| problem.key_path.as_str())
+        .collect();
+    assert_eq!(keys, ["_global.admin_user", "_global.contact_email"]);
+    assert!(problems
+        .iter()
+        .all(|problem| matches!(problem.kind, SettingProblemKind::Missing { .. })));
+}
+
+#[test]
+fn null_unsets_and_a_required_null_is_missing() {
+    let problems = settings("admin_user: ~\ncontact_email: ops@example.test\n").unwrap_err();
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].key_path, "_global.admin_user");
+    let (settings, _) = settings(&format!("{MINIMAL}memory: ~\n")).unwrap();
+    assert_eq!(settings.memory, MiB(1024));
+}
+
+#[test]
+fn unknown_keys_are_named_with_a_suggestion() {
+    let problems = settings(&format!("{MINIMAL}memroy: 2048\nflavour: big\n")).unwrap_err();
+    assert_eq!(problems.len(), 2);
+    assert_eq!(
+        problems[0].to_string(),
+        "g.yaml:3:1: `_global.memroy` is not a setting (did you mean `memory`?)"
+    );
+    assert_eq!(
+        problems[1].to_string(),
+        "g.yaml:4:1: `_global.flavour` is not a setting"
+    );
+}
+
+#[test]
+fn settings_declared_by_recipes_pass_untyped_and_are_suggested() {
+    let tree = parse_located(
+        Path::new("g.yaml"),
+        &format!("{MINIMAL}disk_bus: scsi\ndisk_buss: x\n"),
+    )
+    .unwrap();
+    let Node::Mapping(entries) = tree.value else {
+        panic!()
+    };
+    let problems = settings_from_global(&entries, &["disk_bus".to_string()]).unwrap_err();
+    assert_eq!(problems.len(), 1);
+    assert_eq!(
+        problems[0].to_string(),
+        "g.yaml:4:1: `_global.disk_buss` is not a setting (did you mean `disk_bus`?)"
+    );
+    let tree = parse_located(Path::new("g.yaml"), &format!("{MINIMAL}disk_bus: scsi\n")).unwrap();
+    let Node::Mapping(entries) = tree.value else {
+        panic!()
+    };
+    assert!(settings_from_global(&entries, &["disk_bus".to_string()]).is_ok());
+}
+
+#[test]
+fn wrong_types_are_all_reported_with_missing_ones() {
+    let problems =
+        settings("cpus: many\nsize: [1]\nimage: {url: \"https://x.test/i\", sha256: zz}\n")
+            .unwrap_err();
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        text[0],
+        "g.yaml:1:7: `_global.cpus`: expected a whole number, found the text `many`"
+    );
+    assert_eq!(
+        text[1],
+        "g.yaml:2:7: `_global.size`: expected a size, found a list"
+    );
+    assert!(
+        text[2].starts_with("g.yaml:3:42: `_global.image.sha256`:"),
+        "{}",
+        text[2]
+    );
+    assert!(
+        text[3].starts_with("`_global.admin_user` (the login"),
+        "{}",
+        text[3]
+    );
+    assert_eq!(problems.len(), 5);
+}
+
+#[test]
+fn placeholders_load_so_that_the_scan_can_name_them() {
+    let (settings, _) =
+        settings("admin_user: CHANGEME\ncontact_email: CHANGEME\nmemory: CHANGEME\n").unwrap();
+    assert_eq!(settings.admin_user, "CHANGEME");
+    assert_eq!(settings.contact_email, "CHANGEME");
+    assert_eq!(settings.memory, MiB(1024));
+}
+
+#[test]
+fn settings_serialize_as_the_templates_global() {
+    let yaml = format!("{MINIMAL}ips: [192.0.2.10/24]\nmemory: 2G\nsize: 1G\n");
+    let (settings, _) = settings(&yaml).unwrap();
+    let global = serde_json::to_value(&settings).unwrap();
+    assert_eq!(global["ips"][0], "192.0.2.10/24");
+    assert_eq!(global["memory"], 2048);
+    assert_eq!(global["size"], 1024 * 1024 * 1024);
+    assert_eq!(global["distro"], "ubuntu");
+    assert_eq!(global["release"], serde_json::Value::Null);
+}

@@ -1,0 +1,266 @@
+//! Finishing a guest over SSH: the payload is poured into `tar` on the guest, the Makefile's
+//! default target runs detached (a dropped connection does not stop it), its log streams back,
+//! then the recipes' tests run.
+
+use crate::machine::{Machine, MachineCommand, MachineError};
+use std::time::{Duration, Instant};
+
+/// Where the payload and the finish's records live on the guest.
+pub const GUEST_STATE_DIR: &str = "/var/lib/trog";
+/// How long the Makefile's default target may run: package installs and database loads on a
+/// slow mirror take minutes, and a finish still running after an hour has stopped progressing.
+pub const DEFAULT_FINISH_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long the recipes' tests may take together.
+pub const TESTS_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often the finish's log is fetched while it runs.
+pub const LOG_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum FinishError {
+    #[error("cannot unpack the payload on {guest}")]
+    Unpack {
+        guest: String,
+        #[source]
+        source: MachineError,
+    },
+    #[error("cannot follow the finish on {guest}")]
+    Follow {
+        guest: String,
+        #[source]
+        source: MachineError,
+    },
+    #[error("the Makefile's default target failed on {guest} with status {status}; the end of its log:\n{log_tail}")]
+    MakeFailed {
+        guest: String,
+        status: String,
+        log_tail: String,
+    },
+    #[error("the Makefile on {guest} was still running after {}s; it goes on there, but this run stops waiting", waited.as_secs())]
+    TimedOut { guest: String, waited: Duration },
+    #[error("the recipes' tests failed on {guest}:\n{output}")]
+    TestsFailed { guest: String, output: String },
+}
+
+impl crate::report::Diagnose for FinishError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Guest
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(format!(
+            "the whole log is {GUEST_STATE_DIR}/finish.log on the guest; fix the recipe or the site's Makefile and run provision again: it finishes again without rebuilding the disk"
+        ))
+    }
+}
+
+/// What a successful finish reports.
+#[derive(Debug, Clone)]
+pub struct FinishReport {
+    pub make_duration: Duration,
+    pub tests_output: String,
+}
+
+/// The shell that unpacks the payload into a fresh directory, replacing the previous one only
+/// once the new one is complete.
+fn unpack_script() -> String {
+    format!(
+        "set -e; cd {GUEST_STATE_DIR} 2>/dev/null || {{ mkdir -p {GUEST_STATE_DIR}; cd {GUEST_STATE_DIR}; }}; \
+         rm -rf payload.new; mkdir -m 0700 payload.new; tar -xzf - -C payload.new; \
+         rm -rf payload; mv payload.new payload; rm -f finish.log finish.status"
+    )
+}
+
+/// Starts `make` detached from the SSH session (its own session, no terminal), recording its
+/// status when it ends.
+fn start_script(payload_digest: &str) -> String {
+    format!(
+        "cd {GUEST_STATE_DIR}/payload && echo {payload_digest} > {GUEST_STATE_DIR}/finish.digest && \
+         setsid -f sh -c 'make > {GUEST_STATE_DIR}/finish.log 2>&1; echo $? > {GUEST_STATE_DIR}/finish.status.new; \
+         mv {GUEST_STATE_DIR}/finish.status.new {GUEST_STATE_DIR}/finish.status' < /dev/null > /dev/null 2>&1"
+    )
+}
+
+/// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
+/// as it arrives.
+pub fn finish(
+    guest: &dyn Machine,
+    payload: &[u8],
+    payload_digest: &str,
+    timeout: Duration,
+    on_log: &mut dyn FnMut(&str),
+    pause: &dyn Fn(Duration),
+) -> Result<FinishReport, FinishError> {
+    let name = guest.describe();
+    let unpack = MachineCommand::shell(&unpack_script())
+        .as_root(true)
+        .stdin(payload.to_vec());
+    guest
+        .run(&unpack)
+        .and_then(|output| output.success())
+        .map_err(|source| FinishError::Unpack {
+            guest: name.clone(),
+            source,
+        })?;
+    let start = MachineCommand::shell(&start_script(payload_digest)).as_root(true);
+    guest
+        .run(&start)
+        .and_then(|output| output.success())
+        .map_err(|source| FinishError::Unpack {
+            guest: name.clone(),
+            source,
+        })?;
+
+    let started = Instant::now();
+    let mut log_offset: usize = 0;
+    let mut log_tail = String::new();
+    let follow = |source| FinishError::Follow {
+        guest: name.clone(),
+        source,
+    };
+    let status = loop {
+        let fetch = MachineCommand::shell(&format!(
+            "tail -c +{} {GUEST_STATE_DIR}/finish.log 2>/dev/null; true",
+            log_offset + 1
+        ))
+        .as_root(true);
+        let output = guest
+            .run(&fetch)
+            .and_then(|output| output.success())
+            .map_err(follow)?;
+        if !output.stdout.is_empty() {
+            log_offset += output.stdout.len();
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            on_log(&text);
+            log_tail.push_str(&text);
+            if log_tail.len() > 8192 {
+                log_tail = log_tail[log_tail.len() - 4096..].to_string();
+            }
+        }
+        let check = MachineCommand::shell(&format!(
+            "cat {GUEST_STATE_DIR}/finish.status 2>/dev/null; true"
+        ))
+        .as_root(true);
+        let status = guest
+            .run(&check)
+            .and_then(|output| output.success())
+            .map_err(follow)?
+            .stdout_text();
+        if !status.trim().is_empty() {
+            // The log may have grown between the last fetch and the status appearing.
+            let rest = MachineCommand::shell(&format!(
+                "tail -c +{} {GUEST_STATE_DIR}/finish.log 2>/dev/null; true",
+                log_offset + 1
+            ))
+            .as_root(true);
+            let output = guest
+                .run(&rest)
+                .and_then(|output| output.success())
+                .map_err(follow)?;
+            if !output.stdout.is_empty() {
+                let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                on_log(&text);
+                log_tail.push_str(&text);
+            }
+            break status.trim().to_string();
+        }
+        if started.elapsed() >= timeout {
+            return Err(FinishError::TimedOut {
+                guest: name,
+                waited: started.elapsed(),
+            });
+        }
+        pause(LOG_POLL_INTERVAL);
+    };
+    let make_duration = started.elapsed();
+    if status != "0" {
+        let lines: Vec<&str> = log_tail.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        return Err(FinishError::MakeFailed {
+            guest: name,
+            status,
+            log_tail: tail,
+        });
+    }
+
+    let tests = MachineCommand::shell(&format!("cd {GUEST_STATE_DIR}/payload && make test 2>&1"))
+        .as_root(true)
+        .timeout(TESTS_TIMEOUT);
+    let output = guest.run(&tests).map_err(|source| FinishError::Follow {
+        guest: name.clone(),
+        source,
+    })?;
+    let tests_output = output.stdout_text();
+    if output.status != Some(0) {
+        return Err(FinishError::TestsFailed {
+            guest: name,
+            output: tests_output,
+        });
+    }
+    Ok(FinishReport {
+        make_duration,
+        tests_output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::local::LocalMachine;
+
+    /// The scripts run for real against a scratch directory standing in for the guest's.
+    fn on_scratch(script: String, dir: &std::path::Path) -> String {
+        script.replace(GUEST_STATE_DIR, dir.to_str().unwrap())
+    }
+
+    #[test]
+    fn unpack_replaces_the_payload_and_start_records_the_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::default(),
+        ));
+        let makefile = b"all:\n\techo made > made.txt\n";
+        let mut header = tar::Header::new_gnu();
+        header.set_size(makefile.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        archive
+            .append_data(&mut header, "Makefile", &makefile[..])
+            .unwrap();
+        let payload = archive.into_inner().unwrap().finish().unwrap();
+
+        let local = LocalMachine;
+        local
+            .run(&MachineCommand::shell(&on_scratch(unpack_script(), dir.path())).stdin(payload))
+            .unwrap()
+            .success()
+            .unwrap();
+        assert!(dir.path().join("payload/Makefile").exists());
+        local
+            .run(&MachineCommand::shell(&on_scratch(
+                start_script("abc123"),
+                dir.path(),
+            )))
+            .unwrap()
+            .success()
+            .unwrap();
+        let status_file = dir.path().join("finish.status");
+        for _ in 0..250 {
+            if status_file.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(std::fs::read_to_string(&status_file).unwrap().trim(), "0");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("payload/made.txt")).unwrap(),
+            "made\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("finish.digest"))
+                .unwrap()
+                .trim(),
+            "abc123"
+        );
+    }
+}

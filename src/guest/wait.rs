@@ -1,0 +1,228 @@
+//! Waiting for a new guest: first for an address, then for SSH to answer there. Every wait is
+//! bounded, named, and on timeout says what it waited for, for how long, and what the guest's
+//! console said last.
+
+use std::time::{Duration, Instant};
+
+/// How long a new guest gets to ask for an address and answer SSH. Measured boots take 25–40 s
+/// under software emulation; five minutes leaves room for a slow first boot (cloud-init
+/// installing packages) without leaving a broken guest unnoticed for long.
+pub const DEFAULT_SSH_WAIT: Duration = Duration::from_secs(300);
+/// How often the address and SSH are tried again while waiting.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(2);
+/// Lines of the serial console shown when a guest never answered.
+pub const CONSOLE_TAIL_LINES: usize = 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}", waited.as_secs(), console_tail(.console))]
+    NoAddress {
+        guest: String,
+        mac: String,
+        waited: Duration,
+        console: Option<String>,
+    },
+    #[error("{guest} has {addresses} but SSH did not answer there: waited {}s{}", waited.as_secs(), console_tail(.console))]
+    NoSsh {
+        guest: String,
+        addresses: String,
+        waited: Duration,
+        last_error: String,
+        console: Option<String>,
+    },
+}
+
+fn console_tail(console: &Option<String>) -> String {
+    match console {
+        Some(text) if !text.trim().is_empty() => {
+            let lines: Vec<&str> = text.lines().collect();
+            let start = lines.len().saturating_sub(CONSOLE_TAIL_LINES);
+            format!(
+                "\nlast lines of its serial console:\n{}",
+                lines[start..].join("\n")
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+impl crate::report::Diagnose for WaitError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Guest
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            WaitError::NoAddress { .. } => "the guest did not boot far enough to use its network: `trog debug_boot --console` shows the whole boot".into(),
+            WaitError::NoSsh { last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key: `trog debug_boot --cat GUEST /var/log/cloud-init.log`"),
+        })
+    }
+}
+
+/// What a wait needs from the world, so the logic can be tested without a guest.
+pub trait GuestProbe {
+    /// The addresses the guest may have now (from DHCP leases, or the declared static one).
+    fn candidate_addresses(&mut self) -> Vec<String>;
+    /// Tries SSH at `address`; `Err` says why it did not answer.
+    fn try_ssh(&mut self, address: &str) -> Result<(), String>;
+    /// The guest's serial console so far, for the timeout message.
+    fn console(&mut self) -> Option<String>;
+    /// Called every round, with the time spent so far (progress on a terminal).
+    fn waiting(&mut self, _what: &str, _elapsed: Duration) {}
+}
+
+/// Waits until SSH answers at one of the guest's addresses and returns that address.
+pub fn wait_for_ssh(
+    probe: &mut dyn GuestProbe,
+    guest: &str,
+    mac: &str,
+    timeout: Duration,
+    clock: &dyn Fn() -> Instant,
+    pause: &dyn Fn(Duration),
+) -> Result<String, WaitError> {
+    let started = clock();
+    let mut last_error = String::from("no attempt finished");
+    let mut seen_addresses: Vec<String> = Vec::new();
+    loop {
+        let addresses = probe.candidate_addresses();
+        for address in &addresses {
+            if !seen_addresses.contains(address) {
+                seen_addresses.push(address.clone());
+            }
+            match probe.try_ssh(address) {
+                Ok(()) => return Ok(address.clone()),
+                Err(error) => last_error = error,
+            }
+        }
+        let elapsed = clock() - started;
+        if elapsed >= timeout {
+            let console = probe.console();
+            return Err(if seen_addresses.is_empty() {
+                WaitError::NoAddress {
+                    guest: guest.into(),
+                    mac: mac.into(),
+                    waited: elapsed,
+                    console,
+                }
+            } else {
+                WaitError::NoSsh {
+                    guest: guest.into(),
+                    addresses: seen_addresses.join(", "),
+                    waited: elapsed,
+                    last_error,
+                    console,
+                }
+            });
+        }
+        probe.waiting(
+            if addresses.is_empty() {
+                "an address"
+            } else {
+                "SSH"
+            },
+            elapsed,
+        );
+        pause(RETRY_INTERVAL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    struct ScriptedGuest {
+        address_after_round: usize,
+        ssh_after_round: usize,
+        round: usize,
+    }
+
+    impl GuestProbe for ScriptedGuest {
+        fn candidate_addresses(&mut self) -> Vec<String> {
+            self.round += 1;
+            if self.round > self.address_after_round {
+                vec!["192.168.122.50".into()]
+            } else {
+                vec![]
+            }
+        }
+        fn try_ssh(&mut self, _address: &str) -> Result<(), String> {
+            if self.round > self.ssh_after_round {
+                Ok(())
+            } else {
+                Err("Connection refused".into())
+            }
+        }
+        fn console(&mut self) -> Option<String> {
+            Some(
+                (1..=40)
+                    .map(|n| format!("boot line {n}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        }
+    }
+
+    /// A clock that advances only when the wait pauses: the test takes no time.
+    fn run(guest: &mut ScriptedGuest, timeout: Duration) -> Result<String, WaitError> {
+        let start = Instant::now();
+        let offset = Cell::new(Duration::ZERO);
+        let clock = || start + offset.get();
+        let pause = |step: Duration| offset.set(offset.get() + step);
+        wait_for_ssh(
+            guest,
+            "www.example.test",
+            "52:54:00:aa:bb:cc",
+            timeout,
+            &clock,
+            &pause,
+        )
+    }
+
+    #[test]
+    fn returns_the_address_once_ssh_answers() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 3,
+            ssh_after_round: 6,
+            round: 0,
+        };
+        assert_eq!(
+            run(&mut guest, Duration::from_secs(60)).unwrap(),
+            "192.168.122.50"
+        );
+    }
+
+    #[test]
+    fn a_guest_without_a_lease_is_reported_with_its_console() {
+        let mut guest = ScriptedGuest {
+            address_after_round: usize::MAX,
+            ssh_after_round: usize::MAX,
+            round: 0,
+        };
+        let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with("www.example.test never asked for an address: waited 10s for a DHCP lease on MAC 52:54:00:aa:bb:cc"), "{text}");
+        assert!(
+            text.contains("boot line 40")
+                && text.contains("boot line 11")
+                && !text.contains("boot line 10\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_address_without_ssh_says_so() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 0,
+            ssh_after_round: usize::MAX,
+            round: 0,
+        };
+        let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
+        assert!(
+            error.to_string().starts_with(
+                "www.example.test has 192.168.122.50 but SSH did not answer there: waited 10s"
+            ),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! Base images on this machine: fetched once per digest into a local cache, verified against
+//! the declared sha256 before anything is touched on a hypervisor, then uploaded from there.
+
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a download may go without receiving anything before it counts as stalled.
+pub const DOWNLOAD_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("the base image from {source_url} has sha256 {actual}, but {expected} is declared")]
+    DigestMismatch {
+        source_url: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("`{source_url}` is not a source trog can fetch a base image from")]
+    UnsupportedSource { source_url: String },
+    #[error("cannot fetch the base image from {source_url}")]
+    Fetch {
+        source_url: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot keep the base image in {}", dir.display())]
+    Cache {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::report::Diagnose for ImageError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        match self {
+            ImageError::DigestMismatch { .. } | ImageError::UnsupportedSource { .. } => {
+                crate::exit_status::ExitStatus::Configuration
+            }
+            _ => crate::exit_status::ExitStatus::Failure,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ImageError::DigestMismatch { .. } => Some(
+                "nothing was changed on any hypervisor. If the image was updated on purpose, declare its new sha256 (`image.sha256`); otherwise the source is serving something else"
+                    .into(),
+            ),
+            ImageError::UnsupportedSource { .. } => Some("use a file://, http:// or https:// URL".into()),
+            ImageError::Fetch { .. } => Some("check the URL, or fetch it yourself and declare it as file:///path".into()),
+            ImageError::Cache { .. } => Some("set XDG_CACHE_HOME to a writable directory".into()),
+        }
+    }
+}
+
+/// Where fetched images are kept: `$XDG_CACHE_HOME/trog/images`, else `~/.cache/trog/images`.
+pub fn default_cache_dir(xdg_cache_home: Option<&str>, home: Option<&str>) -> PathBuf {
+    match (xdg_cache_home, home) {
+        (Some(cache), _) if !cache.is_empty() => PathBuf::from(cache).join("trog/images"),
+        (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".cache/trog/images"),
+        _ => std::env::temp_dir().join("trog-images"),
+    }
+}
+
+/// The local file holding the image with `sha256`, fetching and verifying it if it is not
+/// already cached. A file in the cache is named by its verified digest, so its presence is
+/// proof of its contents.
+pub fn ensure_image(
+    source_url: &str,
+    sha256: &str,
+    cache_dir: &Path,
+) -> Result<PathBuf, ImageError> {
+    let expected = sha256
+        .trim()
+        .trim_start_matches("sha256:")
+        .to_ascii_lowercase();
+    let cached = cache_dir.join(format!("{expected}.img"));
+    if cached.exists() {
+        return Ok(cached);
+    }
+    let cache_error = |source| ImageError::Cache {
+        dir: cache_dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(cache_dir).map_err(cache_error)?;
+    let mut partial = tempfile::NamedTempFile::new_in(cache_dir).map_err(cache_error)?;
+    let fetch_error = |source: Box<dyn std::error::Error + Send + Sync>| ImageError::Fetch {
+        source_url: source_url.to_string(),
+        source,
+    };
+    let mut reader = open_source(source_url)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1024 * 1024];
+    loop {
+        let read = reader
+            .read(&mut buffer)
+            .map_err(|error| fetch_error(Box::new(error)))?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        partial.write_all(&buffer[..read]).map_err(cache_error)?;
+    }
+    let actual = hex::encode(hasher.finalize());
+    if actual != expected {
+        // The partial file is removed when `partial` drops; nothing else was touched.
+        return Err(ImageError::DigestMismatch {
+            source_url: source_url.to_string(),
+            expected,
+            actual,
+        });
+    }
+    partial
+        .persist(&cached)
+        .map_err(|error| cache_error(error.error))?;
+    Ok(cached)
+}
+
+fn open_source(source_url: &str) -> Result<Box<dyn Read>, ImageError> {
+    let fetch_error = |source: Box<dyn std::error::Error + Send + Sync>| ImageError::Fetch {
+        source_url: source_url.to_string(),
+        source,
+    };
+    if let Some(path) = source_url.strip_prefix("file://") {
+        let file = std::fs::File::open(path).map_err(|error| fetch_error(Box::new(error)))?;
+        return Ok(Box::new(file));
+    }
+    if source_url.starts_with("https://") || source_url.starts_with("http://") {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_recv_body(None)
+            .timeout_per_call(None)
+            .build()
+            .into();
+        let response = agent
+            .get(source_url)
+            .call()
+            .map_err(|error| fetch_error(Box::new(error)))?;
+        return Ok(Box::new(response.into_body().into_reader()));
+    }
+    Err(ImageError::UnsupportedSource {
+        source_url: source_url.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(dir: &Path, contents: &[u8]) -> (String, String) {
+        let path = dir.join("source.qcow2");
+        std::fs::write(&path, contents).unwrap();
+        (
+            format!("file://{}", path.display()),
+            hex::encode(Sha256::digest(contents)),
+        )
+    }
+
+    #[test]
+    fn a_verified_image_is_cached_under_its_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, sha) = image(dir.path(), b"image bytes");
+        let cache = dir.path().join("cache");
+        let cached = ensure_image(&url, &format!("sha256:{}", sha.to_uppercase()), &cache).unwrap();
+        assert_eq!(cached, cache.join(format!("{sha}.img")));
+        assert_eq!(std::fs::read(&cached).unwrap(), b"image bytes");
+        // Cached: the source is not read again.
+        std::fs::remove_file(dir.path().join("source.qcow2")).unwrap();
+        assert_eq!(ensure_image(&url, &sha, &cache).unwrap(), cached);
+    }
+
+    #[test]
+    fn a_mismatch_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, _) = image(dir.path(), b"image bytes");
+        let cache = dir.path().join("cache");
+        let declared = "0".repeat(64);
+        let error = ensure_image(&url, &declared, &cache).unwrap_err();
+        assert!(
+            matches!(error, ImageError::DigestMismatch { .. }),
+            "{error}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&cache).unwrap().count(),
+            0,
+            "no partial file left"
+        );
+    }
+
+    #[test]
+    fn unknown_schemes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            ensure_image("ftp://x/y", "00", dir.path()),
+            Err(ImageError::UnsupportedSource { .. })
+        ));
+    }
+}

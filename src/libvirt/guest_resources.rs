@@ -1,0 +1,529 @@
+//! One guest's libvirt resources: observing them for the planner, and carrying out the plan's
+//! libvirt actions. Every step here is safe to repeat: an interrupted run is rerun, re-observed
+//! and re-planned, and each step finds what its earlier attempt left.
+
+use crate::model::units::Bytes;
+use crate::plan::resource_names::partial_base_image_volume;
+use crate::plan::{
+    Action, DesiredGuest, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState,
+};
+use crate::render::domain_xml::metadata::{parse_tag, render_tag, TAG_NAMESPACE, TAG_PREFIX};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use virt::connect::Connect;
+use virt::domain::Domain;
+use virt::error::ErrorNumber;
+use virt::storage_pool::StoragePool;
+use virt::storage_vol::StorageVol;
+use virt::stream::Stream;
+
+/// A seed larger than this is not a seed: observation refuses to read it back whole.
+const SEED_READ_LIMIT: u64 = 16 * 1024 * 1024;
+/// Streams move this much per call: large enough to keep a remote link busy.
+const STREAM_CHUNK: usize = 1024 * 1024;
+/// How long a guest gets to power off after an ACPI request before it is forced off. Long
+/// enough for services to stop cleanly; a guest ignoring ACPI altogether is cut off after it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+#[error("libvirt on {hypervisor} could not {operation}")]
+pub struct GuestResourceError {
+    pub hypervisor: String,
+    pub operation: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl crate::report::Diagnose for GuestResourceError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Hypervisor
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some("run `trog preflight` against that hypervisor; rerunning `provision` continues from where this stopped".into())
+    }
+}
+
+/// What the libvirt steps need beyond the plan: the bytes built locally beforehand.
+pub struct BuiltArtifacts<'a> {
+    pub domain_xml: &'a str,
+    pub seed_iso: &'a [u8],
+    /// The verified base image on this machine, uploaded when the plan says so.
+    pub base_image_file: &'a Path,
+}
+
+/// One guest on one hypervisor's libvirt connection.
+pub struct GuestResources<'a> {
+    pub connection: &'a Connect,
+    pub hypervisor: &'a str,
+    pub desired: &'a DesiredGuest,
+}
+
+fn is(error: &virt::error::Error, number: ErrorNumber) -> bool {
+    error.code().is(number)
+}
+
+impl GuestResources<'_> {
+    fn fail(
+        &self,
+        operation: impl Into<String>,
+    ) -> impl FnOnce(virt::error::Error) -> GuestResourceError + '_ {
+        let operation = operation.into();
+        move |source| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation,
+            source: Box::new(source),
+        }
+    }
+
+    fn fail_io(
+        &self,
+        operation: impl Into<String>,
+    ) -> impl FnOnce(std::io::Error) -> GuestResourceError + '_ {
+        let operation = operation.into();
+        move |source| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation,
+            source: Box::new(source),
+        }
+    }
+
+    fn pool(&self) -> Result<Option<StoragePool>, GuestResourceError> {
+        match self
+            .connection
+            .lookup_storage_pool_by_name(&self.desired.pool_name)
+        {
+            Ok(pool) => Ok(Some(pool)),
+            Err(error) if is(&error, ErrorNumber::NoStoragePool) => Ok(None),
+            Err(error) => Err(self
+                .fail(format!("look up storage pool {}", self.desired.pool_name))(
+                error
+            )),
+        }
+    }
+
+    fn active_pool(&self) -> Result<StoragePool, GuestResourceError> {
+        let pool = self.pool()?.ok_or_else(|| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation: format!("find storage pool {}", self.desired.pool_name),
+            source: "the pool does not exist".into(),
+        })?;
+        Ok(pool)
+    }
+
+    fn volume(
+        &self,
+        pool: &StoragePool,
+        name: &str,
+    ) -> Result<Option<StorageVol>, GuestResourceError> {
+        match pool.lookup_storage_vol_by_name(name) {
+            Ok(volume) => Ok(Some(volume)),
+            Err(error) if is(&error, ErrorNumber::NoStorageVolume) => Ok(None),
+            Err(error) => Err(self.fail(format!("look up volume {name}"))(error)),
+        }
+    }
+
+    fn domain(&self) -> Result<Option<Domain>, GuestResourceError> {
+        match self
+            .connection
+            .lookup_domain_by_name(self.desired.domain.as_str())
+        {
+            Ok(domain) => Ok(Some(domain)),
+            Err(error) if is(&error, ErrorNumber::NoDomain) => Ok(None),
+            Err(error) => Err(self.fail(format!("look up domain {}", self.desired.domain))(error)),
+        }
+    }
+
+    fn observed_volume(
+        &self,
+        volume: &StorageVol,
+        read_digest: bool,
+    ) -> Result<ObservedVolume, GuestResourceError> {
+        let info = volume.info().map_err(self.fail("read a volume's size"))?;
+        let sha256 = if read_digest && info.capacity <= SEED_READ_LIMIT {
+            Some(hex::encode(Sha256::digest(
+                self.download(volume, info.capacity)?,
+            )))
+        } else {
+            None
+        };
+        Ok(ObservedVolume {
+            capacity: Bytes(info.capacity),
+            sha256,
+        })
+    }
+
+    fn download(&self, volume: &StorageVol, length: u64) -> Result<Vec<u8>, GuestResourceError> {
+        let stream = Stream::new(self.connection, 0).map_err(self.fail("open a stream"))?;
+        volume
+            .download(&stream, 0, length, 0)
+            .map_err(self.fail("read a volume back"))?;
+        let mut bytes = Vec::with_capacity(length as usize);
+        let mut buffer = vec![0u8; STREAM_CHUNK];
+        loop {
+            let received = stream
+                .recv(&mut buffer)
+                .map_err(self.fail("read a volume back"))?;
+            if received <= 0 {
+                break;
+            }
+            bytes.extend_from_slice(&buffer[..received as usize]);
+        }
+        stream
+            .finish()
+            .map_err(self.fail("finish reading a volume"))?;
+        Ok(bytes)
+    }
+
+    /// What the hypervisor has of this guest.
+    pub fn observe(&self) -> Result<ObservedGuest, GuestResourceError> {
+        let mut observed = ObservedGuest::nothing();
+        if let Some(pool) = self.pool()? {
+            let active = pool
+                .is_active()
+                .map_err(self.fail("ask whether the pool is active"))?;
+            observed.pool = if active {
+                PoolState::Active
+            } else {
+                PoolState::Inactive
+            };
+            if active {
+                pool.refresh(0)
+                    .map_err(self.fail("refresh the storage pool"))?;
+                observed.base_image_present = self
+                    .volume(&pool, &self.desired.base_image_volume)?
+                    .is_some();
+                observed.partial_base_image_present = self
+                    .volume(
+                        &pool,
+                        &partial_base_image_volume(&self.desired.base_image_sha256),
+                    )?
+                    .is_some();
+                if let Some(volume) = self.volume(&pool, &self.desired.root_volume.name)? {
+                    observed.root_volume = Some(self.observed_volume(&volume, false)?);
+                }
+                if let Some(volume) = self.volume(&pool, &self.desired.seed_volume)? {
+                    observed.seed_volume = Some(self.observed_volume(&volume, true)?);
+                }
+                if let Some(data) = &self.desired.data_volume {
+                    if let Some(volume) = self.volume(&pool, &data.name)? {
+                        observed.data_volume = Some(self.observed_volume(&volume, false)?);
+                    }
+                }
+            }
+        }
+        if let Some(domain) = self.domain()? {
+            let running = domain
+                .is_active()
+                .map_err(self.fail("ask whether the guest runs"))?;
+            let autostart = domain
+                .autostart()
+                .map_err(self.fail("read the guest's autostart"))?;
+            let tag = match domain.metadata(
+                virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                Some(TAG_NAMESPACE),
+                virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+            ) {
+                Ok(element) => parse_tag(&element),
+                Err(error) if is(&error, ErrorNumber::NoDomainMetadata) => None,
+                Err(error) => return Err(self.fail("read the guest's metadata")(error)),
+            };
+            observed.domain = Some(ObservedDomain {
+                tag,
+                running,
+                autostart,
+            });
+        }
+        Ok(observed)
+    }
+
+    /// Carries out one libvirt action of a plan. `WaitForSsh` and `Finish` are not libvirt's
+    /// and are refused here.
+    pub fn execute(
+        &self,
+        action: &Action,
+        artifacts: &BuiltArtifacts,
+    ) -> Result<(), GuestResourceError> {
+        match action {
+            Action::DefinePool { name, path } => {
+                let xml = format!(
+                    "<pool type='dir'><name>{}</name><target><path>{}</path></target></pool>",
+                    xml_escape(name),
+                    xml_escape(path)
+                );
+                let pool = match self.pool()? {
+                    Some(pool) => pool,
+                    None => self
+                        .connection
+                        .define_storage_pool_xml(&xml, 0)
+                        .map_err(self.fail(format!("define storage pool {name}")))?,
+                };
+                pool.build(0)
+                    .map_err(self.fail(format!("create the directory of pool {name}")))?;
+                pool.set_autostart(true)
+                    .map_err(self.fail(format!("autostart pool {name}")))?;
+            }
+            Action::StartPool { name } => {
+                let pool = self.active_pool()?;
+                if !pool
+                    .is_active()
+                    .map_err(self.fail("ask whether the pool is active"))?
+                {
+                    pool.create(0)
+                        .map_err(self.fail(format!("start storage pool {name}")))?;
+                }
+            }
+            Action::RemovePartialBaseImage { volume } => self.delete_volume(volume)?,
+            Action::UploadBaseImage { volume, .. } => {
+                self.upload_base_image(volume, artifacts.base_image_file)?
+            }
+            Action::AdoptDomain { tag } => self.record_tag(tag)?,
+            Action::DefineDomain { tag, .. } => {
+                let domain = self
+                    .connection
+                    .define_domain_xml(artifacts.domain_xml)
+                    .map_err(self.fail("define the guest"))?;
+                // The rendered XML carries the tag too; setting it again makes sure the tag is
+                // exactly the plan's, whatever the template says.
+                domain
+                    .set_metadata(
+                        virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                        Some(&render_tag(self.desired.domain.as_str(), tag)),
+                        Some(TAG_PREFIX),
+                        Some(TAG_NAMESPACE),
+                        virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+                    )
+                    .map_err(self.fail("tag the guest"))?;
+            }
+            Action::StopDomain => self.stop()?,
+            Action::DeleteVolume { volume, .. } => self.delete_volume(volume)?,
+            Action::CreateDataVolume { volume, capacity } => {
+                let xml = format!(
+                    "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='qcow2'/></target></volume>",
+                    xml_escape(volume),
+                    capacity.0
+                );
+                self.create_volume_if_absent(volume, &xml)?;
+            }
+            Action::CreateRootVolume {
+                volume,
+                backing_volume,
+                capacity,
+            } => {
+                let pool = self.active_pool()?;
+                let backing =
+                    self.volume(&pool, backing_volume)?
+                        .ok_or_else(|| GuestResourceError {
+                            hypervisor: self.hypervisor.to_string(),
+                            operation: format!("find base image {backing_volume}"),
+                            source: "the volume does not exist".into(),
+                        })?;
+                let backing_path = backing
+                    .path()
+                    .map_err(self.fail("read the base image's path"))?;
+                let xml = format!(
+                    "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='qcow2'/></target>\
+                     <backingStore><path>{}</path><format type='qcow2'/></backingStore></volume>",
+                    xml_escape(volume),
+                    capacity.0,
+                    xml_escape(&backing_path)
+                );
+                self.create_volume_if_absent(volume, &xml)?;
+            }
+            Action::UploadSeed { volume, .. } => {
+                self.delete_volume(volume)?;
+                let xml = format!(
+                    "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='raw'/></target></volume>",
+                    xml_escape(volume),
+                    artifacts.seed_iso.len()
+                );
+                let pool = self.active_pool()?;
+                let created = StorageVol::create_xml(&pool, &xml, 0)
+                    .map_err(self.fail(format!("create volume {volume}")))?;
+                self.upload(
+                    &created,
+                    artifacts.seed_iso.len() as u64,
+                    &mut &artifacts.seed_iso[..],
+                    volume,
+                )?;
+            }
+            Action::SetAutostart => {
+                let domain = self.require_domain()?;
+                domain
+                    .set_autostart(true)
+                    .map_err(self.fail("make the guest start with the hypervisor"))?;
+            }
+            Action::StartDomain => {
+                let domain = self.require_domain()?;
+                if !domain
+                    .is_active()
+                    .map_err(self.fail("ask whether the guest runs"))?
+                {
+                    domain.create().map_err(self.fail("start the guest"))?;
+                }
+            }
+            Action::WaitForSsh | Action::Finish { .. } => {
+                unreachable!("{action} is not a libvirt action")
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `tag` on the existing domain.
+    pub fn record_tag(&self, tag: &GuestTag) -> Result<(), GuestResourceError> {
+        let domain = self.require_domain()?;
+        let running = domain
+            .is_active()
+            .map_err(self.fail("ask whether the guest runs"))?;
+        let mut flags = virt::sys::VIR_DOMAIN_AFFECT_CONFIG;
+        if running {
+            flags |= virt::sys::VIR_DOMAIN_AFFECT_LIVE;
+        }
+        domain
+            .set_metadata(
+                virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                Some(&render_tag(self.desired.domain.as_str(), tag)),
+                Some(TAG_PREFIX),
+                Some(TAG_NAMESPACE),
+                flags,
+            )
+            .map_err(self.fail("tag the guest"))
+    }
+
+    fn require_domain(&self) -> Result<Domain, GuestResourceError> {
+        self.domain()?.ok_or_else(|| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation: format!("find domain {}", self.desired.domain),
+            source: "the domain does not exist".into(),
+        })
+    }
+
+    fn stop(&self) -> Result<(), GuestResourceError> {
+        let Some(domain) = self.domain()? else {
+            return Ok(());
+        };
+        if !domain
+            .is_active()
+            .map_err(self.fail("ask whether the guest runs"))?
+        {
+            return Ok(());
+        }
+        // A polite request first; a guest that ignores it is cut off after the grace period.
+        let _ = domain.shutdown();
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        while Instant::now() < deadline {
+            if !domain
+                .is_active()
+                .map_err(self.fail("ask whether the guest runs"))?
+            {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        match domain.destroy() {
+            Ok(()) => Ok(()),
+            Err(error) if is(&error, ErrorNumber::OperationInvalid) => Ok(()),
+            Err(error) => Err(self.fail("force the guest off")(error)),
+        }
+    }
+
+    fn delete_volume(&self, name: &str) -> Result<(), GuestResourceError> {
+        let pool = self.active_pool()?;
+        if let Some(volume) = self.volume(&pool, name)? {
+            volume
+                .delete(0)
+                .map_err(self.fail(format!("delete volume {name}")))?;
+        }
+        Ok(())
+    }
+
+    fn create_volume_if_absent(&self, name: &str, xml: &str) -> Result<(), GuestResourceError> {
+        let pool = self.active_pool()?;
+        if self.volume(&pool, name)?.is_none() {
+            StorageVol::create_xml(&pool, xml, 0)
+                .map_err(self.fail(format!("create volume {name}")))?;
+        }
+        Ok(())
+    }
+
+    fn upload(
+        &self,
+        volume: &StorageVol,
+        length: u64,
+        source: &mut dyn Read,
+        name: &str,
+    ) -> Result<(), GuestResourceError> {
+        let stream = Stream::new(self.connection, 0).map_err(self.fail("open a stream"))?;
+        volume
+            .upload(&stream, 0, length, 0)
+            .map_err(self.fail(format!("upload to volume {name}")))?;
+        let mut buffer = vec![0u8; STREAM_CHUNK];
+        loop {
+            let read = source
+                .read(&mut buffer)
+                .map_err(self.fail_io(format!("read what goes into {name}")))?;
+            if read == 0 {
+                break;
+            }
+            let mut sent = 0;
+            while sent < read {
+                let count = stream
+                    .send(&buffer[sent..read])
+                    .map_err(self.fail(format!("upload to volume {name}")))?;
+                sent += count.max(0) as usize;
+            }
+        }
+        stream
+            .finish()
+            .map_err(self.fail(format!("finish uploading {name}")))
+    }
+
+    /// Uploads under a temporary name, then copies to the final name: a volume under the final
+    /// name is therefore always complete, which is what lets observation trust the name.
+    fn upload_base_image(&self, volume: &str, file: &Path) -> Result<(), GuestResourceError> {
+        let partial = partial_base_image_volume(&self.desired.base_image_sha256);
+        self.delete_volume(&partial)?;
+        let length = std::fs::metadata(file)
+            .map_err(self.fail_io(format!("read {}", file.display())))?
+            .len();
+        let pool = self.active_pool()?;
+        let xml = format!(
+            "<volume><name>{}</name><capacity unit='bytes'>{length}</capacity><target><format type='raw'/></target></volume>",
+            xml_escape(&partial)
+        );
+        let created = StorageVol::create_xml(&pool, &xml, 0)
+            .map_err(self.fail(format!("create volume {partial}")))?;
+        let mut reader =
+            std::fs::File::open(file).map_err(self.fail_io(format!("open {}", file.display())))?;
+        self.upload(&created, length, &mut reader, &partial)?;
+        pool.refresh(0)
+            .map_err(self.fail("refresh the storage pool"))?;
+        let uploaded = self
+            .volume(&pool, &partial)?
+            .expect("the volume just uploaded");
+        let virtual_size = uploaded
+            .info()
+            .map_err(self.fail("read the base image's size"))?
+            .capacity;
+        let xml = format!(
+            "<volume><name>{}</name><capacity unit='bytes'>{virtual_size}</capacity><target><format type='qcow2'/></target></volume>",
+            xml_escape(volume)
+        );
+        if self.volume(&pool, volume)?.is_none() {
+            StorageVol::create_xml_from(&pool, &xml, &uploaded, 0)
+                .map_err(self.fail(format!("copy the base image to {volume}")))?;
+        }
+        self.delete_volume(&partial)
+    }
+}
+
+fn xml_escape(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\'', "&apos;")
+        .replace('"', "&quot;")
+}

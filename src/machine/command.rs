@@ -1,0 +1,197 @@
+//! A command to run on a machine, its output, and how running it can fail.
+
+use std::time::Duration;
+
+/// How long a command may run when its caller says nothing: long enough for a package install,
+/// short enough that a hang is reported within the run rather than found the next morning.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A command, as an argument vector (quoted for the remote shell by the SSH machine).
+#[derive(Clone)]
+pub struct MachineCommand {
+    pub argv: Vec<String>,
+    /// Run through `sudo -n` (or with the run's sudo password, when one was handed in).
+    pub as_root: bool,
+    /// Bytes poured into the command's standard input; `None` gives it an empty one.
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for MachineCommand {
+    // Standard input may hold a payload or a key: only its size is ever shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MachineCommand")
+            .field("argv", &self.argv)
+            .field("as_root", &self.as_root)
+            .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl MachineCommand {
+    pub fn new<I, S>(argv: I) -> MachineCommand
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MachineCommand {
+            argv: argv.into_iter().map(Into::into).collect(),
+            as_root: false,
+            stdin: None,
+            timeout: DEFAULT_COMMAND_TIMEOUT,
+        }
+    }
+
+    /// A POSIX shell script, run with `sh -c`.
+    pub fn shell(script: &str) -> MachineCommand {
+        MachineCommand::new(["sh", "-c", script])
+    }
+
+    pub fn as_root(mut self, as_root: bool) -> MachineCommand {
+        self.as_root = as_root;
+        self
+    }
+
+    pub fn stdin(mut self, bytes: Vec<u8>) -> MachineCommand {
+        self.stdin = Some(bytes);
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> MachineCommand {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The command as one line for a remote shell and for messages.
+    pub fn to_shell_line(&self) -> String {
+        self.argv
+            .iter()
+            .map(|word| shell_quote(word))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Quotes `word` for a POSIX shell, leaving plain words as they are for readable messages.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '_' | '.' | '/' | ':' | '=' | '@' | '+' | ',')
+        });
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// What a finished command left.
+#[derive(Debug, Clone)]
+pub struct CommandOutput {
+    /// The command as it was run, for messages.
+    pub command_line: String,
+    pub host: String,
+    pub status: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl CommandOutput {
+    /// The output when the command exited 0, otherwise an error carrying its stderr.
+    pub fn success(self) -> Result<CommandOutput, MachineError> {
+        if self.status == Some(0) {
+            Ok(self)
+        } else {
+            Err(MachineError::Failed {
+                host: self.host.clone(),
+                command: self.command_line.clone(),
+                status: self.status,
+                stderr: String::from_utf8_lossy(&self.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error("cannot start `{program}` on this machine")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` on {host} did not finish within {}s and was stopped", timeout.as_secs())]
+    TimedOut {
+        host: String,
+        command: String,
+        timeout: Duration,
+    },
+    #[error("`{command}` on {host} failed{}{}", status.map(|code| format!(" with status {code}")).unwrap_or_else(|| " (killed by a signal)".into()), if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    Failed {
+        host: String,
+        command: String,
+        status: Option<i32>,
+        stderr: String,
+    },
+    #[error("cannot reach {host} over SSH: {detail}")]
+    Unreachable { host: String, detail: String },
+    #[error("sudo on {host} wants a password for {user}, and there is no terminal to ask at and none was handed in")]
+    SudoNeedsPassword { host: String, user: String },
+    #[error("sudo on {host} refused the password handed in for {user}")]
+    SudoPasswordRefused { host: String, user: String },
+    #[error("cannot exchange data with `{command}` on {host}")]
+    Pipe {
+        host: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::report::Diagnose for MachineError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        match self {
+            MachineError::SudoNeedsPassword { .. } | MachineError::SudoPasswordRefused { .. } => {
+                crate::exit_status::ExitStatus::Credentials
+            }
+            _ => crate::exit_status::ExitStatus::Hypervisor,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            MachineError::SudoNeedsPassword { user, .. } => Some(format!(
+                "give {user} passwordless sudo on that host with the line\n  {user} ALL=(ALL) NOPASSWD: ALL\nor hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog --credentials …"
+            )),
+            MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
+            MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_keeps_plain_words_and_protects_the_rest() {
+        assert_eq!(shell_quote("/var/lib/trog"), "/var/lib/trog");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("$(reboot)"), "'$(reboot)'");
+    }
+
+    #[test]
+    fn debug_never_shows_standard_input() {
+        let command = MachineCommand::new(["cat"]).stdin(b"private key".to_vec());
+        assert!(!format!("{command:?}").contains("private key"));
+    }
+}

@@ -1,0 +1,93 @@
+//! This machine, as a [`Machine`]: commands are local processes.
+
+use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
+use crate::machine::process::run_process;
+use crate::machine::Machine;
+
+#[derive(Debug, Default)]
+pub struct LocalMachine;
+
+impl LocalMachine {
+    fn running_as_root() -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self")
+            .map(|meta| meta.uid() == 0)
+            .unwrap_or(false)
+    }
+}
+
+impl Machine for LocalMachine {
+    fn describe(&self) -> String {
+        "this machine".into()
+    }
+
+    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+        let mut argv = command.argv.clone();
+        if command.as_root && !Self::running_as_root() {
+            argv.splice(
+                0..0,
+                ["sudo".to_string(), "-n".to_string(), "--".to_string()],
+            );
+        }
+        let (program, args) = argv.split_first().expect("a command has a program");
+        run_process(
+            program,
+            args,
+            command.stdin.as_deref(),
+            command.timeout,
+            &self.describe(),
+            &command.to_shell_line(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn runs_with_stdin_and_collects_output() {
+        let output = LocalMachine
+            .run(&MachineCommand::new(["tr", "a-z", "A-Z"]).stdin(b"hello".to_vec()))
+            .unwrap();
+        assert_eq!(output.success().unwrap().stdout, b"HELLO");
+    }
+
+    #[test]
+    fn failure_carries_status_and_stderr() {
+        let error = LocalMachine
+            .run(&MachineCommand::shell("echo broken >&2; exit 3"))
+            .unwrap()
+            .success()
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`sh -c 'echo broken >&2; exit 3'` on this machine failed with status 3: broken"
+        );
+    }
+
+    #[test]
+    fn a_command_past_its_deadline_is_stopped() {
+        let error = LocalMachine
+            .run(&MachineCommand::new(["sleep", "30"]).timeout(Duration::from_millis(200)))
+            .unwrap_err();
+        assert!(matches!(error, MachineError::TimedOut { .. }), "{error}");
+    }
+
+    #[test]
+    fn files_are_written_through_standard_input_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("it's here.txt");
+        let path = path.to_str().unwrap();
+        LocalMachine
+            .write_file(path, b"contents\n", 0o640, false)
+            .unwrap();
+        assert_eq!(LocalMachine.read_file(path, false).unwrap(), b"contents\n");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+    }
+}

@@ -1,0 +1,57 @@
+//! Everything trog does on a host that is not a libvirt call: run a command, write a file, read
+//! a file. One trait, [`Machine`], implemented for this machine ([`local::LocalMachine`]) and for
+//! another one over OpenSSH ([`ssh::SshMachine`]); the guest is reached the same way.
+//!
+//! This is the only part of trog that starts processes.
+
+pub mod command;
+pub mod local;
+mod process;
+pub mod ssh;
+
+pub use command::{CommandOutput, MachineCommand, MachineError};
+
+use std::time::Duration;
+
+/// A host trog acts on.
+pub trait Machine {
+    /// How the host is named in messages (`someadmin@hv1.example.test`, `this machine`).
+    fn describe(&self) -> String;
+
+    /// Runs `command` and waits for it, at most `command.timeout`.
+    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError>;
+
+    /// Writes `contents` to `path` by pouring them into the standard input of a command on the
+    /// host (never sftp, which hangs when the far side refuses a write), with `sudo -n` in front
+    /// of the write when `as_root`.
+    fn write_file(
+        &self,
+        path: &str,
+        contents: &[u8],
+        mode: u32,
+        as_root: bool,
+    ) -> Result<(), MachineError> {
+        let script = format!(
+            "umask 077 && cat > {path}.trog-new && chmod {mode:o} {path}.trog-new && mv -f {path}.trog-new {path}",
+            path = command::shell_quote(path)
+        );
+        let command = MachineCommand::shell(&script)
+            .as_root(as_root)
+            .stdin(contents.to_vec())
+            .timeout(FILE_TRANSFER_TIMEOUT);
+        self.run(&command)?.success()?;
+        Ok(())
+    }
+
+    /// Reads the file at `path`.
+    fn read_file(&self, path: &str, as_root: bool) -> Result<Vec<u8>, MachineError> {
+        let command = MachineCommand::new(["cat", path])
+            .as_root(as_root)
+            .timeout(FILE_TRANSFER_TIMEOUT);
+        Ok(self.run(&command)?.success()?.stdout)
+    }
+}
+
+/// How long a single file write or read may take. Payloads and seeds are megabytes at most; a
+/// transfer still going after five minutes is a link that has stopped moving.
+pub const FILE_TRANSFER_TIMEOUT: Duration = Duration::from_secs(300);

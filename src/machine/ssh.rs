@@ -1,0 +1,239 @@
+//! Another machine over OpenSSH, as a [`Machine`].
+//!
+//! The system `ssh` client is used, so `~/.ssh/config` (aliases, jump hosts, identities) and the
+//! agent work as they do for the user. One multiplexed master connection per host carries every
+//! command of the run; it is closed when the [`SshMachine`] is dropped, and it closes itself
+//! after [`MASTER_IDLE_LIMIT`] if the run was killed before it could.
+
+use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
+use crate::machine::process::run_process;
+use crate::machine::Machine;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long a connection attempt may take before the host counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the master connection outlives its last command. It is closed explicitly at the end
+/// of a run; this only bounds what a killed run leaves behind.
+pub const MASTER_IDLE_LIMIT: Duration = Duration::from_secs(120);
+/// ssh's own exit status for "could not connect or authenticate".
+const SSH_CONNECTION_FAILURE: i32 = 255;
+
+/// Where to connect: what a libvirt URI or a guest's address names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshTarget {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl SshTarget {
+    pub fn login(&self) -> String {
+        match &self.user {
+            Some(user) => format!("{user}@{}", self.host),
+            None => self.host.clone(),
+        }
+    }
+}
+
+/// Which host keys a connection trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostKeys {
+    /// The user's own known_hosts and configuration: for hypervisors, which are long-lived hosts
+    /// the user already trusts.
+    UserKnownHosts,
+    /// A guest that trog has just built: its key is accepted on first contact and remembered in
+    /// this file for the rest of the run, so a change of key mid-run is refused.
+    AcceptNewInto(PathBuf),
+}
+
+/// A sudo password handed in for the run. Never printed; only poured into sudo's stdin.
+#[derive(Clone)]
+pub struct SudoPassword(Vec<u8>);
+
+impl SudoPassword {
+    pub fn new(password: impl Into<Vec<u8>>) -> SudoPassword {
+        SudoPassword(password.into())
+    }
+}
+
+impl std::fmt::Debug for SudoPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SudoPassword(<redacted>)")
+    }
+}
+
+#[derive(Debug)]
+pub struct SshMachine {
+    target: SshTarget,
+    identity_file: Option<PathBuf>,
+    host_keys: HostKeys,
+    /// Holds the master connection's socket; private to this run.
+    control_dir: tempfile::TempDir,
+    sudo_password: Option<SudoPassword>,
+}
+
+impl SshMachine {
+    pub fn new(
+        target: SshTarget,
+        identity_file: Option<PathBuf>,
+        host_keys: HostKeys,
+    ) -> Result<SshMachine, MachineError> {
+        let control_dir = tempfile::Builder::new()
+            .prefix("trog-ssh-")
+            .tempdir()
+            .map_err(|source| MachineError::Spawn {
+                program: "ssh".into(),
+                source,
+            })?;
+        Ok(SshMachine {
+            target,
+            identity_file,
+            host_keys,
+            control_dir,
+            sudo_password: None,
+        })
+    }
+
+    /// Uses `password` for sudo on this host for the rest of the run.
+    pub fn remember_sudo_password(&mut self, password: SudoPassword) {
+        self.sudo_password = Some(password);
+    }
+
+    pub fn target(&self) -> &SshTarget {
+        &self.target
+    }
+
+    fn control_path(&self) -> PathBuf {
+        self.control_dir.path().join("master")
+    }
+
+    /// The options every ssh invocation of this machine shares.
+    fn ssh_options(&self) -> Vec<String> {
+        let mut options: Vec<String> = vec![
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-o".into(),
+            format!("ConnectTimeout={}", CONNECT_TIMEOUT.as_secs()),
+            "-o".into(),
+            "ControlMaster=auto".into(),
+            "-o".into(),
+            format!("ControlPath={}", self.control_path().display()),
+            "-o".into(),
+            format!("ControlPersist={}", MASTER_IDLE_LIMIT.as_secs()),
+            "-o".into(),
+            "ServerAliveInterval=15".into(),
+            "-o".into(),
+            "ServerAliveCountMax=4".into(),
+        ];
+        if let Some(identity) = &self.identity_file {
+            options.extend([
+                "-o".into(),
+                "IdentitiesOnly=yes".into(),
+                "-i".into(),
+                identity.display().to_string(),
+            ]);
+        }
+        if let HostKeys::AcceptNewInto(known_hosts) = &self.host_keys {
+            options.extend([
+                "-o".into(),
+                "StrictHostKeyChecking=accept-new".into(),
+                "-o".into(),
+                format!("UserKnownHostsFile={}", known_hosts.display()),
+            ]);
+        }
+        if let Some(port) = self.target.port {
+            options.extend(["-p".into(), port.to_string()]);
+        }
+        options
+    }
+
+    fn remote_line(&self, command: &MachineCommand) -> (String, Option<Vec<u8>>) {
+        let line = command.to_shell_line();
+        if !command.as_root {
+            return (line, command.stdin.clone());
+        }
+        match &self.sudo_password {
+            None => (format!("sudo -n -- {line}"), command.stdin.clone()),
+            Some(SudoPassword(password)) => {
+                // sudo -S reads the password line from standard input one byte at a time, so
+                // whatever follows the newline is left for the command itself.
+                let mut stdin = password.clone();
+                stdin.push(b'\n');
+                stdin.extend(command.stdin.as_deref().unwrap_or_default());
+                (format!("sudo -S -p '' -- {line}"), Some(stdin))
+            }
+        }
+    }
+
+    /// Closes the master connection. Also done on drop.
+    pub fn close(&self) {
+        let mut args = self.ssh_options();
+        args.extend(["-O".into(), "exit".into(), self.target.login()]);
+        let _ = run_process(
+            "ssh",
+            &args,
+            None,
+            CONNECT_TIMEOUT,
+            &self.describe(),
+            "ssh -O exit",
+        );
+    }
+}
+
+impl Machine for SshMachine {
+    fn describe(&self) -> String {
+        self.target.login()
+    }
+
+    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+        let (line, stdin) = self.remote_line(command);
+        let mut args = self.ssh_options();
+        args.extend([self.target.login(), "--".into(), line.clone()]);
+        let output = run_process(
+            "ssh",
+            &args,
+            stdin.as_deref(),
+            command.timeout,
+            &self.describe(),
+            &command.to_shell_line(),
+        )?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if output.status == Some(SSH_CONNECTION_FAILURE) {
+            return Err(MachineError::Unreachable {
+                host: self.describe(),
+                detail: stderr.trim().to_string(),
+            });
+        }
+        if command.as_root && output.status != Some(0) {
+            let user = self
+                .target
+                .user
+                .clone()
+                .unwrap_or_else(|| "the login".into());
+            if stderr.contains("a password is required") {
+                return Err(MachineError::SudoNeedsPassword {
+                    host: self.target.host.clone(),
+                    user,
+                });
+            }
+            if self.sudo_password.is_some()
+                && (stderr.contains("incorrect password") || stderr.contains("Sorry, try again"))
+            {
+                return Err(MachineError::SudoPasswordRefused {
+                    host: self.target.host.clone(),
+                    user,
+                });
+            }
+        }
+        Ok(output)
+    }
+}
+
+impl Drop for SshMachine {
+    fn drop(&mut self) {
+        if self.control_path().exists() {
+            self.close();
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The actions a plan is made of, and the numbered plan `provision --dry-run` prints.
+//!
+//! Actions carry names and digests only: the seed's user-data and every secret stay out of a
+//! plan, so printing one can never leak them.
+
+use crate::model::units::Bytes;
+use crate::plan::desired::GuestTag;
+use serde::Serialize;
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    DefinePool {
+        name: String,
+        path: String,
+    },
+    StartPool {
+        name: String,
+    },
+    /// Deletes what an interrupted upload left behind.
+    RemovePartialBaseImage {
+        volume: String,
+    },
+    /// Uploads the verified base image through the libvirt connection.
+    UploadBaseImage {
+        volume: String,
+        source: String,
+        sha256: String,
+    },
+    /// `--force`: records trog's tag on a domain trog did not create, without restarting it.
+    AdoptDomain {
+        tag: GuestTag,
+    },
+    /// Defines the domain from the rendered XML (or redefines it), carrying `tag`.
+    DefineDomain {
+        tag: GuestTag,
+        redefine: bool,
+    },
+    StopDomain,
+    /// Deletes a root disk or seed that is about to be rebuilt (never a data volume unless the
+    /// run was given `--destroy-data`).
+    DeleteVolume {
+        volume: String,
+        why: String,
+    },
+    CreateDataVolume {
+        volume: String,
+        capacity: Bytes,
+    },
+    CreateRootVolume {
+        volume: String,
+        backing_volume: String,
+        capacity: Bytes,
+    },
+    UploadSeed {
+        volume: String,
+        sha256: String,
+    },
+    SetAutostart,
+    StartDomain,
+    /// Finds the guest's address and waits until SSH answers.
+    WaitForSsh,
+    /// Sends the payload, runs the Makefile's default target and the recipes' tests, and
+    /// records the payload digest in the tag.
+    Finish {
+        payload_digest: String,
+    },
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::DefinePool { name, path } => write!(f, "define storage pool {name} at {path}"),
+            Action::StartPool { name } => write!(f, "start storage pool {name}"),
+            Action::RemovePartialBaseImage { volume } => {
+                write!(f, "delete {volume}, left by an interrupted upload")
+            }
+            Action::UploadBaseImage {
+                volume,
+                source,
+                sha256,
+            } => {
+                write!(
+                    f,
+                    "upload base image {volume} from {source} (sha256 {})",
+                    short(sha256)
+                )
+            }
+            Action::AdoptDomain { tag } => {
+                write!(
+                    f,
+                    "adopt the existing domain: record trog's tag (boot {})",
+                    short(&tag.boot_fingerprint)
+                )
+            }
+            Action::DefineDomain { tag, redefine } => write!(
+                f,
+                "{} the domain (boot {}, shape {})",
+                if *redefine { "redefine" } else { "define" },
+                short(&tag.boot_fingerprint),
+                short(&tag.shape_fingerprint)
+            ),
+            Action::StopDomain => write!(f, "stop the guest"),
+            Action::DeleteVolume { volume, why } => write!(f, "delete volume {volume} ({why})"),
+            Action::CreateDataVolume { volume, capacity } => {
+                write!(f, "create data volume {volume} of {capacity}")
+            }
+            Action::CreateRootVolume {
+                volume,
+                backing_volume,
+                capacity,
+            } => {
+                write!(
+                    f,
+                    "create root disk {volume} of {capacity} over {backing_volume}"
+                )
+            }
+            Action::UploadSeed { volume, sha256 } => {
+                write!(
+                    f,
+                    "upload cloud-init seed {volume} (sha256 {})",
+                    short(sha256)
+                )
+            }
+            Action::SetAutostart => write!(f, "start the guest with the hypervisor"),
+            Action::StartDomain => write!(f, "start the guest"),
+            Action::WaitForSsh => write!(f, "wait for the guest's address and SSH"),
+            Action::Finish { payload_digest } => {
+                write!(
+                    f,
+                    "finish over SSH: payload {}, Makefile, tests",
+                    short(payload_digest)
+                )
+            }
+        }
+    }
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
+}
+
+/// The ordered actions that converge one guest on one hypervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub domain: String,
+    pub actions: Vec<Action>,
+}
+
+impl Plan {
+    /// Nothing to do: the guest is the realization of its declaration.
+    pub fn is_converged(&self) -> bool {
+        self.actions.is_empty()
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_converged() {
+            return writeln!(f, "{}: converged, nothing to do", self.domain);
+        }
+        writeln!(
+            f,
+            "{}: {} step{}",
+            self.domain,
+            self.actions.len(),
+            if self.actions.len() == 1 { "" } else { "s" }
+        )?;
+        for (index, action) in self.actions.iter().enumerate() {
+            writeln!(f, "  {:>2}. {action}", index + 1)?;
+        }
+        Ok(())
+    }
+}

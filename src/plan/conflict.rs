@@ -1,0 +1,98 @@
+//! Differences the planner will not close on its own, and the flags that resolve them.
+//!
+//! Three tiers: a plain run never resolves a conflict; `--force` runs the lossless resolutions
+//! (adopting a same-named resource by tagging it); `--destroy-data` runs the destructive ones.
+
+use serde::Serialize;
+use std::fmt;
+
+/// The resolutions the user allowed for this run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Resolution {
+    /// Adopt same-named resources trog did not create.
+    pub force: bool,
+    /// Replace resources whose contents would be lost (an unusable data volume, a foreign disk).
+    pub destroy_data: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Conflict {
+    /// A domain of the guest's name that trog did not create.
+    ForeignDomain { domain: String },
+    /// A root disk or seed of the guest's name with no trog domain claiming it.
+    ForeignVolume { volume: String },
+    /// A data volume of the guest's name that no trog domain claims.
+    ForeignDataVolume { volume: String },
+    /// The data volume is smaller than declared; shrinking the declaration or recreating the
+    /// volume empty are the only ways forward.
+    DataVolumeTooSmall {
+        volume: String,
+        observed_gib: u64,
+        declared_gib: u64,
+    },
+}
+
+impl Conflict {
+    /// The flag that resolves it, as the message names it.
+    pub fn resolving_flag(&self) -> &'static str {
+        match self {
+            Conflict::ForeignDomain { .. } | Conflict::ForeignDataVolume { .. } => "--force",
+            Conflict::ForeignVolume { .. } | Conflict::DataVolumeTooSmall { .. } => {
+                "--destroy-data"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Conflict::ForeignDomain { domain } => write!(
+                f,
+                "domain {domain} exists but trog did not create it; --force adopts it as it is"
+            ),
+            Conflict::ForeignVolume { volume } => write!(
+                f,
+                "volume {volume} exists but no domain of trog's claims it; --destroy-data replaces it"
+            ),
+            Conflict::ForeignDataVolume { volume } => write!(
+                f,
+                "data volume {volume} exists but no domain of trog's claims it; --force adopts it with its contents, --destroy-data recreates it empty"
+            ),
+            Conflict::DataVolumeTooSmall { volume, observed_gib, declared_gib } => write!(
+                f,
+                "data volume {volume} holds {observed_gib}GB but {declared_gib}GB is declared; declare {observed_gib}GB, or --destroy-data recreates it empty"
+            ),
+        }
+    }
+}
+
+/// Every conflict a plan ran into; a plan is refused whole when any remains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{domain} cannot be converged without a decision:{}", list(.conflicts))]
+pub struct Conflicts {
+    pub domain: String,
+    pub conflicts: Vec<Conflict>,
+}
+
+fn list(conflicts: &[Conflict]) -> String {
+    conflicts
+        .iter()
+        .map(|conflict| format!("\n  - {conflict}"))
+        .collect()
+}
+
+impl crate::report::Diagnose for Conflicts {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Conflict
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(
+            "a plain run never resolves a conflict: rerun with the flag named above, or change the \
+             declaration to match what is there"
+                .into(),
+        )
+    }
+}

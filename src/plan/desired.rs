@@ -1,0 +1,60 @@
+//! What the declaration wants a guest to be, reduced to what the planner compares.
+
+use crate::model::names::DomainName;
+use crate::model::units::Bytes;
+use serde::Serialize;
+
+/// What trog records in a domain it owns (in the domain's `<metadata>`, trog's namespace).
+///
+/// Three digests, because three kinds of change call for three different actions: new boot
+/// inputs replace the root disk, a new shape redefines and restarts, a new payload only finishes
+/// again. The payload digest is recorded only once a finish has succeeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuestTag {
+    /// Digest of the declared boot inputs: image digest, distro, release, seed contents.
+    pub boot_fingerprint: String,
+    /// Digest of the declared shape: memory, vCPUs, CPU mode, disk size, machine knobs.
+    pub shape_fingerprint: String,
+    /// Digest of the payload last finished successfully on this guest.
+    pub payload_digest: Option<String>,
+}
+
+/// A volume the guest needs, by name and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DesiredVolume {
+    pub name: String,
+    pub capacity: Bytes,
+}
+
+/// The declaration of one guest, as the planner needs it. Everything here was built locally
+/// before the plan is made; the plan refers to it by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DesiredGuest {
+    pub domain: DomainName,
+    pub pool_name: String,
+    pub pool_path: String,
+    /// The base image's volume name (named by digest) and declared sha256.
+    pub base_image_volume: String,
+    pub base_image_sha256: String,
+    /// Where the base image comes from, for the plan's text.
+    pub base_image_source: String,
+    pub root_volume: DesiredVolume,
+    pub seed_volume: String,
+    /// sha256 of the seed ISO bytes; the observed seed is compared against it.
+    pub seed_sha256: String,
+    pub data_volume: Option<DesiredVolume>,
+    pub boot_fingerprint: String,
+    pub shape_fingerprint: String,
+    pub payload_digest: String,
+}
+
+impl DesiredGuest {
+    /// The tag a domain defined for this declaration carries before its first finish.
+    pub fn tag_before_finish(&self) -> GuestTag {
+        GuestTag {
+            boot_fingerprint: self.boot_fingerprint.clone(),
+            shape_fingerprint: self.shape_fingerprint.clone(),
+            payload_digest: None,
+        }
+    }
+}

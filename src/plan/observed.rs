@@ -1,0 +1,59 @@
+//! What a hypervisor has of one guest, as the libvirt backend reports it.
+
+use crate::model::units::Bytes;
+use crate::plan::desired::GuestTag;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolState {
+    Absent,
+    Inactive,
+    Active,
+}
+
+/// A domain of the guest's name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObservedDomain {
+    /// trog's tag from the domain's metadata; `None` means trog did not create it.
+    pub tag: Option<GuestTag>,
+    pub running: bool,
+    pub autostart: bool,
+}
+
+/// A volume of one of the guest's names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObservedVolume {
+    pub capacity: Bytes,
+    /// sha256 of the contents, read only where that is cheap (the seed ISO).
+    pub sha256: Option<String>,
+}
+
+/// Everything the planner needs to know about one guest on its hypervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObservedGuest {
+    pub pool: PoolState,
+    /// The base image under its digest name (only complete uploads carry that name).
+    pub base_image_present: bool,
+    /// A leftover interrupted upload of the base image.
+    pub partial_base_image_present: bool,
+    pub domain: Option<ObservedDomain>,
+    pub root_volume: Option<ObservedVolume>,
+    pub seed_volume: Option<ObservedVolume>,
+    pub data_volume: Option<ObservedVolume>,
+}
+
+impl ObservedGuest {
+    /// A hypervisor that has nothing of this guest, and no pool yet.
+    pub fn nothing() -> ObservedGuest {
+        ObservedGuest {
+            pool: PoolState::Absent,
+            base_image_present: false,
+            partial_base_image_present: false,
+            domain: None,
+            root_volume: None,
+            seed_volume: None,
+            data_volume: None,
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The planner: declaration and observation in, numbered actions or conflicts out. Pure and
+//! deterministic; it never decides anything the executor has to decide again.
+
+use crate::plan::action::{Action, Plan};
+use crate::plan::conflict::{Conflict, Conflicts, Resolution};
+use crate::plan::desired::{DesiredGuest, GuestTag};
+use crate::plan::observed::{ObservedGuest, PoolState};
+
+/// Plans the actions that make `observed` the realization of `desired`.
+///
+/// A plan never destroys data: a data volume is deleted only when the run was given
+/// `--destroy-data` for a conflict on it, and root disks and seeds are replaced only when they
+/// belong to a domain trog created (or the run said `--destroy-data`).
+pub fn plan(
+    desired: &DesiredGuest,
+    observed: &ObservedGuest,
+    resolution: Resolution,
+) -> Result<Plan, Conflicts> {
+    let conflicts = find_conflicts(desired, observed, resolution);
+    if !conflicts.is_empty() {
+        return Err(Conflicts {
+            domain: desired.domain.to_string(),
+            conflicts,
+        });
+    }
+    let mut actions = Vec::new();
+
+    match observed.pool {
+        PoolState::Absent => {
+            actions.push(Action::DefinePool {
+                name: desired.pool_name.clone(),
+                path: desired.pool_path.clone(),
+            });
+            actions.push(Action::StartPool {
+                name: desired.pool_name.clone(),
+            });
+        }
+        PoolState::Inactive => actions.push(Action::StartPool {
+            name: desired.pool_name.clone(),
+        }),
+        PoolState::Active => {}
+    }
+
+    // The tag the domain carries once the domain steps below have run.
+    let mut root_present = observed.root_volume.is_some();
+    let mut seed_matches = observed
+        .seed_volume
+        .as_ref()
+        .is_some_and(|seed| seed.sha256.as_deref() == Some(desired.seed_sha256.as_str()));
+    let mut seed_present = observed.seed_volume.is_some();
+    let mut running = observed
+        .domain
+        .as_ref()
+        .is_some_and(|domain| domain.running);
+    let mut autostart = observed
+        .domain
+        .as_ref()
+        .is_some_and(|domain| domain.autostart);
+    let mut domain_steps = Vec::new();
+    let recorded_payload: Option<String>;
+
+    match &observed.domain {
+        None => {
+            domain_steps.push(Action::DefineDomain {
+                tag: desired.tag_before_finish(),
+                redefine: false,
+            });
+            recorded_payload = None;
+            // Volumes under the guest's names with no domain are replaced only with
+            // --destroy-data (find_conflicts refused the run otherwise).
+            if root_present {
+                domain_steps.push(delete(
+                    &desired.root_volume.name,
+                    "not claimed by any domain; replaced as --destroy-data asked",
+                ));
+                root_present = false;
+            }
+            if seed_present {
+                domain_steps.push(delete(
+                    &desired.seed_volume,
+                    "not claimed by any domain; replaced as --destroy-data asked",
+                ));
+                seed_present = false;
+                seed_matches = false;
+            }
+        }
+        Some(domain) => {
+            let tag = match &domain.tag {
+                Some(tag) => tag.clone(),
+                None => {
+                    // --force: what is there is taken as the realization of the declaration.
+                    let adopted = desired.tag_before_finish();
+                    domain_steps.push(Action::AdoptDomain {
+                        tag: adopted.clone(),
+                    });
+                    adopted
+                }
+            };
+            if tag.boot_fingerprint != desired.boot_fingerprint {
+                if running {
+                    domain_steps.push(Action::StopDomain);
+                    running = false;
+                }
+                if root_present {
+                    domain_steps.push(delete(&desired.root_volume.name, "the boot inputs changed"));
+                    root_present = false;
+                }
+                if seed_present {
+                    domain_steps.push(delete(&desired.seed_volume, "the boot inputs changed"));
+                    seed_present = false;
+                    seed_matches = false;
+                }
+                domain_steps.push(Action::DefineDomain {
+                    tag: desired.tag_before_finish(),
+                    redefine: true,
+                });
+                recorded_payload = None;
+            } else if tag.shape_fingerprint != desired.shape_fingerprint {
+                if running {
+                    domain_steps.push(Action::StopDomain);
+                    running = false;
+                }
+                let reshaped = GuestTag {
+                    shape_fingerprint: desired.shape_fingerprint.clone(),
+                    ..tag.clone()
+                };
+                domain_steps.push(Action::DefineDomain {
+                    tag: reshaped,
+                    redefine: true,
+                });
+                recorded_payload = tag.payload_digest.clone();
+            } else {
+                recorded_payload = tag.payload_digest.clone();
+            }
+        }
+    }
+
+    if !root_present && !observed.base_image_present {
+        if observed.partial_base_image_present {
+            actions.push(Action::RemovePartialBaseImage {
+                volume: crate::plan::resource_names::partial_base_image_volume(
+                    &desired.base_image_sha256,
+                ),
+            });
+        }
+        actions.push(Action::UploadBaseImage {
+            volume: desired.base_image_volume.clone(),
+            source: desired.base_image_source.clone(),
+            sha256: desired.base_image_sha256.clone(),
+        });
+    }
+    actions.extend(domain_steps);
+
+    if let Some(data) = &desired.data_volume {
+        let claimed = observed.domain.is_some();
+        match &observed.data_volume {
+            None => actions.push(Action::CreateDataVolume {
+                volume: data.name.clone(),
+                capacity: data.capacity,
+            }),
+            // Only reachable with --destroy-data: find_conflicts refused the run otherwise.
+            Some(volume) if volume.capacity < data.capacity || (!claimed && !resolution.force) => {
+                actions.push(delete(
+                    &data.name,
+                    "recreated empty as --destroy-data asked",
+                ));
+                actions.push(Action::CreateDataVolume {
+                    volume: data.name.clone(),
+                    capacity: data.capacity,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    if !root_present {
+        if running {
+            actions.push(Action::StopDomain);
+            running = false;
+        }
+        actions.push(Action::CreateRootVolume {
+            volume: desired.root_volume.name.clone(),
+            backing_volume: desired.base_image_volume.clone(),
+            capacity: desired.root_volume.capacity,
+        });
+    }
+    if !seed_matches {
+        if seed_present {
+            actions.push(delete(
+                &desired.seed_volume,
+                "its contents differ from the declared seed",
+            ));
+        }
+        actions.push(Action::UploadSeed {
+            volume: desired.seed_volume.clone(),
+            sha256: desired.seed_sha256.clone(),
+        });
+    }
+    if !autostart {
+        actions.push(Action::SetAutostart);
+        autostart = true;
+    }
+    debug_assert!(autostart);
+    let restarted = !running;
+    if !running {
+        actions.push(Action::StartDomain);
+    }
+    let needs_finish = recorded_payload.as_deref() != Some(desired.payload_digest.as_str());
+    if needs_finish || restarted {
+        actions.push(Action::WaitForSsh);
+    }
+    if needs_finish {
+        actions.push(Action::Finish {
+            payload_digest: desired.payload_digest.clone(),
+        });
+    }
+    Ok(Plan {
+        domain: desired.domain.to_string(),
+        actions,
+    })
+}
+
+fn delete(volume: &str, why: &str) -> Action {
+    Action::DeleteVolume {
+        volume: volume.to_string(),
+        why: why.to_string(),
+    }
+}
+
+fn find_conflicts(
+    desired: &DesiredGuest,
+    observed: &ObservedGuest,
+    resolution: Resolution,
+) -> Vec<Conflict> {
+    let mut conflicts = Vec::new();
+    if let Some(domain) = &observed.domain {
+        if domain.tag.is_none() && !resolution.force {
+            conflicts.push(Conflict::ForeignDomain {
+                domain: desired.domain.to_string(),
+            });
+        }
+    }
+    // Volumes belong with the domain of the same guest name: trog defines the domain before it
+    // creates any volume, so its domain vouches for them, and a foreign domain's conflict covers
+    // its volumes too. Volumes with no domain at all are someone else's (or a leftover of a
+    // destroy that failed, which said so when it happened).
+    let claimed = observed.domain.is_some();
+    if !claimed && !resolution.destroy_data {
+        if observed.root_volume.is_some() {
+            conflicts.push(Conflict::ForeignVolume {
+                volume: desired.root_volume.name.clone(),
+            });
+        }
+        if observed.seed_volume.is_some() {
+            conflicts.push(Conflict::ForeignVolume {
+                volume: desired.seed_volume.clone(),
+            });
+        }
+    }
+    if let (Some(declared), Some(volume)) = (&desired.data_volume, &observed.data_volume) {
+        if !claimed && !resolution.force && !resolution.destroy_data {
+            conflicts.push(Conflict::ForeignDataVolume {
+                volume: declared.name.clone(),
+            });
+        }
+        if volume.capacity < declared.capacity && !resolution.destroy_data {
+            conflicts.push(Conflict::DataVolumeTooSmall {
+                volume: declared.name.clone(),
+                observed_gib: volume.capacity.whole_gib(),
+                declared_gib: declared.capacity.whole_gib(),
+            });
+        }
+    }
+    conflicts
+}

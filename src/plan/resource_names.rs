@@ -1,0 +1,31 @@
+//! The names trog gives what it creates for a guest. One function each, so the planner, the
+//! executor, `destroy` and `status` can never disagree about what belongs to a guest.
+
+use crate::model::names::DomainName;
+
+/// The guest's root disk: a qcow2 overlay on the base image.
+pub fn root_volume(domain: &DomainName) -> String {
+    format!("{domain}-root.qcow2")
+}
+
+/// The guest's cloud-init seed ISO.
+pub fn seed_volume(domain: &DomainName) -> String {
+    format!("{domain}-seed.iso")
+}
+
+/// The guest's data volume, which outlives root disks.
+pub fn data_volume(domain: &DomainName) -> String {
+    format!("{domain}-data.qcow2")
+}
+
+/// A base image, named by its digest: the name is the proof of what it holds, so one copy
+/// serves every guest built from the same image.
+pub fn base_image_volume(sha256: &str) -> String {
+    format!("trog-base-{}.qcow2", &sha256[..sha256.len().min(16)])
+}
+
+/// Where a base image is uploaded before it is complete. Only a finished, verified upload is
+/// copied to the final name, so a volume under the final name is always whole.
+pub fn partial_base_image_volume(sha256: &str) -> String {
+    format!("{}.part", base_image_volume(sha256))
+}

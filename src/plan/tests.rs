@@ -1,0 +1,351 @@
+//! Scenario snapshots of plans, and properties every plan keeps over random observations.
+
+use super::*;
+use crate::model::names::DomainName;
+use crate::model::units::Bytes;
+use proptest::prelude::*;
+
+fn desired() -> DesiredGuest {
+    let domain = DomainName::parse("www.example.test").unwrap();
+    DesiredGuest {
+        pool_name: "trog".into(),
+        pool_path: "/vms".into(),
+        base_image_volume: resource_names::base_image_volume("aaaabbbbccccddddeeee"),
+        base_image_sha256: "aaaabbbbccccddddeeee".into(),
+        base_image_source: "file:///images/debian.qcow2".into(),
+        root_volume: DesiredVolume {
+            name: resource_names::root_volume(&domain),
+            capacity: Bytes::from_gib(10),
+        },
+        seed_volume: resource_names::seed_volume(&domain),
+        seed_sha256: "5eed5eed5eed5eed".into(),
+        data_volume: Some(DesiredVolume {
+            name: resource_names::data_volume(&domain),
+            capacity: Bytes::from_gib(20),
+        }),
+        boot_fingerprint: "b00tb00tb00tb00t".into(),
+        shape_fingerprint: "5hape5hape5hape5".into(),
+        payload_digest: "pay1oadpay1oad00".into(),
+        domain,
+    }
+}
+
+fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
+    ObservedGuest {
+        pool: PoolState::Active,
+        base_image_present: true,
+        partial_base_image_present: false,
+        domain: Some(ObservedDomain {
+            tag: Some(GuestTag {
+                boot_fingerprint: desired.boot_fingerprint.clone(),
+                shape_fingerprint: desired.shape_fingerprint.clone(),
+                payload_digest: Some(desired.payload_digest.clone()),
+            }),
+            running: true,
+            autostart: true,
+        }),
+        root_volume: Some(ObservedVolume {
+            capacity: Bytes::from_gib(10),
+            sha256: None,
+        }),
+        seed_volume: Some(ObservedVolume {
+            capacity: Bytes(4096),
+            sha256: Some(desired.seed_sha256.clone()),
+        }),
+        data_volume: Some(ObservedVolume {
+            capacity: Bytes::from_gib(20),
+            sha256: None,
+        }),
+    }
+}
+
+fn planned(desired: &DesiredGuest, observed: &ObservedGuest, resolution: Resolution) -> String {
+    match plan(desired, observed, resolution) {
+        Ok(plan) => {
+            check_plan(&plan, desired, observed, resolution).expect("plan keeps every invariant");
+            plan.to_string()
+        }
+        Err(conflicts) => format!("refused: {conflicts}\n"),
+    }
+}
+
+fn tag_mut(observed: &mut ObservedGuest) -> &mut GuestTag {
+    observed.domain.as_mut().unwrap().tag.as_mut().unwrap()
+}
+
+#[test]
+fn scenarios() {
+    let desired = desired();
+    let converged = converged_observation(&desired);
+    let mut text = String::new();
+    let mut scenario = |name: &str, observed: &ObservedGuest, resolution: Resolution| {
+        text.push_str(&format!(
+            "## {name}\n{}\n",
+            planned(&desired, observed, resolution)
+        ));
+    };
+    let none = Resolution::default();
+    let force = Resolution {
+        force: true,
+        destroy_data: false,
+    };
+    let destroy = Resolution {
+        force: false,
+        destroy_data: true,
+    };
+
+    scenario("nothing there yet", &ObservedGuest::nothing(), none);
+    scenario("converged", &converged, none);
+
+    let mut boot = converged.clone();
+    tag_mut(&mut boot).boot_fingerprint = "0ldb00t".into();
+    scenario(
+        "boot inputs changed: root disk replaced, data kept",
+        &boot,
+        none,
+    );
+
+    let mut shape = converged.clone();
+    tag_mut(&mut shape).shape_fingerprint = "0ld5hape".into();
+    scenario("shape changed: redefined and restarted", &shape, none);
+
+    let mut payload = converged.clone();
+    tag_mut(&mut payload).payload_digest = Some("0ldpay1oad".into());
+    scenario("payload changed: finished again", &payload, none);
+
+    let mut stopped = converged.clone();
+    stopped.domain.as_mut().unwrap().running = false;
+    scenario("stopped by hand: started again", &stopped, none);
+
+    let mut interrupted = converged.clone();
+    tag_mut(&mut interrupted).payload_digest = None;
+    interrupted.domain.as_mut().unwrap().running = false;
+    interrupted.domain.as_mut().unwrap().autostart = false;
+    interrupted.root_volume = None;
+    interrupted.seed_volume = Some(ObservedVolume {
+        capacity: Bytes(100),
+        sha256: Some("ha1f".into()),
+    });
+    interrupted.base_image_present = false;
+    interrupted.partial_base_image_present = true;
+    scenario("interrupted during the seed upload", &interrupted, none);
+
+    let mut foreign = converged.clone();
+    foreign.domain.as_mut().unwrap().tag = None;
+    scenario("foreign domain", &foreign, none);
+    scenario("foreign domain, --force", &foreign, force);
+
+    let mut leftovers = ObservedGuest::nothing();
+    leftovers.root_volume = Some(ObservedVolume {
+        capacity: Bytes::from_gib(10),
+        sha256: None,
+    });
+    leftovers.data_volume = Some(ObservedVolume {
+        capacity: Bytes::from_gib(20),
+        sha256: None,
+    });
+    scenario("volumes without a domain", &leftovers, none);
+    scenario("volumes without a domain, --force", &leftovers, force);
+    scenario(
+        "volumes without a domain, --destroy-data",
+        &leftovers,
+        destroy,
+    );
+
+    let mut small = converged.clone();
+    small.data_volume = Some(ObservedVolume {
+        capacity: Bytes::from_gib(5),
+        sha256: None,
+    });
+    scenario("data volume too small", &small, none);
+    scenario("data volume too small, --destroy-data", &small, destroy);
+
+    insta::assert_snapshot!(text);
+}
+
+/// What the hypervisor looks like after `plan` ran to the end.
+fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) -> ObservedGuest {
+    for action in &plan.actions {
+        match action {
+            Action::DefinePool { .. } => observed.pool = PoolState::Inactive,
+            Action::StartPool { .. } => observed.pool = PoolState::Active,
+            Action::RemovePartialBaseImage { .. } => observed.partial_base_image_present = false,
+            Action::UploadBaseImage { .. } => observed.base_image_present = true,
+            Action::AdoptDomain { tag } => {
+                observed.domain.as_mut().unwrap().tag = Some(tag.clone())
+            }
+            Action::DefineDomain { tag, .. } => {
+                let (running, autostart) = observed
+                    .domain
+                    .as_ref()
+                    .map_or((false, false), |d| (d.running, d.autostart));
+                observed.domain = Some(ObservedDomain {
+                    tag: Some(tag.clone()),
+                    running,
+                    autostart,
+                });
+            }
+            Action::StopDomain => observed.domain.as_mut().unwrap().running = false,
+            Action::DeleteVolume { volume, .. } => {
+                if *volume == desired.root_volume.name {
+                    observed.root_volume = None;
+                } else if *volume == desired.seed_volume {
+                    observed.seed_volume = None;
+                } else {
+                    observed.data_volume = None;
+                }
+            }
+            Action::CreateDataVolume { capacity, .. } => {
+                observed.data_volume = Some(ObservedVolume {
+                    capacity: *capacity,
+                    sha256: None,
+                })
+            }
+            Action::CreateRootVolume { capacity, .. } => {
+                observed.root_volume = Some(ObservedVolume {
+                    capacity: *capacity,
+                    sha256: None,
+                })
+            }
+            Action::UploadSeed { sha256, .. } => {
+                observed.seed_volume = Some(ObservedVolume {
+                    capacity: Bytes(1),
+                    sha256: Some(sha256.clone()),
+                })
+            }
+            Action::SetAutostart => observed.domain.as_mut().unwrap().autostart = true,
+            Action::StartDomain => observed.domain.as_mut().unwrap().running = true,
+            Action::WaitForSsh => {}
+            Action::Finish { payload_digest } => {
+                tag_mut(&mut observed).payload_digest = Some(payload_digest.clone())
+            }
+        }
+    }
+    observed
+}
+
+fn any_observation() -> impl Strategy<Value = ObservedGuest> {
+    let digest = prop_oneof![
+        Just("b00tb00tb00tb00t".to_string()),
+        Just("other".to_string())
+    ];
+    let shape = prop_oneof![
+        Just("5hape5hape5hape5".to_string()),
+        Just("other".to_string())
+    ];
+    let payload = prop_oneof![
+        Just(None),
+        Just(Some("pay1oadpay1oad00".to_string())),
+        Just(Some("old".to_string()))
+    ];
+    let tag = proptest::option::of((digest, shape, payload).prop_map(
+        |(boot_fingerprint, shape_fingerprint, payload_digest)| GuestTag {
+            boot_fingerprint,
+            shape_fingerprint,
+            payload_digest,
+        },
+    ));
+    let domain = proptest::option::of((tag, any::<bool>(), any::<bool>()).prop_map(
+        |(tag, running, autostart)| ObservedDomain {
+            tag,
+            running,
+            autostart,
+        },
+    ));
+    let volume = |gib: u64| {
+        proptest::option::of(
+            prop_oneof![Just(gib), Just(gib / 2)].prop_map(|gib| ObservedVolume {
+                capacity: Bytes::from_gib(gib),
+                sha256: None,
+            }),
+        )
+    };
+    let seed = proptest::option::of(
+        prop_oneof![
+            Just("5eed5eed5eed5eed".to_string()),
+            Just("stale".to_string())
+        ]
+        .prop_map(|sha| ObservedVolume {
+            capacity: Bytes(1),
+            sha256: Some(sha),
+        }),
+    );
+    let pool = prop_oneof![
+        Just(PoolState::Absent),
+        Just(PoolState::Inactive),
+        Just(PoolState::Active)
+    ];
+    (
+        pool,
+        any::<bool>(),
+        any::<bool>(),
+        domain,
+        volume(10),
+        seed,
+        volume(20),
+    )
+        .prop_map(
+            |(
+                pool,
+                base_image_present,
+                partial_base_image_present,
+                domain,
+                root_volume,
+                seed_volume,
+                data_volume,
+            )| ObservedGuest {
+                pool,
+                base_image_present,
+                partial_base_image_present,
+                domain,
+                root_volume,
+                seed_volume,
+                data_volume,
+            },
+        )
+}
+
+fn any_resolution() -> impl Strategy<Value = Resolution> {
+    (any::<bool>(), any::<bool>()).prop_map(|(force, destroy_data)| Resolution {
+        force,
+        destroy_data,
+    })
+}
+
+proptest! {
+    /// Whatever is there, a plan keeps the invariants, and once it has run the next plan is
+    /// empty: one run converges.
+    #[test]
+    fn one_run_converges(observed in any_observation(), resolution in any_resolution()) {
+        let desired = desired();
+        if let Ok(plan) = plan(&desired, &observed, resolution) {
+            prop_assert!(check_plan(&plan, &desired, &observed, resolution).is_ok(), "{plan}");
+            let after = simulate(&desired, observed.clone(), &plan);
+            let again = super::plan(&desired, &after, Resolution::default()).expect("no conflict after a run");
+            prop_assert!(again.is_converged(), "after\n{plan}\nstill\n{again}");
+        }
+    }
+
+    /// Without --destroy-data, no plan deletes the data volume.
+    #[test]
+    fn data_survives_without_destroy_data(observed in any_observation(), force in any::<bool>()) {
+        let desired = desired();
+        let resolution = Resolution { force, destroy_data: false };
+        if let Ok(plan) = plan(&desired, &observed, resolution) {
+            let data = desired.data_volume.as_ref().unwrap().name.clone();
+            let deletes_data = plan.actions.iter().any(|action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data));
+            prop_assert!(!deletes_data, "{}", plan);
+        }
+    }
+
+    /// A plain run refuses exactly when something foreign or too small is there.
+    #[test]
+    fn plain_runs_refuse_foreign_resources(observed in any_observation()) {
+        let desired = desired();
+        let foreign_domain = observed.domain.as_ref().is_some_and(|domain| domain.tag.is_none());
+        let unclaimed_volumes = observed.domain.is_none() && (observed.root_volume.is_some() || observed.seed_volume.is_some() || observed.data_volume.is_some());
+        let small_data = observed.data_volume.as_ref().is_some_and(|volume| volume.capacity < Bytes::from_gib(20));
+        let refused = plan(&desired, &observed, Resolution::default()).is_err();
+        prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || small_data);
+    }
+}

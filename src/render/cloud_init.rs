@@ -1,0 +1,211 @@
+//! The three files of the cloud-init NoCloud seed: `user-data`, `meta-data`, `network-config`.
+//!
+//! The seed does only what has to happen before trog can reach the guest — its name, its
+//! network, the admin login with the guest's key, the packages the recipes need and where root's
+//! mail goes. Everything else is the payload's Makefile, run over SSH afterwards, so a change to
+//! a recipe's files does not force a new root disk.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+/// Everything the seed is made from, already validated by the configuration layer.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeedInput {
+    /// The guest's fully qualified name; its first label is the hostname.
+    pub fqdn: String,
+    pub hostname: String,
+    /// The login trog and the site's administrators use; it gets passwordless sudo.
+    pub admin_user: String,
+    /// Public keys allowed to log in as the admin user: the guest's own key (kept in the secret
+    /// store) first, then any the installation adds.
+    pub admin_authorized_keys: Vec<String>,
+    /// Further users, as cloud-init `users` entries (the site's `users.yaml`).
+    pub extra_users: Vec<Value>,
+    /// Packages for the guest's distribution, conflicts already removed.
+    pub packages: Vec<String>,
+    /// Where root's mail goes.
+    pub contact_email: String,
+    pub timezone: String,
+    /// The package mirror, when the installation has one.
+    pub apt_mirror: Option<String>,
+    /// The guest's interface MAC, so the network configuration matches the right device
+    /// whatever the kernel names it.
+    pub mac_address: String,
+    /// Static addresses (`192.0.2.10/24`); empty means DHCP.
+    pub addresses: Vec<String>,
+    pub gateway: Option<String>,
+    pub resolvers: Vec<String>,
+    pub search_domains: Vec<String>,
+}
+
+/// The rendered seed files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedFiles {
+    pub user_data: String,
+    pub meta_data: String,
+    pub network_config: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the cloud-init {file} as YAML")]
+pub struct CloudInitError {
+    pub file: &'static str,
+    #[source]
+    pub source: serde_saphyr::SerializeError,
+}
+
+impl crate::report::Diagnose for CloudInitError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Failure
+    }
+}
+
+fn to_yaml(file: &'static str, value: &Value) -> Result<String, CloudInitError> {
+    serde_saphyr::to_string(value).map_err(|source| CloudInitError { file, source })
+}
+
+/// Renders all three files. `instance_id` must change whenever the guest is rebuilt from a
+/// different seed, so cloud-init runs again instead of treating the disk as already set up.
+pub fn render_seed(input: &SeedInput, instance_id: &str) -> Result<SeedFiles, CloudInitError> {
+    let user_data = format!(
+        "#cloud-config\n{}",
+        to_yaml("user-data", &user_data(input))?
+    );
+    let meta_data = to_yaml(
+        "meta-data",
+        &json!({ "instance-id": instance_id, "local-hostname": input.hostname }),
+    )?;
+    let network_config = to_yaml("network-config", &network_config(input))?;
+    Ok(SeedFiles {
+        user_data,
+        meta_data,
+        network_config,
+    })
+}
+
+fn user_data(input: &SeedInput) -> Value {
+    let mut users = vec![json!({
+        "name": input.admin_user,
+        "groups": ["sudo"],
+        "shell": "/bin/bash",
+        "sudo": "ALL=(ALL) NOPASSWD:ALL",
+        "lock_passwd": true,
+        "ssh_authorized_keys": input.admin_authorized_keys,
+    })];
+    users.extend(input.extra_users.iter().cloned());
+
+    let mut document = Map::new();
+    document.insert("hostname".into(), json!(input.hostname));
+    document.insert("fqdn".into(), json!(input.fqdn));
+    document.insert("prefer_fqdn_over_hostname".into(), json!(true));
+    document.insert("manage_etc_hosts".into(), json!(true));
+    document.insert("timezone".into(), json!(input.timezone));
+    // Without this the default cloud user (`debian`, `ubuntu`) is created too: an account nobody
+    // configured, which is an account nobody watches.
+    document.insert("users".into(), Value::Array(users));
+    document.insert("disable_root".into(), json!(true));
+    document.insert("ssh_pwauth".into(), json!(false));
+    if let Some(mirror) = &input.apt_mirror {
+        document.insert(
+            "apt".into(),
+            json!({ "primary": [{ "arches": ["default"], "uri": mirror }] }),
+        );
+    }
+    if !input.packages.is_empty() {
+        document.insert("package_update".into(), json!(true));
+        document.insert("packages".into(), json!(input.packages));
+    }
+    // Root's mail is read by whoever `contact_email` names; any MTA a recipe installs uses it.
+    document.insert(
+        "write_files".into(),
+        json!([{
+            "path": "/etc/aliases",
+            "content": format!("root: {}\n", input.contact_email),
+            "permissions": "0644",
+            "owner": "root:root",
+        }]),
+    );
+    Value::Object(document)
+}
+
+fn network_config(input: &SeedInput) -> Value {
+    let mut ethernet = Map::new();
+    ethernet.insert("match".into(), json!({ "macaddress": input.mac_address }));
+    if input.addresses.is_empty() {
+        ethernet.insert("dhcp4".into(), json!(true));
+    } else {
+        ethernet.insert("dhcp4".into(), json!(false));
+        ethernet.insert("addresses".into(), json!(input.addresses));
+        if let Some(gateway) = &input.gateway {
+            ethernet.insert(
+                "routes".into(),
+                json!([{ "to": "default", "via": gateway }]),
+            );
+        }
+    }
+    if !input.resolvers.is_empty() || !input.search_domains.is_empty() {
+        let mut nameservers = Map::new();
+        if !input.resolvers.is_empty() {
+            nameservers.insert("addresses".into(), json!(input.resolvers));
+        }
+        if !input.search_domains.is_empty() {
+            nameservers.insert("search".into(), json!(input.search_domains));
+        }
+        ethernet.insert("nameservers".into(), Value::Object(nameservers));
+    }
+    json!({ "version": 2, "ethernets": { "primary": Value::Object(ethernet) } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> SeedInput {
+        SeedInput {
+            fqdn: "www.example.test".into(),
+            hostname: "www".into(),
+            admin_user: "someadmin".into(),
+            admin_authorized_keys: vec![
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample trog@www.example.test".into(),
+            ],
+            extra_users: vec![json!({"name": "alice", "groups": ["www-data"]})],
+            packages: vec!["nginx".into(), "curl".into()],
+            contact_email: "ops@example.test".into(),
+            timezone: "Etc/UTC".into(),
+            apt_mirror: Some("http://mirror.example.test/debian".into()),
+            mac_address: "52:54:00:12:34:56".into(),
+            addresses: vec!["192.0.2.10/24".into()],
+            gateway: Some("192.0.2.1".into()),
+            resolvers: vec!["192.0.2.1".into()],
+            search_domains: vec!["example.test".into()],
+        }
+    }
+
+    #[test]
+    fn static_guest_seed() {
+        let files = render_seed(&example(), "trog-www.example.test-0123abcd").unwrap();
+        insta::assert_snapshot!("static_user_data", files.user_data);
+        insta::assert_snapshot!("static_meta_data", files.meta_data);
+        insta::assert_snapshot!("static_network_config", files.network_config);
+    }
+
+    #[test]
+    fn dhcp_guest_has_no_addresses_and_no_mirror() {
+        let mut input = example();
+        input.addresses.clear();
+        input.gateway = None;
+        input.resolvers.clear();
+        input.search_domains.clear();
+        input.apt_mirror = None;
+        input.packages.clear();
+        let files = render_seed(&input, "id").unwrap();
+        assert!(
+            files.network_config.contains("dhcp4: true"),
+            "{}",
+            files.network_config
+        );
+        assert!(!files.network_config.contains("addresses"));
+        assert!(!files.user_data.contains("apt:"));
+        assert!(!files.user_data.contains("packages"));
+    }
+}

@@ -1,0 +1,475 @@
+//! The libvirt domain XML of a guest, rendered from `templates/domain.xml.j2`.
+//!
+//! [`DomainSpec`] holds every decision in typed values; [`domain_context`] turns it into the
+//! flat values the template prints, so the template holds layout and no policy. Every printed
+//! value is XML-escaped by the environment's formatter (even one a template marks `safe`), and
+//! a value no XML 1.0 document can carry (a control character) fails the render.
+//!
+//! The shape of every guest, and why:
+//! - machine `q35`, so BIOS and UEFI guests share one device layout;
+//! - the seed ISO is a read-only cdrom on a virtio-scsi controller, because cloud kernels ship
+//!   virtio drivers but no AHCI;
+//! - serial port 0 is a pty (for `virsh console`) whose output libvirt also appends to a log
+//!   file (`<log append='on'>`): the log survives restarts and snapshot reverts, and a timeout
+//!   can quote the guest's last lines;
+//! - a qemu guest agent channel (addresses without a lease), a virtio RNG (entropy for the SSH
+//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots.
+
+use crate::exit_status::ExitStatus;
+use crate::model::hypervisor::DomainType;
+use crate::model::names::DomainName;
+use crate::model::units::MiB;
+use crate::plan::GuestTag;
+use crate::report::Diagnose;
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// The template trog ships; an installation may pass its own text instead.
+pub const DEFAULT_DOMAIN_TEMPLATE: &str = include_str!("../../templates/domain.xml.j2");
+
+pub mod metadata;
+use metadata::{OWNER, TAG_NAMESPACE, TAG_PREFIX};
+
+/// The CPU a guest is given, as `cpu_mode` declares it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum CpuMode {
+    /// The hypervisor's own CPU, every feature included (the default: software that probes for
+    /// vector extensions finds them).
+    #[default]
+    HostPassthrough,
+    /// A named model close to the host's, so the guest can move to a similar hypervisor.
+    HostModel,
+    /// A qemu CPU model by name (`Skylake-Client`, `EPYC`, `qemu64`).
+    Named(String),
+}
+
+impl CpuMode {
+    pub fn parse(text: &str) -> Result<CpuMode, DomainXmlError> {
+        match text {
+            "host-passthrough" => Ok(CpuMode::HostPassthrough),
+            "host-model" => Ok(CpuMode::HostModel),
+            model
+                if !model.is_empty()
+                    && model
+                        .bytes()
+                        .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte)) =>
+            {
+                Ok(CpuMode::Named(model.to_string()))
+            }
+            other => Err(DomainXmlError::CpuMode {
+                value: other.to_string(),
+            }),
+        }
+    }
+
+    /// The spelling `cpu_mode` uses.
+    pub fn as_declared(&self) -> &str {
+        match self {
+            CpuMode::HostPassthrough => "host-passthrough",
+            CpuMode::HostModel => "host-model",
+            CpuMode::Named(model) => model,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Firmware {
+    /// SeaBIOS booting GRUB from the disk's MBR, as cloud images expect by default.
+    #[default]
+    Bios,
+    /// OVMF chosen by libvirt's firmware auto-selection, without secure boot. Its NVRAM file
+    /// must be removed with the domain (`undefine` with the NVRAM flag).
+    Uefi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFormat {
+    Qcow2,
+    Raw,
+}
+
+impl DiskFormat {
+    fn as_str(self) -> &'static str {
+        match self {
+            DiskFormat::Qcow2 => "qcow2",
+            DiskFormat::Raw => "raw",
+        }
+    }
+}
+
+/// qemu's host page cache use for a disk; `None` in [`DiskSpec::cache`] keeps libvirt's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskCache {
+    /// O_DIRECT: no double caching; needs a filesystem that supports it (not tmpfs).
+    None,
+    Writeback,
+    Writethrough,
+    Directsync,
+    /// Ignores flushes; for throwaway guests only.
+    Unsafe,
+}
+
+impl DiskCache {
+    fn as_str(self) -> &'static str {
+        match self {
+            DiskCache::None => "none",
+            DiskCache::Writeback => "writeback",
+            DiskCache::Writethrough => "writethrough",
+            DiskCache::Directsync => "directsync",
+            DiskCache::Unsafe => "unsafe",
+        }
+    }
+}
+
+/// A disk on the virtio bus, backed by a volume of a storage pool. Disks name their volume, not
+/// a path: libvirt resolves it when the guest starts, so the XML is right whatever directory
+/// the pool actually has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskSpec {
+    pub pool: String,
+    pub volume: String,
+    pub format: DiskFormat,
+    pub cache: Option<DiskCache>,
+    /// Pass the guest's TRIM through, so a qcow2 volume shrinks back when files are deleted.
+    pub discard_unmap: bool,
+}
+
+impl DiskSpec {
+    /// A qcow2 volume with trog's usual knobs: libvirt's default cache, discard passed through.
+    pub fn qcow2(pool: impl Into<String>, volume: impl Into<String>) -> DiskSpec {
+        DiskSpec {
+            pool: pool.into(),
+            volume: volume.into(),
+            format: DiskFormat::Qcow2,
+            cache: None,
+            discard_unmap: true,
+        }
+    }
+}
+
+/// What the guest's one network interface is plugged into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkAttachment {
+    /// A libvirt network by name (`default`: NAT, leases visible to libvirt).
+    Network(String),
+    /// A bridge device of the hypervisor (`br0`): the guest sits on the host's LAN.
+    Bridge(String),
+}
+
+/// A MAC address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MacAddress(pub [u8; 6]);
+
+impl fmt::Display for MacAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b, c, d, e, g] = self.0;
+        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+    }
+}
+
+/// qemu's locally administered unicast prefix, which libvirt also uses for the MACs it makes up.
+const MAC_PREFIX: [u8; 3] = [0x52, 0x54, 0x00];
+
+/// The MAC address of `domain`, derived from its name: the same guest gets the same address on
+/// every run and every hypervisor, so its DHCP lease and any firewall rule keyed on it survive a
+/// rebuild, and two guests get different addresses unless their names collide in 24 bits.
+///
+/// Collisions: with 24 bits, two of 100 guests on one network share an address with a chance of
+/// about 3 in 10,000, and a guest whose MAC libvirt made up can collide too. So the planner, which
+/// sees the MACs of the hypervisor's other domains, asks for `attempt` 0 first and on a clash
+/// takes the next attempt until the address is free. An existing trog domain keeps the MAC it
+/// was defined with (the planner reads it back rather than recomputing it), so a later newcomer
+/// never moves an older guest's address.
+pub fn mac_address_for(domain: &DomainName, attempt: u32) -> MacAddress {
+    let mut hasher = Sha256::new();
+    hasher.update(b"trog-mac-v1\0");
+    hasher.update(domain.as_str().as_bytes());
+    if attempt > 0 {
+        hasher.update(format!("\0{attempt}").as_bytes());
+    }
+    let digest = hasher.finalize();
+    let [a, b, c] = MAC_PREFIX;
+    MacAddress([a, b, c, digest[0], digest[1], digest[2]])
+}
+
+/// Everything the domain XML says about a guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DomainSpec {
+    /// The libvirt domain name: the guest's fqdn.
+    pub name: DomainName,
+    pub uuid: uuid::Uuid,
+    pub memory: MiB,
+    pub vcpus: u32,
+    /// From the hypervisor block: `kvm`, or `qemu` (TCG) where KVM does not work.
+    pub domain_type: DomainType,
+    pub cpu_mode: CpuMode,
+    pub firmware: Firmware,
+    /// The root disk (`vda`), a qcow2 overlay on the base image.
+    pub root_disk: DiskSpec,
+    /// A data volume that outlives the root disk (`vdb`).
+    pub data_disk: Option<DiskSpec>,
+    /// The seed ISO volume (in the root disk's pool), attached read-only as a SCSI cdrom.
+    pub seed_volume: String,
+    pub mac_address: MacAddress,
+    pub network: NetworkAttachment,
+    /// The file on the hypervisor the serial console is copied to (appended, never truncated).
+    pub serial_log_path: String,
+    /// An emulated TPM 2.0 (swtpm); only when the hypervisor has a real TPM to protect its state.
+    pub tpm: bool,
+    /// The cgroup partition (`/machine/NAME`) from the hypervisor block.
+    pub partition: Option<String>,
+    /// trog's tag, recorded in the domain's `<metadata>`.
+    pub tag: GuestTag,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DomainXmlError {
+    #[error(
+        "`{value}` is not a cpu_mode: use host-passthrough, host-model or a qemu CPU model name"
+    )]
+    CpuMode { value: String },
+    #[error("could not render the domain XML template")]
+    Template {
+        #[source]
+        source: minijinja::Error,
+    },
+}
+
+impl Diagnose for DomainXmlError {
+    fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Configuration
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            DomainXmlError::CpuMode { .. } => "`virsh cpu-models x86_64` lists the model names".to_string(),
+            DomainXmlError::Template { .. } => {
+                "check templates/domain.xml.j2 and the value named above (control characters cannot be written into XML)"
+                    .to_string()
+            }
+        })
+    }
+}
+
+/// The `<cpu>` element's mode and model.
+///
+/// Under TCG (`domain_type` qemu) there is no host CPU to pass through: qemu refuses
+/// `-cpu host` without KVM, and a host model may name features TCG cannot emulate. The guest
+/// gets libvirt's `maximum` mode instead (`-cpu max`: every feature TCG emulates), the nearest
+/// thing to passthrough; `qemu64` would lack the x86-64-v2 features some distributions require.
+/// A named model is honoured under both types.
+fn cpu_context(domain_type: DomainType, cpu_mode: &CpuMode) -> (&'static str, Option<String>) {
+    match (domain_type, cpu_mode) {
+        (_, CpuMode::Named(model)) => ("custom", Some(model.clone())),
+        (DomainType::Kvm, CpuMode::HostPassthrough) => ("host-passthrough", None),
+        (DomainType::Kvm, CpuMode::HostModel) => ("host-model", None),
+        (DomainType::Qemu, CpuMode::HostPassthrough | CpuMode::HostModel) => ("maximum", None),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct DiskContext {
+    pool: String,
+    volume: String,
+    format: &'static str,
+    cache: Option<&'static str>,
+    discard: Option<&'static str>,
+}
+
+fn disk_context(disk: &DiskSpec) -> DiskContext {
+    DiskContext {
+        pool: disk.pool.clone(),
+        volume: disk.volume.clone(),
+        format: disk.format.as_str(),
+        cache: disk.cache.map(DiskCache::as_str),
+        discard: disk.discard_unmap.then_some("unmap"),
+    }
+}
+
+/// The values the template prints: strings and numbers, every decision already taken.
+#[derive(Debug, Serialize)]
+pub struct DomainContext {
+    domain_type: &'static str,
+    name: String,
+    uuid: String,
+    memory_mib: u64,
+    vcpus: u32,
+    cpu_mode: &'static str,
+    cpu_model: Option<String>,
+    uefi: bool,
+    partition: Option<String>,
+    root_disk: DiskContext,
+    data_disk: Option<DiskContext>,
+    seed_pool: String,
+    seed_volume: String,
+    mac_address: String,
+    network_kind: &'static str,
+    network_source: String,
+    serial_log_path: String,
+    tpm: bool,
+    metadata_namespace: &'static str,
+    metadata_prefix: &'static str,
+    owner: &'static str,
+    boot_fingerprint: String,
+    shape_fingerprint: String,
+    payload_digest: String,
+}
+
+pub fn domain_context(spec: &DomainSpec) -> DomainContext {
+    let (cpu_mode, cpu_model) = cpu_context(spec.domain_type, &spec.cpu_mode);
+    let (network_kind, network_source) = match &spec.network {
+        NetworkAttachment::Network(name) => ("network", name.clone()),
+        NetworkAttachment::Bridge(bridge) => ("bridge", bridge.clone()),
+    };
+    DomainContext {
+        domain_type: spec.domain_type.as_str(),
+        name: spec.name.as_str().to_string(),
+        uuid: spec.uuid.hyphenated().to_string(),
+        memory_mib: spec.memory.0,
+        vcpus: spec.vcpus,
+        cpu_mode,
+        cpu_model,
+        uefi: spec.firmware == Firmware::Uefi,
+        partition: spec.partition.clone(),
+        root_disk: disk_context(&spec.root_disk),
+        data_disk: spec.data_disk.as_ref().map(disk_context),
+        seed_pool: spec.root_disk.pool.clone(),
+        seed_volume: spec.seed_volume.clone(),
+        mac_address: spec.mac_address.to_string(),
+        network_kind,
+        network_source,
+        serial_log_path: spec.serial_log_path.clone(),
+        tpm: spec.tpm,
+        metadata_namespace: TAG_NAMESPACE,
+        metadata_prefix: TAG_PREFIX,
+        owner: OWNER,
+        boot_fingerprint: spec.tag.boot_fingerprint.clone(),
+        shape_fingerprint: spec.tag.shape_fingerprint.clone(),
+        payload_digest: spec.tag.payload_digest.clone().unwrap_or_default(),
+    }
+}
+
+/// Escapes `text` for XML element content and attribute values (either quote). Tabs and line
+/// breaks become character references, which attribute normalisation would otherwise turn into
+/// spaces; other control characters cannot appear in XML 1.0 at all and are refused.
+fn escape_xml(text: &str) -> Result<String, minijinja::Error> {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&apos;"),
+            '\t' => escaped.push_str("&#9;"),
+            '\n' => escaped.push_str("&#10;"),
+            '\r' => escaped.push_str("&#13;"),
+            control if control.is_control() => {
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    format!("the value {text:?} holds a control character, which XML cannot carry"),
+                ))
+            }
+            other => escaped.push(other),
+        }
+    }
+    Ok(escaped)
+}
+
+/// The environment the domain template renders in: undefined names are errors, the final
+/// newline is kept, and every printed value goes through [`escape_xml`]. A `none` printed is a
+/// template mistake (an optional value used outside its `{% if %}`), so it is an error too.
+fn domain_environment() -> Environment<'static> {
+    let mut environment = Environment::new();
+    environment.set_undefined_behavior(UndefinedBehavior::Strict);
+    let syntax = SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+        .expect("the default delimiters are valid");
+    environment.set_syntax(syntax);
+    environment.set_formatter(|output, _state, value| {
+        if value.is_none() || value.is_undefined() {
+            return Err(minijinja::Error::new(
+                minijinja::ErrorKind::UndefinedError,
+                "the template printed a missing value; wrap it in `{% if %}`",
+            ));
+        }
+        let escaped = escape_xml(&value.to_string())?;
+        output.write_str(&escaped).map_err(|_| {
+            minijinja::Error::new(
+                minijinja::ErrorKind::WriteFailure,
+                "could not write the domain XML",
+            )
+        })
+    });
+    environment
+}
+
+/// Renders `spec` with the template `template_text` (usually [`DEFAULT_DOMAIN_TEMPLATE`]).
+pub fn render_domain_xml(spec: &DomainSpec, template_text: &str) -> Result<String, DomainXmlError> {
+    let environment = domain_environment();
+    let template = environment
+        .template_from_named_str("domain.xml.j2", template_text)
+        .map_err(|source| DomainXmlError::Template { source })?;
+    template
+        .render(minijinja::value::Serde(domain_context(spec)))
+        .map_err(|source| DomainXmlError::Template { source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_modes_parse_and_spell_back() {
+        for text in ["host-passthrough", "host-model", "Skylake-Client", "qemu64"] {
+            assert_eq!(CpuMode::parse(text).unwrap().as_declared(), text);
+        }
+        for text in ["", "host passthrough", "<model>", "Skylake'"] {
+            assert!(CpuMode::parse(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn tcg_never_gets_a_host_cpu() {
+        for mode in [CpuMode::HostPassthrough, CpuMode::HostModel] {
+            assert_eq!(cpu_context(DomainType::Qemu, &mode), ("maximum", None));
+        }
+        assert_eq!(
+            cpu_context(DomainType::Kvm, &CpuMode::HostPassthrough),
+            ("host-passthrough", None)
+        );
+        assert_eq!(
+            cpu_context(DomainType::Qemu, &CpuMode::Named("qemu64".into())),
+            ("custom", Some("qemu64".to_string()))
+        );
+    }
+
+    #[test]
+    fn mac_addresses_are_stable_local_and_differ_per_name_and_attempt() {
+        let web = DomainName::parse("web.example.test").unwrap();
+        let db = DomainName::parse("db.example.test").unwrap();
+        assert_eq!(mac_address_for(&web, 0), mac_address_for(&web, 0));
+        assert_ne!(mac_address_for(&web, 0), mac_address_for(&db, 0));
+        assert_ne!(mac_address_for(&web, 0), mac_address_for(&web, 1));
+        assert!(mac_address_for(&web, 0)
+            .to_string()
+            .starts_with("52:54:00:"));
+        // Pinned: a change would move every guest's address and lease.
+        insta::assert_snapshot!(mac_address_for(&web, 0).to_string(), @"52:54:00:59:e0:e9");
+    }
+
+    #[test]
+    fn escaping_covers_markup_quotes_and_line_breaks_and_refuses_control_characters() {
+        assert_eq!(
+            escape_xml("a&b<c>d\"e'f\tg\nh").unwrap(),
+            "a&amp;b&lt;c&gt;d&quot;e&apos;f&#9;g&#10;h"
+        );
+        assert!(escape_xml("bell\u{7}").is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! Rendering every recipe's files: the template, and its path, owner and group on the guest
+//! (each a template too), into bytes ready for the payload.
+//!
+//! Pure: the template sources were read by the loader. Secret references in the recipes' args
+//! must have been replaced by the caller before rendering; what is passed in is what is written.
+
+use crate::cookbook::resolve::ResolvedRecipes;
+use crate::model::names::RecipeName;
+use crate::render::templates::{render_template, template_context, GuestFacts, RecipeRenderError};
+use minijinja::Environment;
+
+/// Where rendered files sit inside the payload: `files/` followed by the guest path.
+pub const PAYLOAD_FILES_DIR: &str = "files";
+
+/// One file for the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedFile {
+    pub recipe: RecipeName,
+    /// Absolute path on the guest.
+    pub guest_path: String,
+    /// Octal permission bits, as written in the manifest (`0644`).
+    pub mode: String,
+    pub owner: String,
+    pub group: String,
+    pub contents: Vec<u8>,
+}
+
+impl RenderedFile {
+    /// Its path inside the payload, relative to the payload's root (`files/etc/…`).
+    pub fn payload_path(&self) -> String {
+        format!("{PAYLOAD_FILES_DIR}{}", self.guest_path)
+    }
+}
+
+/// Renders the files of every recipe, in recipe order then manifest order.
+pub fn render_files(
+    environment: &Environment<'static>,
+    guest: &GuestFacts,
+    resolved: &ResolvedRecipes,
+) -> Result<Vec<RenderedFile>, RecipeRenderError> {
+    let mut rendered: Vec<RenderedFile> = Vec::new();
+    for each in &resolved.recipes {
+        let context = template_context(guest, resolved, &each.name);
+        for spec in &each.recipe.manifest.files {
+            let render = |what: String, source: &str| {
+                render_template(environment, &each.name, &what, source, &context)
+            };
+            let contents = render(spec.template.clone(), each.recipe.source(&spec.template))?;
+            let guest_path = render(format!("{} path", spec.template), &spec.path)?
+                .trim()
+                .to_string();
+            check_guest_path(&each.name, &spec.template, &guest_path)?;
+            let owner = render(format!("{} owner", spec.template), &spec.owner)?
+                .trim()
+                .to_string();
+            let group = match &spec.group {
+                Some(group) => render(format!("{} group", spec.template), group)?
+                    .trim()
+                    .to_string(),
+                None => owner.clone(),
+            };
+            if let Some(earlier) = rendered.iter().find(|file| file.guest_path == guest_path) {
+                return Err(RecipeRenderError::SamePath {
+                    path: guest_path,
+                    first: earlier.recipe.clone(),
+                    second: each.name.clone(),
+                });
+            }
+            rendered.push(RenderedFile {
+                recipe: each.name.clone(),
+                guest_path,
+                mode: spec.mode.clone(),
+                owner,
+                group,
+                contents: contents.into_bytes(),
+            });
+        }
+    }
+    Ok(rendered)
+}
+
+fn check_guest_path(
+    recipe: &RecipeName,
+    template: &str,
+    path: &str,
+) -> Result<(), RecipeRenderError> {
+    let refuse = |why| {
+        Err(RecipeRenderError::GuestPath {
+            recipe: recipe.clone(),
+            template: template.to_string(),
+            path: path.to_string(),
+            why,
+        })
+    };
+    if !path.starts_with('/') {
+        return refuse("is not absolute");
+    }
+    if path.ends_with('/') {
+        return refuse("names a directory, not a file");
+    }
+    if path[1..]
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return refuse("has an empty, `.` or `..` part");
+    }
+    if path.contains(['\n', '\\']) {
+        return refuse("holds a newline or backslash");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cookbook::load::Cookbook;
+    use crate::cookbook::resolve::{resolve_recipes, GuestRecipes};
+    use crate::cookbook::test_support::{name, recipe, DEBIAN, VM};
+    use crate::model::names::DomainName;
+    use crate::render::templates::template_environment;
+    use serde_json::{json, Value};
+
+    const SITE: &str = r#"
+description: A site
+kind: guest
+args:
+  type: object
+  properties:
+    port: {type: integer, default: 8080}
+files:
+  - {template: site.conf.j2, path: "/etc/site/{{ domain }}.conf", mode: "0640", owner: "{{ global.admin_user }}", group: www-data}
+  - {template: motd.j2, path: /etc/motd}
+"#;
+
+    fn resolved(site_manifest: &str, sources: &[(&str, &str)]) -> ResolvedRecipes {
+        let cookbook = Cookbook::from_recipes([
+            recipe("debian", DEBIAN, &[]),
+            recipe("vm", VM, &[]),
+            recipe("site", site_manifest, sources),
+        ])
+        .unwrap();
+        let guest = GuestRecipes {
+            recipes: [(name("site"), json!({}))].into_iter().collect(),
+            distro: "debian".into(),
+            release: None,
+            distro_args: Value::Null,
+            machine_args: Value::Null,
+        };
+        resolve_recipes(&cookbook, &guest).unwrap()
+    }
+
+    fn facts() -> GuestFacts {
+        GuestFacts {
+            domain: DomainName::parse("www.example.test").unwrap(),
+            global: json!({"admin_user": "ops"}),
+        }
+    }
+
+    const SOURCES: &[(&str, &str)] = &[
+        (
+            "site.conf.j2",
+            "listen {{ args.port }}; # {{ hostname }} on {{ distro }} {{ release }}\n",
+        ),
+        ("motd.j2", "{{ recipes.vm.cpu_mode }}\n"),
+    ];
+
+    #[test]
+    fn files_render_with_templated_paths_and_owners() {
+        let files =
+            render_files(&template_environment(), &facts(), &resolved(SITE, SOURCES)).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0].guest_path, "/etc/site/www.example.test.conf");
+        assert_eq!(
+            files[0].payload_path(),
+            "files/etc/site/www.example.test.conf"
+        );
+        assert_eq!(
+            (
+                files[0].mode.as_str(),
+                files[0].owner.as_str(),
+                files[0].group.as_str()
+            ),
+            ("0640", "ops", "www-data")
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&files[0].contents),
+            "listen 8080; # www on debian bookworm\n"
+        );
+        assert_eq!(
+            (
+                files[1].owner.as_str(),
+                files[1].group.as_str(),
+                files[1].mode.as_str()
+            ),
+            ("root", "root", "0644")
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&files[1].contents),
+            "host-passthrough\n"
+        );
+    }
+
+    #[test]
+    fn undefined_names_are_errors_naming_the_template() {
+        let sources = [("site.conf.j2", "{{ args.nope }}"), ("motd.j2", "")];
+        let error =
+            render_files(&template_environment(), &facts(), &resolved(SITE, &sources)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cannot render site.conf.j2 of recipe `site`"
+        );
+        let RecipeRenderError::Template { source, .. } = &error else {
+            panic!()
+        };
+        assert!(source.to_string().contains("site/site.conf.j2"), "{source}");
+    }
+
+    #[test]
+    fn relative_or_climbing_paths_are_refused() {
+        for path in ["etc/x", "/etc/../x", "/etc//x", "/etc/"] {
+            let manifest = SITE.replace("/etc/motd", path);
+            let error = render_files(
+                &template_environment(),
+                &facts(),
+                &resolved(&manifest, SOURCES),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(error, RecipeRenderError::GuestPath { .. }),
+                "{path}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn two_files_on_one_path_are_refused() {
+        let manifest = SITE.replace("path: /etc/motd", "path: \"/etc/site/{{ domain }}.conf\"");
+        let error = render_files(
+            &template_environment(),
+            &facts(),
+            &resolved(&manifest, SOURCES),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, RecipeRenderError::SamePath { .. }),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! The provision fingerprint: what a guest was booted from, in one digest that trog records in the
+//! domain's metadata and compares on the next run.
+//!
+//! What is in it, and why:
+//! - the **root disk inputs**, whose change means "replace the root disk" (the data volume and
+//!   the address are kept): the base image's sha256, the distro and release (they pick the
+//!   recipes' packages and the seed's contents, and a release upgrade in place is not what a
+//!   changed declaration means), the seed ISO's sha256 (every cloud-init input: users, keys,
+//!   hostname, network; cloud-init applies most of it only on first boot, so a new seed needs a
+//!   new disk), and the root disk's size;
+//! - the **shape**, whose change means "redefine and restart": memory, vCPUs and the declared
+//!   `cpu_mode`.
+//!
+//! Both go into [`ProvisionFingerprint::value`], the digest a converged guest matches; the root
+//! disk part is also kept alone in [`ProvisionFingerprint::root_disk`], so that a planner seeing a
+//! different value can tell which kind of change it is from the recorded metadata alone.
+//!
+//! Not in it: the payload (the Makefile, files and site data). A payload change means "finish
+//! again" and has its own digest ([`super::payload::Payload::sha256_hex`]). The hypervisor, the
+//! placement, the MAC and paths are not declared boot inputs either.
+//!
+//! The encoding is canonical: a version line, then one `name:length:value` line per input in a
+//! fixed order, values in one spelling (lower-case hex digests without a `sha256:` prefix, sizes
+//! in bytes and MiB, distro lower-case). Changing the encoding changes every fingerprint, which
+//! would replace every guest's disk: bump [`FINGERPRINT_ENCODING_VERSION`] only on purpose.
+
+use crate::exit_status::ExitStatus;
+use crate::model::units::{Bytes, MiB};
+use crate::render::domain_xml::CpuMode;
+use crate::report::Diagnose;
+use sha2::{Digest, Sha256};
+
+/// The first line of the encoding; part of every fingerprint.
+pub const FINGERPRINT_ENCODING_VERSION: &str = "trog-provision-fingerprint-v1";
+
+/// The declared inputs a guest is booted from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootInputs {
+    /// The base image's sha256, as declared (`sha256:` prefix and upper case accepted).
+    pub image_sha256: String,
+    pub distro: String,
+    pub release: String,
+    /// The sha256 of the seed ISO's bytes ([`super::seed_iso::SeedIso::sha256_hex`]).
+    pub seed_iso_sha256: String,
+    pub memory: MiB,
+    pub vcpus: u32,
+    pub cpu_mode: CpuMode,
+    pub disk_size: Bytes,
+}
+
+/// Two sha256 digests in lower-case hex: the whole fingerprint, and its root disk part.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ProvisionFingerprint {
+    /// Over every boot input: equal means converged.
+    pub value: String,
+    /// Over the root disk inputs only: different means the root disk must be replaced.
+    pub root_disk: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FingerprintError {
+    #[error("the {what} `{value}` is not a sha256 digest (64 hexadecimal digits)")]
+    Digest { what: &'static str, value: String },
+    #[error("the {what} is empty")]
+    Empty { what: &'static str },
+}
+
+impl Diagnose for FingerprintError {
+    fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Configuration
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            FingerprintError::Digest { .. } => {
+                "write the image's sha256 as 64 hexadecimal digits, as `sha256sum` prints it"
+                    .to_string()
+            }
+            FingerprintError::Empty { what } => format!("set the guest's {what}"),
+        })
+    }
+}
+
+/// A sha256 digest in its one spelling: lower-case hex, no prefix.
+fn canonical_digest(what: &'static str, value: &str) -> Result<String, FingerprintError> {
+    let trimmed = value.trim();
+    let bare = trimmed.strip_prefix("sha256:").unwrap_or(trimmed);
+    if bare.len() != 64 || !bare.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(FingerprintError::Digest {
+            what,
+            value: value.to_string(),
+        });
+    }
+    Ok(bare.to_ascii_lowercase())
+}
+
+fn canonical_word(what: &'static str, value: &str) -> Result<String, FingerprintError> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(FingerprintError::Empty { what });
+    }
+    Ok(trimmed.to_string())
+}
+
+/// Appends one input; the length makes every encoding unambiguous whatever the values hold.
+fn push_field(encoding: &mut String, name: &str, value: &str) {
+    encoding.push_str(&format!("{name}:{}:{value}\n", value.len()));
+}
+
+/// The canonical encodings of the root disk inputs and of the shape.
+fn canonical_encodings(inputs: &BootInputs) -> Result<(String, String), FingerprintError> {
+    let mut root_disk = format!("{FINGERPRINT_ENCODING_VERSION}\n");
+    push_field(
+        &mut root_disk,
+        "image_sha256",
+        &canonical_digest("image sha256", &inputs.image_sha256)?,
+    );
+    push_field(
+        &mut root_disk,
+        "distro",
+        &canonical_word("distro", &inputs.distro)?.to_ascii_lowercase(),
+    );
+    push_field(
+        &mut root_disk,
+        "release",
+        &canonical_word("release", &inputs.release)?,
+    );
+    push_field(
+        &mut root_disk,
+        "seed_iso_sha256",
+        &canonical_digest("seed ISO sha256", &inputs.seed_iso_sha256)?,
+    );
+    push_field(
+        &mut root_disk,
+        "disk_size_bytes",
+        &inputs.disk_size.0.to_string(),
+    );
+
+    let mut shape = String::new();
+    push_field(&mut shape, "memory_mib", &inputs.memory.0.to_string());
+    push_field(&mut shape, "vcpus", &inputs.vcpus.to_string());
+    push_field(&mut shape, "cpu_mode", inputs.cpu_mode.as_declared());
+    Ok((root_disk, shape))
+}
+
+/// The fingerprint of `inputs`. Pure: the same inputs give the same fingerprint on any machine.
+pub fn provision_fingerprint(
+    inputs: &BootInputs,
+) -> Result<ProvisionFingerprint, FingerprintError> {
+    let (root_disk, shape) = canonical_encodings(inputs)?;
+    Ok(ProvisionFingerprint {
+        value: hex::encode(Sha256::digest(format!("{root_disk}{shape}").as_bytes())),
+        root_disk: hex::encode(Sha256::digest(root_disk.as_bytes())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> BootInputs {
+        BootInputs {
+            image_sha256: "a".repeat(64),
+            distro: "debian".to_string(),
+            release: "bookworm".to_string(),
+            seed_iso_sha256: "b".repeat(64),
+            memory: MiB(2048),
+            vcpus: 2,
+            cpu_mode: CpuMode::HostPassthrough,
+            disk_size: Bytes::from_gib(10),
+        }
+    }
+
+    fn fingerprint(inputs: &BootInputs) -> ProvisionFingerprint {
+        provision_fingerprint(inputs).unwrap()
+    }
+
+    #[test]
+    fn every_root_disk_input_changes_both_digests() {
+        let base = fingerprint(&inputs());
+        let changes: Vec<fn(&mut BootInputs)> = vec![
+            |i| i.image_sha256 = "c".repeat(64),
+            |i| i.distro = "ubuntu".to_string(),
+            |i| i.release = "trixie".to_string(),
+            |i| i.seed_iso_sha256 = "c".repeat(64),
+            |i| i.disk_size = Bytes::from_gib(11),
+        ];
+        for change in changes {
+            let mut changed = inputs();
+            change(&mut changed);
+            let other = fingerprint(&changed);
+            assert_ne!(other.value, base.value, "{changed:?}");
+            assert_ne!(other.root_disk, base.root_disk, "{changed:?}");
+        }
+    }
+
+    #[test]
+    fn every_shape_input_changes_the_value_but_not_the_root_disk_part() {
+        let base = fingerprint(&inputs());
+        let changes: Vec<fn(&mut BootInputs)> = vec![
+            |i| i.memory = MiB(4096),
+            |i| i.vcpus = 4,
+            |i| i.cpu_mode = CpuMode::HostModel,
+            |i| i.cpu_mode = CpuMode::Named("Skylake-Client".to_string()),
+        ];
+        for change in changes {
+            let mut changed = inputs();
+            change(&mut changed);
+            let other = fingerprint(&changed);
+            assert_ne!(other.value, base.value, "{changed:?}");
+            assert_eq!(other.root_disk, base.root_disk, "{changed:?}");
+        }
+    }
+
+    #[test]
+    fn spelling_of_the_same_inputs_does_not_matter() {
+        let base = fingerprint(&inputs());
+        let mut respelled = inputs();
+        respelled.image_sha256 = format!("sha256:{}", "A".repeat(64));
+        respelled.seed_iso_sha256 = format!(" {} ", "B".repeat(64));
+        respelled.distro = "Debian".to_string();
+        respelled.release = "bookworm\n".to_string();
+        assert_eq!(fingerprint(&respelled), base);
+    }
+
+    #[test]
+    fn values_cannot_run_into_each_other() {
+        // Without lengths, `release = "x\nseed…"` could imitate another field.
+        let mut sneaky = inputs();
+        sneaky.release = format!("bookworm\nseed_iso_sha256:64:{}", "b".repeat(64));
+        assert_ne!(fingerprint(&sneaky), fingerprint(&inputs()));
+    }
+
+    #[test]
+    fn the_encoding_is_pinned() {
+        // A change here changes every recorded fingerprint and replaces every guest's disk.
+        let root_disk_encoding = format!(
+            "trog-provision-fingerprint-v1\nimage_sha256:64:{}\ndistro:6:debian\nrelease:8:bookworm\n\
+             seed_iso_sha256:64:{}\ndisk_size_bytes:11:10737418240\n",
+            "a".repeat(64),
+            "b".repeat(64)
+        );
+        let shape_encoding = "memory_mib:4:2048\nvcpus:1:2\ncpu_mode:16:host-passthrough\n";
+        let expected = ProvisionFingerprint {
+            value: hex::encode(Sha256::digest(
+                format!("{root_disk_encoding}{shape_encoding}").as_bytes(),
+            )),
+            root_disk: hex::encode(Sha256::digest(root_disk_encoding.as_bytes())),
+        };
+        assert_eq!(fingerprint(&inputs()), expected);
+        insta::assert_snapshot!(fingerprint(&inputs()).value, @"86282bac4279b34ddc20440b2df19e4c88034916648316584a96c03698a1894a");
+    }
+
+    #[test]
+    fn malformed_digests_and_empty_words_are_refused() {
+        let mut short = inputs();
+        short.image_sha256 = "abc".to_string();
+        assert!(matches!(
+            provision_fingerprint(&short),
+            Err(FingerprintError::Digest {
+                what: "image sha256",
+                ..
+            })
+        ));
+        let mut empty = inputs();
+        empty.release = " ".to_string();
+        assert!(matches!(
+            provision_fingerprint(&empty),
+            Err(FingerprintError::Empty { what: "release" })
+        ));
+    }
+}

@@ -1,0 +1,175 @@
+//! The one template environment every rendering uses, and the context recipe templates see.
+//!
+//! Undefined values are errors (a misspelt `{{ args.rootpw }}` must not render as an empty
+//! password), and a template's final newline is kept (config files and Makefiles end in one).
+//! Nothing is auto-escaped: what is rendered is configuration, not HTML.
+
+use crate::cookbook::resolve::ResolvedRecipes;
+use crate::model::names::{DomainName, RecipeName};
+use indexmap::IndexMap;
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The template environment: strict about undefined values, keeps trailing newlines.
+pub fn template_environment() -> Environment<'static> {
+    let mut environment = Environment::new();
+    environment.set_undefined_behavior(UndefinedBehavior::Strict);
+    environment.set_auto_escape_callback(|_| AutoEscape::None);
+    let syntax = SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .build()
+        .expect("the default delimiters are valid");
+    environment.set_syntax(syntax);
+    environment
+}
+
+/// The guest facts the recipes do not hold: its name and its merged `_global` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuestFacts {
+    pub domain: DomainName,
+    /// `_base`'s `_global` with the domain's on top.
+    pub global: Value,
+}
+
+/// What a recipe's templates, fragment and test commands see.
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateContext {
+    /// The fully qualified domain name.
+    pub domain: String,
+    /// Its first label.
+    pub hostname: String,
+    /// The merged `_global` settings.
+    pub global: Value,
+    /// This recipe's effective arguments (schema defaults applied).
+    pub args: Value,
+    /// Every recipe's effective arguments, by name.
+    pub recipes: IndexMap<String, Value>,
+    pub distro: String,
+    pub release: String,
+    /// The packages the guest gets (the distro recipe's fragment installs them).
+    pub packages: Vec<String>,
+    /// The name of the recipe being rendered.
+    pub recipe: String,
+}
+
+/// The context for `recipe`, one of `resolved`'s recipes.
+pub fn template_context(
+    guest: &GuestFacts,
+    resolved: &ResolvedRecipes,
+    recipe: &RecipeName,
+) -> TemplateContext {
+    let recipes: IndexMap<String, Value> = resolved
+        .recipes
+        .iter()
+        .map(|each| (each.name.to_string(), each.args.value.clone()))
+        .collect();
+    TemplateContext {
+        domain: guest.domain.to_string(),
+        hostname: guest.domain.host_label().to_string(),
+        global: guest.global.clone(),
+        args: recipes.get(recipe.as_str()).cloned().unwrap_or(Value::Null),
+        recipes,
+        distro: resolved.distro.to_string(),
+        release: resolved.release.clone(),
+        packages: resolved.packages.clone(),
+        recipe: recipe.to_string(),
+    }
+}
+
+/// Why a recipe's templates could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RecipeRenderError {
+    #[error("cannot render {what} of recipe `{recipe}`")]
+    Template {
+        recipe: RecipeName,
+        what: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    #[error("recipe `{recipe}` puts {template} at `{path}`, which {why}")]
+    GuestPath {
+        recipe: RecipeName,
+        template: String,
+        path: String,
+        why: &'static str,
+    },
+    #[error("recipes `{first}` and `{second}` both write `{path}`")]
+    SamePath {
+        path: String,
+        first: RecipeName,
+        second: RecipeName,
+    },
+    #[error("recipe `{recipe}`: its Makefile fragment defines no target `{recipe}:`")]
+    MissingTarget { recipe: RecipeName },
+    #[error("recipe `{recipe}`: test `{test}` renders to more than one line")]
+    MultilineTest { recipe: RecipeName, test: String },
+}
+
+impl crate::report::Diagnose for RecipeRenderError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Configuration
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            RecipeRenderError::Template { recipe, .. } => format!(
+                "an undefined name usually means an argument the guest did not set and the schema gives no default for; `trog recipes {recipe}` shows them"
+            ),
+            RecipeRenderError::GuestPath { .. } => "make the path absolute, without `..` or empty parts".into(),
+            RecipeRenderError::SamePath { .. } => "only one recipe may own a file on the guest; change one path".into(),
+            RecipeRenderError::MissingTarget { recipe } => {
+                format!("add a rule `{recipe}:` to the fragment; the generated `all` target depends on it")
+            }
+            RecipeRenderError::MultilineTest { .. } => "keep test commands on one line".into(),
+        })
+    }
+}
+
+/// Renders one template source, naming it `recipe/what` in template errors.
+pub fn render_template(
+    environment: &Environment<'static>,
+    recipe: &RecipeName,
+    what: &str,
+    source: &str,
+    context: &TemplateContext,
+) -> Result<String, RecipeRenderError> {
+    let name = format!("{recipe}/{what}");
+    environment
+        .render_named_str(
+            &name,
+            source,
+            minijinja::Value::from(minijinja::value::Serde(context)),
+        )
+        .map_err(|source| RecipeRenderError::Template {
+            recipe: recipe.clone(),
+            what: what.to_string(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_is_strict_and_keeps_the_final_newline() {
+        let environment = template_environment();
+        assert_eq!(
+            environment
+                .render_str("a {{ x }}\n", minijinja::context! { x => "<b>" })
+                .unwrap(),
+            "a <b>\n"
+        );
+        assert!(environment
+            .render_str("{{ missing }}", minijinja::context! {})
+            .is_err());
+        assert!(environment
+            .render_str(
+                "{{ x.missing }}",
+                minijinja::context! { x => minijinja::context!{} }
+            )
+            .is_err());
+    }
+}

@@ -1,0 +1,231 @@
+use crate::oracle::{arg, run};
+use trog::model::hypervisor::DomainType;
+use trog::model::names::DomainName;
+use trog::model::units::MiB;
+use trog::plan::GuestTag;
+use trog::render::domain_xml::{
+    mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskCache, DiskSpec,
+    DomainSpec, Firmware, NetworkAttachment, DEFAULT_DOMAIN_TEMPLATE,
+};
+
+fn representative_guest() -> DomainSpec {
+    let name = DomainName::parse("web.example.test").unwrap();
+    DomainSpec {
+        mac_address: mac_address_for(&name, 0),
+        name,
+        uuid: uuid::Uuid::parse_str("6f1b0c1e-8d2a-4a44-9c55-0a4b1d2e3f40").unwrap(),
+        memory: MiB(2048),
+        vcpus: 2,
+        domain_type: DomainType::Kvm,
+        cpu_mode: CpuMode::HostPassthrough,
+        firmware: Firmware::Bios,
+        root_disk: DiskSpec::qcow2("trog", "web.example.test-root.qcow2"),
+        data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
+        seed_volume: "web.example.test-seed.iso".to_string(),
+        network: NetworkAttachment::Network("default".to_string()),
+        serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
+        tpm: false,
+        partition: None,
+        tag: GuestTag {
+            boot_fingerprint: "2".repeat(64),
+            shape_fingerprint: "1".repeat(64),
+            payload_digest: None,
+        },
+    }
+}
+
+/// Fails the test unless libvirt's schema accepts `xml` as a domain.
+fn assert_valid_domain(xml: &str) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("domain.xml");
+    std::fs::write(&path, xml).unwrap();
+    run("virt-xml-validate", &[arg(&path), "domain"]);
+}
+
+/// The value of `xpath` in `xml`, as an XML parser reads it (entities resolved).
+fn xpath_value(xml: &str, xpath: &str) -> String {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("domain.xml");
+    std::fs::write(&path, xml).unwrap();
+    let value = run(
+        "xmllint",
+        &["--xpath", &format!("string({xpath})"), arg(&path)],
+    );
+    value
+        .strip_suffix('\n')
+        .map(str::to_string)
+        .unwrap_or(value)
+}
+
+#[test]
+fn a_representative_guest_renders_as_expected() {
+    let xml = render_domain_xml(&representative_guest(), DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert!(xml.ends_with("</domain>\n"), "the final newline is kept");
+    insta::assert_snapshot!(xml);
+}
+
+#[test]
+fn libvirt_accepts_every_variant() {
+    let mut variants = Vec::new();
+    for firmware in [Firmware::Bios, Firmware::Uefi] {
+        for tpm in [false, true] {
+            for data_disk in [false, true] {
+                for bridge in [false, true] {
+                    for domain_type in [DomainType::Kvm, DomainType::Qemu] {
+                        let mut spec = representative_guest();
+                        spec.firmware = firmware;
+                        spec.tpm = tpm;
+                        spec.domain_type = domain_type;
+                        if !data_disk {
+                            spec.data_disk = None;
+                        }
+                        if bridge {
+                            spec.network = NetworkAttachment::Bridge("br0".to_string());
+                        }
+                        variants.push(spec);
+                    }
+                }
+            }
+        }
+    }
+    let mut knobs = representative_guest();
+    knobs.cpu_mode = CpuMode::Named("Skylake-Client".to_string());
+    knobs.partition = Some("/machine/runner".to_string());
+    knobs.root_disk.cache = Some(DiskCache::None);
+    knobs.root_disk.discard_unmap = false;
+    variants.push(knobs);
+    let mut host_model = representative_guest();
+    host_model.cpu_mode = CpuMode::HostModel;
+    variants.push(host_model);
+
+    for spec in &variants {
+        let xml = render_domain_xml(spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+        assert_valid_domain(&xml);
+    }
+}
+
+#[test]
+fn variants_say_what_they_ask_for() {
+    let mut spec = representative_guest();
+    spec.firmware = Firmware::Uefi;
+    spec.tpm = true;
+    spec.domain_type = DomainType::Qemu;
+    spec.data_disk = None;
+    spec.network = NetworkAttachment::Bridge("br0".to_string());
+    spec.partition = Some("/machine/runner".to_string());
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(xpath_value(&xml, "/domain/@type"), "qemu");
+    assert_eq!(xpath_value(&xml, "/domain/os/@firmware"), "efi");
+    assert_eq!(
+        xpath_value(&xml, "/domain/cpu/@mode"),
+        "maximum",
+        "TCG gets no host CPU"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/tpm/backend/@type"),
+        "emulator"
+    );
+    assert_eq!(
+        xpath_value(&xml, "count(/domain/devices/disk[@device='disk'])"),
+        "1"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/interface/source/@bridge"),
+        "br0"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/resource/partition"),
+        "/machine/runner"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/disk[@device='cdrom']/target/@bus"),
+        "scsi"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/controller[@type='scsi']/@model"),
+        "virtio-scsi"
+    );
+}
+
+#[test]
+fn the_metadata_is_in_trogs_namespace() {
+    let xml = render_domain_xml(&representative_guest(), DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    let guest = "/domain/metadata/*[local-name()='guest' and namespace-uri()='urn:x-trog:guest:1']";
+    assert_eq!(xpath_value(&xml, &format!("{guest}/@owner")), "trog");
+    assert_eq!(
+        xpath_value(&xml, &format!("{guest}/@domain")),
+        "web.example.test"
+    );
+    assert_eq!(xpath_value(&xml, &format!("{guest}/@boot")), "2".repeat(64));
+    assert_eq!(
+        xpath_value(&xml, &format!("{guest}/@shape")),
+        "1".repeat(64)
+    );
+    // trog reads back what it wrote.
+    let start = xml.find("<trog:guest").unwrap();
+    let end = start + xml[start..].find("/>").unwrap() + 2;
+    assert_eq!(
+        parse_tag(&xml[start..end]),
+        Some(representative_guest().tag)
+    );
+}
+
+#[test]
+fn hostile_values_are_escaped_and_read_back_unchanged() {
+    let hostile_volume = "it's & \"odd\" <x>root.qcow2";
+    let hostile_network = "net'/><interface type='ethernet'/><x a='";
+    let hostile_partition = "/machine/a&b</partition><evil/>";
+    let mut spec = representative_guest();
+    spec.root_disk.volume = hostile_volume.to_string();
+    spec.network = NetworkAttachment::Network(hostile_network.to_string());
+    spec.partition = Some(hostile_partition.to_string());
+    spec.serial_log_path = "/var/log/a\tb\nc.log".to_string();
+    // libvirt's schema refuses such a network name, but the document must still be the one
+    // intended: well-formed, one interface, every value read back as given.
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/disk[1]/source/@volume"),
+        hostile_volume
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/interface/source/@network"),
+        hostile_network
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/resource/partition"),
+        hostile_partition
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/serial/log/@file"),
+        "/var/log/a\tb\nc.log"
+    );
+    assert_eq!(xpath_value(&xml, "count(/domain/devices/interface)"), "1");
+    assert_eq!(xpath_value(&xml, "count(//evil)"), "0");
+
+    // Paths with quotes and ampersands are legitimate, and libvirt's schema takes them (but
+    // no line break in a path).
+    spec.serial_log_path = "/var/log/it's & <that>.log".to_string();
+    spec.network = NetworkAttachment::Network("default".to_string());
+    spec.partition = Some("/machine/runner".to_string());
+    assert_valid_domain(&render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap());
+}
+
+#[test]
+fn control_characters_fail_the_render() {
+    let mut spec = representative_guest();
+    spec.seed_volume = "seed\u{1b}[31m.iso".to_string();
+    let error = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap_err();
+    assert!(matches!(
+        error,
+        trog::render::domain_xml::DomainXmlError::Template { .. }
+    ));
+}
+
+#[test]
+fn a_template_naming_an_unknown_value_or_printing_a_missing_one_fails() {
+    let spec = representative_guest();
+    assert!(render_domain_xml(&spec, "<domain>{{ no_such_value }}</domain>\n").is_err());
+    let mut without_partition = spec.clone();
+    without_partition.partition = None;
+    assert!(render_domain_xml(&without_partition, "<domain>{{ partition }}</domain>\n").is_err());
+}

@@ -1,0 +1,197 @@
+//! The libvirt guest-resource steps against this machine's real libvirtd (`qemu:///system`):
+//! a pool in a temporary directory, a real qcow2 base image uploaded through a stream, an
+//! overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
+
+use sha2::{Digest, Sha256};
+use std::process::Command;
+use trog::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
+use trog::model::names::DomainName;
+use trog::model::units::Bytes;
+use trog::plan::{
+    self, resource_names, Action, DesiredGuest, DesiredVolume, PoolState, Resolution,
+};
+
+struct Cleanup {
+    connection: virt::connect::Connect,
+    domain: String,
+    pool: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Ok(domain) = self.connection.lookup_domain_by_name(&self.domain) {
+            let _ = domain.undefine();
+        }
+        if let Ok(pool) = self.connection.lookup_storage_pool_by_name(&self.pool) {
+            if let Ok(volumes) = pool.list_all_volumes(0) {
+                for volume in volumes {
+                    let _ = volume.delete(0);
+                }
+            }
+            let _ = pool.destroy();
+            let _ = pool.undefine();
+        }
+    }
+}
+
+fn minimal_domain_xml(name: &str, pool: &str, root: &str, seed: &str) -> String {
+    format!(
+        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>\
+         <os><type arch='x86_64'>hvm</type></os><devices>\
+         <disk type='volume' device='disk'><driver name='qemu' type='qcow2'/><source pool='{pool}' volume='{root}'/><target dev='vda' bus='virtio'/></disk>\
+         <disk type='volume' device='cdrom'><driver name='qemu' type='raw'/><source pool='{pool}' volume='{seed}'/><target dev='sda' bus='scsi'/><readonly/></disk>\
+         <controller type='scsi' model='virtio-scsi'/></devices></domain>"
+    )
+}
+
+#[test]
+fn plan_steps_converge_against_real_libvirt() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system"))
+        .expect("libvirtd runs (tests/services/start.sh)");
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let domain = DomainName::parse(&format!("steps-{unique}.test")).unwrap();
+    let pool_name = format!("trog-test-{unique}");
+    let _cleanup = Cleanup {
+        connection: virt::connect::Connect::open(Some("qemu:///system")).unwrap(),
+        domain: domain.to_string(),
+        pool: pool_name.clone(),
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let pool_path = scratch.path().join("pool");
+
+    let base = scratch.path().join("base.qcow2");
+    let status = Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&base)
+        .arg("64M")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let base_sha256 = hex::encode(Sha256::digest(std::fs::read(&base).unwrap()));
+    let seed_iso = b"not really an ISO, but bytes with a digest".to_vec();
+
+    let desired = DesiredGuest {
+        pool_name: pool_name.clone(),
+        pool_path: pool_path.display().to_string(),
+        base_image_volume: resource_names::base_image_volume(&base_sha256),
+        base_image_sha256: base_sha256.clone(),
+        base_image_source: format!("file://{}", base.display()),
+        root_volume: DesiredVolume {
+            name: resource_names::root_volume(&domain),
+            capacity: Bytes(128 * 1024 * 1024),
+        },
+        seed_volume: resource_names::seed_volume(&domain),
+        seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
+        data_volume: Some(DesiredVolume {
+            name: resource_names::data_volume(&domain),
+            capacity: Bytes(32 * 1024 * 1024),
+        }),
+        boot_fingerprint: "boot-1".into(),
+        shape_fingerprint: "shape-1".into(),
+        payload_digest: "payload-1".into(),
+        domain: domain.clone(),
+    };
+    let resources = GuestResources {
+        connection: &connection,
+        hypervisor: "localhost",
+        desired: &desired,
+    };
+    let xml = minimal_domain_xml(
+        domain.as_str(),
+        &pool_name,
+        &desired.root_volume.name,
+        &desired.seed_volume,
+    );
+    let artifacts = BuiltArtifacts {
+        domain_xml: &xml,
+        seed_iso: &seed_iso,
+        base_image_file: &base,
+    };
+
+    let observed = resources.observe().unwrap();
+    assert_eq!(observed.pool, PoolState::Absent);
+    let first = plan::plan(&desired, &observed, Resolution::default()).unwrap();
+    for action in &first.actions {
+        if matches!(
+            action,
+            Action::StartDomain | Action::WaitForSsh | Action::Finish { .. }
+        ) {
+            continue;
+        }
+        resources
+            .execute(action, &artifacts)
+            .unwrap_or_else(|error| panic!("{action}: {error:?}"));
+    }
+
+    let observed = resources.observe().unwrap();
+    assert_eq!(observed.pool, PoolState::Active);
+    assert!(observed.base_image_present);
+    assert!(
+        !observed.partial_base_image_present,
+        "the partial upload is removed once copied"
+    );
+    assert_eq!(
+        observed.seed_volume.as_ref().unwrap().sha256.as_deref(),
+        Some(desired.seed_sha256.as_str())
+    );
+    assert_eq!(
+        observed.root_volume.as_ref().unwrap().capacity,
+        desired.root_volume.capacity
+    );
+    let domain_seen = observed.domain.as_ref().unwrap();
+    assert_eq!(domain_seen.tag, Some(desired.tag_before_finish()));
+    assert!(domain_seen.autostart);
+
+    // The overlay really is a qcow2 over the uploaded base image.
+    let root_path = connection
+        .lookup_storage_pool_by_name(&pool_name)
+        .unwrap()
+        .lookup_storage_vol_by_name(&desired.root_volume.name)
+        .unwrap()
+        .path()
+        .unwrap();
+    let info = Command::new("qemu-img")
+        .args(["info", "--output=json", &root_path])
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["format"], "qcow2");
+    assert!(
+        info["backing-filename"]
+            .as_str()
+            .unwrap()
+            .ends_with(&desired.base_image_volume),
+        "{info}"
+    );
+
+    // What is left is what this test skipped: starting and finishing.
+    let second = plan::plan(&desired, &observed, Resolution::default()).unwrap();
+    let left: Vec<String> = second.actions.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        left,
+        [
+            "start the guest",
+            "wait for the guest's address and SSH",
+            "finish over SSH: payload payload-1, Makefile, tests"
+        ]
+    );
+
+    // A payload recorded after a finish is read back as part of the tag.
+    let finished = plan::GuestTag {
+        payload_digest: Some("payload-1".into()),
+        ..desired.tag_before_finish()
+    };
+    resources.record_tag(&finished).unwrap();
+    assert_eq!(
+        resources.observe().unwrap().domain.unwrap().tag,
+        Some(finished)
+    );
+}
