@@ -5,7 +5,9 @@
 //! the entry's title. Names are matched exactly (case and all), so a reference means one thing; a
 //! name containing `/` cannot be addressed. A reference adds the field after one more `/`:
 //! `secret:Databases/mariadb/Password` is the `Password` field of the entry titled `mariadb` in the
-//! group `Databases`. `secret:mariadb/Password` addresses an entry in the root group.
+//! group `Databases`. A reference names at least one group (as the cookbook's reading of recipe
+//! arguments requires: `secret:mariadb/Password` is not a reference there, so not here either);
+//! an [`EntryPath`] used from code may name an entry in the root group.
 
 use std::fmt;
 
@@ -122,8 +124,8 @@ impl SecretReference {
             return Err(ReferenceError::NoPrefix);
         };
         let mut names = split_names(address).map_err(|error| error.in_reference(text))?;
-        if names.len() < 2 {
-            return Err(ReferenceError::NoField {
+        if names.len() < 3 {
+            return Err(ReferenceError::TooShort {
                 reference: text.to_string(),
             });
         }
@@ -182,8 +184,8 @@ pub enum ReferenceError {
         "`{address}` has an empty name at position {position} (two `/` in a row, or one at an end)"
     )]
     EmptyName { address: String, position: usize },
-    #[error("`{reference}` names no field: write it as `secret:Group/Entry/Field`")]
-    NoField { reference: String },
+    #[error("`{reference}` does not name a group, an entry and a field: write it as `secret:Group/Entry/Field`")]
+    TooShort { reference: String },
 }
 
 impl ReferenceError {
@@ -228,11 +230,11 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_in_the_root_group_and_custom_fields() {
-        let reference = SecretReference::parse("secret:mariadb/root pw").unwrap();
-        assert!(reference.entry.groups().is_empty());
+    fn custom_fields_may_hold_spaces() {
+        let reference = SecretReference::parse("secret:Databases/mariadb/root pw").unwrap();
+        assert_eq!(reference.entry.groups(), ["Databases"]);
         assert_eq!(reference.field, FieldName::Custom("root pw".to_string()));
-        assert_eq!(reference.to_string(), "secret:mariadb/root pw");
+        assert_eq!(reference.to_string(), "secret:Databases/mariadb/root pw");
     }
 
     #[test]
@@ -261,12 +263,14 @@ mod tests {
                 reference: Some("secret:".to_string())
             })
         );
-        assert_eq!(
-            SecretReference::parse("secret:mariadb"),
-            Err(ReferenceError::NoField {
-                reference: "secret:mariadb".to_string()
-            })
-        );
+        for short in ["secret:mariadb", "secret:mariadb/Password"] {
+            assert_eq!(
+                SecretReference::parse(short),
+                Err(ReferenceError::TooShort {
+                    reference: short.to_string()
+                })
+            );
+        }
         let error = SecretReference::parse("secret:Infra//mariadb/Password").unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -292,5 +296,32 @@ mod tests {
         assert!(SecretReference::is_reference("secret:a/b"));
         assert!(!SecretReference::is_reference("Secret:a/b"));
         assert!(!SecretReference::is_reference("plain value"));
+    }
+
+    #[test]
+    fn the_cookbook_and_the_store_read_the_same_strings_as_references() {
+        use crate::cookbook::args_schema::SecretReference as CookbookReference;
+        for text in [
+            "secret:Databases/mariadb/Password",
+            "secret:Sites/Db/mariadb/root pw",
+            "secret:mariadb/Password",
+            "secret:Databases//Password",
+            "secret:Databases/mariadb/",
+            "secret:",
+        ] {
+            let cookbook = CookbookReference::parse("/arg", text);
+            let store = SecretReference::parse(text);
+            assert_eq!(cookbook.is_some(), store.is_ok(), "{text}");
+            if let (Some(cookbook), Ok(store)) = (cookbook, store) {
+                let groups = cookbook
+                    .group
+                    .split('/')
+                    .map(str::to_string)
+                    .collect::<Vec<_>>();
+                assert_eq!(store.entry.groups(), groups.as_slice(), "{text}");
+                assert_eq!(store.entry.title(), cookbook.entry, "{text}");
+                assert_eq!(store.field.as_str(), cookbook.field, "{text}");
+            }
+        }
     }
 }
