@@ -75,7 +75,10 @@ pub struct SecretStore {
 /// Shows the file only: the database's own Debug would print every unprotected field.
 impl std::fmt::Debug for SecretStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("SecretStore").field("path", &self.path).finish_non_exhaustive()
+        formatter
+            .debug_struct("SecretStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
