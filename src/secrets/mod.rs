@@ -1,1 +1,21 @@
 //! The secret store (KeePass KDBX4) and the guests' SSH key pairs kept in it.
+//!
+//! - [`store`]: open, create, read and write `secrets.kdbx`, atomically.
+//! - [`reference`]: `secret:Group/Entry/Field` references and entry addresses (pure).
+//! - [`keypair`]: each guest's Ed25519 key pair, made once and kept in the store.
+//! - [`key_file`]: the private key in a private file for OpenSSH, for as long as a run needs it.
+//!
+//! Architecture Invariant: no value from the store reaches a message. Values come out as
+//! [`Secret`](crate::credentials::Secret); errors name files, addresses and domains only.
+
+mod error;
+pub mod key_file;
+pub mod keypair;
+pub mod reference;
+pub mod store;
+
+pub use error::SecretsError;
+pub use key_file::PrivateKeyFile;
+pub use keypair::{guest_keypair, GuestKeypair, KeypairOrigin};
+pub use reference::{EntryPath, FieldName, ReferenceError, SecretReference};
+pub use store::{Protection, SecretStore, StoreKdf};

@@ -1,0 +1,165 @@
+//! What can go wrong with the secret store and the keys kept in it. Messages name files, addresses
+//! (`secret:Group/Entry/Field`) and domains — never a value, a passphrase or a key.
+
+use crate::credentials::CredentialsError;
+use crate::exit_status::ExitStatus;
+use crate::report::Diagnose;
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+
+    #[error("cannot read the secret store {}", .path.display())]
+    ReadStore {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("the secret store {} is not a KeePass database trog can read", .path.display())]
+    OpenStore {
+        path: PathBuf,
+        #[source]
+        source: keepass::db::DatabaseOpenError,
+    },
+
+    #[error("the passphrase does not unlock the secret store {}", .path.display())]
+    WrongPassphrase { path: PathBuf, handed_in: bool },
+
+    #[error("cannot create the secret store {}: a file is there already", .path.display())]
+    StoreExists { path: PathBuf },
+
+    #[error("cannot encrypt the secret store {}", .path.display())]
+    EncryptStore {
+        path: PathBuf,
+        #[source]
+        source: keepass::db::DatabaseSaveError,
+    },
+
+    #[error("cannot write the secret store {}", .path.display())]
+    WriteStore {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("`{reference}`: the secret store has no group `{group}`")]
+    GroupMissing { reference: String, group: String },
+
+    #[error("`{reference}`: the secret store has no entry `{entry}`")]
+    EntryMissing { reference: String, entry: String },
+
+    #[error("`{reference}`: the secret store has {count} {kind} named `{name}` in one place, so it is ambiguous")]
+    Ambiguous {
+        reference: String,
+        kind: &'static str,
+        name: String,
+        count: usize,
+    },
+
+    #[error("`{reference}`: the entry has no field `{field}`")]
+    FieldMissing {
+        reference: String,
+        field: String,
+        fields_present: Vec<String>,
+    },
+
+    #[error("cannot make an SSH key pair for {domain}")]
+    GenerateKeypair {
+        domain: String,
+        #[source]
+        source: ssh_key::Error,
+    },
+
+    #[error("the SSH key pair of {domain} kept in the secret store at `{entry}` is not readable")]
+    StoredKeypairUnreadable {
+        domain: String,
+        entry: String,
+        #[source]
+        source: ssh_key::Error,
+    },
+
+    #[error("the SSH key pair of {domain} at `{entry}`: the public key does not belong to the private key")]
+    StoredKeypairMismatch { domain: String, entry: String },
+
+    #[error("cannot hand the private key of {domain} to OpenSSH in {}", .path.display())]
+    WriteKeyFile {
+        domain: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Diagnose for SecretsError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            SecretsError::Credentials(error) => error.exit_status(),
+            SecretsError::WrongPassphrase { .. } => ExitStatus::Credentials,
+            SecretsError::GroupMissing { .. }
+            | SecretsError::EntryMissing { .. }
+            | SecretsError::Ambiguous { .. }
+            | SecretsError::FieldMissing { .. } => ExitStatus::Configuration,
+            SecretsError::ReadStore { .. }
+            | SecretsError::OpenStore { .. }
+            | SecretsError::StoreExists { .. }
+            | SecretsError::EncryptStore { .. }
+            | SecretsError::WriteStore { .. }
+            | SecretsError::GenerateKeypair { .. }
+            | SecretsError::StoredKeypairUnreadable { .. }
+            | SecretsError::StoredKeypairMismatch { .. }
+            | SecretsError::WriteKeyFile { .. } => ExitStatus::Failure,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            SecretsError::Credentials(error) => error.hint(),
+            SecretsError::WrongPassphrase { path, handed_in: true } => Some(format!(
+                "the `keepass` line handed in with --credentials is not this store's passphrase; \
+                 try it with `keepassxc-cli ls {}` (if that fails with the right one too, the file is damaged)",
+                path.display()
+            )),
+            SecretsError::WrongPassphrase { path, handed_in: false } => Some(format!(
+                "check the passphrase (try it with `keepassxc-cli ls {}`) and run again; \
+                 if KeePassXC cannot open it either with the right one, the file is damaged",
+                path.display()
+            )),
+            SecretsError::OpenStore { path, .. } => Some(format!(
+                "see what `keepassxc-cli db-info {}` says about it; trog reads KDBX 3.1 and 4 files \
+                 protected by a passphrase alone (no key file)",
+                path.display()
+            )),
+            SecretsError::StoreExists { path } => {
+                Some(format!("open it instead, or move {} away to start a new store", path.display()))
+            }
+            SecretsError::ReadStore { .. } | SecretsError::WriteStore { .. } => {
+                Some("check the file's and its directory's permissions and free space".to_string())
+            }
+            SecretsError::GroupMissing { reference, .. } | SecretsError::EntryMissing { reference, .. } => Some(
+                format!("add it with KeePassXC (or keepassxc-cli add), or correct `{reference}` in the recipe arguments"),
+            ),
+            SecretsError::Ambiguous { .. } => {
+                Some("rename one of them in KeePassXC, or move it into another group".to_string())
+            }
+            SecretsError::FieldMissing { field, fields_present, .. } => {
+                let close = fields_present.iter().find(|present| present.eq_ignore_ascii_case(field));
+                match close {
+                    Some(present) => Some(format!("did you mean `{present}`? Field names are case-sensitive")),
+                    None => Some(format!("the entry's fields are: {}", fields_present.join(", "))),
+                }
+            }
+            SecretsError::StoredKeypairUnreadable { entry, .. } | SecretsError::StoredKeypairMismatch { entry, .. } => {
+                Some(format!(
+                    "the entry `{entry}` was edited by hand; restore it from the store's history in KeePassXC, \
+                     or delete the entry to have a new key pair made (the guest must then get the new public key)"
+                ))
+            }
+            SecretsError::WriteKeyFile { .. } => Some("check the temporary directory's permissions and free space".to_string()),
+            SecretsError::EncryptStore { .. } | SecretsError::GenerateKeypair { .. } => None,
+        }
+    }
+}

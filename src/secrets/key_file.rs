@@ -1,0 +1,162 @@
+//! Handing a guest's private key to OpenSSH for the length of a run.
+//!
+//! OpenSSH reads an identity from a file (`ssh -i PATH`, `IdentityFile`, the `openssh` crate's
+//! `keyfile`). The key goes into a file of its own, mode 0600, in a directory of its own, mode
+//! 0700, made for this run under `$XDG_RUNTIME_DIR` (a per-user tmpfs: the key never reaches a
+//! disk) or, without one, the system's temporary directory; both are removed when the
+//! [`PrivateKeyFile`] is dropped. Only the path appears on a command line, never the key, and the
+//! file is never in a domain's directory.
+//!
+//! Why not ssh-agent: trog would have to start an agent (a process outside the machine layer)
+//! and stop it on every way out of a run, and while it lives the agent lends the key to every
+//! process of the same user through its socket — no narrower than a 0600 file in a 0700
+//! directory, and with more to clean up. A killed run can leave the directory behind (no drop
+//! runs on SIGKILL); its name starts with `trog-key-` so it can be found.
+
+use super::error::SecretsError;
+use super::keypair::GuestKeypair;
+use std::fs::{OpenOptions, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// A guest's private key in a private file, removed with its directory on drop.
+#[derive(Debug)]
+pub struct PrivateKeyFile {
+    path: PathBuf,
+    // Dropped after `Drop::drop` has emptied the file: removes the directory and the file.
+    directory: tempfile::TempDir,
+}
+
+/// Where the run's private directories go: the user's runtime directory when there is one.
+pub fn private_directory_parent() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(runtime) if runtime.is_absolute() && runtime.is_dir() => runtime,
+        _ => std::env::temp_dir(),
+    }
+}
+
+impl PrivateKeyFile {
+    /// Writes `keypair`'s private key into a new private directory under
+    /// [`private_directory_parent`].
+    pub fn write(keypair: &GuestKeypair) -> Result<PrivateKeyFile, SecretsError> {
+        PrivateKeyFile::write_in(&private_directory_parent(), keypair)
+    }
+
+    /// Writes `keypair`'s private key into a new private directory under `parent`.
+    pub fn write_in(parent: &Path, keypair: &GuestKeypair) -> Result<PrivateKeyFile, SecretsError> {
+        let failed = |path: &Path, source| SecretsError::WriteKeyFile {
+            domain: keypair.domain().to_string(),
+            path: path.to_path_buf(),
+            source,
+        };
+        let directory = tempfile::Builder::new()
+            .prefix("trog-key-")
+            .permissions(Permissions::from_mode(0o700))
+            .tempdir_in(parent)
+            .map_err(|source| failed(parent, source))?;
+        let path = directory.path().join("id_ed25519");
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| failed(&path, source))?;
+        file.write_all(keypair.private_key_openssh().expose().as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|source| failed(&path, source))?;
+        Ok(PrivateKeyFile { path, directory })
+    }
+
+    /// The file to give OpenSSH (`-i`, `IdentityFile`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The private directory holding it.
+    pub fn directory(&self) -> &Path {
+        self.directory.path()
+    }
+}
+
+impl Drop for PrivateKeyFile {
+    /// Empties the file before the directory is removed, so the key's blocks are freed at once
+    /// even if something still holds the file open.
+    fn drop(&mut self) {
+        if let Ok(file) = OpenOptions::new().write(true).open(&self.path) {
+            let _ = file.set_len(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::Secret;
+    use crate::model::names::DomainName;
+    use crate::secrets::keypair::guest_keypair;
+    use crate::secrets::store::{SecretStore, StoreKdf};
+    use rand::SeedableRng;
+
+    fn keypair(directory: &Path) -> GuestKeypair {
+        let kdf = StoreKdf {
+            memory_mib: 1,
+            iterations: 1,
+            parallelism: 1,
+        };
+        let mut store =
+            SecretStore::create(&directory.join("secrets.kdbx"), &Secret::new("p"), kdf).unwrap();
+        let domain = DomainName::parse("www.example.test").unwrap();
+        guest_keypair(
+            &mut store,
+            &domain,
+            &mut rand::rngs::StdRng::seed_from_u64(7),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_key_file_is_private_and_gone_after_drop() {
+        let store_directory = tempfile::tempdir().unwrap();
+        let keypair = keypair(store_directory.path());
+        let parent = tempfile::tempdir().unwrap();
+        let key_file = PrivateKeyFile::write_in(parent.path(), &keypair).unwrap();
+        let (path, directory) = (
+            key_file.path().to_path_buf(),
+            key_file.directory().to_path_buf(),
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            keypair.private_key_openssh().expose()
+        );
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(&directory).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert!(directory
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("trog-key-"));
+        drop(key_file);
+        assert!(!path.exists());
+        assert!(!directory.exists());
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_unwritable_parent_is_an_error_naming_it() {
+        let store_directory = tempfile::tempdir().unwrap();
+        let keypair = keypair(store_directory.path());
+        let missing = store_directory.path().join("missing");
+        let error = PrivateKeyFile::write_in(&missing, &keypair).unwrap_err();
+        assert!(
+            matches!(&error, SecretsError::WriteKeyFile { path, .. } if path == &missing),
+            "{error:?}"
+        );
+    }
+}

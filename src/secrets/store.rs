@@ -1,0 +1,448 @@
+//! The secret store: a KeePass database (`secrets.kdbx`) unlocked by the `keepass` passphrase.
+//!
+//! - Opening reads KDBX 3.1 and 4 files protected by a passphrase alone (what KeePassXC and
+//!   `keepassxc-cli db-create` make). Saving always writes KDBX 4: a 3.1 file written by trog comes
+//!   back as KDBX 4 with its cipher and KDF kept, which KeePassXC reads as before.
+//! - When the file is absent, [`SecretStore::unlock`] creates it (asking for the new passphrase
+//!   twice when it is typed) with Argon2id as the KDF ([`StoreKdf::RECOMMENDED`]), so a store trog
+//!   made resists guessing as well as one KeePassXC made.
+//! - Saving is atomic: the new file is written beside the old one, synced, renamed over it, and
+//!   the directory synced; a crash leaves the old store or the new one, never half of one. The file
+//!   is always mode 0600.
+//! - Entries are addressed by [`EntryPath`] (`Group/Sub/Entry`) and [`FieldName`]; names match
+//!   exactly, and two groups or entries of the same name in one place are an error rather than a
+//!   guess.
+//!
+//! The store is not locked against a second trog writing it at the same moment: the later save
+//! wins. Runs that create keys should not overlap (the command layer serialises them).
+
+use super::error::SecretsError;
+use super::reference::{EntryPath, FieldName, SecretReference};
+use crate::credentials::{CredentialName, CredentialSource, Prompter, Secret};
+use keepass::config::{DatabaseVersion, KdfConfig};
+use keepass::db::{DatabaseOpenError, GroupId, Value};
+use keepass::{Database, DatabaseKey};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The key derivation a new store is made with. Every open and every save runs it once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreKdf {
+    pub memory_mib: u64,
+    pub iterations: u64,
+    pub parallelism: u32,
+}
+
+impl StoreKdf {
+    /// Argon2id with 64 MiB, as KeePassXC's own default, and enough passes to take a fraction of a
+    /// second here: each guess at the passphrase costs an attacker as much, while a run that opens
+    /// and saves the store a few times spends a second or two on it.
+    pub const RECOMMENDED: StoreKdf = StoreKdf {
+        memory_mib: 64,
+        iterations: 10,
+        parallelism: 2,
+    };
+
+    fn to_kdf_config(self) -> KdfConfig {
+        KdfConfig::Argon2id {
+            iterations: self.iterations,
+            memory: self.memory_mib * 1024 * 1024,
+            parallelism: self.parallelism,
+            version: argon2::Version::Version13,
+        }
+    }
+}
+
+/// Whether a field's value is kept encrypted in memory and marked protected in the file (KeePassXC
+/// then hides it). Secrets are protected; names, public keys and notes need not be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    Protected,
+    Plain,
+}
+
+/// KDBX 4.1, the version new files and upgraded 3.1 files are written in.
+const KDBX4_MINOR_VERSION: u16 = 1;
+
+/// An unlocked secret store.
+pub struct SecretStore {
+    path: PathBuf,
+    database: Database,
+    passphrase: Secret,
+}
+
+/// Shows the file only: the database's own Debug would print every unprotected field.
+impl std::fmt::Debug for SecretStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SecretStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SecretStore {
+    /// Opens the store at `path`, creating it when there is no file: the passphrase comes from
+    /// `credentials` (handed in, or asked for, twice for a new store). A wrong passphrase typed on
+    /// a terminal is asked for again, up to three times; a handed-in one is refused at once.
+    pub fn unlock<P: Prompter>(
+        path: &Path,
+        credentials: &mut CredentialSource<P>,
+        kdf_for_a_new_store: StoreKdf,
+    ) -> Result<SecretStore, SecretsError> {
+        const ATTEMPTS: usize = 3;
+        if !path.exists() {
+            let purpose = format!("to create the new secret store {}", path.display());
+            credentials.get(CredentialName::Keepass, &purpose)?;
+            credentials.confirm(CredentialName::Keepass, &purpose)?;
+            let passphrase = credentials.get(CredentialName::Keepass, &purpose)?.clone();
+            return SecretStore::create(path, &passphrase, kdf_for_a_new_store);
+        }
+        let purpose = format!("to unlock {}", path.display());
+        let mut attempt = 1;
+        loop {
+            let passphrase = credentials.get(CredentialName::Keepass, &purpose)?.clone();
+            let handed_in = credentials.was_handed_in(CredentialName::Keepass);
+            match SecretStore::open(path, &passphrase) {
+                Err(SecretsError::WrongPassphrase { path, .. }) => {
+                    credentials.forget(CredentialName::Keepass);
+                    if handed_in || attempt == ATTEMPTS {
+                        return Err(SecretsError::WrongPassphrase { path, handed_in });
+                    }
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Opens the store at `path` with `passphrase`.
+    pub fn open(path: &Path, passphrase: &Secret) -> Result<SecretStore, SecretsError> {
+        let bytes = std::fs::read(path).map_err(|source| SecretsError::ReadStore {
+            path: path.into(),
+            source,
+        })?;
+        let key = DatabaseKey::new().with_password(passphrase.expose());
+        let database = Database::parse(&bytes, key).map_err(|source| {
+            if is_wrong_passphrase(&source, &bytes) {
+                SecretsError::WrongPassphrase {
+                    path: path.into(),
+                    handed_in: false,
+                }
+            } else {
+                SecretsError::OpenStore {
+                    path: path.into(),
+                    source,
+                }
+            }
+        })?;
+        Ok(SecretStore {
+            path: path.into(),
+            database,
+            passphrase: passphrase.clone(),
+        })
+    }
+
+    /// Creates a new, empty store at `path` and writes it at once; refuses when a file is there.
+    pub fn create(
+        path: &Path,
+        passphrase: &Secret,
+        kdf: StoreKdf,
+    ) -> Result<SecretStore, SecretsError> {
+        if path.exists() {
+            return Err(SecretsError::StoreExists { path: path.into() });
+        }
+        let mut database = Database::new();
+        database.config.version = DatabaseVersion::KDB4(KDBX4_MINOR_VERSION);
+        database.config.kdf_config = kdf.to_kdf_config();
+        database.meta.database_name = Some("trog".to_string());
+        database.root_mut().name = "Root".to_string();
+        let store = SecretStore {
+            path: path.into(),
+            database,
+            passphrase: passphrase.clone(),
+        };
+        store.save()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The value of `field` of the entry at `entry`.
+    pub fn get(&self, entry: &EntryPath, field: &FieldName) -> Result<Secret, SecretsError> {
+        self.resolve(&SecretReference::new(entry.clone(), field.clone()))
+    }
+
+    /// The value a `secret:` reference points at.
+    pub fn resolve(&self, reference: &SecretReference) -> Result<Secret, SecretsError> {
+        let shown = reference.to_string();
+        let group = self.find_group(reference.entry.groups(), &shown)?;
+        let entry_ids = self.entries_titled(group, reference.entry.title());
+        let entry_id = match entry_ids.as_slice() {
+            [] => {
+                return Err(SecretsError::EntryMissing {
+                    reference: shown,
+                    entry: reference.entry.to_string(),
+                });
+            }
+            [only] => *only,
+            several => {
+                return Err(SecretsError::Ambiguous {
+                    reference: shown,
+                    kind: "entries",
+                    name: reference.entry.title().to_string(),
+                    count: several.len(),
+                });
+            }
+        };
+        let entry = self
+            .database
+            .entry(entry_id)
+            .expect("the id was just found in the database");
+        match entry.fields.get(reference.field.as_str()) {
+            Some(value) => Ok(Secret::new(value.get().clone())),
+            None => {
+                let mut fields_present: Vec<String> = entry.fields.keys().cloned().collect();
+                fields_present.sort();
+                Err(SecretsError::FieldMissing {
+                    reference: shown,
+                    field: reference.field.to_string(),
+                    fields_present,
+                })
+            }
+        }
+    }
+
+    /// Sets `field` of the entry at `entry` to `value`, making the groups and the entry when they
+    /// are missing. A changed value of an existing entry goes into the entry's history first, as
+    /// KeePassXC does. Nothing is written until [`save`](Self::save).
+    pub fn put(
+        &mut self,
+        entry: &EntryPath,
+        field: &FieldName,
+        value: &Secret,
+        protection: Protection,
+    ) -> Result<(), SecretsError> {
+        let shown = SecretReference::new(entry.clone(), field.clone()).to_string();
+        let group_id = self.make_groups(entry.groups(), &shown)?;
+        let new_value = match protection {
+            Protection::Protected => Value::protected(value.expose()),
+            Protection::Plain => Value::unprotected(value.expose()),
+        };
+        match self.entries_titled(group_id, entry.title()).as_slice() {
+            [] => {
+                let mut group = self
+                    .database
+                    .group_mut(group_id)
+                    .expect("the group was just found or made");
+                let mut new_entry = group.add_entry();
+                new_entry.set_unprotected(FieldName::Title.as_str(), entry.title());
+                new_entry.set(field.as_str(), new_value);
+            }
+            [only] => {
+                let mut existing = self
+                    .database
+                    .entry_mut(*only)
+                    .expect("the id was just found in the database");
+                if existing.fields.get(field.as_str()) != Some(&new_value) {
+                    existing.edit_tracking(|tracked| tracked.set(field.as_str(), new_value));
+                }
+            }
+            several => {
+                return Err(SecretsError::Ambiguous {
+                    reference: shown,
+                    kind: "entries",
+                    name: entry.title().to_string(),
+                    count: several.len(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the store to its file, atomically, mode 0600.
+    pub fn save(&self) -> Result<(), SecretsError> {
+        let mut database = self.database.clone();
+        database.config.version = DatabaseVersion::KDB4(KDBX4_MINOR_VERSION);
+        let mut encrypted = Vec::new();
+        let key = DatabaseKey::new().with_password(self.passphrase.expose());
+        database
+            .save(&mut encrypted, key)
+            .map_err(|source| SecretsError::EncryptStore {
+                path: self.path.clone(),
+                source,
+            })?;
+        write_atomically(&self.path, &encrypted).map_err(|source| SecretsError::WriteStore {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The group at `names` under the root, refusing a missing or ambiguous one.
+    fn find_group(&self, names: &[String], shown: &str) -> Result<GroupId, SecretsError> {
+        let mut current = self.database.root().id();
+        for name in names {
+            current = match self.subgroups_named(current, name).as_slice() {
+                [] => {
+                    return Err(SecretsError::GroupMissing {
+                        reference: shown.to_string(),
+                        group: name.clone(),
+                    })
+                }
+                [only] => *only,
+                several => {
+                    return Err(SecretsError::Ambiguous {
+                        reference: shown.to_string(),
+                        kind: "groups",
+                        name: name.clone(),
+                        count: several.len(),
+                    })
+                }
+            };
+        }
+        Ok(current)
+    }
+
+    /// The group at `names` under the root, making the missing ones.
+    fn make_groups(&mut self, names: &[String], shown: &str) -> Result<GroupId, SecretsError> {
+        let mut current = self.database.root().id();
+        for name in names {
+            current = match self.subgroups_named(current, name).as_slice() {
+                [] => {
+                    let mut parent = self
+                        .database
+                        .group_mut(current)
+                        .expect("the group was just found or made");
+                    let mut group = parent.add_group();
+                    group.name = name.clone();
+                    group.id()
+                }
+                [only] => *only,
+                several => {
+                    return Err(SecretsError::Ambiguous {
+                        reference: shown.to_string(),
+                        kind: "groups",
+                        name: name.clone(),
+                        count: several.len(),
+                    })
+                }
+            };
+        }
+        Ok(current)
+    }
+
+    fn subgroups_named(&self, parent: GroupId, name: &str) -> Vec<GroupId> {
+        let parent = self
+            .database
+            .group(parent)
+            .expect("group ids come from this database");
+        parent
+            .groups()
+            .filter(|group| group.name == name)
+            .map(|group| group.id())
+            .collect()
+    }
+
+    fn entries_titled(&self, group: GroupId, title: &str) -> Vec<keepass::db::EntryId> {
+        let group = self
+            .database
+            .group(group)
+            .expect("group ids come from this database");
+        group
+            .entries()
+            .filter(|entry| entry.get(FieldName::Title.as_str()) == Some(title))
+            .map(|entry| entry.id())
+            .collect()
+    }
+}
+
+/// Whether opening failed for the passphrase rather than the file. KDBX 4 checks the key before
+/// decrypting anything (an HMAC of the header), so only `IncorrectKey` means a wrong passphrase.
+/// KDBX 3.1 decrypts first and checks the key afterwards, so with a wrong key the decryption
+/// itself fails on the padding of the last block: for those files a decryption error means a
+/// wrong passphrase too (a damaged file could do the same, which the hint mentions).
+fn is_wrong_passphrase(error: &DatabaseOpenError, file: &[u8]) -> bool {
+    match error {
+        DatabaseOpenError::Key(keepass::error::DatabaseKeyError::IncorrectKey) => true,
+        DatabaseOpenError::Cryptography(_) => {
+            matches!(
+                Database::get_version(&mut &file[..]),
+                Ok(DatabaseVersion::KDB3(_))
+            )
+        }
+        _ => false,
+    }
+}
+
+/// Replaces `path` with `bytes` so that a crash at any moment leaves either the old file or the
+/// new one: a temporary file in the same directory (a rename is atomic only within a file
+/// system), created 0600, synced, renamed over `path`, then the directory synced so the rename
+/// itself survives a power cut.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut temporary = tempfile::Builder::new()
+        .prefix(&format!(".{file_name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(directory)?;
+    temporary.write_all(bytes)?;
+    temporary.as_file().sync_all()?;
+    temporary.persist(path).map_err(|error| error.error)?;
+    std::fs::File::open(directory)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_and_leaves_it_0600() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("secrets.kdbx");
+        std::fs::write(&path, b"old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomically(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let names: Vec<_> = std::fs::read_dir(directory.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("secrets.kdbx")],
+            "no temporary file is left behind"
+        );
+    }
+
+    #[test]
+    fn a_failed_atomic_write_leaves_the_old_file() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("secrets.kdbx");
+        std::fs::write(&path, b"old").unwrap();
+        // A directory in the way of the rename makes it fail after the temporary file is written.
+        let blocked = directory.path().join("blocked");
+        std::fs::create_dir(&blocked).unwrap();
+        std::fs::write(blocked.join("inside"), b"x").unwrap();
+        assert!(write_atomically(&blocked, b"new").is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_dir(directory.path()).unwrap().count(),
+            2,
+            "the temporary file is removed"
+        );
+    }
+}
