@@ -1,12 +1,130 @@
-//! `new_config`: not yet written.
+//! `new_config DOMAIN [--out DIR]`: generate everything a guest needs into a directory, without
+//! touching any hypervisor: the cloud-init seed (its three files and the ISO), the rendered
+//! files, the Makefile, and the payload archive with its digest.
+//!
+//! The guest's private key is never written here: it stays in the secret store.
 
 use crate::cli::GlobalArgs;
+use crate::commands::guest_inputs::{domain_argument, load_guest_inputs};
+use crate::credentials::CredentialSource;
 use crate::exit_status::ExitStatus;
-use crate::report::Failure;
+use crate::report::{Diagnose, Failure};
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
-pub struct NewConfigArgs {}
+pub struct NewConfigArgs {
+    /// The guest, fully qualified (its file in recipes.d is DOMAIN.yaml).
+    pub domain: String,
+    /// Where to write the guest's files (default: ./DOMAIN).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
 
-pub fn run(_global: &GlobalArgs, _args: NewConfigArgs) -> Result<ExitStatus, Failure> {
-    todo!("new_config")
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}", path.display())]
+pub struct WriteError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Diagnose for WriteError {
+    fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Failure
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some("choose a writable directory with --out".into())
+    }
+}
+
+fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |source| WriteError {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(fail)?;
+    }
+    std::fs::write(path, bytes).map_err(fail)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(fail)
+}
+
+pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
+    let domain = domain_argument(&args.domain)?;
+    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let inputs = load_guest_inputs(global, &domain, &mut credentials)?;
+    let generated = &inputs.generated;
+    let out = args.out.unwrap_or_else(|| PathBuf::from(domain.as_str()));
+
+    // user-data may carry password hashes from users.yaml: only its owner reads it.
+    write(
+        &out.join("seed/user-data"),
+        generated.seed.user_data.as_bytes(),
+        0o600,
+    )?;
+    write(
+        &out.join("seed/meta-data"),
+        generated.seed.meta_data.as_bytes(),
+        0o644,
+    )?;
+    write(
+        &out.join("seed/network-config"),
+        generated.seed.network_config.as_bytes(),
+        0o644,
+    )?;
+    write(&out.join("seed.iso"), &generated.seed_iso.bytes, 0o600)?;
+    write(
+        &out.join("payload/Makefile"),
+        generated.makefile.as_bytes(),
+        0o644,
+    )?;
+    for file in &generated.files {
+        write(
+            &out.join("payload").join(file.payload_path()),
+            &file.contents,
+            0o600,
+        )?;
+    }
+    write(&out.join("payload.tar.gz"), &generated.payload.bytes, 0o600)?;
+    write(
+        &out.join("payload.sha256"),
+        format!("{}  payload.tar.gz\n", generated.payload.sha256_hex).as_bytes(),
+        0o644,
+    )?;
+
+    let summary = serde_json::json!({
+        "domain": domain.as_str(),
+        "directory": out.display().to_string(),
+        "recipes": generated.resolved.names(),
+        "packages": generated.resolved.packages,
+        "image": { "url": generated.image_url, "sha256": generated.image_sha256 },
+        "seed_iso_sha256": generated.seed_iso.sha256_hex,
+        "payload_sha256": generated.payload.sha256_hex,
+        "boot_fingerprint": generated.fingerprint.root_disk,
+        "shape_fingerprint": generated.fingerprint.value,
+        "public_key": inputs.keypair.public_key_openssh(),
+    });
+    if global.json {
+        println!("{summary}");
+    } else {
+        println!("Wrote {}", out.display());
+        println!(
+            "{domain}: {} recipes ({})",
+            generated.resolved.recipes.len(),
+            generated.resolved.names().join(", ")
+        );
+        println!("  seed       seed/user-data, seed/meta-data, seed/network-config, seed.iso (sha256 {})", &generated.seed_iso.sha256_hex[..16]);
+        println!(
+            "  payload    payload/ and payload.tar.gz (sha256 {})",
+            &generated.payload.sha256_hex[..16]
+        );
+        println!("  image      {}", generated.image_url);
+        println!(
+            "  guest key  {}",
+            inputs.keypair.public_key_openssh().trim()
+        );
+    }
+    Ok(ExitStatus::Success)
 }

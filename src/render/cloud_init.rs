@@ -64,7 +64,12 @@ impl crate::report::Diagnose for CloudInitError {
 }
 
 fn to_yaml(file: &'static str, value: &Value) -> Result<String, CloudInitError> {
-    serde_saphyr::to_string(value).map_err(|source| CloudInitError { file, source })
+    // Long single-line values (SSH keys, URLs) stay on one line: folding them is valid YAML but
+    // makes a key unreadable and easy to break by hand.
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.folded_wrap_chars = usize::MAX;
+    serde_saphyr::to_string_with_options(value, options)
+        .map_err(|source| CloudInitError { file, source })
 }
 
 /// Renders all three files. The instance id is derived from the other two, so it changes

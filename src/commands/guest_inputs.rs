@@ -1,0 +1,85 @@
+//! What `new_config` and `provision` both do first: read the installation, the cookbook and the
+//! guest's configuration, unlock the secret store, and generate the guest's artifacts.
+
+use crate::cli::GlobalArgs;
+use crate::config::changeme::refuse_changeme;
+use crate::config::guest::{load_guest_with_recipe_settings, GuestConfig};
+use crate::config::paths::InstallationPaths;
+use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::generate::{generate, load_site_files, recipe_settings, GeneratedGuest, SecretLookup};
+use crate::model::names::DomainName;
+use crate::report::Failure;
+use crate::secrets::{guest_keypair, EntryPath, FieldName, GuestKeypair, SecretStore, StoreKdf};
+
+/// A guest's configuration and everything generated from it.
+pub struct GuestInputs {
+    pub paths: InstallationPaths,
+    pub cookbook: Cookbook,
+    pub config: GuestConfig,
+    pub keypair: GuestKeypair,
+    pub generated: GeneratedGuest,
+}
+
+/// Looks up a recipe's `secret:` references in the unlocked store.
+struct StoreLookup<'a>(&'a SecretStore);
+
+impl SecretLookup for StoreLookup<'_> {
+    fn resolve(
+        &mut self,
+        reference: &crate::cookbook::args_schema::SecretReference,
+    ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+        let entry = EntryPath::new(reference.group.split('/'), reference.entry.clone());
+        let secret = self.0.get(&entry, &FieldName::parse(&reference.field))?;
+        Ok(secret.expose().to_string())
+    }
+}
+
+/// Parses the domain name the command line gave.
+pub fn domain_argument(text: &str) -> Result<DomainName, Failure> {
+    DomainName::parse(text).map_err(|error| {
+        Failure::new(
+            error,
+            crate::exit_status::ExitStatus::Usage,
+            Some(
+                "name the guest in full, as its file in recipes.d is named (`www.example.test`)"
+                    .into(),
+            ),
+        )
+    })
+}
+
+/// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase.
+pub fn load_guest_inputs(
+    global: &GlobalArgs,
+    domain: &DomainName,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<GuestInputs, Failure> {
+    let paths = InstallationPaths::from_environment(global);
+    let cookbook = load_cookbook(&recipes_dir())?;
+    let config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
+    for deprecated in &config.deprecations {
+        eprintln!(
+            "warning: {} ({}): {}",
+            deprecated.key, deprecated.origin, deprecated.advice
+        );
+    }
+    refuse_changeme(&config)?;
+    let site = load_site_files(&paths, domain)?;
+    let mut store = SecretStore::unlock(&paths.secrets_kdbx, credentials, StoreKdf::RECOMMENDED)?;
+    let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
+    let generated = generate(
+        &config,
+        &cookbook,
+        &site,
+        keypair.public_key_openssh(),
+        &mut StoreLookup(&store),
+    )?;
+    Ok(GuestInputs {
+        paths,
+        cookbook,
+        config,
+        keypair,
+        generated,
+    })
+}
