@@ -3,3 +3,4 @@
 //! Parsing is pure (text in, typed values or located errors out); only the loaders read files.
 
 pub mod paths;
+pub mod hypervisors_conf;
