@@ -244,6 +244,21 @@ fn tie_text(by: TieBreak) -> &'static str {
     }
 }
 
+/// "disk tightest, 44% left afterwards"
+fn tightest_phrase(score: Option<Score>) -> String {
+    match score {
+        Some(Score {
+            tightest: Some(resource),
+            min_headroom_after,
+            ..
+        }) => format!(
+            "{resource} tightest, {:.0}% left afterwards",
+            (min_headroom_after * 100.0).floor()
+        ),
+        _ => "nothing limits it".to_string(),
+    }
+}
+
 /// The headline of a decision: where the guest goes and why.
 pub fn decision_headline(decision: &Decision) -> String {
     let domain = &decision.demand.domain;
@@ -253,27 +268,23 @@ pub fn decision_headline(decision: &Decision) -> String {
         .iter()
         .find(|row| &row.hypervisor == chosen)
         .and_then(|row| row.score);
-    let tightest = score.map_or(String::new(), |score| {
-        format!(" ({})", tightest_text(&score))
-    });
+    let tightest = tightest_phrase(score);
     match decision.reason() {
         ChoiceReason::AlreadyThere => format!("{domain} stays on {chosen}, which already has it"),
         ChoiceReason::CommandLine => {
             format!("{domain} goes to {chosen}, as --hypervisor says; capacity is not checked")
         }
-        ChoiceReason::Pinned => {
-            format!("{domain} goes to {chosen}, where its hypervisor= setting pins it, and fits{tightest}")
-        }
+        ChoiceReason::Pinned => format!(
+            "{domain} goes to {chosen}, where its hypervisor= setting pins it, and fits ({tightest})"
+        ),
         ChoiceReason::OnlyFit => {
-            format!("{domain} goes to {chosen}, the only hypervisor with room{tightest}")
+            format!("{domain} goes to {chosen}, the only hypervisor with room ({tightest})")
         }
-        ChoiceReason::Roomiest => {
-            format!(
-                "{domain} goes to {chosen}, the most room left on its tightest resource{tightest}"
-            )
-        }
+        ChoiceReason::Roomiest => format!(
+            "{domain} goes to {chosen}, which keeps the most room on its tightest resource ({tightest})"
+        ),
         ChoiceReason::TieBroken { by } => format!(
-            "{domain} goes to {chosen}: tied on its tightest resource, won on {}{tightest}",
+            "{domain} goes to {chosen}: tied on its tightest resource ({tightest}), won on {}",
             tie_text(*by)
         ),
     }
