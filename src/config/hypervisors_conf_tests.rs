@@ -199,3 +199,16 @@ fn a_hypervisor_is_looked_up_by_name_and_an_unknown_one_lists_the_names() {
         .to_string()
         .contains("this machine (there is no /etc/trog-provisioner/hypervisors.conf)"));
 }
+
+#[test]
+fn the_shipped_example_parses_and_shows_every_key() {
+    let example = include_str!("../../etc/hypervisors.conf.example");
+    let fleet = parse(example).unwrap();
+    assert_eq!(fleet.hypervisors.len(), 3);
+    for key in KEYS {
+        assert!(
+            example.contains(&format!("\n{key} =")) || example.contains(&format!("# {key} =")),
+            "{key}"
+        );
+    }
+}

@@ -211,17 +211,21 @@ pub fn place_guest(
             .is_none_or(|pin| pin == &h.config.name)
     };
     let mut rows = rows_for(demand, fleet, |_| false);
-    let mut fitting: Vec<usize> = (0..rows.len())
-        .filter(|&index| candidate(&fleet.hypervisors[index]))
-        .filter(|&index| rows[index].score.is_some() && rows[index].checks.iter().all(|c| c.fits))
+    let fits: Vec<bool> = (0..rows.len())
+        .map(|index| {
+            candidate(&fleet.hypervisors[index])
+                && rows[index].score.is_some()
+                && rows[index].checks.iter().all(|c| c.fits)
+        })
         .collect();
+    let fitting: Vec<usize> = (0..rows.len()).filter(|&index| fits[index]).collect();
     for (index, row) in rows.iter_mut().enumerate() {
         if row.score.is_none() {
             continue; // unreachable: already said so
         }
         row.verdict = if !candidate(&fleet.hypervisors[index]) {
             Verdict::NotConsidered
-        } else if fitting.contains(&index) {
+        } else if fits[index] {
             Verdict::LessRoom { lost_by: None }
         } else {
             let resources = row
@@ -233,21 +237,24 @@ pub fn place_guest(
             Verdict::DoesNotFit { resources }
         };
     }
-    fitting.sort_by(|&a, &b| rank(&rows[a], &rows[b]));
-    let Some(&winner) = fitting.first() else {
+    // The best and the runner-up in one pass each, so a large fleet costs linear time.
+    let best =
+        |among: &mut dyn Iterator<Item = usize>| among.min_by(|&a, &b| rank(&rows[a], &rows[b]));
+    let Some(winner) = best(&mut fitting.iter().copied()) else {
         return Err(PlacementError::Nowhere(refusal(
             demand, fleet, &rows, candidate,
         )));
     };
-    let reason = match fitting.get(1) {
+    let runner_up = best(&mut fitting.iter().copied().filter(|&index| index != winner));
+    let reason = match runner_up {
         _ if demand.pinned_to.is_some() => ChoiceReason::Pinned,
         None => ChoiceReason::OnlyFit,
-        Some(&runner_up) => match tie_break(&rows[winner], &rows[runner_up]) {
+        Some(runner_up) => match tie_break(&rows[winner], &rows[runner_up]) {
             None => ChoiceReason::Roomiest,
             Some(by) => ChoiceReason::TieBroken { by },
         },
     };
-    for &loser in &fitting[1..] {
+    for &loser in fitting.iter().filter(|&&index| index != winner) {
         rows[loser].verdict = Verdict::LessRoom {
             lost_by: tie_break(&rows[winner], &rows[loser]),
         };
