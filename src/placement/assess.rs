@@ -139,7 +139,7 @@ impl ResourceCheck {
                 f64::from(*max),
                 *count as f64,
                 1.0,
-                count + 1 <= u64::from(*max),
+                *count < u64::from(*max),
             ),
         };
         let share = |free: f64| if limit > 0.0 { free / limit } else { 0.0 };

@@ -108,7 +108,7 @@ fn fits(hypervisor: &ObservedHypervisor, demand: &GuestDemand) -> bool {
     };
     let guests = config
         .max_guests
-        .is_none_or(|max| capacity.guests.len() as u64 + 1 <= u64::from(max));
+        .is_none_or(|max| (capacity.guests.len() as u64) < u64::from(max));
     memory && cpus && disk && guests
 }
 
