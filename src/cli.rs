@@ -49,6 +49,8 @@ pub enum Command {
     /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
     #[command(name = "new_config")]
     NewConfig(commands::new_config::NewConfigArgs),
+    /// Show every hypervisor's capacity, commitments, free space and guests.
+    Fleet(commands::fleet::FleetArgs),
 }
 
 /// Runs the verb the command line names.
@@ -57,5 +59,6 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::NewGuest(args) => commands::new_guest::run(&cli.global, args),
         Command::Recipes(args) => commands::recipes::run(&cli.global, args),
         Command::NewConfig(args) => commands::new_config::run(&cli.global, args),
+        Command::Fleet(args) => commands::fleet::run(&cli.global, args),
     }
 }

@@ -14,6 +14,7 @@ pub mod changeme;
 pub mod error;
 pub mod global_schema;
 pub mod guest;
+pub mod hypervisors_conf;
 pub mod load;
 pub mod merge;
 pub mod paths;

@@ -1,4 +1,20 @@
 //! The libvirt backend, through the `virt` crate. The only part of trog that links libvirt.
+//!
+//! Observation (what each hypervisor has and has promised) sits behind [`HypervisorObserver`] so
+//! the fake beside it can stand in for a fleet in benchmarks and fast tests; [`ask_fleet`] asks
+//! every hypervisor at once, each within a bounded time.
+
+pub mod concurrent;
+pub mod connection;
 pub mod destroy;
+pub mod error;
 pub mod guest_address;
 pub mod guest_resources;
+pub mod observe;
+
+pub use concurrent::{
+    ask_fleet, find_guest, observe_fleet, GuestWhereabouts, DEFAULT_ANSWER_TIMEOUT,
+};
+pub use connection::connect;
+pub use error::LibvirtError;
+pub use observe::{FakeObserver, HypervisorObserver, LibvirtObserver};

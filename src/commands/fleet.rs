@@ -1,0 +1,52 @@
+//! `fleet`: every hypervisor's capacity, commitments, free space and guests, asked all at once.
+//! A hypervisor that cannot be reached is listed with why; the command still succeeds unless
+//! none answered.
+
+use crate::cli::GlobalArgs;
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
+use crate::config::paths::InstallationPaths;
+use crate::exit_status::ExitStatus;
+use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
+use crate::placement::fleet_table::{render_fleet, summarise_fleet, SummaryState};
+use crate::report::Failure;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct FleetArgs {
+    /// Seconds each hypervisor has to answer before it is reported as unreachable.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
+    pub timeout: u64,
+}
+
+pub fn run(global: &GlobalArgs, args: FleetArgs) -> Result<ExitStatus, Failure> {
+    let paths = InstallationPaths::from_environment(global);
+    let fleet = fleet_to_build_on(
+        &paths.hypervisors_conf,
+        load_fleet(&paths.hypervisors_conf)?,
+        None,
+    );
+    let observation = observe_fleet(
+        &fleet,
+        Arc::new(LibvirtObserver),
+        Duration::from_secs(args.timeout),
+    );
+    let summary = summarise_fleet(&observation);
+    if global.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("the summary serialises")
+        );
+    } else {
+        print!("{}", render_fleet(&summary));
+    }
+    let any_answered = summary
+        .hypervisors
+        .iter()
+        .any(|hypervisor| matches!(hypervisor.state, SummaryState::Answered { .. }));
+    Ok(if any_answered {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Hypervisor
+    })
+}

@@ -1,0 +1,140 @@
+//! Asking one hypervisor what it has and what it has promised.
+
+use crate::libvirt::connection::connect;
+use crate::libvirt::error::LibvirtError;
+use crate::model::hypervisor::HypervisorConfig;
+use crate::model::names::DomainName;
+use crate::model::units::{Bytes, MiB};
+use crate::placement::observed::{DefinedGuest, HypervisorCapacity, PoolState};
+use std::collections::HashMap;
+use std::time::Duration;
+use virt::enumutil::Enum;
+use virt::error::ErrorNumber;
+
+/// One hypervisor's answers. Implementations are shared between threads, one per hypervisor.
+pub trait HypervisorObserver: Send + Sync + 'static {
+    /// Memory, CPUs, every defined guest (running or not) and the storage pool.
+    fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError>;
+    /// Whether a guest of this name is defined there.
+    fn holds_guest(
+        &self,
+        hypervisor: &HypervisorConfig,
+        guest: &DomainName,
+    ) -> Result<bool, LibvirtError>;
+}
+
+/// The real thing: libvirt at each hypervisor's `libvirt_uri`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LibvirtObserver;
+
+impl HypervisorObserver for LibvirtObserver {
+    fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError> {
+        let uri = hypervisor.libvirt_uri.uri.as_str();
+        let connection = connect(&hypervisor.libvirt_uri)?;
+        let node = connection
+            .node_info()
+            .map_err(|e| LibvirtError::query(uri, "read the node's memory and CPUs", e))?;
+        let domains = connection
+            .list_all_domains(0)
+            .map_err(|e| LibvirtError::query(uri, "list the defined guests", e))?;
+        let mut guests = Vec::with_capacity(domains.len());
+        for domain in domains {
+            let name = domain
+                .name()
+                .map_err(|e| LibvirtError::query(uri, "read a guest's name", e))?;
+            let info = domain
+                .info()
+                .map_err(|e| LibvirtError::query(uri, "read a guest's size", e))?;
+            // The maximum, not the current count: a guest may hot-plug up to it.
+            let max_vcpus = domain
+                .vcpus_flags(virt::sys::VIR_DOMAIN_VCPU_MAXIMUM)
+                .unwrap_or(info.nr_virt_cpu);
+            guests.push(DefinedGuest {
+                name,
+                max_memory: MiB::from_kib(info.max_mem),
+                max_vcpus,
+                running: domain.is_active().unwrap_or(false),
+            });
+        }
+        let pool = match connection.lookup_storage_pool_by_name(&hypervisor.pool_name) {
+            Err(error) if matches!(error.code(), Enum::Known(ErrorNumber::NoStoragePool)) => {
+                PoolState::Absent
+            }
+            Err(error) => return Err(LibvirtError::query(uri, "look up the storage pool", error)),
+            Ok(pool) => {
+                if pool
+                    .is_active()
+                    .map_err(|e| LibvirtError::query(uri, "read the pool's state", e))?
+                {
+                    // Files written beside libvirt's back are counted only after a refresh; a
+                    // refusal (a read-only account) leaves the last figures, which is still useful.
+                    let _ = pool.refresh(0);
+                    let info = pool
+                        .info()
+                        .map_err(|e| LibvirtError::query(uri, "read the pool's size", e))?;
+                    PoolState::Active {
+                        capacity: Bytes(info.capacity),
+                        allocation: Bytes(info.allocation),
+                        available: Bytes(info.available),
+                    }
+                } else {
+                    PoolState::Inactive
+                }
+            }
+        };
+        Ok(HypervisorCapacity {
+            physical_memory: MiB::from_kib(node.memory),
+            physical_cpus: node.cpus,
+            guests,
+            pool,
+        })
+    }
+
+    fn holds_guest(
+        &self,
+        hypervisor: &HypervisorConfig,
+        guest: &DomainName,
+    ) -> Result<bool, LibvirtError> {
+        let connection = connect(&hypervisor.libvirt_uri)?;
+        match connection.lookup_domain_by_name(guest.as_str()) {
+            Ok(_) => Ok(true),
+            Err(error) if matches!(error.code(), Enum::Known(ErrorNumber::NoDomain)) => Ok(false),
+            Err(error) => Err(LibvirtError::query(
+                &hypervisor.libvirt_uri.uri,
+                "look up the guest",
+                error,
+            )),
+        }
+    }
+}
+
+/// A stand-in fleet: fixed answers by hypervisor name, each given after a fixed delay, so the
+/// concurrency of [`crate::libvirt::ask_fleet`] can be measured and tested without libvirt.
+/// A hypervisor it has no answer for is reported as refusing the connection.
+#[derive(Debug, Clone, Default)]
+pub struct FakeObserver {
+    pub answers: HashMap<String, HypervisorCapacity>,
+    pub delay: Duration,
+}
+
+impl HypervisorObserver for FakeObserver {
+    fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError> {
+        std::thread::sleep(self.delay);
+        self.answers
+            .get(hypervisor.name.as_str())
+            .cloned()
+            .ok_or_else(|| LibvirtError::Connect {
+                uri: hypervisor.libvirt_uri.uri.clone(),
+                message: "the fake fleet has no such hypervisor".to_string(),
+            })
+    }
+
+    fn holds_guest(
+        &self,
+        hypervisor: &HypervisorConfig,
+        guest: &DomainName,
+    ) -> Result<bool, LibvirtError> {
+        self.capacity(hypervisor)
+            .map(|capacity| capacity.holds(guest.as_str()))
+    }
+}
