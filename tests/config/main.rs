@@ -92,7 +92,7 @@ fn the_example_installation_loads_cleanly() {
     assert_eq!(guest.settings.size.to_string(), "4GB");
     let recipes: Vec<_> = guest.recipes.keys().map(|name| name.as_str()).collect();
     assert_eq!(recipes, ["adminconfig", "nginx", "data"]);
-    assert_eq!(guest.recipes[1]["server_name"], "example.test");
+    assert_eq!(guest.recipes[1]["server_names"][0], "www.example.test");
     assert!(guest.deprecations.is_empty());
 }
 
