@@ -46,6 +46,8 @@ pub enum Command {
     NewGuest(commands::new_guest::NewGuestArgs),
     /// List the recipes, or show what one takes.
     Recipes(commands::recipes::RecipesArgs),
+    /// Place, build, boot and finish guests; `--dry-run` prints the plan and changes nothing.
+    Provision(commands::provision::ProvisionArgs),
     /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
     #[command(name = "new_config")]
     NewConfig(commands::new_config::NewConfigArgs),
@@ -59,6 +61,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::NewGuest(args) => commands::new_guest::run(&cli.global, args),
         Command::Recipes(args) => commands::recipes::run(&cli.global, args),
         Command::NewConfig(args) => commands::new_config::run(&cli.global, args),
+        Command::Provision(args) => commands::provision::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
     }
 }

@@ -16,6 +16,7 @@ pub mod generate;
 pub mod model;
 pub mod placement;
 pub mod plan;
+pub mod provision;
 pub mod render;
 
 // The backends: everything that talks to something outside this process.

@@ -5,4 +5,5 @@ pub mod fleet;
 pub mod guest_inputs;
 pub mod new_config;
 pub mod new_guest;
+pub mod provision;
 pub mod recipes;

@@ -1,2 +1,4 @@
 //! What trog prints: tables and text for people on stdout, progress on stderr, and one JSON
 //! event per line with `--json`.
+
+pub mod progress;

@@ -1,0 +1,244 @@
+//! `provision DOMAIN…`: generate each guest, place it, plan its convergence, print the plan, and
+//! (unless `--dry-run`) carry it out: boot the guest and finish it over SSH.
+
+use crate::cli::GlobalArgs;
+use crate::commands::guest_inputs::{domain_argument, load_guest_inputs, GuestInputs};
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
+use crate::config::paths::InstallationPaths;
+use crate::credentials::{terminal_is_available, CredentialSource};
+use crate::exit_status::ExitStatus;
+use crate::images::default_cache_dir;
+use crate::libvirt::{connect, observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
+use crate::machine::local::LocalMachine;
+use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
+use crate::machine::Machine;
+use crate::model::hypervisor::Transport;
+use crate::model::names::HypervisorName;
+use crate::output::progress::{Progress, ProgressMode};
+use crate::placement::{place_guests, render_decision, GuestDemand};
+use crate::plan::{Action, Resolution};
+use crate::provision::{check_reachable, execute, fetch_base_image, prepare, GuestOnHypervisor};
+use crate::report::{Diagnose, Failure};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct ProvisionArgs {
+    /// The guests, fully qualified.
+    #[arg(required = true, value_name = "DOMAIN")]
+    pub domains: Vec<String>,
+    /// Print the placement and the numbered plan, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Build on this hypervisor of hypervisors.conf, skipping the search and the capacity checks.
+    #[arg(long, value_name = "NAME")]
+    pub hypervisor: Option<String>,
+    /// Adopt same-named resources trog did not create (lossless).
+    #[arg(long)]
+    pub force: bool,
+    /// Allow recreating a data volume that cannot be kept (its contents are lost).
+    #[arg(long)]
+    pub destroy_data: bool,
+    /// Without a terminal, confirms --destroy-data (on a terminal the volume's name is retyped).
+    #[arg(long)]
+    pub yes: bool,
+    /// Seconds each hypervisor has to answer when the fleet is observed.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
+    pub timeout: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionCommandError {
+    #[error("`{name}` is not a hypervisor name")]
+    BadHypervisorName { name: String },
+    #[error("the plan recreates data volume {volume} empty, and that was not confirmed")]
+    DestroyNotConfirmed { volume: String },
+}
+
+impl Diagnose for ProvisionCommandError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            ProvisionCommandError::BadHypervisorName { .. } => ExitStatus::Usage,
+            ProvisionCommandError::DestroyNotConfirmed { .. } => ExitStatus::Conflict,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ProvisionCommandError::BadHypervisorName { .. } => {
+                Some("name a [block] of hypervisors.conf".into())
+            }
+            ProvisionCommandError::DestroyNotConfirmed { .. } => Some(
+                "on a terminal, retype the volume's name when asked; without one, add --yes".into(),
+            ),
+        }
+    }
+}
+
+/// The hypervisor's own system: this machine, or an SSH login to it.
+fn hypervisor_machine(transport: &Transport) -> Result<Option<Box<dyn Machine>>, Failure> {
+    Ok(match transport {
+        Transport::Local => Some(Box::new(LocalMachine)),
+        Transport::Ssh { user, host, port } => Some(Box::new(SshMachine::new(
+            SshTarget {
+                user: user.clone(),
+                host: host.clone(),
+                port: *port,
+            },
+            None,
+            HostKeys::UserKnownHosts,
+        )?)),
+        Transport::Test => None,
+    })
+}
+
+/// `--destroy-data` deletes a data volume only when the user retyped its name (or said `--yes`
+/// where there is no terminal to retype it at).
+fn confirm_destroy(volume: &str, yes: bool) -> Result<(), ProvisionCommandError> {
+    let refused = || ProvisionCommandError::DestroyNotConfirmed {
+        volume: volume.to_string(),
+    };
+    if !terminal_is_available() {
+        return if yes { Ok(()) } else { Err(refused()) };
+    }
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|_| refused())?;
+    let mut writer = &tty;
+    let _ = write!(
+        writer,
+        "This recreates {volume} empty. Type its name to go on: "
+    );
+    let mut answer = String::new();
+    std::io::BufReader::new(&tty)
+        .read_line(&mut answer)
+        .map_err(|_| refused())?;
+    if answer.trim() == volume {
+        Ok(())
+    } else {
+        Err(refused())
+    }
+}
+
+pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failure> {
+    let domains = args
+        .domains
+        .iter()
+        .map(|text| domain_argument(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let command_line_hypervisor = match &args.hypervisor {
+        Some(name) => Some(
+            HypervisorName::parse(name)
+                .map_err(|_| ProvisionCommandError::BadHypervisorName { name: name.clone() })?,
+        ),
+        None => None,
+    };
+    let resolution = Resolution {
+        force: args.force,
+        destroy_data: args.destroy_data,
+    };
+    let mut progress = Progress::new(ProgressMode::for_run(global.json));
+
+    // Everything local first: configuration, secrets, artifacts of every guest.
+    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let guests: Vec<GuestInputs> = domains
+        .iter()
+        .map(|domain| load_guest_inputs(global, domain, &mut credentials))
+        .collect::<Result<_, _>>()?;
+
+    let paths = InstallationPaths::from_environment(global);
+    let fleet = fleet_to_build_on(
+        &paths.hypervisors_conf,
+        load_fleet(&paths.hypervisors_conf)?,
+        guests[0].config.settings.libvirt_uri.as_ref(),
+    );
+    if let Some(warning) = &fleet.warning {
+        progress.say(&format!("warning: {warning}"));
+    }
+    let observation = observe_fleet(
+        &fleet,
+        Arc::new(LibvirtObserver),
+        Duration::from_secs(args.timeout),
+    );
+    let demands: Vec<GuestDemand> = guests
+        .iter()
+        .map(|guest| GuestDemand {
+            domain: guest.config.domain.clone(),
+            memory: guest.config.settings.memory,
+            vcpus: guest.config.settings.cpus,
+            disk: guest.config.settings.size,
+            pinned_to: guest.config.settings.hypervisor.clone(),
+        })
+        .collect();
+    let decisions = place_guests(&demands, &observation, command_line_hypervisor.as_ref())
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let image_cache = default_cache_dir(
+        std::env::var("XDG_CACHE_HOME").ok().as_deref(),
+        std::env::var("HOME").ok().as_deref(),
+    );
+    for (guest, decision) in guests.iter().zip(&decisions) {
+        let hypervisor = fleet
+            .fleet
+            .hypervisors
+            .iter()
+            .find(|h| h.name == decision.chosen)
+            .expect("placement chose a hypervisor of the fleet");
+        let connection = connect(&hypervisor.libvirt_uri)?;
+        let machine = hypervisor_machine(&hypervisor.libvirt_uri.transport)?;
+        let on_hypervisor = GuestOnHypervisor {
+            inputs: guest,
+            hypervisor,
+            connection: &connection,
+            hypervisor_machine: machine.as_deref(),
+        };
+        check_reachable(&on_hypervisor)?;
+        let mut prepared = prepare(&on_hypervisor, resolution)?;
+
+        if global.json {
+            progress.event(serde_json::json!({ "event": "plan", "guest": guest.config.domain.as_str(), "placement": decision, "plan": prepared.plan }));
+        } else {
+            println!("{}", render_decision(decision));
+            print!("{}", prepared.plan);
+            let _ = std::io::stdout().flush();
+        }
+        if args.dry_run {
+            continue;
+        }
+        if let Some(data) = &prepared.desired.data_volume {
+            if prepared.plan.actions.iter().any(|action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data.name)) {
+                confirm_destroy(&data.name, args.yes)?;
+            }
+        }
+        fetch_base_image(&on_hypervisor, &mut prepared, &image_cache)?;
+        let report = execute(&on_hypervisor, &prepared, &mut progress)?;
+        if global.json {
+            progress.event(serde_json::json!({ "event": "done", "report": report }));
+        } else if report.converged_already {
+            println!(
+                "{}: converged on {}, nothing done",
+                report.guest, report.hypervisor
+            );
+        } else {
+            println!(
+                "{} is on {}{}, provisioned in {:.1}s",
+                report.guest,
+                report.hypervisor,
+                report
+                    .address
+                    .as_deref()
+                    .map(|address| format!(" at {address}"))
+                    .unwrap_or_default(),
+                report.total_seconds
+            );
+            for (step, seconds) in &report.steps {
+                println!("  {seconds:>7.1}s  {step}");
+            }
+        }
+    }
+    Ok(ExitStatus::Success)
+}

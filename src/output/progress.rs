@@ -1,0 +1,170 @@
+//! Progress of a run: a line per step with a spinner and elapsed time on a terminal, plain lines
+//! on stderr otherwise, and one JSON event per line on stdout with `--json` (for programs such
+//! as a web application's "reprovision" button).
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// How a spinner is redrawn: often enough to look alive, rarely enough to cost nothing.
+const SPINNER_TICK: Duration = Duration::from_millis(120);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    Terminal,
+    Plain,
+    Json,
+}
+
+impl ProgressMode {
+    /// `--json` wins; otherwise a spinner when stderr is a terminal.
+    pub fn for_run(json: bool) -> ProgressMode {
+        if json {
+            ProgressMode::Json
+        } else if std::io::stderr().is_terminal() {
+            ProgressMode::Terminal
+        } else {
+            ProgressMode::Plain
+        }
+    }
+}
+
+pub struct Progress {
+    mode: ProgressMode,
+    current: Option<Step>,
+}
+
+struct Step {
+    guest: String,
+    label: String,
+    started: Instant,
+    spinner: Option<ProgressBar>,
+}
+
+impl Progress {
+    pub fn new(mode: ProgressMode) -> Progress {
+        Progress {
+            mode,
+            current: None,
+        }
+    }
+
+    pub fn mode(&self) -> ProgressMode {
+        self.mode
+    }
+
+    /// One event for programs; ignored unless `--json`.
+    pub fn event(&self, event: serde_json::Value) {
+        if self.mode == ProgressMode::Json {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{event}");
+            let _ = stdout.flush();
+        }
+    }
+
+    /// A line for people (stderr); a `message` event with `--json`.
+    pub fn say(&self, text: &str) {
+        match self.mode {
+            ProgressMode::Json => self.event(json!({ "event": "message", "text": text })),
+            ProgressMode::Terminal => {
+                match self.current.as_ref().and_then(|step| step.spinner.as_ref()) {
+                    Some(spinner) => spinner.println(text),
+                    None => eprintln!("{text}"),
+                }
+            }
+            ProgressMode::Plain => eprintln!("{text}"),
+        }
+    }
+
+    pub fn start(&mut self, guest: &str, number: usize, total: usize, label: &str) {
+        let label = format!("[{number}/{total}] {label}");
+        let spinner = (self.mode == ProgressMode::Terminal).then(|| {
+            let spinner = ProgressBar::new_spinner();
+            spinner.set_style(
+                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .expect("a valid template"),
+            );
+            spinner.set_message(format!("{guest}: {label}"));
+            spinner.enable_steady_tick(SPINNER_TICK);
+            spinner
+        });
+        match self.mode {
+            ProgressMode::Plain => eprintln!("{guest}: {label}"),
+            ProgressMode::Json => self.event(json!({ "event": "step_started", "guest": guest, "step": number, "steps": total, "label": label })),
+            ProgressMode::Terminal => {}
+        }
+        self.current = Some(Step {
+            guest: guest.to_string(),
+            label,
+            started: Instant::now(),
+            spinner,
+        });
+    }
+
+    /// The running step is still waiting for `what`.
+    pub fn waiting(&self, what: &str, elapsed: Duration) {
+        if let Some(Step {
+            guest,
+            label,
+            spinner: Some(spinner),
+            ..
+        }) = &self.current
+        {
+            spinner.set_message(format!(
+                "{guest}: {label}: waiting for {what}, {}s",
+                elapsed.as_secs()
+            ));
+        }
+    }
+
+    /// Output from the guest (its Makefile's log).
+    pub fn guest_output(&self, text: &str) {
+        match self.mode {
+            ProgressMode::Json => self.event(json!({ "event": "guest_output", "text": text })),
+            ProgressMode::Terminal => {
+                match self.current.as_ref().and_then(|step| step.spinner.as_ref()) {
+                    Some(spinner) => spinner.suspend(|| eprint!("{text}")),
+                    None => eprint!("{text}"),
+                }
+            }
+            ProgressMode::Plain => eprint!("{text}"),
+        }
+    }
+
+    /// Ends the running step; returns how long it took.
+    pub fn finish(&mut self, succeeded: bool) -> Duration {
+        let Some(step) = self.current.take() else {
+            return Duration::ZERO;
+        };
+        let elapsed = step.started.elapsed();
+        let mark = if succeeded { "ok" } else { "FAILED" };
+        match self.mode {
+            ProgressMode::Terminal => {
+                if let Some(spinner) = step.spinner {
+                    spinner.finish_and_clear();
+                }
+                eprintln!(
+                    "{mark:>6} {}: {} ({:.1}s)",
+                    step.guest,
+                    step.label,
+                    elapsed.as_secs_f64()
+                );
+            }
+            ProgressMode::Plain => eprintln!(
+                "{mark:>6} {}: {} ({:.1}s)",
+                step.guest,
+                step.label,
+                elapsed.as_secs_f64()
+            ),
+            ProgressMode::Json => self.event(json!({
+                "event": "step_finished",
+                "guest": step.guest,
+                "label": step.label,
+                "succeeded": succeeded,
+                "seconds": elapsed.as_secs_f64(),
+            })),
+        }
+        elapsed
+    }
+}

@@ -1,0 +1,139 @@
+//! From a generated guest and the hypervisor it goes to, what the planner and libvirt are given:
+//! the [`DesiredGuest`] the plan converges to, and the [`DomainSpec`] its XML is rendered from.
+//! Pure.
+
+use crate::config::settings::GuestSettings;
+use crate::generate::GeneratedGuest;
+use crate::model::hypervisor::HypervisorConfig;
+use crate::model::names::DomainName;
+use crate::model::units::Bytes;
+use crate::plan::{resource_names, DesiredGuest, DesiredVolume, GuestTag};
+use crate::render::domain_xml::{DiskCache, DiskSpec, DomainSpec, Firmware, NetworkAttachment};
+use serde_json::Value;
+
+/// Where the serial console of a guest is copied to on its hypervisor: read back when a guest
+/// never answers, and by `debug_boot --fetch`.
+pub fn serial_log_path(domain: &DomainName) -> String {
+    format!("/var/log/libvirt/qemu/{domain}-serial.log")
+}
+
+/// A stable UUID for a guest name, so a domain redefined from new XML keeps the UUID libvirt
+/// knows it by (libvirt refuses a redefinition that changes it).
+pub fn domain_uuid(domain: &DomainName) -> uuid::Uuid {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("trog domain {domain}"));
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
+/// The data volume the `vm` recipe declares (`data_volume_size`), if any.
+fn data_volume_size(machine: &Value) -> Option<Bytes> {
+    machine
+        .get("data_volume_size")
+        .and_then(Value::as_str)
+        .and_then(|text| Bytes::parse_disk(text).ok())
+}
+
+pub fn desired_guest(
+    domain: &DomainName,
+    generated: &GeneratedGuest,
+    settings: &GuestSettings,
+    hypervisor: &HypervisorConfig,
+) -> DesiredGuest {
+    DesiredGuest {
+        domain: domain.clone(),
+        pool_name: hypervisor.pool_name.clone(),
+        pool_path: hypervisor.pool_path.display().to_string(),
+        base_image_volume: resource_names::base_image_volume(&generated.image_sha256),
+        base_image_sha256: generated.image_sha256.clone(),
+        base_image_source: generated.image_url.clone(),
+        root_volume: DesiredVolume {
+            name: resource_names::root_volume(domain),
+            capacity: settings.size,
+        },
+        seed_volume: resource_names::seed_volume(domain),
+        seed_sha256: generated.seed_iso.sha256_hex.clone(),
+        data_volume: data_volume_size(&generated.machine).map(|capacity| DesiredVolume {
+            name: resource_names::data_volume(domain),
+            capacity,
+        }),
+        boot_fingerprint: generated.fingerprint.root_disk.clone(),
+        shape_fingerprint: generated.fingerprint.value.clone(),
+        payload_digest: generated.payload.sha256_hex.clone(),
+    }
+}
+
+fn disk(pool: &str, volume: &str, machine: &Value) -> DiskSpec {
+    let mut disk = DiskSpec::qcow2(pool, volume);
+    disk.cache = match machine.get("disk_cache").and_then(Value::as_str) {
+        Some("none") => Some(DiskCache::None),
+        Some("writeback") => Some(DiskCache::Writeback),
+        Some("writethrough") => Some(DiskCache::Writethrough),
+        Some("directsync") => Some(DiskCache::Directsync),
+        Some("unsafe") => Some(DiskCache::Unsafe),
+        _ => None,
+    };
+    disk.discard_unmap = machine.get("disk_discard").and_then(Value::as_str) != Some("ignore");
+    disk
+}
+
+/// The domain as libvirt will define it. `tpm` is decided by the hypervisor's facts (a real TPM
+/// and swtpm); `tag` is what the plan records.
+pub fn domain_spec(
+    desired: &DesiredGuest,
+    generated: &GeneratedGuest,
+    settings: &GuestSettings,
+    hypervisor: &HypervisorConfig,
+    tpm: bool,
+    tag: GuestTag,
+) -> DomainSpec {
+    let machine = &generated.machine;
+    DomainSpec {
+        name: desired.domain.clone(),
+        uuid: domain_uuid(&desired.domain),
+        memory: settings.memory,
+        vcpus: settings.cpus,
+        domain_type: hypervisor.domain_type,
+        cpu_mode: generated.cpu_mode.clone(),
+        firmware: if machine.get("firmware").and_then(Value::as_str) == Some("uefi") {
+            Firmware::Uefi
+        } else {
+            Firmware::Bios
+        },
+        root_disk: disk(&desired.pool_name, &desired.root_volume.name, machine),
+        data_disk: desired
+            .data_volume
+            .as_ref()
+            .map(|volume| disk(&desired.pool_name, &volume.name, machine)),
+        seed_volume: desired.seed_volume.clone(),
+        mac_address: generated.mac_address.clone(),
+        network: match &settings.bridge {
+            Some(bridge) => NetworkAttachment::Bridge(bridge.clone()),
+            None => NetworkAttachment::Network(
+                machine
+                    .get("network")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&settings.network)
+                    .to_string(),
+            ),
+        },
+        serial_log_path: serial_log_path(&desired.domain),
+        tpm,
+        partition: hypervisor.partition.clone(),
+        tag,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_uuid_is_stable_and_differs_between_guests() {
+        let one = DomainName::parse("one.example.test").unwrap();
+        let two = DomainName::parse("two.example.test").unwrap();
+        assert_eq!(domain_uuid(&one), domain_uuid(&one));
+        assert_ne!(domain_uuid(&one), domain_uuid(&two));
+    }
+}
