@@ -48,6 +48,8 @@ pub enum Command {
     Recipes(commands::recipes::RecipesArgs),
     /// Place, build, boot and finish guests; `--dry-run` prints the plan and changes nothing.
     Provision(commands::provision::ProvisionArgs),
+    /// Remove a guest: its domain, root disk and seed (its data volume too with --purge).
+    Destroy(commands::destroy::DestroyArgs),
     /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
     #[command(name = "new_config")]
     NewConfig(commands::new_config::NewConfigArgs),
@@ -62,6 +64,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Recipes(args) => commands::recipes::run(&cli.global, args),
         Command::NewConfig(args) => commands::new_config::run(&cli.global, args),
         Command::Provision(args) => commands::provision::run(&cli.global, args),
+        Command::Destroy(args) => commands::destroy::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
     }
 }
