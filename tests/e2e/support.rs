@@ -1,0 +1,126 @@
+//! The world an end-to-end run needs: a temporary installation, an apt mirror on the libvirt
+//! bridge, the real `bin/` entry points, and cleanup of whatever a failed run left in libvirt.
+
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The address of this machine on libvirt's default NAT network, where guests can reach it.
+pub const BRIDGE_ADDRESS: &str = "192.168.122.1";
+/// The passphrase of the test installation's secret store.
+pub const PASSPHRASE: &str = "e2e-passphrase";
+
+pub fn checkout() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The test guest image built by tests/image/ensure-image.sh (exported by tests/run).
+pub fn test_image() -> PathBuf {
+    let path = std::env::var("TROG_TEST_IMAGE").expect(
+        "TROG_TEST_IMAGE names the test guest image: run the suite through tests/run, which builds it",
+    );
+    PathBuf::from(path)
+}
+
+pub fn sha256_file(path: &Path) -> String {
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// An empty apt archive for the guest's mirror: every suite exists and lists no packages, so
+/// `apt-get update` succeeds and installing what the image already has is a no-op.
+pub fn write_empty_archive(root: &Path) {
+    for suite in ["bookworm", "bookworm-updates", "bookworm-security"] {
+        let dists = root.join("debian/dists").join(suite);
+        std::fs::create_dir_all(dists.join("main/binary-amd64")).unwrap();
+        std::fs::write(dists.join("main/binary-amd64/Packages"), "").unwrap();
+        let release = format!(
+            "Suite: {suite}\nCodename: {suite}\nComponents: main\nArchitectures: amd64\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n {} 0 main/binary-amd64/Packages\n",
+            hex::encode(Sha256::digest(b""))
+        );
+        std::fs::write(dists.join("Release"), release).unwrap();
+    }
+}
+
+/// A static HTTP server for the mirror, stopped when dropped.
+pub struct MirrorServer {
+    child: Child,
+    pub url: String,
+}
+
+impl MirrorServer {
+    pub fn start(root: &Path, port: u16) -> MirrorServer {
+        let child = Command::new("python3")
+            .args(["-m", "http.server", &port.to_string(), "--bind", BRIDGE_ADDRESS, "--directory"])
+            .arg(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 serves the test mirror");
+        let url = format!("http://{BRIDGE_ADDRESS}:{port}/debian");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect((BRIDGE_ADDRESS, port)).is_ok() {
+                return MirrorServer { child, url };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the test mirror did not start on {BRIDGE_ADDRESS}:{port}");
+    }
+}
+
+impl Drop for MirrorServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a `bin/` entry point with the installation and credentials on standard input.
+pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
+    let mut child = spawn_verb(verb, installation, args);
+    child.wait_with_output().unwrap()
+}
+
+pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
+    let mut child = Command::new(checkout().join("bin").join(verb))
+        .arg("--credentials")
+        .args(args)
+        .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+        .env("TROG_PROVISIONER_CONFIG", installation)
+        .env("XDG_CACHE_HOME", installation.join("cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "keepass: {PASSPHRASE}\n").unwrap();
+    child
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Removes what a run left in libvirt, whatever state it stopped in.
+pub struct LibvirtLeftovers {
+    pub domain: String,
+    pub pool: String,
+}
+
+impl Drop for LibvirtLeftovers {
+    fn drop(&mut self) {
+        let Ok(connection) = virt::connect::Connect::open(Some("qemu:///system")) else { return };
+        if let Ok(domain) = connection.lookup_domain_by_name(&self.domain) {
+            let _ = domain.destroy();
+            let _ = domain.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM);
+        }
+        if let Ok(pool) = connection.lookup_storage_pool_by_name(&self.pool) {
+            for volume in pool.list_all_volumes(0).unwrap_or_default() {
+                let _ = volume.delete(0);
+            }
+            let _ = pool.destroy();
+            let _ = pool.undefine();
+        }
+    }
+}
