@@ -72,12 +72,16 @@ initrd=initrd.img-${kernel#vmlinuz-}
 
 # cloud-init writes systemd-networkd files; networkd must start for them to take effect.
 systemctl --root="$rootfs" enable systemd-networkd.service >/dev/null 2>&1
+# Under TCG every boot-time job costs seconds; this one only cleans up after e2scrub snapshots.
+systemctl --root="$rootfs" mask e2scrub_reap.service >/dev/null 2>&1
 cat >"$rootfs/etc/cloud/cloud.cfg.d/90-trog-test.cfg" <<'EOF'
 # Only the seed ISO (NoCloud) counts; no network metadata service is probed.
 datasource_list: [ NoCloud, None ]
 manage_etc_hosts: true
 # The image has no `locales` package; C.UTF-8 is built into glibc and needs no generation.
 locale: C.UTF-8
+# RSA host key generation takes many seconds under TCG; an ed25519 host key is all clients need.
+ssh_genkeytypes: [ ed25519 ]
 EOF
 cat >"$rootfs/etc/fstab" <<EOF
 LABEL=$root_label / ext4 defaults,errors=remount-ro 0 1

@@ -21,14 +21,12 @@ ssh_timeout_s=${TROG_SMOKE_SSH_TIMEOUT_S:-300}
 cloud_init_timeout_s=${TROG_SMOKE_CLOUD_INIT_TIMEOUT_S:-300}
 shutdown_timeout_s=${TROG_SMOKE_SHUTDOWN_TIMEOUT_S:-120}
 
-log() { printf '[smoke-boot %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "FAILED: $*"; exit 1; }
+# shellcheck source=tests/image/guest-lib.sh
+source "$here/guest-lib.sh"
+guest_log_tag=smoke-boot
+log() { guest_log "$@"; }
+die() { guest_die "$@"; }
 virsh() { command virsh -q -c "$uri" "$@"; }
-now_ms() { date +%s%3N; }
-seconds_since() { # start_ms -> seconds with one decimal
-  local ms=$(( $(now_ms) - $1 ))
-  printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100))
-}
 
 for tool in virsh ssh ssh-keygen genisoimage qemu-img; do
   command -v "$tool" >/dev/null || die "$tool is missing (bash .ci/install-packages)"
@@ -42,8 +40,7 @@ run_id=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
 name=trog-smoke-$run_id
 pool=$name
 pool_dir=/var/lib/libvirt/$name
-# 52:54:00 is the prefix libvirt/qemu use for locally administered guest NICs.
-mac=52:54:00:$(od -An -N3 -tx1 /dev/urandom | sed 's/^ //; s/ /:/g')
+mac=$(random_mac)
 work=$(mktemp -d "/tmp/$name.XXXXXX")
 serial_log=$work/serial.log
 ssh_key=$work/id_ed25519
@@ -78,24 +75,7 @@ log "guest $name, mac $mac, image $image"
 ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$ssh_key"
 
 # --- seed ISO (NoCloud) ---
-mkdir "$work/seed"
-cat >"$work/seed/user-data" <<EOF
-#cloud-config
-ssh_authorized_keys:
-  - $(<"$ssh_key.pub")
-EOF
-cat >"$work/seed/meta-data" <<EOF
-instance-id: $name
-local-hostname: $name
-EOF
-cat >"$work/seed/network-config" <<EOF
-version: 2
-ethernets:
-  primary:
-    match:
-      macaddress: "$mac"
-    dhcp4: true
-EOF
+write_seed_files "$work/seed" "$name" "$mac" "$ssh_key.pub"
 genisoimage -quiet -output "$work/seed.iso" -volid cidata -joliet -rock \
   "$work/seed/user-data" "$work/seed/meta-data" "$work/seed/network-config"
 
@@ -155,7 +135,7 @@ cat >"$work/domain.xml" <<EOF
 </domain>
 EOF
 if command -v virt-xml-validate >/dev/null; then
-  virt-xml-validate "$work/domain.xml" domain >/dev/null || die "domain XML does not validate"
+  validation=$(virt-xml-validate "$work/domain.xml" domain 2>&1) || die "domain XML is invalid: $validation"
 fi
 virsh define "$work/domain.xml" >/dev/null
 
@@ -164,34 +144,17 @@ virsh start "$name" >/dev/null
 log "started"
 
 # --- address from the DHCP lease (the MAC is unique, so its lease is this guest's) ---
-address=
-deadline=$((SECONDS + lease_timeout_s))
-while [[ -z $address ]]; do
-  ((SECONDS < deadline)) || die "no DHCP lease for $mac within ${lease_timeout_s} s"
-  # Columns: date time mac protocol address/prefix hostname client-id; newest lease last.
-  address=$(virsh net-dhcp-leases "$network" --mac "$mac" 2>/dev/null |
-    awk '$5 ~ /\// {print $1" "$2" "$5}' | sort | tail -n1 | awk '{print $3}' | cut -d/ -f1)
-  [[ -n $address ]] || sleep 1
-done
+address=$(wait_for_lease "$mac" "$lease_timeout_s")
 lease_s=$(seconds_since "$boot_ms")
 log "lease $address after ${lease_s} s"
+guest() { guest_ssh "$ssh_key" "$address" "$@"; }
 
-ssh_opts=(-i "$ssh_key" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
-  -o LogLevel=ERROR -o ConnectTimeout=5)
-guest() { ssh "${ssh_opts[@]}" "debian@$address" "$@" </dev/null; }
-
-deadline=$((SECONDS + ssh_timeout_s))
-until guest true 2>/dev/null; do
-  ((SECONDS < deadline)) || die "SSH on $address did not answer within ${ssh_timeout_s} s"
-  sleep 1
-done
+wait_for_ssh "$ssh_key" "$address" "$ssh_timeout_s"
 ssh_s=$(seconds_since "$boot_ms")
 log "SSH answers after ${ssh_s} s"
 
-cloud_init=$(timeout "$cloud_init_timeout_s" ssh "${ssh_opts[@]}" "debian@$address" \
-  cloud-init status --wait </dev/null 2>&1 | tail -n1) || true
+wait_for_cloud_init "$ssh_key" "$address" "$cloud_init_timeout_s"
 cloud_init_s=$(seconds_since "$boot_ms")
-[[ $cloud_init == *"status: done"* ]] || die "cloud-init did not finish cleanly: '$cloud_init'"
 log "cloud-init done after ${cloud_init_s} s"
 log "guest's view: $(guest systemd-analyze 2>/dev/null | head -n1)"
 if [[ ${TROG_SMOKE_DIAG:-0} == 1 ]]; then

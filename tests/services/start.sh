@@ -7,9 +7,10 @@
 # Whatever it starts or adds is recorded under $TROG_SERVICES_STATE (default /run/trog-tests) so that
 # tests/services/stop.sh undoes exactly that and nothing else.
 #
-# A libvirtd already running without that socket configuration is left alone (other users may be
-# connected) unless TROG_RESTART_LIBVIRTD=1, which restarts it with the configuration; running
-# guests survive a libvirtd restart.
+# A libvirtd already running without that socket configuration (started by hand, or by the package's
+# init script on installation) is left alone, since others may be connected, unless
+# TROG_RESTART_LIBVIRTD=1 or CI=true: then it is restarted with the configuration. Running guests
+# survive a libvirtd restart.
 set -euo pipefail
 
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
@@ -73,7 +74,7 @@ if [[ -z $existing ]]; then
   say "started libvirtd with $libvirtd_conf"
 elif socket_configured; then
   say "libvirtd already running (pid $existing) with the libvirt-group socket"
-elif [[ ${TROG_RESTART_LIBVIRTD:-0} == 1 ]]; then
+elif [[ ${TROG_RESTART_LIBVIRTD:-0} == 1 || ${CI:-} == true ]]; then
   say "restarting libvirtd (pid $existing) to apply $libvirtd_conf"
   kill -TERM "$existing"
   for _ in $(seq 100); do [[ -d /proc/$existing ]] || break; sleep 0.1; done
