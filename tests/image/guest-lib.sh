@@ -1,6 +1,8 @@
+# shellcheck shell=bash
 # Shell helpers shared by the scripts that boot the test image (smoke-boot, bench/boot.sh).
 # Source it; it defines functions only. Every wait is bounded and says what it waited for.
-# The caller sets: uri (libvirt URI), network (libvirt network name).
+# The caller may set uri (libvirt URI) and network (libvirt network name) before calling them.
+: "${uri:=qemu:///system}" "${network:=default}"
 
 guest_log() { printf '[%s %s] %s\n' "${guest_log_tag:-guest}" "$(date +%T)" "$*" >&2; }
 guest_die() { guest_log "FAILED: $*"; exit 1; }

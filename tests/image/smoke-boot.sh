@@ -171,6 +171,15 @@ guest 'command -v make && command -v curl && command -v tar && command -v gzip' 
 root_gib=$(guest "df -BG --output=size / | tail -n1 | tr -dc 0-9")
 ((root_gib >= disk_gib - 1)) || die "root filesystem is ${root_gib} GiB; growpart/resize did not run"
 guest "systemctl is-active qemu-guest-agent" >/dev/null || log "note: qemu-guest-agent not active"
+# The guard rules must keep the guest inside the host bridge: an address the host itself can reach
+# (the Debian mirror, by number since the guest has no resolver) must be unreachable from the guest.
+outside=$(getent ahostsv4 deb.debian.org 2>/dev/null | awk 'NR == 1 {print $1}')
+if [[ -n $outside ]]; then
+  if guest "curl -s -m 5 -o /dev/null http://$outside/"; then
+    die "the guest reached $outside beyond the host bridge: guard rules missing (tests/services/start.sh)"
+  fi
+  log "guest cannot reach $outside beyond the bridge (guard rules hold)"
+fi
 log "guest checks passed (hostname, sudo, tools, root grown to ${root_gib} GiB)"
 
 shutdown_ms=$(now_ms)

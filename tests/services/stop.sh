@@ -23,11 +23,11 @@ if [[ -e $state_dir/added-guards ]]; then
 fi
 
 if [[ -e $state_dir/started-network ]]; then
-  virsh -c "$libvirt_uri" net-destroy default >/dev/null 2>&1 && say "stopped network default" || true
+  if virsh -c "$libvirt_uri" net-destroy default >/dev/null 2>&1; then say "stopped network default"; fi
   rm -f "$state_dir/started-network"
 fi
 if [[ -e $state_dir/defined-network ]]; then
-  virsh -c "$libvirt_uri" net-undefine default >/dev/null 2>&1 && say "undefined network default" || true
+  if virsh -c "$libvirt_uri" net-undefine default >/dev/null 2>&1; then say "undefined network default"; fi
   rm -f "$state_dir/defined-network"
 fi
 
