@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Undoes what tests/services/start.sh recorded that it started or added, and nothing else:
+# guard rules, the default network (stopped / undefined only if start.sh started / defined it),
+# libvirtd and virtlogd (only the processes named in start.sh's PID files).
+set -euo pipefail
+
+state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
+libvirt_uri=qemu:///system
+guard_tag=trog-guard
+
+say() { printf '[services] %s\n' "$*"; }
+
+[[ -d $state_dir ]] || { say "nothing recorded in $state_dir; nothing to stop"; exit 0; }
+
+if [[ -e $state_dir/added-guards ]]; then
+  for chain in FORWARD OUTPUT; do
+    # Delete by rule number, highest first, every rule carrying our tag.
+    iptables -S "$chain" | tail -n +2 | grep -n -- "--comment $guard_tag" | cut -d: -f1 | sort -rn |
+      while read -r number; do iptables -D "$chain" "$number"; done
+  done
+  rm -f "$state_dir/added-guards"
+  say "removed guard rules"
+fi
+
+if [[ -e $state_dir/started-network ]]; then
+  if virsh -c "$libvirt_uri" net-destroy default >/dev/null 2>&1; then say "stopped network default"; fi
+  rm -f "$state_dir/started-network"
+fi
+if [[ -e $state_dir/defined-network ]]; then
+  if virsh -c "$libvirt_uri" net-undefine default >/dev/null 2>&1; then say "undefined network default"; fi
+  rm -f "$state_dir/defined-network"
+fi
+
+stop_daemon() { # name pidfile marker
+  local name=$1 pidfile=$2 marker=$3 pid
+  [[ -e $marker && -s $pidfile ]] || return 0
+  pid=$(<"$pidfile")
+  if [[ -r /proc/$pid/comm && $(</proc/"$pid"/comm) == "$name" ]]; then
+    kill -TERM "$pid"
+    for _ in $(seq 100); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+    if [[ -d /proc/$pid ]]; then
+      say "warning: $name (pid $pid) still running after 10 s"
+      return 0
+    fi
+    say "stopped $name (pid $pid)"
+  fi
+  rm -f "$marker" "$pidfile"
+}
+stop_daemon libvirtd "$state_dir/libvirtd.pid" "$state_dir/started-libvirtd"
+stop_daemon virtlogd "$state_dir/virtlogd.pid" "$state_dir/started-virtlogd"
