@@ -4,7 +4,7 @@
 //! exits with its own status.
 
 use crate::cli::GlobalArgs;
-use crate::commands::guest_inputs::domain_argument;
+use crate::provision::inputs::domain_argument;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::config::paths::InstallationPaths;
 use crate::credentials::terminal_is_available;

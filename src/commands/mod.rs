@@ -3,7 +3,6 @@
 
 pub mod destroy;
 pub mod fleet;
-pub mod guest_inputs;
 pub mod new_config;
 pub mod new_guest;
 pub mod provision;

@@ -5,7 +5,7 @@
 //! The guest's private key is never written here: it stays in the secret store.
 
 use crate::cli::GlobalArgs;
-use crate::commands::guest_inputs::{domain_argument, load_guest_inputs};
+use crate::provision::inputs::{domain_argument, load_guest_inputs};
 use crate::credentials::CredentialSource;
 use crate::exit_status::ExitStatus;
 use crate::report::{Diagnose, Failure};

@@ -2,7 +2,7 @@
 //! (unless `--dry-run`) carry it out: boot the guest and finish it over SSH.
 
 use crate::cli::GlobalArgs;
-use crate::commands::guest_inputs::{domain_argument, load_guest_inputs, GuestInputs};
+use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{terminal_is_available, CredentialSource};

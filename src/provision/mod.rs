@@ -7,9 +7,10 @@
 
 pub mod desired;
 pub mod hypervisor_facts;
+pub mod inputs;
 pub mod reach;
 
-use crate::commands::guest_inputs::GuestInputs;
+use inputs::GuestInputs;
 use crate::exit_status::ExitStatus;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};

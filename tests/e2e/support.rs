@@ -27,16 +27,20 @@ pub fn sha256_file(path: &Path) -> String {
     hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
 }
 
-/// An empty apt archive for the guest's mirror: every suite exists and lists no packages, so
-/// `apt-get update` succeeds and installing what the image already has is a no-op.
+/// An empty apt archive for the guest's mirror: every suite cloud-init's Debian template and the
+/// debian recipe name exists, with binary and source indexes listing nothing, so `apt-get update`
+/// succeeds and installing what the image already has is a no-op.
 pub fn write_empty_archive(root: &Path) {
-    for suite in ["bookworm", "bookworm-updates", "bookworm-security"] {
+    let empty = hex::encode(Sha256::digest(b""));
+    for suite in ["bookworm", "bookworm-updates", "bookworm-security", "bookworm-backports"] {
         let dists = root.join("debian/dists").join(suite);
-        std::fs::create_dir_all(dists.join("main/binary-amd64")).unwrap();
-        std::fs::write(dists.join("main/binary-amd64/Packages"), "").unwrap();
+        for index in ["main/binary-amd64/Packages", "main/source/Sources"] {
+            let path = dists.join(index);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
         let release = format!(
-            "Suite: {suite}\nCodename: {suite}\nComponents: main\nArchitectures: amd64\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n {} 0 main/binary-amd64/Packages\n",
-            hex::encode(Sha256::digest(b""))
+            "Suite: {suite}\nCodename: {suite}\nComponents: main\nArchitectures: amd64\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n {empty} 0 main/binary-amd64/Packages\n {empty} 0 main/source/Sources\n"
         );
         std::fs::write(dists.join("Release"), release).unwrap();
     }
@@ -77,8 +81,7 @@ impl Drop for MirrorServer {
 
 /// Runs a `bin/` entry point with the installation and credentials on standard input.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
-    let mut child = spawn_verb(verb, installation, args);
-    child.wait_with_output().unwrap()
+    spawn_verb(verb, installation, args).wait_with_output().unwrap()
 }
 
 pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {

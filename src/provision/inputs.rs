@@ -1,4 +1,4 @@
-//! What `new_config` and `provision` both do first: read the installation, the cookbook and the
+//! What `new_config` and `provision` both do first, before any hypervisor is asked anything: read the installation, the cookbook and the
 //! guest's configuration, unlock the secret store, and generate the guest's artifacts.
 
 use crate::cli::GlobalArgs;
