@@ -6,14 +6,17 @@
 //! - `trog recipes --scaffold NAME…` prints the YAML `new_guest` would write for those recipes.
 
 use crate::cli::GlobalArgs;
+use crate::config::error::GuestConfigError;
+use crate::config::guest::load_recipes_yaml;
 use crate::config::paths::InstallationPaths;
+use crate::config::recipes_file::{RecipesYaml, GLOBAL_KEY};
+use crate::config::yaml::Node;
 use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
 use crate::cookbook::manifest::RecipeKind;
 use crate::cookbook::scaffold::scaffold;
 use crate::exit_status::ExitStatus;
 use crate::report::{Diagnose, Failure};
 use serde_json::Value;
-use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct RecipesArgs {
@@ -30,14 +33,6 @@ pub struct RecipesArgs {
 pub enum RecipesCommandError {
     #[error("there is no recipe `{name}` (known: {known})")]
     UnknownRecipe { name: String, known: String },
-    #[error("cannot read the installation's recipes file {}", file.display())]
-    ReadInstallation {
-        file: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot parse the installation's recipes file {}: {message}", file.display())]
-    ParseInstallation { file: PathBuf, message: String },
 }
 
 impl Diagnose for RecipesCommandError {
@@ -49,11 +44,6 @@ impl Diagnose for RecipesCommandError {
         Some(match self {
             RecipesCommandError::UnknownRecipe { .. } => {
                 "`trog recipes` lists the guest recipes".into()
-            }
-            RecipesCommandError::ReadInstallation { .. }
-            | RecipesCommandError::ParseInstallation { .. } => {
-                "fix recipes.yaml, or point --recipes or TROG_PROVISIONER_CONFIG at another one"
-                    .into()
             }
         })
     }
@@ -145,26 +135,34 @@ pub fn scaffold_text(cookbook: &Cookbook, names: &[&str], base: &Value) -> Resul
     Ok(text)
 }
 
-/// The installation's `_base` (recipes every guest gets, and `_global`), so the scaffold leaves
-/// out what it supplies; `Value::Null` when there is no recipes file yet.
-fn installation_base(paths: &InstallationPaths) -> Result<Value, RecipesCommandError> {
-    let file = &paths.recipes_yaml;
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Value::Null),
-        Err(source) => {
-            return Err(RecipesCommandError::ReadInstallation {
-                file: file.clone(),
-                source,
-            })
+/// The installation's `_base` as the scaffold reads it, through the configuration loader;
+/// `Value::Null` when the installation has no recipes file yet (there is nothing to leave to it).
+fn installation_base(paths: &InstallationPaths) -> Result<Value, GuestConfigError> {
+    match load_recipes_yaml(paths) {
+        Ok(recipes_yaml) => Ok(base_as_json(&recipes_yaml)),
+        Err(GuestConfigError::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(Value::Null)
         }
-    };
-    let document: Value =
-        serde_saphyr::from_str(&text).map_err(|error| RecipesCommandError::ParseInstallation {
-            file: file.clone(),
-            message: error.to_string(),
-        })?;
-    Ok(document.get("_base").cloned().unwrap_or(Value::Null))
+        Err(error) => Err(error),
+    }
+}
+
+/// `_base` as JSON: `_global` (when written) and each recipe with its arguments, in file order.
+pub fn base_as_json(recipes_yaml: &RecipesYaml) -> Value {
+    let base = &recipes_yaml.base;
+    let mut object = serde_json::Map::new();
+    if base.global_origin.is_some() {
+        object.insert(
+            GLOBAL_KEY.to_string(),
+            Node::Mapping(base.global.clone()).to_json(),
+        );
+    }
+    for (name, entry) in &base.recipes {
+        object.insert(name.as_str().to_string(), entry.value.value.to_json());
+    }
+    Value::Object(object)
 }
 
 #[cfg(test)]
@@ -190,5 +188,28 @@ mod tests {
             "there is no recipe `nope` (known: debian, vm)"
         );
         assert_eq!(error.exit_status(), ExitStatus::Configuration);
+    }
+
+    #[test]
+    fn base_as_json_holds_global_and_recipes() {
+        let recipes_yaml = crate::config::recipes_file::parse_recipes_yaml(
+            std::path::Path::new("recipes.yaml"),
+            "_base:\n  _global: {admin_user: a, memory: 512}\n  adminconfig: {}\n  mariadb:\n    root_pw: secret:Db/root/password\n",
+        )
+        .unwrap();
+        assert_eq!(
+            base_as_json(&recipes_yaml),
+            serde_json::json!({
+                "_global": {"admin_user": "a", "memory": 512},
+                "adminconfig": {},
+                "mariadb": {"root_pw": "secret:Db/root/password"}
+            })
+        );
+        let empty = crate::config::recipes_file::parse_recipes_yaml(
+            std::path::Path::new("recipes.yaml"),
+            "",
+        )
+        .unwrap();
+        assert_eq!(base_as_json(&empty), serde_json::json!({}));
     }
 }

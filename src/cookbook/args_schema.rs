@@ -216,25 +216,51 @@ pub fn find_secret_references(value: &Value) -> Vec<SecretReference> {
 }
 
 fn walk_secrets(value: &Value, pointer: String, found: &mut Vec<SecretReference>) {
-    match value {
-        Value::String(text) => {
-            if let Some(reference) = SecretReference::parse(&pointer, text) {
-                found.push(reference);
-            }
+    walk_strings(value, pointer, &mut |pointer, text| {
+        if let Some(reference) = SecretReference::parse(pointer, text) {
+            found.push(reference);
         }
+    });
+}
+
+/// The JSON pointer of every string that starts with `secret:` but is not a whole
+/// `secret:Group/Entry/Field`. Left alone it would pass as a plain value, and a recipe would be
+/// handed the reference's text instead of the secret.
+pub fn find_malformed_secret_references(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    walk_strings(value, String::new(), &mut |pointer, text| {
+        if text.starts_with(SECRET_PREFIX) && SecretReference::parse(pointer, text).is_none() {
+            found.push(pointer.to_string());
+        }
+    });
+    found
+}
+
+/// Calls `visit` with the pointer and text of every string in `value`, in document order.
+fn walk_strings(value: &Value, pointer: String, visit: &mut dyn FnMut(&str, &str)) {
+    match value {
+        Value::String(text) => visit(&pointer, text),
         Value::Array(elements) => {
             for (index, element) in elements.iter().enumerate() {
-                walk_secrets(element, format!("{pointer}/{index}"), found);
+                walk_strings(element, format!("{pointer}/{index}"), visit);
             }
         }
         Value::Object(object) => {
             for (key, child) in object {
                 let escaped = key.replace('~', "~0").replace('/', "~1");
-                walk_secrets(child, format!("{pointer}/{escaped}"), found);
+                walk_strings(child, format!("{pointer}/{escaped}"), visit);
             }
         }
         _ => {}
     }
+}
+
+/// The top-level argument a JSON pointer lies under (`/allow/0` → `allow`), unescaped.
+fn argument_of(pointer: &str) -> Option<String> {
+    pointer
+        .split('/')
+        .nth(1)
+        .map(|first| first.replace("~1", "/").replace("~0", "~"))
 }
 
 /// Checks `args` against the recipe's OpenAPI-3 schema and returns them with defaults applied.
@@ -273,8 +299,8 @@ pub fn validate_args(
         } else {
             error.masked().to_string()
         };
-        let argument = match (error.kind(), path.split('/').nth(1)) {
-            (_, Some(first)) => first.replace("~1", "/").replace("~0", "~"),
+        let argument = match (error.kind(), argument_of(&path)) {
+            (_, Some(first)) => first,
             (ValidationErrorKind::Required { property }, None) => {
                 property.as_str().unwrap_or_default().to_string()
             }
@@ -284,6 +310,15 @@ pub fn validate_args(
             path,
             argument,
             why,
+        });
+    }
+    for path in find_malformed_secret_references(&value) {
+        problems.push(ArgProblem {
+            argument: argument_of(&path).unwrap_or_default(),
+            path,
+            why: "a secret reference names a group, an entry and a field: \
+                  `secret:Group/Entry/Field`"
+                .to_string(),
         });
     }
     if !problems.is_empty() {
@@ -502,6 +537,39 @@ mod tests {
         assert!(SecretReference::parse("/a", "secret:Entry/Field").is_none());
         assert!(SecretReference::parse("/a", "secret:A//Field").is_none());
         assert!(SecretReference::parse("/a", "plain").is_none());
+    }
+
+    #[test]
+    fn malformed_secret_reference_is_an_argument_error() {
+        let args = json!({"root_pw": "secret:Db/password", "admin_email": "ops@example.test"});
+        let error = validate_args(&recipe(), &schema(), &args).unwrap_err();
+        let ArgsError::Invalid { problems, .. } = &error else {
+            panic!("{error}")
+        };
+        assert_eq!(problems.len(), 1, "{error}");
+        assert_eq!(problems[0].path, "/root_pw");
+        assert_eq!(problems[0].argument, "root_pw");
+        assert!(
+            error
+                .to_string()
+                .starts_with("recipe `mariadb`: 1 problem(s)"),
+            "{error}"
+        );
+        assert!(
+            problems[0].why.contains("secret:Group/Entry/Field"),
+            "{error}"
+        );
+        assert!(!error.to_string().contains("secret:Db/password"), "{error}");
+    }
+
+    #[test]
+    fn malformed_secret_references_are_found_anywhere() {
+        let found = find_malformed_secret_references(&json!({
+            "a": "secret:",
+            "b": ["secret:G/E/F", "secret:A//F", "plain"],
+            "c": {"d": "secret:x"}
+        }));
+        assert_eq!(found, ["/a", "/b/1", "/c/d"]);
     }
 
     #[test]
