@@ -95,4 +95,13 @@ mod tests {
             assert_eq!(status.code(), index as i32);
         }
     }
+
+    #[test]
+    fn readme_documents_every_status() {
+        let readme = include_str!("../README.md");
+        for status in ExitStatus::ALL {
+            let row = format!("| {} | {} |", status.code(), status.meaning());
+            assert!(readme.contains(&row), "README lacks the row `{row}`");
+        }
+    }
 }
