@@ -93,6 +93,7 @@ fn on_guest(installation: &Installation, address: &str, command: &str) -> String
 }
 
 fn volumes(pool: &str) -> Vec<String> {
+    virt::error::clear_error_callback();
     let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
     let Ok(pool) = connection.lookup_storage_pool_by_name(pool) else { return Vec::new() };
     pool.refresh(0).unwrap();
@@ -102,6 +103,7 @@ fn volumes(pool: &str) -> Vec<String> {
 }
 
 fn domain_exists(name: &str) -> bool {
+    virt::error::clear_error_callback();
     virt::connect::Connect::open(Some("qemu:///system")).unwrap().lookup_domain_by_name(name).is_ok()
 }
 

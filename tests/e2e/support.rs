@@ -113,6 +113,7 @@ pub struct LibvirtLeftovers {
 
 impl Drop for LibvirtLeftovers {
     fn drop(&mut self) {
+        virt::error::clear_error_callback();
         let Ok(connection) = virt::connect::Connect::open(Some("qemu:///system")) else { return };
         if let Ok(domain) = connection.lookup_domain_by_name(&self.domain) {
             let _ = domain.destroy();
