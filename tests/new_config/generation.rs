@@ -173,3 +173,38 @@ fn two_runs_give_the_same_bytes_and_digests() {
         )
     );
 }
+
+/// The files in `payload/`, by path, as the archive holds them.
+fn archive_files(archive: &std::path::Path) -> Vec<String> {
+    let listing = oracle("tar", &["-tzf", archive.to_str().unwrap()]);
+    listing
+        .lines()
+        .filter(|name| !name.ends_with('/'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn regenerating_into_the_same_directory_leaves_no_file_of_a_dropped_recipe() {
+    let installation = installation_with_both_guests();
+    let out = installation.out("static");
+    installation.new_config(STATIC_GUEST, &out);
+    let nginx_site = out.join("payload/files/etc/nginx/sites-available/static.example.test.conf");
+    assert!(nginx_site.exists());
+    installation.write_guest(
+        STATIC_GUEST,
+        &crate::STATIC_GUEST_YAML.replace("  nginx: {}\n", ""),
+    );
+    installation.new_config(STATIC_GUEST, &out);
+    assert!(
+        !nginx_site.exists(),
+        "the dropped recipe's file is still there"
+    );
+    let on_disk: Vec<String> = files_below(&out.join("payload"))
+        .keys()
+        .map(|path| path.display().to_string())
+        .collect();
+    let mut in_archive = archive_files(&out.join("payload.tar.gz"));
+    in_archive.sort();
+    assert_eq!(on_disk, in_archive);
+}
