@@ -58,6 +58,19 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
     let generated = &inputs.generated;
     let out = args.out.unwrap_or_else(|| PathBuf::from(domain.as_str()));
 
+    // payload/ shows what payload.tar.gz holds: a file a previous run rendered for a recipe the
+    // guest no longer has must not linger there.
+    let payload_dir = out.join("payload");
+    match std::fs::remove_dir_all(&payload_dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(WriteError {
+                path: payload_dir,
+                source: error,
+            }
+            .into())
+        }
+        _ => {}
+    }
     // user-data may carry password hashes from users.yaml: only its owner reads it.
     write(
         &out.join("seed/user-data"),

@@ -158,6 +158,25 @@ fn args_from_global(
     )
 }
 
+/// The recipes `config` names, resolved and their arguments checked against their schemas: what
+/// [`generate`] does first, for a caller to refuse a wrong configuration before it unlocks (or
+/// creates) the secret store and makes the guest a key.
+pub fn resolve_guest_recipes(
+    config: &GuestConfig,
+    cookbook: &Cookbook,
+) -> Result<ResolvedRecipes, GenerateError> {
+    let settings = &config.settings;
+    let distro = settings.distro.as_str().to_string();
+    let guest_recipes = GuestRecipes {
+        recipes: config.recipes.clone(),
+        distro: distro.clone(),
+        release: settings.release.clone(),
+        distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
+        machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
+    };
+    Ok(resolve_recipes(cookbook, &guest_recipes)?)
+}
+
 /// Builds everything the guest of `config` needs.
 pub fn generate(
     config: &GuestConfig,
@@ -168,14 +187,7 @@ pub fn generate(
 ) -> Result<GeneratedGuest, GenerateError> {
     let settings = &config.settings;
     let distro = settings.distro.as_str().to_string();
-    let guest_recipes = GuestRecipes {
-        recipes: config.recipes.clone(),
-        distro: distro.clone(),
-        release: settings.release.clone(),
-        distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
-        machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
-    };
-    let mut resolved = resolve_recipes(cookbook, &guest_recipes)?;
+    let mut resolved = resolve_guest_recipes(config, cookbook)?;
     for extra in &settings.packages {
         if !resolved.packages.contains(extra) {
             resolved.packages.push(extra.clone());

@@ -7,7 +7,9 @@ use crate::config::guest::{load_guest_with_recipe_settings, GuestConfig};
 use crate::config::paths::InstallationPaths;
 use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
 use crate::credentials::{CredentialSource, TerminalPrompter};
-use crate::generate::{generate, load_site_files, recipe_settings, GeneratedGuest, SecretLookup};
+use crate::generate::{
+    generate, load_site_files, recipe_settings, resolve_guest_recipes, GeneratedGuest, SecretLookup,
+};
 use crate::model::names::DomainName;
 use crate::report::Failure;
 use crate::secrets::{guest_keypair, EntryPath, FieldName, GuestKeypair, SecretStore, StoreKdf};
@@ -65,6 +67,9 @@ pub fn load_guest_inputs(
         );
     }
     refuse_changeme(&config)?;
+    // Everything that can be refused without the store is, before it is unlocked: a first run
+    // would otherwise create the store and a key for a configuration that is then refused.
+    resolve_guest_recipes(&config, &cookbook)?;
     let site = load_site_files(&paths, domain)?;
     let mut store = SecretStore::unlock(&paths.secrets_kdbx, credentials, StoreKdf::RECOMMENDED)?;
     let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;

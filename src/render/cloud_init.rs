@@ -155,9 +155,16 @@ fn network_config(input: &SeedInput) -> Value {
         ethernet.insert("dhcp4".into(), json!(false));
         ethernet.insert("addresses".into(), json!(input.addresses));
         if let Some(gateway) = &input.gateway {
+            // The default route as a prefix, not netplan's `default`: the cloud-init of Debian
+            // bookworm (22.4) refuses `to: default` and leaves the guest without its network.
+            let default_route = if gateway.contains(':') {
+                "::/0"
+            } else {
+                "0.0.0.0/0"
+            };
             ethernet.insert(
                 "routes".into(),
-                json!([{ "to": "default", "via": gateway }]),
+                json!([{ "to": default_route, "via": gateway }]),
             );
         }
     }

@@ -1,0 +1,137 @@
+//! The guest's key pair: the private half stays in the store, the public half reaches user-data.
+
+use crate::harness::{read, Installation, PASSPHRASE};
+use crate::{installation_with_both_guests, STATIC_GUEST};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use trog::model::names::DomainName;
+use trog::secrets::guest_keypair;
+
+/// Every file's bytes, the payload archive also unpacked, with the name to report.
+fn everything_written(installation: &Installation) -> Vec<(String, Vec<u8>)> {
+    let mut contents = Vec::new();
+    for (path, bytes) in installation.every_file() {
+        if path.ends_with("secrets.kdbx") {
+            continue;
+        }
+        if path.extension().is_some_and(|extension| extension == "gz") {
+            let mut unpacked = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut unpacked)
+                .unwrap();
+            contents.push((format!("{} (unpacked)", path.display()), unpacked));
+        }
+        contents.push((path.display().to_string(), bytes));
+    }
+    contents
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+#[test]
+fn the_private_key_is_written_nowhere_but_the_store() {
+    let installation = installation_with_both_guests();
+    installation.new_config("example.test", &installation.out("example"));
+    installation.new_config(STATIC_GUEST, &installation.out("static"));
+    let mut store = installation.open_store();
+    let mut private_key_lines = Vec::new();
+    for fqdn in ["example.test", STATIC_GUEST] {
+        let keypair = guest_keypair(
+            &mut store,
+            &DomainName::parse(fqdn).unwrap(),
+            &mut rand::rngs::OsRng,
+        )
+        .unwrap();
+        assert_eq!(keypair.origin(), trog::secrets::KeypairOrigin::Stored);
+        private_key_lines.extend(
+            keypair
+                .private_key_openssh()
+                .expose()
+                .lines()
+                .filter(|line| !line.starts_with("-----"))
+                .map(str::to_string),
+        );
+    }
+    assert!(!private_key_lines.is_empty());
+    let written = everything_written(&installation);
+    assert!(written.iter().any(|(name, _)| name.contains("recipes.d")));
+    for (name, bytes) in &written {
+        assert!(
+            !contains(bytes, b"PRIVATE KEY"),
+            "{name} holds a private key"
+        );
+        for line in &private_key_lines {
+            assert!(
+                !contains(bytes, line.as_bytes()),
+                "{name} holds part of a private key"
+            );
+        }
+    }
+}
+
+/// The guest's public key as keepassxc-cli reads it from the store.
+fn public_key_by_keepassxc(installation: &Installation, fqdn: &str) -> String {
+    let mut child = Command::new("keepassxc-cli")
+        .args([
+            "show",
+            "--quiet",
+            "--show-protected",
+            "--attributes",
+            "PublicKey",
+        ])
+        .arg(installation.store_path())
+        .arg(format!("trog/guests/{fqdn}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("keepassxc-cli runs");
+    writeln!(child.stdin.take().unwrap(), "{PASSPHRASE}").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn user_data_carries_the_public_key_the_store_holds() {
+    // A store trog made itself, with a key it made on this run.
+    let installation = Installation::example();
+    let out = installation.out("example");
+    let outcome = installation.new_config("example.test", &out);
+    let by_keepassxc = public_key_by_keepassxc(&installation, "example.test");
+    assert!(
+        by_keepassxc.starts_with("ssh-ed25519 ") && by_keepassxc.ends_with(" trog@example.test"),
+        "{by_keepassxc}"
+    );
+    let mut store = installation.open_store();
+    let by_trog = guest_keypair(
+        &mut store,
+        &DomainName::parse("example.test").unwrap(),
+        &mut rand::rngs::OsRng,
+    )
+    .unwrap();
+    assert_eq!(by_trog.public_key_openssh().trim(), by_keepassxc);
+    let user_data = read(&out.join("seed/user-data"));
+    let keys: Vec<&str> = user_data
+        .lines()
+        .filter(|line| line.contains("ssh-ed25519"))
+        .map(|line| line.trim().trim_start_matches("- "))
+        .collect();
+    assert_eq!(keys, [by_keepassxc.as_str()], "{user_data}");
+    assert!(outcome.stdout.contains(&by_keepassxc), "{}", outcome.stdout);
+
+    // A second run keeps the key.
+    installation.new_config("example.test", &installation.out("again"));
+    assert_eq!(
+        public_key_by_keepassxc(&installation, "example.test"),
+        by_keepassxc
+    );
+}
