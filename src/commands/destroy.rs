@@ -4,7 +4,6 @@
 //! exits with its own status.
 
 use crate::cli::GlobalArgs;
-use crate::provision::inputs::domain_argument;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::config::paths::InstallationPaths;
 use crate::credentials::terminal_is_available;
@@ -13,6 +12,7 @@ use crate::libvirt::destroy::destroy_guest;
 use crate::libvirt::{connect, find_guest, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
+use crate::provision::inputs::domain_argument;
 use crate::report::{Diagnose, Failure};
 use std::io::{BufRead, Write};
 use std::sync::Arc;

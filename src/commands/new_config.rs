@@ -5,9 +5,9 @@
 //! The guest's private key is never written here: it stays in the secret store.
 
 use crate::cli::GlobalArgs;
-use crate::provision::inputs::{domain_argument, load_guest_inputs};
 use crate::credentials::CredentialSource;
 use crate::exit_status::ExitStatus;
+use crate::provision::inputs::{domain_argument, load_guest_inputs};
 use crate::report::{Diagnose, Failure};
 use std::path::{Path, PathBuf};
 

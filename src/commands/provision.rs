@@ -2,7 +2,6 @@
 //! (unless `--dry-run`) carry it out: boot the guest and finish it over SSH.
 
 use crate::cli::GlobalArgs;
-use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{terminal_is_available, CredentialSource};
@@ -17,6 +16,7 @@ use crate::model::names::HypervisorName;
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
+use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::provision::{check_reachable, execute, fetch_base_image, prepare, GuestOnHypervisor};
 use crate::report::{Diagnose, Failure};
 use std::io::{BufRead, Write};
@@ -218,12 +218,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         let report = execute(&on_hypervisor, &prepared, &mut progress)?;
         if global.json {
             progress.event(serde_json::json!({ "event": "done", "report": report }));
-        } else if report.converged_already {
-            println!(
-                "{}: converged on {}, nothing done",
-                report.guest, report.hypervisor
-            );
-        } else {
+        } else if !report.converged_already {
             println!(
                 "{} is on {}{}, provisioned in {:.1}s",
                 report.guest,

@@ -304,8 +304,14 @@ fn check_image(node: &LocatedNode) -> Result<TypedValue, ValueProblem> {
     let (sha256, sha256_origin) = part("sha256")?;
     // A base image may also be a file on this machine: trog fetches and verifies it here and
     // uploads it through libvirt, so the hypervisor never needs the path.
-    let local_file = url.strip_prefix("file://").is_some_and(|path| path.starts_with('/'));
-    let checked = if local_file { Ok(()) } else { check_text(SettingType::Url, &url).map(|_| ()) };
+    let local_file = url
+        .strip_prefix("file://")
+        .is_some_and(|path| path.starts_with('/'));
+    let checked = if local_file {
+        Ok(())
+    } else {
+        check_text(SettingType::Url, &url).map(|_| ())
+    };
     if let Err(why) = checked.map_err(|why| format!("{why}, nor a file:///absolute/path")) {
         return Err(ValueProblem {
             origin: url_origin,

@@ -10,7 +10,6 @@ pub mod hypervisor_facts;
 pub mod inputs;
 pub mod reach;
 
-use inputs::GuestInputs;
 use crate::exit_status::ExitStatus;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
@@ -25,6 +24,7 @@ use crate::plan::{
 use crate::render::domain_xml::{render_domain_xml, DEFAULT_DOMAIN_TEMPLATE};
 use crate::report::Failure;
 use crate::secrets::PrivateKeyFile;
+use inputs::GuestInputs;
 use reach::{AddressSource, SshProbe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

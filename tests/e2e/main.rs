@@ -26,7 +26,10 @@ struct Installation {
 use std::path::PathBuf;
 
 fn installation(mirror_url: &str) -> Installation {
-    let dir = tempfile::Builder::new().prefix("trog-e2e-").tempdir_in("/var/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("trog-e2e-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     // qemu runs as its own user and must reach the pool's directory.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let unique = std::process::id();
@@ -62,7 +65,11 @@ fn installation(mirror_url: &str) -> Installation {
     .unwrap();
     // The site: a Makefile whose default target leaves a mark the test looks for.
     let site = tempfile::tempdir().unwrap();
-    std::fs::write(site.path().join("Makefile"), "all:\n\techo \"made by the site's Makefile\" > /srv/site-made.txt\n").unwrap();
+    std::fs::write(
+        site.path().join("Makefile"),
+        "all:\n\techo \"made by the site's Makefile\" > /srv/site-made.txt\n",
+    )
+    .unwrap();
     let status = std::process::Command::new("tar")
         .args(["-czf"])
         .arg(recipes_d.join(domain.as_str()).join("data.tar.gz"))
@@ -72,30 +79,55 @@ fn installation(mirror_url: &str) -> Installation {
         .status()
         .unwrap();
     assert!(status.success());
-    Installation { dir, domain, pool, pool_path }
+    Installation {
+        dir,
+        domain,
+        pool,
+        pool_path,
+    }
 }
 
 /// Runs a command on the guest as its admin, with its key from the secret store.
 fn on_guest(installation: &Installation, address: &str, command: &str) -> String {
-    let store = SecretStore::open(&installation.dir.path().join("secrets.kdbx"), &Secret::new(PASSPHRASE)).unwrap();
+    let store = SecretStore::open(
+        &installation.dir.path().join("secrets.kdbx"),
+        &Secret::new(PASSPHRASE),
+    )
+    .unwrap();
     let mut store = store;
     let keypair = guest_keypair(&mut store, &installation.domain, &mut rand::rngs::OsRng).unwrap();
     let key = PrivateKeyFile::write(&keypair).unwrap();
     let output = std::process::Command::new("ssh")
-        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-i"])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-i",
+        ])
         .arg(key.path())
         .arg(format!("trogadmin@{address}"))
         .arg(command)
         .output()
         .unwrap();
-    assert!(output.status.success(), "`{command}` on the guest: {}", text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "`{command}` on the guest: {}",
+        text(&output.stderr)
+    );
     text(&output.stdout)
 }
 
 fn volumes(pool: &str) -> Vec<String> {
     virt::error::clear_error_callback();
     let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
-    let Ok(pool) = connection.lookup_storage_pool_by_name(pool) else { return Vec::new() };
+    let Ok(pool) = connection.lookup_storage_pool_by_name(pool) else {
+        return Vec::new();
+    };
     pool.refresh(0).unwrap();
     let mut names = pool.list_volumes().unwrap();
     names.sort();
@@ -104,12 +136,19 @@ fn volumes(pool: &str) -> Vec<String> {
 
 fn domain_exists(name: &str) -> bool {
     virt::error::clear_error_callback();
-    virt::connect::Connect::open(Some("qemu:///system")).unwrap().lookup_domain_by_name(name).is_ok()
+    virt::connect::Connect::open(Some("qemu:///system"))
+        .unwrap()
+        .lookup_domain_by_name(name)
+        .is_ok()
 }
 
 /// Starts `bin/provision` and kills it once its progress shows `step`.
 fn provision_killed_at(installation: &Installation, step: &str) {
-    let mut child = spawn_verb("provision", installation.dir.path(), &[installation.domain.as_str()]);
+    let mut child = spawn_verb(
+        "provision",
+        installation.dir.path(),
+        &[installation.domain.as_str()],
+    );
     let mut stderr = child.stderr.take().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let collected = seen.clone();
@@ -119,15 +158,25 @@ fn provision_killed_at(installation: &Installation, step: &str) {
             if count == 0 {
                 break;
             }
-            collected.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..count]));
+            collected
+                .lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buffer[..count]));
         }
     });
     let deadline = Instant::now() + REACH_STEP_TIMEOUT;
     while !seen.lock().unwrap().contains(step) {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("provision ended ({status}) before reaching `{step}`:\n{}", seen.lock().unwrap());
+            panic!(
+                "provision ended ({status}) before reaching `{step}`:\n{}",
+                seen.lock().unwrap()
+            );
         }
-        assert!(Instant::now() < deadline, "provision did not reach `{step}` within {REACH_STEP_TIMEOUT:?}:\n{}", seen.lock().unwrap());
+        assert!(
+            Instant::now() < deadline,
+            "provision did not reach `{step}` within {REACH_STEP_TIMEOUT:?}:\n{}",
+            seen.lock().unwrap()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     child.kill().unwrap();
@@ -139,9 +188,15 @@ fn provision_killed_at(installation: &Installation, step: &str) {
 fn provision_converge_and_destroy_a_real_guest() {
     let mirror_root = tempfile::tempdir().unwrap();
     write_empty_archive(mirror_root.path());
-    let mirror = MirrorServer::start(mirror_root.path(), 18000 + (std::process::id() % 1000) as u16);
+    let mirror = MirrorServer::start(
+        mirror_root.path(),
+        18000 + (std::process::id() % 1000) as u16,
+    );
     let installation = installation(&mirror.url);
-    let _leftovers = LibvirtLeftovers { domain: installation.domain.to_string(), pool: installation.pool.clone() };
+    let _leftovers = LibvirtLeftovers {
+        domain: installation.domain.to_string(),
+        pool: installation.pool.clone(),
+    };
     let config = installation.dir.path();
     let domain = installation.domain.as_str();
 
@@ -152,35 +207,68 @@ fn provision_converge_and_destroy_a_real_guest() {
     // 2. Rerun: converges from there, no duplicates, the guest finished.
     let second = run_verb("provision", config, &[domain]);
     let (stdout, stderr) = (text(&second.stdout), text(&second.stderr));
-    assert!(second.status.success(), "provision failed:\n{stdout}\n{stderr}");
-    assert!(!stdout.contains("define the domain"), "the rerun defined the domain again:\n{stdout}");
+    assert!(
+        second.status.success(),
+        "provision failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("define the domain"),
+        "the rerun defined the domain again:\n{stdout}"
+    );
     let address = stdout
         .lines()
         .find_map(|line| line.strip_prefix(&format!("{domain} is on local at ")))
         .and_then(|rest| rest.split(',').next())
         .unwrap_or_else(|| panic!("no address in:\n{stdout}"))
         .to_string();
-    let mut expected_volumes = vec![format!("{domain}-root.qcow2"), format!("{domain}-seed.iso"), trog::plan::resource_names::base_image_volume(&sha256_file(&test_image()))];
+    let mut expected_volumes = vec![
+        format!("{domain}-root.qcow2"),
+        format!("{domain}-seed.iso"),
+        trog::plan::resource_names::base_image_volume(&sha256_file(&test_image())),
+    ];
     expected_volumes.sort();
     assert_eq!(volumes(&installation.pool), expected_volumes);
 
     // cloud-init applied the seed; the site's Makefile ran.
     assert!(on_guest(&installation, &address, "cloud-init status --wait").contains("status: done"));
-    assert_eq!(on_guest(&installation, &address, "hostname -f").trim(), domain);
-    assert_eq!(on_guest(&installation, &address, "cat /etc/aliases").trim(), "root: ops@example.test");
-    assert_eq!(on_guest(&installation, &address, "cat /srv/site-made.txt").trim(), "made by the site's Makefile");
+    assert_eq!(
+        on_guest(&installation, &address, "hostname -f").trim(),
+        domain
+    );
+    assert_eq!(
+        on_guest(&installation, &address, "cat /etc/aliases").trim(),
+        "root: ops@example.test"
+    );
+    assert_eq!(
+        on_guest(&installation, &address, "cat /srv/site-made.txt").trim(),
+        "made by the site's Makefile"
+    );
     let booted = on_guest(&installation, &address, "uptime -s");
 
     // 3. Converged: nothing done, nothing restarted.
     let third = run_verb("provision", config, &[domain]);
     assert!(third.status.success(), "{}", text(&third.stderr));
-    assert!(text(&third.stdout).contains(&format!("{domain}: converged, nothing to do")), "{}", text(&third.stdout));
+    assert!(
+        text(&third.stdout).contains(&format!("{domain}: converged, nothing to do")),
+        "{}",
+        text(&third.stdout)
+    );
     assert_eq!(on_guest(&installation, &address, "uptime -s"), booted);
 
     // 4. Destroyed: no domain, no disk, no seed; the shared base image stays.
     let destroy = run_verb("destroy", config, &[domain]);
-    assert!(destroy.status.success(), "{}\n{}", text(&destroy.stdout), text(&destroy.stderr));
+    assert!(
+        destroy.status.success(),
+        "{}\n{}",
+        text(&destroy.stdout),
+        text(&destroy.stderr)
+    );
     assert!(!domain_exists(domain));
-    assert_eq!(volumes(&installation.pool), [trog::plan::resource_names::base_image_volume(&sha256_file(&test_image()))]);
+    assert_eq!(
+        volumes(&installation.pool),
+        [trog::plan::resource_names::base_image_volume(&sha256_file(
+            &test_image()
+        ))]
+    );
     assert!(installation.pool_path.exists());
 }

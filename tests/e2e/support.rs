@@ -32,7 +32,12 @@ pub fn sha256_file(path: &Path) -> String {
 /// succeeds and installing what the image already has is a no-op.
 pub fn write_empty_archive(root: &Path) {
     let empty = hex::encode(Sha256::digest(b""));
-    for suite in ["bookworm", "bookworm-updates", "bookworm-security", "bookworm-backports"] {
+    for suite in [
+        "bookworm",
+        "bookworm-updates",
+        "bookworm-security",
+        "bookworm-backports",
+    ] {
         let dists = root.join("debian/dists").join(suite);
         for index in ["main/binary-amd64/Packages", "main/source/Sources"] {
             let path = dists.join(index);
@@ -55,7 +60,14 @@ pub struct MirrorServer {
 impl MirrorServer {
     pub fn start(root: &Path, port: u16) -> MirrorServer {
         let child = Command::new("python3")
-            .args(["-m", "http.server", &port.to_string(), "--bind", BRIDGE_ADDRESS, "--directory"])
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                BRIDGE_ADDRESS,
+                "--directory",
+            ])
             .arg(root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -81,7 +93,9 @@ impl Drop for MirrorServer {
 
 /// Runs a `bin/` entry point with the installation and credentials on standard input.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
-    spawn_verb(verb, installation, args).wait_with_output().unwrap()
+    spawn_verb(verb, installation, args)
+        .wait_with_output()
+        .unwrap()
 }
 
 pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
@@ -114,7 +128,9 @@ pub struct LibvirtLeftovers {
 impl Drop for LibvirtLeftovers {
     fn drop(&mut self) {
         virt::error::clear_error_callback();
-        let Ok(connection) = virt::connect::Connect::open(Some("qemu:///system")) else { return };
+        let Ok(connection) = virt::connect::Connect::open(Some("qemu:///system")) else {
+            return;
+        };
         if let Ok(domain) = connection.lookup_domain_by_name(&self.domain) {
             let _ = domain.destroy();
             let _ = domain.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM);
