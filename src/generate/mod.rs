@@ -177,6 +177,20 @@ pub fn resolve_guest_recipes(
     Ok(resolve_recipes(cookbook, &guest_recipes)?)
 }
 
+/// The packages cloud-init installs on first boot: what finishing itself needs first, then every
+/// recipe's packages for the guest's distribution (conflicts already removed). They are part of
+/// the seed, so a guest's package list is one of its boot inputs; the Makefile's distro target
+/// installs the same list again, which costs nothing once they are there.
+fn seed_packages(first_boot: &[String], recipes: &[String]) -> Vec<String> {
+    let mut packages: Vec<String> = Vec::new();
+    for package in first_boot.iter().chain(recipes) {
+        if !packages.contains(package) {
+            packages.push(package.clone());
+        }
+    }
+    packages
+}
+
 /// Builds everything the guest of `config` needs.
 pub fn generate(
     config: &GuestConfig,
@@ -259,7 +273,7 @@ pub fn generate(
         admin_user: settings.admin_user.clone(),
         admin_authorized_keys: vec![public_key.trim().to_string()],
         extra_users: site.users.clone(),
-        packages: first_boot.packages.clone(),
+        packages: seed_packages(&first_boot.packages, &resolved.packages),
         first_boot_commands: first_boot.commands.clone(),
         contact_email: settings.contact_email.clone(),
         timezone: settings.timezone.clone(),

@@ -22,7 +22,7 @@ pub struct SeedInput {
     /// Further users, as cloud-init `users` entries (the site's `users.yaml`).
     pub extra_users: Vec<Value>,
     /// Packages cloud-init installs on first boot: what finishing needs before the Makefile can
-    /// run (`make`, `at`). Everything else is the Makefile's.
+    /// run (`make`, `at`), then every recipe's.
     pub packages: Vec<String>,
     /// Commands run once on first boot (cloud-init `runcmd`), in order.
     pub first_boot_commands: Vec<String>,
