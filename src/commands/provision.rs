@@ -17,7 +17,7 @@ use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
 use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
-use crate::provision::{check_reachable, execute, fetch_base_image, prepare, GuestOnHypervisor};
+use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
 use crate::report::{Diagnose, Failure};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -214,7 +214,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
                 confirm_destroy(&data.name, args.yes)?;
             }
         }
-        fetch_base_image(&on_hypervisor, &mut prepared, &image_cache)?;
+        ready_to_execute(&on_hypervisor, &mut prepared, &image_cache)?;
         let report = execute(&on_hypervisor, &prepared, &mut progress)?;
         if global.json {
             progress.event(serde_json::json!({ "event": "done", "report": report }));

@@ -144,18 +144,6 @@ pub fn prepare(
         tag,
     );
     let domain_xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
-    if guest.hypervisor.libvirt_uri.transport == Transport::Test
-        && plan
-            .actions
-            .iter()
-            .any(|action| matches!(action, Action::WaitForSsh))
-    {
-        return Err(ConvergeError::TestDriverGuest {
-            guest: desired.domain.to_string(),
-            hypervisor: guest.hypervisor.name.to_string(),
-        }
-        .into());
-    }
     Ok(PreparedGuest {
         desired,
         observed,
@@ -165,13 +153,25 @@ pub fn prepare(
     })
 }
 
-/// Fetches and verifies the base image when the plan uploads it: the last local step, done only
-/// when the plan is going to run (a dry run fetches nothing).
-pub fn fetch_base_image(
+/// The last local step before a plan runs (a dry run does none of it): refuses a plan that could
+/// not be finished, and fetches and verifies the base image when the plan uploads it.
+pub fn ready_to_execute(
     guest: &GuestOnHypervisor,
     prepared: &mut PreparedGuest,
     image_cache: &Path,
 ) -> Result<(), Failure> {
+    let waits = prepared
+        .plan
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::WaitForSsh));
+    if guest.hypervisor.libvirt_uri.transport == Transport::Test && waits {
+        return Err(ConvergeError::TestDriverGuest {
+            guest: prepared.desired.domain.to_string(),
+            hypervisor: guest.hypervisor.name.to_string(),
+        }
+        .into());
+    }
     if prepared
         .plan
         .actions

@@ -1,0 +1,171 @@
+//! `provision --dry-run` through the real binary, over fleets of libvirt test-driver hypervisors:
+//! the placement table and the numbered plan, the refusal when nothing fits, a pin that does not
+//! fit, `--hypervisor`, and that a dry run changes nothing.
+
+#[path = "../placement/fixtures.rs"]
+mod fixtures;
+
+use fixtures::*;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// The repository's example installation with `fleet` as its hypervisors.conf, plus a guest of
+/// the given shape.
+fn installation(fleet: &TestFleet, guest: &str, global: &str) -> tempfile::TempDir {
+    fleet.build();
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("etc");
+    std::fs::copy(
+        example.join("recipes.yaml"),
+        dir.path().join("recipes.yaml"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("recipes.d")).unwrap();
+    std::fs::write(
+        dir.path().join("recipes.d").join(format!("{guest}.yaml")),
+        format!("{guest}:\n  _global:\n{global}  nginx: {{}}\n"),
+    )
+    .unwrap();
+    std::fs::copy(fleet.conf_path(), dir.path().join("hypervisors.conf")).unwrap();
+    dir
+}
+
+fn provision(installation: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
+        .args(["--credentials", "provision", "--dry-run"])
+        .args(args)
+        .env("TROG_PROVISIONER_CONFIG", installation)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"keepass: dry-run\n\n")
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn report(fleet: &TestFleet, installation: &Path, output: &Output) -> String {
+    let text = format!(
+        "status: {}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    fleet
+        .redact(&text)
+        .replace(&installation.display().to_string(), "[INSTALL]")
+}
+
+fn three_hypervisors() -> TestFleet {
+    TestFleet::new()
+        .hypervisor(
+            "hv1",
+            node(16384, 4).with([guest("busy.test", 12288, 4)]),
+            "reserve_memory = 2048",
+        )
+        .hypervisor(
+            "hv2",
+            node(32768, 8).with([guest("other.test", 4096, 2)]),
+            "reserve_memory = 2048",
+        )
+        .unreachable("hv3")
+}
+
+#[test]
+fn the_dry_run_prints_the_placement_and_the_plan() {
+    let fleet = three_hypervisors();
+    let dir = installation(
+        &fleet,
+        "web.example.test",
+        "    memory: 2048\n    cpus: 2\n    size: 10G\n",
+    );
+    let output = provision(dir.path(), &["web.example.test"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        report(&fleet, dir.path(), &output)
+    );
+    insta::assert_snapshot!(report(&fleet, dir.path(), &output));
+}
+
+#[test]
+fn a_hungry_guest_is_refused_with_the_figures() {
+    let fleet = three_hypervisors();
+    let dir = installation(
+        &fleet,
+        "hungry.test",
+        "    memory: 65536\n    cpus: 16\n    size: 500G\n",
+    );
+    let output = provision(dir.path(), &["hungry.test"]);
+    assert_eq!(output.status.code(), Some(5));
+    insta::assert_snapshot!(report(&fleet, dir.path(), &output));
+}
+
+#[test]
+fn a_pin_that_does_not_fit_is_an_error_not_a_reassignment() {
+    let fleet = three_hypervisors();
+    let dir = installation(
+        &fleet,
+        "pinned.test",
+        "    memory: 8192\n    hypervisor: hv1\n",
+    );
+    let output = provision(dir.path(), &["pinned.test"]);
+    assert_eq!(
+        output.status.code(),
+        Some(5),
+        "{}",
+        report(&fleet, dir.path(), &output)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("hv1") && !String::from_utf8_lossy(&output.stdout).contains("hv2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_hypervisor_on_the_command_line_lists_the_known_ones() {
+    let fleet = three_hypervisors();
+    let dir = installation(&fleet, "web.example.test", "    memory: 1024\n");
+    let output = provision(dir.path(), &["--hypervisor", "hv9", "web.example.test"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("hv9")
+            && stderr.contains("hv1")
+            && stderr.contains("hv2")
+            && stderr.contains("hv3"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_dry_run_defines_nothing() {
+    let fleet = three_hypervisors();
+    let dir = installation(&fleet, "web.example.test", "    memory: 1024\n");
+    let output = provision(dir.path(), &["--hypervisor", "hv2", "web.example.test"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        report(&fleet, dir.path(), &output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("define the domain"), "{stdout}");
+    // The test driver reads its node file afresh on every connection: the file is the state, and
+    // a dry run must not have written anything next to it either.
+    let names: Vec<String> = std::fs::read_dir(fleet.dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, ["hv1.xml", "hv2.xml", "hypervisors.conf"]);
+}
