@@ -50,6 +50,8 @@ pub enum Command {
     Provision(commands::provision::ProvisionArgs),
     /// Remove a guest: its domain, root disk and seed (its data volume too with --purge).
     Destroy(commands::destroy::DestroyArgs),
+    /// Where each guest is and whether it is converged; exits 1 when one is not.
+    Status(commands::status::StatusArgs),
     /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
     #[command(name = "new_config")]
     NewConfig(commands::new_config::NewConfigArgs),
@@ -65,6 +67,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::NewConfig(args) => commands::new_config::run(&cli.global, args),
         Command::Provision(args) => commands::provision::run(&cli.global, args),
         Command::Destroy(args) => commands::destroy::run(&cli.global, args),
+        Command::Status(args) => commands::status::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
     }
 }

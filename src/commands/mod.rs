@@ -7,3 +7,4 @@ pub mod new_config;
 pub mod new_guest;
 pub mod provision;
 pub mod recipes;
+pub mod status;

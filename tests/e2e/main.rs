@@ -1,7 +1,8 @@
 //! End to end, for real: `bin/provision` builds a guest from the offline test image on this
 //! machine's libvirtd (software emulation), cloud-init applies the seed, the payload's Makefile
 //! runs over SSH; a run killed while it waits is rerun and converges without duplicates; a third
-//! run finds nothing to do; `bin/destroy` leaves nothing of the guest behind.
+//! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
+//! guest behind.
 
 mod support;
 
@@ -255,6 +256,13 @@ fn provision_converge_and_destroy_a_real_guest() {
     );
     assert_eq!(on_guest(&installation, &address, "uptime -s"), booted);
 
+    let status = run_verb("status", config, &[domain]);
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    assert_eq!(
+        text(&status.stdout),
+        format!("{domain}: on local, converged\n")
+    );
+
     // 4. Destroyed: no domain, no disk, no seed; the shared base image stays.
     let destroy = run_verb("destroy", config, &[domain]);
     assert!(
@@ -271,4 +279,10 @@ fn provision_converge_and_destroy_a_real_guest() {
         ))]
     );
     assert!(installation.pool_path.exists());
+    let status = run_verb("status", config, &[domain]);
+    assert_eq!(status.status.code(), Some(1));
+    assert_eq!(
+        text(&status.stdout),
+        format!("{domain}: on no hypervisor\n")
+    );
 }
