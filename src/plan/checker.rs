@@ -77,16 +77,12 @@ pub fn check_plan(
                     seed_present = true;
                 }
             }
-            Action::StartDomain => {
-                if !(root_present && seed_present) {
-                    return refuse("a guest is started only with its root disk and seed in place");
-                }
+            Action::StartDomain if !(root_present && seed_present) => {
+                return refuse("a guest is started only with its root disk and seed in place");
             }
             Action::WaitForSsh => waited = true,
-            Action::Finish { .. } => {
-                if !waited {
-                    return refuse("a guest is finished only once SSH answers");
-                }
+            Action::Finish { .. } if !waited => {
+                return refuse("a guest is finished only once SSH answers");
             }
             _ => {}
         }

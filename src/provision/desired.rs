@@ -107,7 +107,7 @@ pub fn domain_spec(
             .as_ref()
             .map(|volume| disk(&desired.pool_name, &volume.name, machine)),
         seed_volume: desired.seed_volume.clone(),
-        mac_address: generated.mac_address.clone(),
+        mac_address: generated.mac_address,
         network: match &settings.bridge {
             Some(bridge) => NetworkAttachment::Bridge(bridge.clone()),
             None => NetworkAttachment::Network(

@@ -74,13 +74,14 @@ impl MirrorServer {
             .spawn()
             .expect("python3 serves the test mirror");
         let url = format!("http://{BRIDGE_ADDRESS}:{port}/debian");
+        let server = MirrorServer { child, url };
         for _ in 0..100 {
             if std::net::TcpStream::connect((BRIDGE_ADDRESS, port)).is_ok() {
-                return MirrorServer { child, url };
+                return server;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        panic!("the test mirror did not start on {BRIDGE_ADDRESS}:{port}");
+        panic!("the test mirror did not start on {BRIDGE_ADDRESS}:{port} within 5s");
     }
 }
 
