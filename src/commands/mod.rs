@@ -5,5 +5,6 @@ pub mod destroy;
 pub mod fleet;
 pub mod new_config;
 pub mod new_guest;
+pub mod preflight;
 pub mod provision;
 pub mod recipes;
