@@ -57,6 +57,9 @@ pub enum Command {
     NewConfig(commands::new_config::NewConfigArgs),
     /// Show every hypervisor's capacity, commitments, free space and guests.
     Fleet(commands::fleet::FleetArgs),
+    /// Check whether a run is worth starting: each hypervisor, its sudo, libvirt, pool, TPM, and
+    /// the configuration. Exits 0 when it is, 1 when it is not.
+    Preflight(commands::preflight::PreflightArgs),
 }
 
 /// Runs the verb the command line names.
@@ -69,5 +72,6 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Destroy(args) => commands::destroy::run(&cli.global, args),
         Command::Status(args) => commands::status::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
+        Command::Preflight(args) => commands::preflight::run(&cli.global, args),
     }
 }

@@ -16,6 +16,7 @@ pub mod generate;
 pub mod model;
 pub mod placement;
 pub mod plan;
+pub mod preflight;
 pub mod provision;
 pub mod render;
 

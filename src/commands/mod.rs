@@ -5,6 +5,7 @@ pub mod destroy;
 pub mod fleet;
 pub mod new_config;
 pub mod new_guest;
+pub mod preflight;
 pub mod provision;
 pub mod recipes;
 pub mod status;

@@ -8,14 +8,11 @@ use crate::credentials::{terminal_is_available, CredentialSource};
 use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
 use crate::libvirt::{connect, observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
-use crate::machine::local::LocalMachine;
-use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
-use crate::machine::Machine;
-use crate::model::hypervisor::Transport;
 use crate::model::names::HypervisorName;
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
+use crate::provision::hypervisor_machine::open_hypervisor_machine;
 use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
 use crate::report::{Diagnose, Failure};
@@ -74,23 +71,6 @@ impl Diagnose for ProvisionCommandError {
             ),
         }
     }
-}
-
-/// The hypervisor's own system: this machine, or an SSH login to it.
-fn hypervisor_machine(transport: &Transport) -> Result<Option<Box<dyn Machine>>, Failure> {
-    Ok(match transport {
-        Transport::Local => Some(Box::new(LocalMachine)),
-        Transport::Ssh { user, host, port } => Some(Box::new(SshMachine::new(
-            SshTarget {
-                user: user.clone(),
-                host: host.clone(),
-                port: *port,
-            },
-            None,
-            HostKeys::UserKnownHosts,
-        )?)),
-        Transport::Test => None,
-    })
 }
 
 /// `--destroy-data` deletes a data volume only when the user retyped its name (or said `--yes`
@@ -189,7 +169,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             .find(|h| h.name == decision.chosen)
             .expect("placement chose a hypervisor of the fleet");
         let connection = connect(&hypervisor.libvirt_uri)?;
-        let machine = hypervisor_machine(&hypervisor.libvirt_uri.transport)?;
+        let machine = open_hypervisor_machine(&hypervisor.libvirt_uri, &mut credentials)?;
         let on_hypervisor = GuestOnHypervisor {
             inputs: guest,
             hypervisor,

@@ -8,6 +8,7 @@ pub mod concurrent;
 pub mod connection;
 pub mod destroy;
 pub mod error;
+pub mod facts;
 pub mod guest_address;
 pub mod guest_resources;
 pub mod observe;

@@ -8,7 +8,8 @@ use crate::machine::Machine;
 pub struct LocalMachine;
 
 impl LocalMachine {
-    fn running_as_root() -> bool {
+    /// Whether this process runs as root (then nothing needs sudo here).
+    pub fn running_as_root() -> bool {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata("/proc/self")
             .map(|meta| meta.uid() == 0)

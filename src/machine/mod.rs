@@ -5,6 +5,7 @@
 //! This is the only part of trog that starts processes.
 
 pub mod command;
+pub mod hypervisor_ops;
 pub mod local;
 mod process;
 pub mod ssh;

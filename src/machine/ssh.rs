@@ -47,13 +47,14 @@ pub enum HostKeys {
     AcceptNewInto(PathBuf),
 }
 
-/// A sudo password handed in for the run. Never printed; only poured into sudo's stdin.
+/// A sudo password handed in for the run. Never printed; only poured into sudo's stdin, and
+/// overwritten with zeros when dropped.
 #[derive(Clone)]
-pub struct SudoPassword(Vec<u8>);
+pub struct SudoPassword(zeroize::Zeroizing<Vec<u8>>);
 
 impl SudoPassword {
     pub fn new(password: impl Into<Vec<u8>>) -> SudoPassword {
-        SudoPassword(password.into())
+        SudoPassword(zeroize::Zeroizing::new(password.into()))
     }
 }
 
@@ -158,10 +159,12 @@ impl SshMachine {
             Some(SudoPassword(password)) => {
                 // sudo -S reads the password line from standard input one byte at a time, so
                 // whatever follows the newline is left for the command itself.
-                let mut stdin = password.clone();
+                // -k: cached credentials are ignored, so sudo always reads the password line
+                // and never leaves it for the command.
+                let mut stdin = password.to_vec();
                 stdin.push(b'\n');
                 stdin.extend(command.stdin.as_deref().unwrap_or_default());
-                (format!("sudo -S -p '' -- {line}"), Some(stdin))
+                (format!("sudo -S -k -p '' -- {line}"), Some(stdin))
             }
         }
     }

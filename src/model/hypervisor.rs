@@ -142,6 +142,19 @@ impl LibvirtUri {
     }
 }
 
+impl LibvirtUri {
+    /// The value of the query parameter `name` (`keyfile` in `qemu+ssh://hv1/system?keyfile=/k`),
+    /// as written.
+    pub fn query_param(&self, name: &str) -> Option<&str> {
+        let (_, query) = self.uri.split_once('?')?;
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value)
+    }
+}
+
 impl fmt::Display for LibvirtUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.uri)
@@ -186,6 +199,20 @@ impl HypervisorConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_parameters_are_read_from_the_uri() {
+        let uri = LibvirtUri::parse("qemu+ssh://a@hv1/system?keyfile=/k/id&no_tty=1").unwrap();
+        assert_eq!(uri.query_param("keyfile"), Some("/k/id"));
+        assert_eq!(uri.query_param("no_tty"), Some("1"));
+        assert_eq!(uri.query_param("key"), None);
+        assert_eq!(
+            LibvirtUri::parse("qemu:///system")
+                .unwrap()
+                .query_param("keyfile"),
+            None
+        );
+    }
 
     #[test]
     fn transports_are_read_from_the_uri() {

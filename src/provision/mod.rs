@@ -6,7 +6,7 @@
 //! first step touches the hypervisor.
 
 pub mod desired;
-pub mod hypervisor_facts;
+pub mod hypervisor_machine;
 pub mod inputs;
 pub mod reach;
 
@@ -15,6 +15,7 @@ use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
+use crate::machine::hypervisor_ops;
 use crate::machine::Machine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::output::progress::Progress;
@@ -134,7 +135,7 @@ pub fn prepare(
         .unwrap_or_else(|| desired.tag_before_finish());
     let tpm = guest
         .hypervisor_machine
-        .is_some_and(hypervisor_facts::offers_tpm);
+        .is_some_and(hypervisor_ops::offers_tpm);
     let spec = desired::domain_spec(
         &desired,
         &inputs.generated,
@@ -253,9 +254,8 @@ pub fn execute(
                     key_file: key.path().to_path_buf(),
                     known_hosts,
                     console: Box::new(move || {
-                        hypervisor_machine.and_then(|machine| {
-                            hypervisor_facts::console_log(machine, &console_path)
-                        })
+                        hypervisor_machine
+                            .and_then(|machine| hypervisor_ops::serial_log(machine, &console_path))
                     }),
                     progress,
                     connected: None,

@@ -12,6 +12,11 @@ say() { printf '[services] %s\n' "$*"; }
 
 [[ -d $state_dir ]] || { say "nothing recorded in $state_dir; nothing to stop"; exit 0; }
 
+# The second host of the remote-hypervisor tests (tests/services/remote-host.sh), when it was made.
+if [[ -d $state_dir/remote-host ]]; then
+  TROG_REMOTE_STATE=$state_dir/remote-host "$(dirname "${BASH_SOURCE[0]}")/remote-host.sh" stop
+fi
+
 if [[ -e $state_dir/added-guards ]]; then
   for chain in FORWARD OUTPUT; do
     # Delete by rule number, highest first, every rule carrying our tag.

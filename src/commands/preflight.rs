@@ -1,0 +1,274 @@
+//! `preflight [--hypervisor NAME]`: whether a run is worth starting. Every check is made even
+//! after one fails; each hypervisor is asked in a thread of its own, so a fleet takes as long as
+//! its slowest member. Never prompts: a sudo password is only used when handed in with
+//! `--credentials`.
+
+use crate::cli::GlobalArgs;
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet, Fleet};
+use crate::config::load::{list_domains, load_guest_with_recipe_settings, load_recipes_yaml};
+use crate::config::paths::InstallationPaths;
+use crate::cookbook::load::{load_cookbook, recipes_dir};
+use crate::credentials::{CredentialName, CredentialSource, Secret};
+use crate::exit_status::ExitStatus;
+use crate::generate::recipe_settings;
+use crate::libvirt::facts::{libvirt_facts, linked_library_version};
+use crate::machine::hypervisor_ops::HypervisorOp;
+use crate::machine::local::LocalMachine;
+use crate::machine::ssh::SudoPassword;
+use crate::machine::{Machine, MachineError};
+use crate::model::hypervisor::{HypervisorConfig, Transport};
+use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
+use crate::preflight::render::render_report;
+use crate::preflight::{
+    ConfigurationFacts, FileFact, HypervisorFacts, HypervisorReport, PreflightReport, SudoFact,
+};
+use crate::provision::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
+use crate::report::Failure;
+
+#[derive(Debug, clap::Args)]
+pub struct PreflightArgs {
+    /// Check this hypervisor of hypervisors.conf only (default: every one, or this machine).
+    #[arg(long, value_name = "NAME")]
+    pub hypervisor: Option<String>,
+}
+
+pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failure> {
+    let paths = InstallationPaths::from_environment(global);
+    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let handed_in_sudo: Option<Secret> = if credentials.was_handed_in(CredentialName::Sudo) {
+        credentials
+            .get(CredentialName::Sudo, "for sudo on the hypervisor")
+            .ok()
+            .cloned()
+    } else {
+        None
+    };
+    let fleet_file = load_fleet(&paths.hypervisors_conf);
+    let configuration = configuration_facts(&paths, &fleet_file);
+    let fleet = fleet_to_build_on(&paths.hypervisors_conf, fleet_file.ok().flatten(), None);
+    let hypervisors: Vec<&HypervisorConfig> = match &args.hypervisor {
+        Some(name) => vec![fleet.hypervisor_named(name)?],
+        None => fleet.fleet.hypervisors.iter().collect(),
+    };
+    let linked_version = linked_library_version();
+    let facts: Vec<HypervisorFacts> = std::thread::scope(|scope| {
+        let asks: Vec<_> = hypervisors
+            .iter()
+            .map(|hypervisor| {
+                let sudo = handed_in_sudo.clone();
+                scope.spawn(move || hypervisor_facts(hypervisor, sudo, linked_version))
+            })
+            .collect();
+        asks.into_iter()
+            .map(|ask| ask.join().expect("a preflight thread does not panic"))
+            .collect()
+    });
+    let report = PreflightReport {
+        configuration_dir: paths.dir.display().to_string(),
+        configuration: configuration_checks(&configuration),
+        hypervisors: facts
+            .iter()
+            .map(|facts| HypervisorReport {
+                name: facts.name.clone(),
+                uri: facts.uri.clone(),
+                checks: hypervisor_checks(facts),
+            })
+            .collect(),
+    };
+    if global.json {
+        let mut value = serde_json::to_value(&report).expect("the report serialises");
+        value["worth_starting"] = report.worth_starting().into();
+        println!("{value}");
+    } else {
+        print!("{}", render_report(&report));
+    }
+    Ok(if report.worth_starting() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
+}
+
+fn configuration_facts(
+    paths: &InstallationPaths,
+    fleet_file: &Result<Option<Fleet>, crate::config::hypervisors_conf::HypervisorsConfError>,
+) -> ConfigurationFacts {
+    let hypervisors_conf = match fleet_file {
+        Ok(None) => FileFact::Missing,
+        Ok(Some(fleet)) => FileFact::Loaded(format!(
+            "{} hypervisor{}",
+            fleet.hypervisors.len(),
+            if fleet.hypervisors.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        )),
+        Err(error) => FileFact::Invalid(error.to_string()),
+    };
+    let (recipes_yaml, mirror, cache) = if !paths.recipes_yaml.exists() {
+        (FileFact::Missing, None, None)
+    } else {
+        match load_recipes_yaml(paths) {
+            Ok(recipes) => (
+                FileFact::Loaded(format!(
+                    "{} recipe{} every guest gets",
+                    recipes.base.recipes.len(),
+                    if recipes.base.recipes.len() == 1 {
+                        ""
+                    } else {
+                        "s"
+                    }
+                )),
+                Some(recipes.base.global.contains_key("mirror")),
+                Some(recipes.base.global.contains_key("cache")),
+            ),
+            Err(error) => (FileFact::Invalid(error.to_string()), None, None),
+        }
+    };
+    let guests = list_domains(paths)
+        .map_err(|error| error.to_string())
+        .map(|domains| {
+            let settings = load_cookbook(&recipes_dir())
+                .map(|cookbook| recipe_settings(&cookbook))
+                .unwrap_or_default();
+            domains
+                .iter()
+                .map(|domain| {
+                    let error = load_guest_with_recipe_settings(paths, domain, &settings)
+                        .err()
+                        .map(|error| error.to_string());
+                    (domain.to_string(), error)
+                })
+                .collect()
+        });
+    ConfigurationFacts {
+        dir: paths.dir.display().to_string(),
+        dir_exists: paths.dir.is_dir(),
+        hypervisors_conf,
+        recipes_yaml,
+        guests,
+        mirror,
+        cache,
+    }
+}
+
+/// Asks one hypervisor everything preflight checks. Every question is asked whatever the
+/// previous ones answered.
+fn hypervisor_facts(
+    hypervisor: &HypervisorConfig,
+    handed_in_sudo: Option<Secret>,
+    linked_version: u32,
+) -> HypervisorFacts {
+    let uri = &hypervisor.libvirt_uri;
+    let (machine, expected_user, host): (Result<Box<dyn Machine>, String>, _, _) =
+        match &uri.transport {
+            Transport::Ssh { user, host, .. } => (
+                ssh_machine_for(uri)
+                    .map(|machine| Box::new(machine.expect("an ssh transport")) as Box<dyn Machine>)
+                    .map_err(|error| error.to_string()),
+                user.clone(),
+                host.clone(),
+            ),
+            Transport::Local => (
+                Ok(Box::new(LocalMachine) as Box<dyn Machine>),
+                None,
+                "this machine".to_string(),
+            ),
+            Transport::Test => (
+                Err("libvirt's test driver has no system to check".to_string()),
+                None,
+                "the test driver".to_string(),
+            ),
+        };
+    let login = machine.as_ref().map_err(Clone::clone).and_then(|machine| {
+        HypervisorOp::LoginName
+            .run_on(machine.as_ref())
+            .and_then(|output| output.success())
+            .map(|output| output.stdout_text().trim().to_string())
+            .map_err(|error| short_error(&error))
+    });
+    // A host that could not be reached is not asked again for each question.
+    let reached: Result<&dyn Machine, String> = match (&machine, &login) {
+        (Ok(machine), Ok(_)) => Ok(machine.as_ref()),
+        (_, Err(why)) => Err(format!("not reached ({why})")),
+        (Err(why), _) => Err(why.clone()),
+    };
+    let sudo = reached
+        .clone()
+        .and_then(|machine| sudo_fact(machine, uri, handed_in_sudo));
+    let ask = |op: HypervisorOp| -> Result<bool, String> {
+        reached.clone().map(|machine| op.holds_on(machine))
+    };
+    let libvirt = libvirt_facts(uri, &hypervisor.pool_name).map_err(|error| error.to_string());
+    let pool_filesystem = libvirt
+        .as_ref()
+        .ok()
+        .and_then(|facts| facts.pool.as_ref())
+        .map(|pool| {
+            reached.clone().and_then(|machine| {
+                HypervisorOp::FilesystemOf {
+                    path: pool.path.clone(),
+                }
+                .run_on(machine)
+                .and_then(|output| output.success())
+                .map_err(|error| short_error(&error))
+                .and_then(|output| {
+                    parse_findmnt(&output.stdout_text())
+                        .ok_or_else(|| "findmnt's answer was not understood".to_string())
+                })
+            })
+        });
+    HypervisorFacts {
+        name: hypervisor.name.to_string(),
+        uri: uri.uri.clone(),
+        host,
+        expected_user,
+        login,
+        sudo,
+        libvirt,
+        linked_version,
+        pool_name: hypervisor.pool_name.clone(),
+        pool_filesystem,
+        real_tpm: ask(HypervisorOp::RealTpm),
+        swtpm: ask(HypervisorOp::Swtpm),
+        libguestfs: ask(HypervisorOp::Libguestfs),
+    }
+}
+
+/// Whether sudo works: passwordless, or with the password handed in (tried on a connection of
+/// its own, so the machine the other questions use is left as it was).
+fn sudo_fact(
+    machine: &dyn Machine,
+    uri: &crate::model::hypervisor::LibvirtUri,
+    handed_in: Option<Secret>,
+) -> Result<SudoFact, String> {
+    match sudo_access(machine).map_err(|error| short_error(&error))? {
+        SudoAccess::Passwordless => Ok(SudoFact::Passwordless),
+        SudoAccess::Refused { detail } => Ok(SudoFact::Refused(detail)),
+        SudoAccess::WantsPassword => {
+            let (Some(password), Ok(Some(mut with_password))) = (handed_in, ssh_machine_for(uri))
+            else {
+                return Ok(SudoFact::WantsPassword);
+            };
+            with_password.remember_sudo_password(SudoPassword::new(password.expose().as_bytes()));
+            match HypervisorOp::RootAccess.run_on(&with_password) {
+                Ok(output) if output.status == Some(0) => Ok(SudoFact::PasswordHandedInWorks),
+                Ok(_) | Err(MachineError::SudoPasswordRefused { .. }) => {
+                    Ok(SudoFact::PasswordHandedInRefused)
+                }
+                Err(error) => Err(short_error(&error)),
+            }
+        }
+    }
+}
+
+/// An error as one line: its message, without the hint (the check gives its own advice).
+fn short_error(error: &MachineError) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}

@@ -1,0 +1,417 @@
+//! Facts into checks. Every check is made whatever the others found, so one run of preflight
+//! lists everything there is to fix.
+
+use super::*;
+
+/// `11003000` → `11.3.0`.
+pub fn version_text(version: u32) -> String {
+    format!(
+        "{}.{}.{}",
+        version / 1_000_000,
+        version / 1000 % 1000,
+        version % 1000
+    )
+}
+
+/// Reads `findmnt --noheadings --bytes --output TARGET,FSTYPE,SIZE,AVAIL` output.
+pub fn parse_findmnt(text: &str) -> Option<FilesystemFacts> {
+    let fields: Vec<&str> = text.lines().next()?.split_whitespace().collect();
+    let [mount_point, fs_type, size, available] = fields[..] else {
+        return None;
+    };
+    Some(FilesystemFacts {
+        mount_point: mount_point.to_string(),
+        fs_type: fs_type.to_string(),
+        size_bytes: size.parse().ok()?,
+        available_bytes: available.parse().ok()?,
+    })
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
+}
+
+fn nopasswd_line(user: &str) -> String {
+    format!("{user} ALL=(ALL) NOPASSWD: ALL")
+}
+
+/// The checks of one hypervisor, in the order they are printed.
+pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
+    let host = &facts.host;
+    let user = facts
+        .expected_user
+        .clone()
+        .or_else(|| facts.login.clone().ok())
+        .unwrap_or_else(|| "the login".into());
+    let mut checks = Vec::new();
+
+    // Reached as the expected user.
+    checks.push(match (&facts.login, &facts.expected_user) {
+        (Ok(login), Some(expected)) if login != expected => Check::failed(
+            format!("Reached {host} as {login}, not as {expected}"),
+            "the login is rewritten on the way (a User line in ~/.ssh/config?): make it the user the URI names",
+        ),
+        (Ok(login), _) => Check::ok(format!("Reached {host} as {login}")),
+        (Err(why), _) => Check::failed(
+            format!("Cannot reach {host}: {why}"),
+            format!("make `ssh {user}@{host}` work without a prompt (keys, agent, ~/.ssh/config)"),
+        ),
+    });
+
+    // Passwordless sudo.
+    checks.push(match &facts.sudo {
+        Ok(SudoFact::Passwordless) => Check::ok(format!("Passwordless sudo for {user} on {host}")),
+        Ok(SudoFact::PasswordHandedInWorks) => Check::ok(format!(
+            "sudo for {user} on {host} works with the password handed in"
+        )),
+        Ok(SudoFact::WantsPassword) => Check::failed(
+            format!("No passwordless sudo for {user} on {host}"),
+            format!(
+                "add the sudoers line `{}` there, or hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog … --credentials",
+                nopasswd_line(&user)
+            ),
+        ),
+        Ok(SudoFact::PasswordHandedInRefused) => Check::failed(
+            format!("sudo for {user} on {host} refuses the password handed in"),
+            format!("hand in the right password, or add the sudoers line `{}`", nopasswd_line(&user)),
+        ),
+        Ok(SudoFact::Refused(detail)) => Check::failed(
+            format!("No sudo for {user} on {host}: {detail}"),
+            format!("install sudo there and add the sudoers line `{}`", nopasswd_line(&user)),
+        ),
+        Err(why) => Check::failed(
+            format!("sudo for {user} on {host} not checked: {why}"),
+            "fix the connection first",
+        ),
+    });
+
+    // libvirt answers; versions match.
+    match &facts.libvirt {
+        Ok(libvirt) => {
+            let qemu = if libvirt.hypervisor_version > 0 {
+                format!(" (hypervisor {})", version_text(libvirt.hypervisor_version))
+            } else {
+                String::new()
+            };
+            checks.push(Check::ok(format!(
+                "libvirt answers, running {}{qemu}",
+                version_text(libvirt.daemon_version)
+            )));
+            let (linked, daemon) = (facts.linked_version, libvirt.daemon_version);
+            checks.push(if linked / 1000 == daemon / 1000 {
+                Check::ok(format!(
+                    "libvirt {} that trog is linked against matches libvirt {} on the hypervisor",
+                    version_text(linked),
+                    version_text(daemon)
+                ))
+            } else {
+                Check::failed(
+                    format!(
+                        "libvirt {} that trog is linked against differs from libvirt {} on the hypervisor",
+                        version_text(linked),
+                        version_text(daemon)
+                    ),
+                    "run a trog built against the hypervisor's libvirt release (same major.minor), or bring the two to one release: calls then fail with errors that do not look like a version problem",
+                )
+            });
+        }
+        Err(why) => {
+            checks.push(Check::failed(
+                format!("libvirt does not answer at {}: {why}", facts.uri),
+                "check the libvirt_uri in hypervisors.conf (driver, path /system) and that libvirtd runs there; the login must be in the group that owns libvirt's socket",
+            ));
+            checks.push(Check::failed(
+                format!(
+                    "libvirt {} that trog is linked against not compared: libvirt did not answer",
+                    version_text(facts.linked_version)
+                ),
+                "fix the libvirt connection first",
+            ));
+        }
+    }
+
+    // The storage pool and its filesystem.
+    let pool = &facts.pool_name;
+    match &facts.libvirt {
+        Err(_) => checks.push(Check::failed(
+            format!("Storage pool {pool} not checked: libvirt did not answer"),
+            "fix the libvirt connection first",
+        )),
+        Ok(LibvirtFacts { pool: None, .. }) => checks.push(Check::note(
+            format!("Storage pool {pool} does not exist"),
+            "provision defines it at the hypervisor's pool_path; if pool_path is meant to be a filesystem of its own (with a quota), create and mount that first, or the pool fills whatever disk it lands on",
+        )),
+        Ok(LibvirtFacts { pool: Some(found), .. }) => {
+            checks.push(if found.active {
+                Check::ok(format!("Storage pool {pool} exists at {}", found.path))
+            } else {
+                Check::note(
+                    format!("Storage pool {pool} exists at {} but is not running", found.path),
+                    "provision starts it; if it does not start, see `virsh pool-start` there",
+                )
+            });
+            checks.push(pool_filesystem_check(pool, &found.path, facts.pool_filesystem.as_ref()));
+        }
+    }
+
+    // TPM and swtpm.
+    checks.push(match (&facts.real_tpm, &facts.swtpm) {
+        (Ok(true), Ok(true)) => Check::ok("Real TPM and swtpm: guests get an emulated TPM"),
+        (Ok(true), Ok(false)) => Check::note(
+            "Real TPM but no swtpm: guests are built without a TPM",
+            "install swtpm and swtpm-tools there so guests get an emulated TPM backed by this host's",
+        ),
+        (Ok(false), _) => Check::note(
+            "No real TPM: guests are built without one",
+            "nothing to do unless guests must seal secrets; an emulated TPM without a real one beneath it would protect nothing",
+        ),
+        (Err(why), _) | (_, Err(why)) => Check::note(
+            format!("TPM not checked: {why}"),
+            "fix the connection first",
+        ),
+    });
+
+    // libguestfs, for debug_boot.
+    checks.push(match &facts.libguestfs {
+        Ok(true) => Check::ok("libguestfs is there (debug_boot --cat, --ls, --single)"),
+        Ok(false) => Check::note(
+            "No libguestfs: debug_boot cannot read a guest's disk",
+            "install libguestfs-tools there; without it debug_boot has the console, --hold and --keys only",
+        ),
+        Err(why) => Check::note(
+            format!("libguestfs not checked: {why}"),
+            "fix the connection first",
+        ),
+    });
+    checks
+}
+
+/// Whether the pool's filesystem limits it. Decided by where that filesystem is mounted: at the
+/// pool's own directory, it is a filesystem (a ZFS dataset with a quota, an LVM volume, …) that
+/// the kernel stops at its size; at `/`, the pool can fill the whole disk; anywhere else, the pool
+/// shares a filesystem with whatever else is there. A quota that is not a mount of its own (an
+/// XFS project quota, a btrfs qgroup on an unmounted subvolume) is not seen.
+fn pool_filesystem_check(
+    pool: &str,
+    pool_path: &str,
+    filesystem: Option<&Result<FilesystemFacts, String>>,
+) -> Check {
+    let limit_advice = format!(
+        "give the pool a filesystem of its own mounted at {pool_path} (e.g. `zfs create -o quota=500G -o mountpoint={pool_path} …`), so the kernel stops it at a size rather than at a full disk"
+    );
+    match filesystem {
+        None => Check::note(format!("Filesystem of pool {pool} not checked"), limit_advice),
+        Some(Err(why)) => Check::note(
+            format!("Filesystem of pool {pool} not checked: {why}"),
+            limit_advice,
+        ),
+        Some(Ok(fs)) if fs.mount_point == pool_path.trim_end_matches('/') => Check::ok(format!(
+            "Pool {pool} has a filesystem of its own ({}, {}, {} free): it is limited to that",
+            fs.fs_type,
+            gib(fs.size_bytes),
+            gib(fs.available_bytes)
+        )),
+        Some(Ok(fs)) if fs.mount_point == "/" => Check::note(
+            format!(
+                "Pool {pool} is on the root filesystem ({}, {} free): nothing limits it but the whole disk",
+                gib(fs.size_bytes),
+                gib(fs.available_bytes)
+            ),
+            limit_advice,
+        ),
+        Some(Ok(fs)) => Check::note(
+            format!(
+                "Pool {pool} shares the filesystem mounted at {} ({}, {} free): it is limited only by what the others leave",
+                fs.mount_point,
+                gib(fs.size_bytes),
+                gib(fs.available_bytes)
+            ),
+            limit_advice,
+        ),
+    }
+}
+
+/// The checks of the installation's configuration.
+pub fn configuration_checks(facts: &ConfigurationFacts) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(if facts.dir_exists {
+        Check::ok(format!("Configuration directory {}", facts.dir))
+    } else {
+        Check::failed(
+            format!("No configuration directory {}", facts.dir),
+            "create it (bin/setup), or point TROG_PROVISIONER_CONFIG at the installation",
+        )
+    });
+    checks.push(match &facts.hypervisors_conf {
+        FileFact::Loaded(what) => Check::ok(format!("hypervisors.conf: {what}")),
+        FileFact::Missing => Check::ok("No hypervisors.conf: guests are built on this machine"),
+        FileFact::Invalid(why) => Check::failed(
+            format!("hypervisors.conf is invalid: {why}"),
+            "fix the file; `trog fleet` shows the same error with its hint",
+        ),
+    });
+    checks.push(match &facts.recipes_yaml {
+        FileFact::Loaded(what) => Check::ok(format!("recipes.yaml: {what}")),
+        FileFact::Missing => Check::failed(
+            "No recipes.yaml",
+            "write one (bin/setup writes an example); every guest's settings start from its _base",
+        ),
+        FileFact::Invalid(why) => {
+            Check::failed(format!("recipes.yaml is invalid: {why}"), "fix the file")
+        }
+    });
+    match &facts.guests {
+        Err(why) => checks.push(Check::failed(
+            format!("recipes.d cannot be read: {why}"),
+            "create recipes.d in the configuration directory (bin/new_guest writes guests into it)",
+        )),
+        Ok(guests) => {
+            let broken: Vec<_> = guests.iter().filter(|(_, error)| error.is_some()).collect();
+            if broken.is_empty() {
+                checks.push(Check::ok(format!(
+                    "recipes.d: {} guest{} load",
+                    guests.len(),
+                    if guests.len() == 1 { "" } else { "s" }
+                )));
+            }
+            for (name, error) in broken {
+                checks.push(Check::failed(
+                    format!("recipes.d/{name}.yaml does not load: {}", error.as_deref().unwrap_or_default()),
+                    "fix the file; `trog new_config` on that guest shows the same error with its hint",
+                ));
+            }
+        }
+    }
+    match facts.mirror {
+        Some(true) => checks.push(Check::ok("A mirror is configured in _global")),
+        Some(false) => checks.push(Check::note(
+            "No mirror in _global: every guest installs its packages from the distribution's servers",
+            "each build downloads every package again, over the internet, and fails when that is slow or down; build an aptmirror guest and name it in _global's mirror",
+        )),
+        None => {}
+    }
+    match facts.cache {
+        Some(true) => checks.push(Check::ok("A cache is configured in _global")),
+        Some(false) => checks.push(Check::note(
+            "No cache in _global: what recipes download is fetched from its origin on every build",
+            "build a fetchcache guest and name it in _global's cache, so rebuilds do not depend on other people's servers",
+        )),
+        None => {}
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> HypervisorFacts {
+        HypervisorFacts {
+            name: "hv1".into(),
+            uri: "qemu+ssh://admin@hv1/system".into(),
+            host: "hv1".into(),
+            expected_user: Some("admin".into()),
+            login: Ok("admin".into()),
+            sudo: Ok(SudoFact::Passwordless),
+            libvirt: Ok(LibvirtFacts {
+                daemon_version: 11_003_000,
+                hypervisor_version: 10_000_002,
+                pool: Some(PoolFacts {
+                    path: "/vms".into(),
+                    active: true,
+                }),
+            }),
+            linked_version: 11_003_002,
+            pool_name: "trog".into(),
+            pool_filesystem: Some(Ok(FilesystemFacts {
+                mount_point: "/vms".into(),
+                fs_type: "zfs".into(),
+                size_bytes: 500 << 30,
+                available_bytes: 400 << 30,
+            })),
+            real_tpm: Ok(true),
+            swtpm: Ok(true),
+            libguestfs: Ok(true),
+        }
+    }
+
+    fn outcomes(checks: &[Check]) -> Vec<Outcome> {
+        checks.iter().map(|c| c.outcome).collect()
+    }
+
+    #[test]
+    fn a_healthy_hypervisor_is_all_ok() {
+        let checks = hypervisor_checks(&healthy());
+        assert!(
+            checks.iter().all(|c| c.outcome == Outcome::Ok),
+            "{checks:#?}"
+        );
+        assert_eq!(checks.len(), 8);
+    }
+
+    #[test]
+    fn every_check_is_made_even_when_nothing_answers() {
+        let facts = HypervisorFacts {
+            login: Err("connection refused".into()),
+            sudo: Err("not reached".into()),
+            libvirt: Err("cannot connect".into()),
+            pool_filesystem: None,
+            real_tpm: Err("not reached".into()),
+            swtpm: Err("not reached".into()),
+            libguestfs: Err("not reached".into()),
+            ..healthy()
+        };
+        let checks = hypervisor_checks(&facts);
+        assert_eq!(
+            outcomes(&checks),
+            [
+                Outcome::Failed,
+                Outcome::Failed,
+                Outcome::Failed,
+                Outcome::Failed,
+                Outcome::Failed,
+                Outcome::Note,
+                Outcome::Note
+            ]
+        );
+    }
+
+    #[test]
+    fn versions_are_compared_on_major_and_minor() {
+        let mut facts = healthy();
+        facts.linked_version = 9_000_000;
+        let checks = hypervisor_checks(&facts);
+        assert_eq!(checks[3].outcome, Outcome::Failed);
+        assert!(checks[3].summary.contains("9.0.0"), "{}", checks[3].summary);
+    }
+
+    #[test]
+    fn a_pool_on_the_root_filesystem_is_not_limited() {
+        let mut facts = healthy();
+        facts.pool_filesystem = Some(Ok(
+            parse_findmnt("/ ext4 107374182400 53687091200\n").unwrap()
+        ));
+        let check = &hypervisor_checks(&facts)[5];
+        assert_eq!(check.outcome, Outcome::Note);
+        assert!(check.summary.contains("whole disk"), "{}", check.summary);
+    }
+
+    #[test]
+    fn sudo_wanting_a_password_fails_with_the_nopasswd_line() {
+        let mut facts = healthy();
+        facts.sudo = Ok(SudoFact::WantsPassword);
+        let check = &hypervisor_checks(&facts)[1];
+        assert_eq!(check.outcome, Outcome::Failed);
+        assert!(check
+            .advice
+            .as_deref()
+            .unwrap()
+            .contains("admin ALL=(ALL) NOPASSWD: ALL"));
+    }
+
+    #[test]
+    fn findmnt_lines_are_read() {
+        assert_eq!(parse_findmnt("garbage"), None);
+        assert_eq!(version_text(11_003_000), "11.3.0");
+    }
+}

@@ -1,0 +1,166 @@
+//! The hypervisor's own system as a [`Machine`], with sudo settled before anything is done there:
+//! passwordless, or with a password asked once on a terminal or handed in with `--credentials`,
+//! or a refusal at once naming the user, the host and the `NOPASSWD` line, never a hang.
+
+use crate::credentials::{CredentialName, CredentialSource, CredentialsError, Prompter};
+use crate::machine::hypervisor_ops::HypervisorOp;
+use crate::machine::local::LocalMachine;
+use crate::machine::ssh::{HostKeys, SshMachine, SshTarget, SudoPassword};
+use crate::machine::{Machine, MachineError};
+use crate::model::hypervisor::{LibvirtUri, Transport};
+use crate::report::Failure;
+use std::path::PathBuf;
+
+/// What `sudo -n true` says about a login.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SudoAccess {
+    Passwordless,
+    /// sudo would work, given the login's password.
+    WantsPassword,
+    /// sudo is missing or refuses the login outright; `detail` is what it said.
+    Refused {
+        detail: String,
+    },
+}
+
+/// Reads the answer of [`HypervisorOp::PasswordlessSudo`].
+pub fn classify_sudo(status: Option<i32>, stderr: &str) -> SudoAccess {
+    if status == Some(0) {
+        SudoAccess::Passwordless
+    } else if stderr.contains("a password is required") {
+        SudoAccess::WantsPassword
+    } else {
+        SudoAccess::Refused {
+            detail: stderr.trim().to_string(),
+        }
+    }
+}
+
+/// Asks `machine` whether its login has passwordless sudo.
+pub fn sudo_access(machine: &dyn Machine) -> Result<SudoAccess, MachineError> {
+    let output = HypervisorOp::PasswordlessSudo.run_on(machine)?;
+    Ok(classify_sudo(
+        output.status,
+        &String::from_utf8_lossy(&output.stderr),
+    ))
+}
+
+/// The SSH login a libvirt URI names, with the key its `keyfile` parameter gives, trusting the
+/// host keys the user's (and the system's) known-hosts files hold.
+pub fn ssh_machine_for(uri: &LibvirtUri) -> Result<Option<SshMachine>, MachineError> {
+    let Transport::Ssh { user, host, port } = &uri.transport else {
+        return Ok(None);
+    };
+    SshMachine::new(
+        SshTarget {
+            user: user.clone(),
+            host: host.clone(),
+            port: *port,
+        },
+        uri.query_param("keyfile").map(PathBuf::from),
+        HostKeys::UserKnownHosts,
+    )
+    .map(Some)
+}
+
+/// The user and host sudo messages name.
+fn login_parts(machine: &SshMachine) -> (String, String) {
+    let target = machine.target();
+    (
+        target.user.clone().unwrap_or_else(|| "the login".into()),
+        target.host.clone(),
+    )
+}
+
+/// Makes sudo usable on `machine` for the rest of the run. When the login wants a password, it
+/// comes from `credentials` (handed in, or asked once on a terminal); with neither, the error
+/// names the user, the host and the `NOPASSWD` line. A password sudo refuses is an error too.
+pub fn settle_sudo<P: Prompter>(
+    machine: &mut SshMachine,
+    credentials: &mut CredentialSource<P>,
+) -> Result<(), Failure> {
+    match sudo_access(machine)? {
+        SudoAccess::Passwordless => Ok(()),
+        SudoAccess::Refused { .. } => {
+            HypervisorOp::PasswordlessSudo.run_on(machine)?.success()?;
+            Ok(())
+        }
+        SudoAccess::WantsPassword => {
+            let (user, host) = login_parts(machine);
+            let purpose = format!("for sudo as {user} on {host}");
+            let password = match credentials.get(CredentialName::Sudo, &purpose) {
+                Ok(secret) => SudoPassword::new(secret.expose().as_bytes()),
+                Err(CredentialsError::NoTerminal { .. }) => {
+                    return Err(MachineError::SudoNeedsPassword { host, user }.into())
+                }
+                Err(other) => return Err(other.into()),
+            };
+            machine.remember_sudo_password(password);
+            HypervisorOp::RootAccess.run_on(machine)?.success()?;
+            Ok(())
+        }
+    }
+}
+
+/// The hypervisor's own system for a run: this machine, or an SSH login to it with sudo settled;
+/// `None` for libvirt's test driver, which has none.
+pub fn open_hypervisor_machine<P: Prompter>(
+    uri: &LibvirtUri,
+    credentials: &mut CredentialSource<P>,
+) -> Result<Option<Box<dyn Machine>>, Failure> {
+    match &uri.transport {
+        Transport::Local => {
+            let machine = LocalMachine;
+            if !LocalMachine::running_as_root() {
+                if let SudoAccess::WantsPassword = sudo_access(&machine)? {
+                    return Err(MachineError::SudoNeedsPassword {
+                        host: machine.describe(),
+                        user: std::env::var("USER").unwrap_or_else(|_| "this login".into()),
+                    }
+                    .into());
+                }
+            }
+            Ok(Some(Box::new(machine)))
+        }
+        Transport::Ssh { .. } => {
+            let mut machine = ssh_machine_for(uri)?.expect("an ssh transport");
+            settle_sudo(&mut machine, credentials)?;
+            Ok(Some(Box::new(machine)))
+        }
+        Transport::Test => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sudo_answers_are_told_apart() {
+        assert_eq!(classify_sudo(Some(0), ""), SudoAccess::Passwordless);
+        assert_eq!(
+            classify_sudo(Some(1), "sudo: a password is required\n"),
+            SudoAccess::WantsPassword
+        );
+        assert_eq!(
+            classify_sudo(Some(127), "sh: 1: sudo: not found\n"),
+            SudoAccess::Refused {
+                detail: "sh: 1: sudo: not found".into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_key_of_an_ssh_uri_is_used_for_the_shell_too() {
+        let uri = LibvirtUri::parse("qemu+ssh://admin@hv1.example.test:2222/system?keyfile=/k/id")
+            .unwrap();
+        let machine = ssh_machine_for(&uri).unwrap().unwrap();
+        assert_eq!(machine.describe(), "admin@hv1.example.test");
+        assert_eq!(machine.target().port, Some(2222));
+        assert!(
+            ssh_machine_for(&LibvirtUri::parse("qemu:///system").unwrap())
+                .unwrap()
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,482 @@
+//! A hypervisor reached over SSH, for real: tests/services/remote-host.sh puts an sshd in a network
+//! namespace of its own in front of this machine's libvirtd, with a login that has passwordless
+//! sudo and one whose sudo wants a password. Through `qemu+ssh://LOGIN@10.213.0.2/system`:
+//! a guest is provisioned and destroyed with each login (the password handed in with
+//! `--credentials`, and never visible in a process listing); without a password and without a
+//! terminal the run fails within seconds with the NOPASSWD hint; preflight reports a healthy and
+//! a broken host.
+
+#[path = "../e2e/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// The guest's static address on libvirt's default network: reachable from here, since this
+/// machine is the hypervisor, and unlikely to be leased by dnsmasq to anyone else meanwhile.
+const GUEST_ADDRESS: &str = "192.168.122.243";
+/// How long a run without a sudo password may take to refuse (key generation and the seed are
+/// built first; no guest is booted).
+const REFUSAL_DEADLINE: Duration = Duration::from_secs(60);
+const REFUSAL_EXPECTED_WITHIN: Duration = Duration::from_secs(30);
+
+/// What remote-host.sh set up.
+struct RemoteHost {
+    address: String,
+    keyfile: String,
+    state: String,
+    user_nopasswd: String,
+    user_password: String,
+}
+
+impl RemoteHost {
+    fn uri(&self, user: &str, path: &str) -> String {
+        format!(
+            "qemu+ssh://{user}@{}{path}?keyfile={}",
+            self.address, self.keyfile
+        )
+    }
+
+    fn sudo_password(&self) -> String {
+        std::fs::read_to_string(Path::new(&self.state).join("sudo-password"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+/// Sets the second host up once per test binary (the script is idempotent across runs).
+fn remote_host() -> &'static RemoteHost {
+    static HOST: OnceLock<RemoteHost> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let output = Command::new(checkout().join("tests/services/remote-host.sh"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "remote-host.sh failed:\n{}",
+            text(&output.stderr)
+        );
+        let values: HashMap<String, String> = text(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        RemoteHost {
+            address: values["ADDRESS"].clone(),
+            keyfile: values["KEYFILE"].clone(),
+            state: values["STATE"].clone(),
+            user_nopasswd: values["USER_NOPASSWD"].clone(),
+            user_password: values["USER_PASSWORD"].clone(),
+        }
+    })
+}
+
+struct Installation {
+    dir: tempfile::TempDir,
+    domain: String,
+    pool: String,
+    pool_path: PathBuf,
+}
+
+impl Installation {
+    fn new(tag: &str, image_url: &str, image_sha256: &str, mirror_url: &str) -> Installation {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("trog-remote-{tag}-"))
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let unique = std::process::id();
+        let domain = format!("remote-{tag}-{unique}.test");
+        let pool = format!("trog-remote-{tag}-{unique}");
+        let pool_path = dir.path().join("pool");
+        std::fs::write(
+            dir.path().join("recipes.yaml"),
+            format!(
+                "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n    gateway: 192.168.122.1\n    resolvers: [192.168.122.1]\n"
+            ),
+        )
+        .unwrap();
+        let recipes_d = dir.path().join("recipes.d");
+        std::fs::create_dir_all(&recipes_d).unwrap();
+        std::fs::write(
+            recipes_d.join(format!("{domain}.yaml")),
+            format!(
+                "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    ips: [{GUEST_ADDRESS}/24]\n    image:\n      url: {image_url}\n      sha256: {image_sha256}\n"
+            ),
+        )
+        .unwrap();
+        Installation {
+            dir,
+            domain,
+            pool,
+            pool_path,
+        }
+    }
+
+    /// One hypervisor, `remote`, reached as `user` at `uri_path` (`/system`).
+    fn hypervisor(&self, uri: &str) {
+        std::fs::write(
+            self.dir.path().join("hypervisors.conf"),
+            format!(
+                "# This machine's libvirtd behind the sshd of a network namespace.\n[remote]\nlibvirt_uri = {uri}\ndomain_type = qemu\npool_name = {}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n",
+                self.pool,
+                self.pool_path.display()
+            ),
+        )
+        .unwrap();
+    }
+
+    /// Starts a verb in a session of its own (no controlling terminal), `credentials` written
+    /// to its standard input, which is left open.
+    fn spawn(
+        &self,
+        verb: &str,
+        args: &[&str],
+        credentials: &str,
+    ) -> (Child, std::process::ChildStdin) {
+        let mut child = Command::new("setsid")
+            .arg("--wait")
+            .arg(checkout().join("bin").join(verb))
+            .arg("--credentials")
+            .args(args)
+            .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+            .env("TROG_PROVISIONER_CONFIG", self.dir.path())
+            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(credentials.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        (child, stdin)
+    }
+
+    fn run(&self, verb: &str, args: &[&str], credentials: &str) -> Output {
+        let (child, stdin) = self.spawn(verb, args, credentials);
+        let output = child.wait_with_output().unwrap();
+        drop(stdin);
+        output
+    }
+}
+
+/// Samples `ps -eo args` until stopped, keeping every line seen.
+struct ProcessListings {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Vec<String>>>,
+    sampler: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProcessListings {
+    fn start() -> ProcessListings {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (stop_flag, lines) = (stop.clone(), seen.clone());
+        let sampler = std::thread::spawn(move || {
+            while !stop_flag.load(Ordering::Relaxed) {
+                let listing = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+                lines
+                    .lock()
+                    .unwrap()
+                    .extend(text(&listing.stdout).lines().map(str::to_string));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        ProcessListings {
+            stop,
+            seen,
+            sampler: Some(sampler),
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.sampler.take().unwrap().join().unwrap();
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+fn domain_exists(name: &str) -> bool {
+    virt::error::clear_error_callback();
+    virt::connect::Connect::open(Some("qemu:///system"))
+        .unwrap()
+        .lookup_domain_by_name(name)
+        .is_ok()
+}
+
+fn keepass_only() -> String {
+    format!("keepass: {PASSPHRASE}\n\n")
+}
+
+fn provision_and_destroy(installation: &Installation, credentials: &str) -> Vec<String> {
+    let domain = installation.domain.as_str();
+    let listings = ProcessListings::start();
+    let provision = installation.run("provision", &[domain], credentials);
+    let seen = listings.finish();
+    let (stdout, stderr) = (text(&provision.stdout), text(&provision.stderr));
+    assert!(
+        provision.status.success(),
+        "provision failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("{domain} is on remote at {GUEST_ADDRESS}")),
+        "{stdout}"
+    );
+    assert!(domain_exists(domain));
+    let destroy = installation.run("destroy", &[domain], &keepass_only());
+    assert!(
+        destroy.status.success(),
+        "{}\n{}",
+        text(&destroy.stdout),
+        text(&destroy.stderr)
+    );
+    assert!(!domain_exists(domain));
+    seen
+}
+
+#[test]
+fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
+    let host = remote_host();
+    let image = test_image();
+    let mirror_root = tempfile::tempdir().unwrap();
+    write_empty_archive(mirror_root.path());
+    let mirror = MirrorServer::start(
+        mirror_root.path(),
+        19000 + (std::process::id() % 1000) as u16,
+    );
+    let installation = Installation::new(
+        "build",
+        &format!("file://{}", image.display()),
+        &sha256_file(&image),
+        &mirror.url,
+    );
+    let _leftovers = LibvirtLeftovers {
+        domain: installation.domain.clone(),
+        pool: installation.pool.clone(),
+    };
+
+    // Passwordless sudo.
+    installation.hypervisor(&host.uri(&host.user_nopasswd, "/system"));
+    provision_and_destroy(&installation, &keepass_only());
+
+    // sudo with a password, handed in: it appears in no process listing, nor does the passphrase.
+    installation.hypervisor(&host.uri(&host.user_password, "/system"));
+    let password = host.sudo_password();
+    let seen = provision_and_destroy(
+        &installation,
+        &format!("keepass: {PASSPHRASE}\nsudo: {password}\n\n"),
+    );
+    assert!(seen.len() > 100, "too few process listings were taken");
+    assert!(
+        seen.iter().any(|line| line.contains("ssh ")),
+        "no ssh seen in the listings"
+    );
+    for line in &seen {
+        assert!(
+            !line.contains(&password),
+            "the sudo password is visible: {line}"
+        );
+        assert!(
+            !line.contains(PASSPHRASE),
+            "the passphrase is visible: {line}"
+        );
+    }
+}
+
+#[test]
+fn without_a_terminal_or_a_sudo_password_the_run_stops_within_seconds() {
+    let host = remote_host();
+    // Nothing is booted, so the image is never fetched: any digest will do.
+    let installation = Installation::new(
+        "refused",
+        "file:///nonexistent/image.qcow2",
+        &"a".repeat(64),
+        "http://192.168.122.1:9/debian",
+    );
+    let _leftovers = LibvirtLeftovers {
+        domain: installation.domain.clone(),
+        pool: installation.pool.clone(),
+    };
+    installation.hypervisor(&host.uri(&host.user_password, "/system"));
+    let started = Instant::now();
+    // The passphrase is handed in, the sudo password is not, and standard input stays open.
+    let (mut child, stdin) = installation.spawn(
+        "provision",
+        &[installation.domain.as_str()],
+        &keepass_only(),
+    );
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > REFUSAL_DEADLINE {
+            let _ = child.kill();
+            panic!("provision was still running after {REFUSAL_DEADLINE:?}: it waits for input nobody can give");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let elapsed = started.elapsed();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(elapsed < REFUSAL_EXPECTED_WITHIN, "took {elapsed:?}");
+    assert!(
+        stderr.contains(&format!(
+            "sudo on {} wants a password for {}",
+            host.address, host.user_password
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{} ALL=(ALL) NOPASSWD: ALL", host.user_password)),
+        "{stderr}"
+    );
+    assert!(!domain_exists(&installation.domain), "something was built");
+}
+
+/// A pool whose directory is a filesystem of its own, as a quota'd dataset would be: `/dev/shm`,
+/// a tmpfs mounted on every such machine and seen from the namespace too (a mount made now here
+/// would not be: `ip netns exec` gave sshd a mount namespace of its own). Preflight only reads
+/// it; the pool is undefined when dropped and the directory left as it was.
+struct LimitedPool {
+    name: String,
+    path: PathBuf,
+}
+
+impl LimitedPool {
+    fn create(name: &str) -> LimitedPool {
+        let path = PathBuf::from("/dev/shm");
+        virt::error::clear_error_callback();
+        let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+        let xml = format!(
+            "<pool type='dir'><name>{name}</name><target><path>{}</path></target></pool>",
+            path.display()
+        );
+        let pool = connection.define_storage_pool_xml(&xml, 0).unwrap();
+        pool.create(0).unwrap();
+        LimitedPool {
+            name: name.to_string(),
+            path,
+        }
+    }
+}
+
+impl Drop for LimitedPool {
+    fn drop(&mut self) {
+        virt::error::clear_error_callback();
+        if let Ok(connection) = virt::connect::Connect::open(Some("qemu:///system")) {
+            if let Ok(pool) = connection.lookup_storage_pool_by_name(&self.name) {
+                let _ = pool.destroy();
+                let _ = pool.undefine();
+            }
+        }
+    }
+}
+
+fn preflight_snapshot(
+    installation: &Installation,
+    name: &str,
+    credentials: &str,
+) -> (Option<i32>, String) {
+    let output = installation.run("preflight", &["--hypervisor", name], credentials);
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("Hypervisor"),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    (output.status.code(), stdout)
+}
+
+#[test]
+fn preflight_on_a_healthy_and_a_broken_host() {
+    let host = remote_host();
+    let installation = Installation::new(
+        "preflight",
+        "file:///nonexistent/image.qcow2",
+        &"a".repeat(64),
+        "http://192.168.122.1:9/debian",
+    );
+    let pool = LimitedPool::create(&installation.pool);
+    std::fs::write(
+        installation.dir.path().join("hypervisors.conf"),
+        format!(
+            "[healthy]\nlibvirt_uri = {healthy}\npool_name = {pool}\npool_path = {path}\n\n\
+             [broken]\nlibvirt_uri = {broken}\npool_name = {pool}\npool_path = {path}\n\n\
+             [nopool]\nlibvirt_uri = {healthy}\npool_name = {pool}-missing\npool_path = {path}-missing\n",
+            healthy = host.uri(&host.user_nopasswd, "/system"),
+            broken = host.uri(&host.user_password, "/systen"),
+            pool = pool.name,
+            path = pool.path.display(),
+        ),
+    )
+    .unwrap();
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(
+        &regex_escape(&installation.dir.path().display().to_string()),
+        "[INSTALLATION]",
+    );
+    settings.add_filter(&regex_escape(&host.keyfile), "[KEYFILE]");
+    settings.add_filter(&regex_escape(&host.address), "[ADDRESS]");
+    settings.add_filter(&format!("-{}", std::process::id()), "-[PID]");
+    settings.add_filter(r"\d+\.\d+\.\d+", "[VERSION]");
+    settings.add_filter(r"\d+\.\d GiB", "[SIZE]");
+    settings.set_snapshot_path("snapshots");
+    settings.bind(|| {
+        let (status, stdout) = preflight_snapshot(&installation, "healthy", "\n");
+        assert_eq!(status, Some(0), "{stdout}");
+        insta::assert_snapshot!("healthy", stdout);
+
+        let (status, stdout) = preflight_snapshot(&installation, "broken", "\n");
+        assert_eq!(status, Some(1), "{stdout}");
+        insta::assert_snapshot!("broken", stdout);
+
+        let (status, stdout) = preflight_snapshot(&installation, "nopool", "\n");
+        assert_eq!(status, Some(0), "{stdout}");
+        insta::assert_snapshot!("missing_pool", stdout);
+
+        // The password handed in makes sudo pass for the login that wants one.
+        let credentials = format!("sudo: {}\n\n", host.sudo_password());
+        let output = installation.run(
+            "preflight",
+            &["--hypervisor", "broken", "--json"],
+            &credentials,
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report["worth_starting"], false);
+        let checks = &report["hypervisors"][0]["checks"];
+        assert_eq!(checks[1]["outcome"], "ok", "{checks}");
+        assert!(
+            checks[1]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("works with the password handed in"),
+            "{checks}"
+        );
+        assert_eq!(checks[2]["outcome"], "failed", "{checks}");
+    });
+    drop(pool);
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
