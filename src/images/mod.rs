@@ -190,6 +190,47 @@ mod tests {
         );
     }
 
+    /// Serves `body` once over HTTP on loopback and returns the URL.
+    fn serve_once(body: &'static [u8]) -> String {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap() > 2 {
+                line.clear();
+            }
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            stream.write_all(body).unwrap();
+        });
+        format!("http://{address}/images/base.qcow2")
+    }
+
+    #[test]
+    fn images_are_fetched_over_http_and_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = serve_once(b"served image bytes");
+        let sha = hex::encode(Sha256::digest(b"served image bytes"));
+        let cached = ensure_image(&url, &sha, dir.path()).unwrap();
+        assert_eq!(std::fs::read(cached).unwrap(), b"served image bytes");
+
+        let wrong = serve_once(b"something else");
+        let error =
+            ensure_image(&wrong, &hex::encode(Sha256::digest(b"other")), dir.path()).unwrap_err();
+        assert!(
+            matches!(error, ImageError::DigestMismatch { .. }),
+            "{error}"
+        );
+    }
+
     #[test]
     fn unknown_schemes_are_refused() {
         let dir = tempfile::tempdir().unwrap();

@@ -195,3 +195,40 @@ fn plan_steps_converge_against_real_libvirt() {
         Some(finished)
     );
 }
+
+/// `destroy` leaves alone a domain trog did not create, and says so with its own status.
+#[test]
+fn destroy_refuses_a_domain_trog_did_not_create() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let name = format!("foreign-{}.test", std::process::id());
+    let pool = format!("trog-foreign-{}", std::process::id());
+    let _cleanup = Cleanup {
+        connection: virt::connect::Connect::open(Some("qemu:///system")).unwrap(),
+        domain: name.clone(),
+        pool: pool.clone(),
+    };
+    connection
+        .define_domain_xml(&minimal_domain_xml(&name, &pool, "root.qcow2", "seed.iso"))
+        .unwrap();
+
+    let installation = tempfile::tempdir().unwrap();
+    std::fs::write(
+        installation.path().join("hypervisors.conf"),
+        format!("[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\n"),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_trog"))
+        .args(["destroy", &name])
+        .env("TROG_PROVISIONER_CONFIG", installation.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("was not created by trog"), "{stderr}");
+    assert!(
+        connection.lookup_domain_by_name(&name).is_ok(),
+        "the foreign domain is still there"
+    );
+}

@@ -135,3 +135,63 @@ fn user_data_carries_the_public_key_the_store_holds() {
         by_keepassxc
     );
 }
+
+/// A recipe argument naming an entry of the store gets the entry's value in the payload, and only
+/// there; a reference to an entry that is not there stops generation, naming the reference.
+#[test]
+fn secret_references_are_resolved_from_the_store() {
+    use trog::credentials::Secret;
+    use trog::secrets::{EntryPath, FieldName, Protection};
+    const PASSWORD: &str = "a database password 1234";
+    let installation = Installation::example();
+    let guest = "db.example.test";
+    installation.store_with_fixed_keys(&[guest]);
+    let mut store = installation.open_store();
+    store
+        .put(
+            &EntryPath::new(["sites"], "db"),
+            &FieldName::parse("Password"),
+            &Secret::new(PASSWORD),
+            Protection::Protected,
+        )
+        .unwrap();
+    store.save().unwrap();
+    installation.write_guest(
+        guest,
+        &format!("{guest}:\n  mariadb:\n    root_pw: secret:sites/db/Password\n"),
+    );
+    let out = installation.out("db");
+    installation.new_config(guest, &out);
+    let payload = std::fs::read(out.join("payload.tar.gz")).unwrap();
+    let mut unpacked = Vec::new();
+    flate2::read::GzDecoder::new(&payload[..])
+        .read_to_end(&mut unpacked)
+        .unwrap();
+    assert!(
+        contains(&unpacked, PASSWORD.as_bytes()),
+        "the payload carries the resolved value"
+    );
+    assert!(!read(&out.join("seed/user-data")).contains(PASSWORD));
+
+    installation.write_guest(
+        guest,
+        &format!("{guest}:\n  mariadb:\n    root_pw: secret:sites/db/Missing\n"),
+    );
+    let outcome = installation.trog(
+        &[
+            "--credentials",
+            "new_config",
+            guest,
+            "--out",
+            installation.out("missing").to_str().unwrap(),
+        ],
+        crate::harness::Stdin::Text(crate::harness::CREDENTIALS),
+    );
+    assert_ne!(outcome.code, 0);
+    assert!(
+        outcome.stderr.contains("secret:sites/db/Missing"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(!outcome.stderr.contains(PASSWORD));
+}
