@@ -6,7 +6,7 @@
 use crate::cli::GlobalArgs;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::config::paths::InstallationPaths;
-use crate::credentials::terminal_is_available;
+use crate::credentials::confirmed_by_retyping;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::destroy::destroy_guest;
 use crate::libvirt::{connect, find_guest, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
@@ -14,7 +14,6 @@ use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::provision::inputs::domain_argument;
 use crate::report::{Diagnose, Failure};
-use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,30 +91,13 @@ impl Diagnose for DestroyCommandError {
 }
 
 fn confirm_purge(domain: &DomainName, yes: bool) -> Result<(), DestroyCommandError> {
-    let refused = || DestroyCommandError::PurgeNotConfirmed {
-        domain: domain.to_string(),
-    };
-    if !terminal_is_available() {
-        return if yes { Ok(()) } else { Err(refused()) };
-    }
-    let tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .map_err(|_| refused())?;
-    let mut writer = &tty;
-    let _ = write!(
-        writer,
-        "--purge deletes the data volume of {domain}. Type the guest's name to go on: "
-    );
-    let mut answer = String::new();
-    std::io::BufReader::new(&tty)
-        .read_line(&mut answer)
-        .map_err(|_| refused())?;
-    if answer.trim() == domain.as_str() {
+    let warning = format!("--purge deletes the data volume of {domain}.");
+    if confirmed_by_retyping(&warning, domain.as_str(), yes) {
         Ok(())
     } else {
-        Err(refused())
+        Err(DestroyCommandError::PurgeNotConfirmed {
+            domain: domain.to_string(),
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::cli::GlobalArgs;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::config::paths::InstallationPaths;
-use crate::credentials::{terminal_is_available, CredentialSource};
+use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
 use crate::libvirt::{connect, observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
@@ -16,7 +16,7 @@ use crate::provision::hypervisor_machine::open_hypervisor_machine;
 use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
 use crate::report::{Diagnose, Failure};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,30 +76,13 @@ impl Diagnose for ProvisionCommandError {
 /// `--destroy-data` deletes a data volume only when the user retyped its name (or said `--yes`
 /// where there is no terminal to retype it at).
 fn confirm_destroy(volume: &str, yes: bool) -> Result<(), ProvisionCommandError> {
-    let refused = || ProvisionCommandError::DestroyNotConfirmed {
-        volume: volume.to_string(),
-    };
-    if !terminal_is_available() {
-        return if yes { Ok(()) } else { Err(refused()) };
-    }
-    let tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .map_err(|_| refused())?;
-    let mut writer = &tty;
-    let _ = write!(
-        writer,
-        "This recreates {volume} empty. Type its name to go on: "
-    );
-    let mut answer = String::new();
-    std::io::BufReader::new(&tty)
-        .read_line(&mut answer)
-        .map_err(|_| refused())?;
-    if answer.trim() == volume {
+    let warning = format!("This recreates {volume} empty.");
+    if confirmed_by_retyping(&warning, volume, yes) {
         Ok(())
     } else {
-        Err(refused())
+        Err(ProvisionCommandError::DestroyNotConfirmed {
+            volume: volume.to_string(),
+        })
     }
 }
 

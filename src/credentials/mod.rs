@@ -4,12 +4,14 @@
 //! Architecture Invariant: no value of a credential reaches a message. Values live in [`Secret`],
 //! whose Debug and Display print `<redacted>`; errors carry line numbers and names only.
 
+mod confirm;
 mod error;
 mod handed_in;
 mod prompt;
 mod secret;
 mod source;
 
+pub use confirm::confirmed_by_retyping;
 pub use error::CredentialsError;
 pub use handed_in::{
     parse_credential_line, parse_handed_in, read_handed_in, CredentialName, HandedInCredentials,
