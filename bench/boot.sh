@@ -40,6 +40,9 @@ cleanup() {
   fi
   virsh -q -c "$uri" destroy "$name" >/dev/null 2>&1 || true
   virsh -q -c "$uri" undefine "$name" >/dev/null 2>&1 || true
+  # virt-install made a storage pool of the disk's directory, named after it.
+  virsh -q -c "$uri" pool-destroy "$name" >/dev/null 2>&1 || true
+  virsh -q -c "$uri" pool-undefine "$name" >/dev/null 2>&1 || true
   rm -rf "$disk_dir" "$work"
   guest_log "cleaned up $name"
   exit "$status"
