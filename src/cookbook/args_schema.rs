@@ -63,10 +63,15 @@ pub struct ArgProblem {
     pub argument: String,
     /// Why, without the value itself (it may be a password).
     pub why: String,
+    /// Where the value was written (`file:line:column`), once the configuration layer has said.
+    pub written_at: Option<String>,
 }
 
 impl fmt::Display for ArgProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(place) = &self.written_at {
+            write!(f, "{place}: ")?;
+        }
         let path = if self.path.is_empty() {
             "/"
         } else {
@@ -310,6 +315,7 @@ pub fn validate_args(
             path,
             argument,
             why,
+            written_at: None,
         });
     }
     for path in find_malformed_secret_references(&value) {
@@ -319,6 +325,7 @@ pub fn validate_args(
             why: "a secret reference names a group, an entry and a field: \
                   `secret:Group/Entry/Field`"
                 .to_string(),
+            written_at: None,
         });
     }
     if !problems.is_empty() {

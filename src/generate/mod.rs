@@ -174,7 +174,32 @@ pub fn resolve_guest_recipes(
         distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
         machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
     };
-    Ok(resolve_recipes(cookbook, &guest_recipes)?)
+    resolve_recipes(cookbook, &guest_recipes)
+        .map_err(|error| GenerateError::Resolve(locate_arg_problems(config, &distro, error)))
+}
+
+/// Points every argument problem at the file and line it was written at: the guest's recipe
+/// arguments live under the recipe's name, the distro's and the machine's in `_global`.
+fn locate_arg_problems(config: &GuestConfig, distro: &str, error: ResolveError) -> ResolveError {
+    let ResolveError::Args { mut errors } = error else {
+        return error;
+    };
+    for error in &mut errors {
+        if let crate::cookbook::args_schema::ArgsError::Invalid { recipe, problems } = error {
+            let in_global = recipe.as_str() == distro || recipe.as_str() == MACHINE_RECIPE;
+            for problem in problems.iter_mut() {
+                let origin = if in_global {
+                    config.origins.locate_setting(&problem.argument)
+                } else {
+                    config
+                        .origins
+                        .locate_recipe_arg(recipe.as_str(), &problem.path)
+                };
+                problem.written_at = origin.map(ToString::to_string);
+            }
+        }
+    }
+    ResolveError::Args { errors }
 }
 
 /// The packages cloud-init installs on first boot: what finishing itself needs first, then every
