@@ -2,7 +2,7 @@
 //! machine's libvirtd (software emulation), cloud-init applies the seed, the payload's Makefile
 //! runs over SSH; a run killed while it waits is rerun and converges without duplicates; a third
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
-//! guest behind.
+//! guest behind but its data volume, which `--purge` removes too.
 
 mod support;
 
@@ -58,7 +58,7 @@ fn installation(mirror_url: &str) -> Installation {
     std::fs::write(
         recipes_d.join(format!("{domain}.yaml")),
         format!(
-            "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    image:\n      url: file://{}\n      sha256: {}\n  data: {{}}\n",
+            "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    data_volume_size: 1G\n    image:\n      url: file://{}\n      sha256: {}\n  data: {{}}\n",
             image.display(),
             sha256_file(&image)
         ),
@@ -222,10 +222,13 @@ fn provision_converge_and_destroy_a_real_guest() {
         .and_then(|rest| rest.split(',').next())
         .unwrap_or_else(|| panic!("no address in:\n{stdout}"))
         .to_string();
+    let base = trog::plan::resource_names::base_image_volume(&sha256_file(&test_image()));
+    let data = format!("{domain}-data.qcow2");
     let mut expected_volumes = vec![
         format!("{domain}-root.qcow2"),
         format!("{domain}-seed.iso"),
-        trog::plan::resource_names::base_image_volume(&sha256_file(&test_image())),
+        data.clone(),
+        base.clone(),
     ];
     expected_volumes.sort();
     assert_eq!(volumes(&installation.pool), expected_volumes);
@@ -244,6 +247,9 @@ fn provision_converge_and_destroy_a_real_guest() {
         on_guest(&installation, &address, "cat /srv/site-made.txt").trim(),
         "made by the site's Makefile"
     );
+    // The data volume is formatted and mounted by the vm recipe.
+    let mounted = on_guest(&installation, &address, "findmnt -n -o FSTYPE /srv/data");
+    assert_eq!(mounted.trim(), "ext4");
     let booted = on_guest(&installation, &address, "uptime -s");
 
     // 3. Converged: nothing done, nothing restarted.
@@ -263,21 +269,23 @@ fn provision_converge_and_destroy_a_real_guest() {
         format!("{domain}: on local, converged\n")
     );
 
-    // 4. Destroyed: no domain, no disk, no seed; the shared base image stays.
+    // 4. Destroyed: no domain, no disk, no seed; the data volume and the shared base image stay
+    //    until --purge, which takes the data volume too.
     let destroy = run_verb("destroy", config, &[domain]);
+    let said = format!("{}\n{}", text(&destroy.stdout), text(&destroy.stderr));
+    assert!(destroy.status.success(), "{said}");
     assert!(
-        destroy.status.success(),
-        "{}\n{}",
-        text(&destroy.stdout),
-        text(&destroy.stderr)
+        said.contains(&format!("kept     data volume {data}")),
+        "{said}"
     );
     assert!(!domain_exists(domain));
-    assert_eq!(
-        volumes(&installation.pool),
-        [trog::plan::resource_names::base_image_volume(&sha256_file(
-            &test_image()
-        ))]
-    );
+    let mut kept = vec![data.clone(), base.clone()];
+    kept.sort();
+    assert_eq!(volumes(&installation.pool), kept);
+    let purge = run_verb("destroy", config, &["--purge", "--yes", domain]);
+    let said = format!("{}\n{}", text(&purge.stdout), text(&purge.stderr));
+    assert!(purge.status.success(), "{said}");
+    assert_eq!(volumes(&installation.pool), [base]);
     assert!(installation.pool_path.exists());
     let status = run_verb("status", config, &[domain]);
     assert_eq!(status.status.code(), Some(1));
