@@ -232,3 +232,141 @@ fn destroy_refuses_a_domain_trog_did_not_create() {
         "the foreign domain is still there"
     );
 }
+
+/// Makes a file immutable for as long as it lives, so even root cannot delete it: a real failure
+/// for a destroy step.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(path: &str) -> Immutable {
+        let status = Command::new("chattr").arg("+i").arg(path).status().unwrap();
+        assert!(status.success(), "chattr +i {path}");
+        Immutable(path.into())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// A destroy step that fails does not stop the others; the run names what it left behind and
+/// exits with its own status.
+#[test]
+fn destroy_goes_on_past_a_failed_step_and_names_what_it_left() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let unique = std::process::id();
+    let domain = DomainName::parse(&format!("partial-{unique}.test")).unwrap();
+    let pool_name = format!("trog-partial-{unique}");
+    let _cleanup = Cleanup {
+        connection: virt::connect::Connect::open(Some("qemu:///system")).unwrap(),
+        domain: domain.to_string(),
+        pool: pool_name.clone(),
+    };
+    let scratch = tempfile::Builder::new()
+        .prefix("trog-partial-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let base = scratch.path().join("base.qcow2");
+    assert!(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&base)
+        .arg("64M")
+        .status()
+        .unwrap()
+        .success());
+    let base_sha256 = hex::encode(Sha256::digest(std::fs::read(&base).unwrap()));
+    let seed_iso = b"seed bytes".to_vec();
+    let desired = DesiredGuest {
+        pool_name: pool_name.clone(),
+        pool_path: scratch.path().join("pool").display().to_string(),
+        base_image_volume: resource_names::base_image_volume(&base_sha256),
+        base_image_sha256: base_sha256,
+        base_image_source: format!("file://{}", base.display()),
+        root_volume: DesiredVolume {
+            name: resource_names::root_volume(&domain),
+            capacity: Bytes(128 * 1024 * 1024),
+        },
+        seed_volume: resource_names::seed_volume(&domain),
+        seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
+        data_volume: None,
+        boot_fingerprint: "boot".into(),
+        shape_fingerprint: "shape".into(),
+        payload_digest: "payload".into(),
+        domain: domain.clone(),
+    };
+    let resources = GuestResources {
+        connection: &connection,
+        hypervisor: "localhost",
+        desired: &desired,
+    };
+    let xml = minimal_domain_xml(
+        domain.as_str(),
+        &pool_name,
+        &desired.root_volume.name,
+        &desired.seed_volume,
+    );
+    let artifacts = BuiltArtifacts {
+        domain_xml: &xml,
+        seed_iso: &seed_iso,
+        base_image_file: &base,
+    };
+    let steps = plan::plan(
+        &desired,
+        &resources.observe().unwrap(),
+        Resolution::default(),
+    )
+    .unwrap();
+    for action in steps.actions.iter().filter(|action| {
+        !matches!(
+            action,
+            Action::StartDomain | Action::WaitForSsh | Action::Finish { .. }
+        )
+    }) {
+        resources.execute(action, &artifacts).unwrap();
+    }
+    let pool = connection.lookup_storage_pool_by_name(&pool_name).unwrap();
+    let seed_path = pool
+        .lookup_storage_vol_by_name(&desired.seed_volume)
+        .unwrap()
+        .path()
+        .unwrap();
+    let _stuck = Immutable::set(&seed_path);
+
+    let installation = tempfile::tempdir().unwrap();
+    std::fs::write(
+        installation.path().join("hypervisors.conf"),
+        format!(
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool_name}\n"
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_trog"))
+        .args(["destroy", domain.as_str()])
+        .env("TROG_PROVISIONER_CONFIG", installation.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(9),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("removed  domain {domain}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("removed  volume {}", desired.root_volume.name)),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("LEFT     volume {}", desired.seed_volume)),
+        "{stdout}"
+    );
+    assert!(connection.lookup_domain_by_name(domain.as_str()).is_err());
+}
