@@ -112,7 +112,7 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         "directory": out.display().to_string(),
         "recipes": generated.resolved.names(),
         "packages": generated.resolved.packages,
-        "image": { "url": generated.image_url, "sha256": generated.image_sha256 },
+        "image": { "url": generated.image_url, "digest": generated.image_digest.to_string() },
         "seed_iso_sha256": generated.seed_iso.sha256_hex,
         "payload_sha256": generated.payload.sha256_hex,
         "boot_fingerprint": generated.fingerprint.root_disk,

@@ -28,13 +28,14 @@
 //!   default_release: bookworm   # the release a guest gets when its _global names none
 //!   releases:
 //!     bookworm:
-//!       image: {url: https://…/debian-12-genericcloud-amd64.qcow2, sha256: <64 hex>}
+//!       image: {url: https://…/debian-12-genericcloud-amd64.qcow2, sha512: <128 hex>}  # or sha256
 //!       packages: []            # extra packages only this release needs
 //!   first_boot:                 # what cloud-init does before trog connects to finish the guest
 //!     packages: [make, at]      # installed by cloud-init, so the finishing Makefile can run
 //!     commands: []              # cloud-init `runcmd` lines, in order
 //! ```
 
+use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::model::names::RecipeName;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -105,13 +106,29 @@ pub enum Packager {
     Apt,
 }
 
-/// A base image, pinned by digest so one configuration always boots the same bytes.
+/// A base image, pinned by digest so one configuration always boots the same bytes: `sha256` or
+/// `sha512`, whichever the distribution publishes (exactly one of them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaseImage {
     pub url: String,
     /// Lower-case hex SHA-256 of the file at `url`.
-    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Lower-case hex SHA-512 of the file at `url` (what Debian publishes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha512: Option<String>,
+}
+
+impl BaseImage {
+    /// The pinned digest; `None` when not exactly one is given (the loader refuses that).
+    pub fn digest(&self) -> Option<ImageDigest> {
+        match (&self.sha256, &self.sha512) {
+            (Some(hex), None) => ImageDigest::parse(DigestAlgorithm::Sha256, hex).ok(),
+            (None, Some(hex)) => ImageDigest::parse(DigestAlgorithm::Sha512, hex).ok(),
+            _ => None,
+        }
+    }
 }
 
 /// One release of a distro.
@@ -400,16 +417,11 @@ fn check_distro(file: &Path, distro: &DistroSection) -> Result<(), ManifestError
                 "must be an https:// URL",
             ));
         }
-        let digest = &release.image.sha256;
-        if digest.len() != 64
-            || !digest
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
-        {
+        if release.image.digest().is_none() {
             return Err(invalid(
                 file,
-                format!("distro.releases.{name}.image.sha256"),
-                "must be 64 lower-case hex digits",
+                format!("distro.releases.{name}.image"),
+                "needs exactly one of sha256 (64 hex digits) or sha512 (128 hex digits)",
             ));
         }
     }

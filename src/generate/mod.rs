@@ -16,6 +16,7 @@ use crate::cookbook::manifest::RecipeKind;
 use crate::cookbook::resolve::{
     resolve_recipes, GuestRecipes, ResolveError, ResolvedRecipes, MACHINE_RECIPE,
 };
+use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedInput};
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
 use crate::render::files::{render_files, RenderedFile};
@@ -42,7 +43,7 @@ pub struct GeneratedGuest {
     pub payload: Payload,
     /// The base image to boot from: the guest's own `image`, or the distro recipe's.
     pub image_url: String,
-    pub image_sha256: String,
+    pub image_digest: ImageDigest,
     pub mac_address: MacAddress,
     pub cpu_mode: CpuMode,
     pub fingerprint: ProvisionFingerprint,
@@ -317,9 +318,19 @@ pub fn generate(
         vendor_data: None,
     })?;
 
-    let (image_url, image_sha256) = match &settings.image {
-        Some(image) => (image.url.clone(), image.sha256.clone()),
-        None => (resolved.image.url.clone(), resolved.image.sha256.clone()),
+    let (image_url, image_digest) = match &settings.image {
+        Some(image) => (
+            image.url.clone(),
+            ImageDigest::parse(DigestAlgorithm::Sha256, &image.sha256)
+                .expect("the configuration checked the digest"),
+        ),
+        None => (
+            resolved.image.url.clone(),
+            resolved
+                .image
+                .digest()
+                .expect("the cookbook checked the digest"),
+        ),
     };
     let machine = resolved
         .get(MACHINE_RECIPE)
@@ -332,7 +343,7 @@ pub fn generate(
             .unwrap_or(&settings.cpu_mode),
     )?;
     let fingerprint = provision_fingerprint(&BootInputs {
-        image_sha256: image_sha256.clone(),
+        image_digest: image_digest.clone(),
         distro,
         release: resolved.release.clone(),
         seed_iso_sha256: seed_iso.sha256_hex.clone(),
@@ -349,7 +360,7 @@ pub fn generate(
         makefile,
         payload,
         image_url,
-        image_sha256,
+        image_digest,
         mac_address,
         cpu_mode,
         fingerprint,

@@ -1,7 +1,7 @@
 //! Base images on this machine: fetched once per digest into a local cache, verified against
 //! the declared sha256 before anything is touched on a hypervisor, then uploaded from there.
 
-use sha2::{Digest, Sha256};
+use crate::model::digest::ImageDigest;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,7 +11,7 @@ pub const DOWNLOAD_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error("the base image from {source_url} has sha256 {actual}, but {expected} is declared")]
+    #[error("the base image from {source_url} has the digest {actual}, but {expected} is pinned")]
     DigestMismatch {
         source_url: String,
         expected: String,
@@ -70,14 +70,11 @@ pub fn default_cache_dir(xdg_cache_home: Option<&str>, home: Option<&str>) -> Pa
 /// proof of its contents.
 pub fn ensure_image(
     source_url: &str,
-    sha256: &str,
+    digest: &ImageDigest,
     cache_dir: &Path,
 ) -> Result<PathBuf, ImageError> {
-    let expected = sha256
-        .trim()
-        .trim_start_matches("sha256:")
-        .to_ascii_lowercase();
-    let cached = cache_dir.join(format!("{expected}.img"));
+    let expected = digest.to_string();
+    let cached = cache_dir.join(format!("{}-{}.img", digest.algorithm.name(), digest.hex));
     if cached.exists() {
         return Ok(cached);
     }
@@ -92,7 +89,7 @@ pub fn ensure_image(
         source,
     };
     let mut reader = open_source(source_url)?;
-    let mut hasher = Sha256::new();
+    let mut hasher = digest.hasher();
     let mut buffer = vec![0u8; 1024 * 1024];
     loop {
         let read = reader
@@ -104,7 +101,11 @@ pub fn ensure_image(
         hasher.update(&buffer[..read]);
         partial.write_all(&buffer[..read]).map_err(cache_error)?;
     }
-    let actual = hex::encode(hasher.finalize());
+    let actual = format!(
+        "{}:{}",
+        digest.algorithm.name(),
+        hex::encode(hasher.finalize())
+    );
     if actual != expected {
         // The partial file is removed when `partial` drops; nothing else was touched.
         return Err(ImageError::DigestMismatch {
@@ -149,6 +150,12 @@ fn open_source(source_url: &str) -> Result<Box<dyn Read>, ImageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::digest::DigestAlgorithm;
+    use sha2::{Digest, Sha256};
+
+    fn sha256(hex: &str) -> ImageDigest {
+        ImageDigest::parse(DigestAlgorithm::Sha256, hex).unwrap()
+    }
 
     fn image(dir: &Path, contents: &[u8]) -> (String, String) {
         let path = dir.join("source.qcow2");
@@ -164,12 +171,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (url, sha) = image(dir.path(), b"image bytes");
         let cache = dir.path().join("cache");
-        let cached = ensure_image(&url, &format!("sha256:{}", sha.to_uppercase()), &cache).unwrap();
-        assert_eq!(cached, cache.join(format!("{sha}.img")));
+        let cached = ensure_image(
+            &url,
+            &sha256(&format!("sha256:{}", sha.to_uppercase())),
+            &cache,
+        )
+        .unwrap();
+        assert_eq!(cached, cache.join(format!("sha256-{sha}.img")));
         assert_eq!(std::fs::read(&cached).unwrap(), b"image bytes");
         // Cached: the source is not read again.
         std::fs::remove_file(dir.path().join("source.qcow2")).unwrap();
-        assert_eq!(ensure_image(&url, &sha, &cache).unwrap(), cached);
+        assert_eq!(ensure_image(&url, &sha256(&sha), &cache).unwrap(), cached);
     }
 
     #[test]
@@ -178,7 +190,7 @@ mod tests {
         let (url, _) = image(dir.path(), b"image bytes");
         let cache = dir.path().join("cache");
         let declared = "0".repeat(64);
-        let error = ensure_image(&url, &declared, &cache).unwrap_err();
+        let error = ensure_image(&url, &sha256(&declared), &cache).unwrap_err();
         assert!(
             matches!(error, ImageError::DigestMismatch { .. }),
             "{error}"
@@ -219,12 +231,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = serve_once(b"served image bytes");
         let sha = hex::encode(Sha256::digest(b"served image bytes"));
-        let cached = ensure_image(&url, &sha, dir.path()).unwrap();
+        let cached = ensure_image(&url, &sha256(&sha), dir.path()).unwrap();
         assert_eq!(std::fs::read(cached).unwrap(), b"served image bytes");
 
+        // What Debian publishes: SHA-512.
+        let url = serve_once(b"debian image bytes");
+        let sha512 = ImageDigest::parse(
+            DigestAlgorithm::Sha512,
+            &hex::encode(sha2::Sha512::digest(b"debian image bytes")),
+        )
+        .unwrap();
+        let cached = ensure_image(&url, &sha512, dir.path()).unwrap();
+        assert_eq!(std::fs::read(cached).unwrap(), b"debian image bytes");
+
         let wrong = serve_once(b"something else");
-        let error =
-            ensure_image(&wrong, &hex::encode(Sha256::digest(b"other")), dir.path()).unwrap_err();
+        let error = ensure_image(
+            &wrong,
+            &sha256(&hex::encode(Sha256::digest(b"other"))),
+            dir.path(),
+        )
+        .unwrap_err();
         assert!(
             matches!(error, ImageError::DigestMismatch { .. }),
             "{error}"
@@ -235,7 +261,7 @@ mod tests {
     fn unknown_schemes_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         assert!(matches!(
-            ensure_image("ftp://x/y", "00", dir.path()),
+            ensure_image("ftp://x/y", &sha256(&"0".repeat(64)), dir.path()),
             Err(ImageError::UnsupportedSource { .. })
         ));
     }

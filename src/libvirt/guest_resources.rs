@@ -198,7 +198,7 @@ impl GuestResources<'_> {
                 observed.partial_base_image_present = self
                     .volume(
                         &pool,
-                        &partial_base_image_volume(&self.desired.base_image_sha256),
+                        &partial_base_image_volume(&self.desired.base_image_digest),
                     )?
                     .is_some();
                 if let Some(volume) = self.volume(&pool, &self.desired.root_volume.name)? {
@@ -483,7 +483,7 @@ impl GuestResources<'_> {
     /// Uploads under a temporary name, then copies to the final name: a volume under the final
     /// name is therefore always complete, which is what lets observation trust the name.
     fn upload_base_image(&self, volume: &str, file: &Path) -> Result<(), GuestResourceError> {
-        let partial = partial_base_image_volume(&self.desired.base_image_sha256);
+        let partial = partial_base_image_volume(&self.desired.base_image_digest);
         self.delete_volume(&partial)?;
         let length = std::fs::metadata(file)
             .map_err(self.fail_io(format!("read {}", file.display())))?

@@ -26,7 +26,8 @@ pub enum Action {
     UploadBaseImage {
         volume: String,
         source: String,
-        sha256: String,
+        /// The pinned digest (hex) it is verified against.
+        digest: String,
     },
     /// `--force`: records trog's tag on a domain trog did not create, without restarting it.
     AdoptDomain {
@@ -79,12 +80,12 @@ impl fmt::Display for Action {
             Action::UploadBaseImage {
                 volume,
                 source,
-                sha256,
+                digest,
             } => {
                 write!(
                     f,
-                    "upload base image {volume} from {source} (sha256 {})",
-                    short(sha256)
+                    "upload base image {volume} from {source} (digest {})",
+                    short(digest)
                 )
             }
             Action::AdoptDomain { tag } => {

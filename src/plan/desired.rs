@@ -33,9 +33,10 @@ pub struct DesiredGuest {
     pub domain: DomainName,
     pub pool_name: String,
     pub pool_path: String,
-    /// The base image's volume name (named by digest) and declared sha256.
+    /// The base image's volume name (named by digest) and its pinned digest (hex, sha256 or
+    /// sha512).
     pub base_image_volume: String,
-    pub base_image_sha256: String,
+    pub base_image_digest: String,
     /// Where the base image comes from, for the plan's text.
     pub base_image_source: String,
     pub root_volume: DesiredVolume,

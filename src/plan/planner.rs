@@ -139,14 +139,14 @@ pub fn plan(
         if observed.partial_base_image_present {
             actions.push(Action::RemovePartialBaseImage {
                 volume: crate::plan::resource_names::partial_base_image_volume(
-                    &desired.base_image_sha256,
+                    &desired.base_image_digest,
                 ),
             });
         }
         actions.push(Action::UploadBaseImage {
             volume: desired.base_image_volume.clone(),
             source: desired.base_image_source.clone(),
-            sha256: desired.base_image_sha256.clone(),
+            digest: desired.base_image_digest.clone(),
         });
     }
     actions.extend(domain_steps);

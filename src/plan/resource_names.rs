@@ -20,12 +20,15 @@ pub fn data_volume(domain: &DomainName) -> String {
 
 /// A base image, named by its digest: the name is the proof of what it holds, so one copy
 /// serves every guest built from the same image.
-pub fn base_image_volume(sha256: &str) -> String {
-    format!("trog-base-{}.qcow2", &sha256[..sha256.len().min(16)])
+pub fn base_image_volume(digest_hex: &str) -> String {
+    format!(
+        "trog-base-{}.qcow2",
+        &digest_hex[..digest_hex.len().min(16)]
+    )
 }
 
 /// Where a base image is uploaded before it is complete. Only a finished, verified upload is
 /// copied to the final name, so a volume under the final name is always whole.
-pub fn partial_base_image_volume(sha256: &str) -> String {
-    format!("{}.part", base_image_volume(sha256))
+pub fn partial_base_image_volume(digest_hex: &str) -> String {
+    format!("{}.part", base_image_volume(digest_hex))
 }

@@ -11,7 +11,7 @@ fn desired() -> DesiredGuest {
         pool_name: "trog".into(),
         pool_path: "/vms".into(),
         base_image_volume: resource_names::base_image_volume("aaaabbbbccccddddeeee"),
-        base_image_sha256: "aaaabbbbccccddddeeee".into(),
+        base_image_digest: "aaaabbbbccccddddeeee".into(),
         base_image_source: "file:///images/debian.qcow2".into(),
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),

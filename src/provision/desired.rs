@@ -45,8 +45,8 @@ pub fn desired_guest(
         domain: domain.clone(),
         pool_name: hypervisor.pool_name.clone(),
         pool_path: hypervisor.pool_path.display().to_string(),
-        base_image_volume: resource_names::base_image_volume(&generated.image_sha256),
-        base_image_sha256: generated.image_sha256.clone(),
+        base_image_volume: resource_names::base_image_volume(&generated.image_digest.hex),
+        base_image_digest: generated.image_digest.hex.clone(),
         base_image_source: generated.image_url.clone(),
         root_volume: DesiredVolume {
             name: resource_names::root_volume(domain),

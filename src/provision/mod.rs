@@ -182,7 +182,7 @@ pub fn ready_to_execute(
         let generated = &guest.inputs.generated;
         prepared.base_image = Some(ensure_image(
             &generated.image_url,
-            &generated.image_sha256,
+            &generated.image_digest,
             image_cache,
         )?);
     }

@@ -25,6 +25,7 @@
 //! would replace every guest's disk: bump [`FINGERPRINT_ENCODING_VERSION`] only on purpose.
 
 use crate::exit_status::ExitStatus;
+use crate::model::digest::ImageDigest;
 use crate::model::units::{Bytes, MiB};
 use crate::render::domain_xml::CpuMode;
 use crate::report::Diagnose;
@@ -36,8 +37,8 @@ pub const FINGERPRINT_ENCODING_VERSION: &str = "trog-provision-fingerprint-v1";
 /// The declared inputs a guest is booted from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootInputs {
-    /// The base image's sha256, as declared (`sha256:` prefix and upper case accepted).
-    pub image_sha256: String,
+    /// The base image's digest, as pinned.
+    pub image_digest: ImageDigest,
     pub distro: String,
     pub release: String,
     /// The sha256 of the seed ISO's bytes ([`super::seed_iso::SeedIso::sha256_hex`]).
@@ -110,10 +111,11 @@ fn push_field(encoding: &mut String, name: &str, value: &str) {
 /// The canonical encodings of the root disk inputs and of the shape.
 fn canonical_encodings(inputs: &BootInputs) -> Result<(String, String), FingerprintError> {
     let mut root_disk = format!("{FINGERPRINT_ENCODING_VERSION}\n");
+    // Named by algorithm, so a sha256 pin encodes exactly as before sha512 pins existed.
     push_field(
         &mut root_disk,
-        "image_sha256",
-        &canonical_digest("image sha256", &inputs.image_sha256)?,
+        &format!("image_{}", inputs.image_digest.algorithm.name()),
+        &inputs.image_digest.hex,
     );
     push_field(
         &mut root_disk,
@@ -158,9 +160,13 @@ pub fn provision_fingerprint(
 mod tests {
     use super::*;
 
+    fn sha256(hex: &str) -> ImageDigest {
+        ImageDigest::parse(crate::model::digest::DigestAlgorithm::Sha256, hex).unwrap()
+    }
+
     fn inputs() -> BootInputs {
         BootInputs {
-            image_sha256: "a".repeat(64),
+            image_digest: sha256(&"a".repeat(64)),
             distro: "debian".to_string(),
             release: "bookworm".to_string(),
             seed_iso_sha256: "b".repeat(64),
@@ -179,7 +185,14 @@ mod tests {
     fn every_root_disk_input_changes_both_digests() {
         let base = fingerprint(&inputs());
         let changes: Vec<fn(&mut BootInputs)> = vec![
-            |i| i.image_sha256 = "c".repeat(64),
+            |i| i.image_digest = sha256(&"c".repeat(64)),
+            |i| {
+                i.image_digest = ImageDigest::parse(
+                    crate::model::digest::DigestAlgorithm::Sha512,
+                    &"a".repeat(128),
+                )
+                .unwrap()
+            },
             |i| i.distro = "ubuntu".to_string(),
             |i| i.release = "trixie".to_string(),
             |i| i.seed_iso_sha256 = "c".repeat(64),
@@ -216,7 +229,7 @@ mod tests {
     fn spelling_of_the_same_inputs_does_not_matter() {
         let base = fingerprint(&inputs());
         let mut respelled = inputs();
-        respelled.image_sha256 = format!("sha256:{}", "A".repeat(64));
+        respelled.image_digest = sha256(&format!("sha256:{}", "A".repeat(64)));
         respelled.seed_iso_sha256 = format!(" {} ", "B".repeat(64));
         respelled.distro = "Debian".to_string();
         respelled.release = "bookworm\n".to_string();
@@ -254,11 +267,11 @@ mod tests {
     #[test]
     fn malformed_digests_and_empty_words_are_refused() {
         let mut short = inputs();
-        short.image_sha256 = "abc".to_string();
+        short.seed_iso_sha256 = "abc".to_string();
         assert!(matches!(
             provision_fingerprint(&short),
             Err(FingerprintError::Digest {
-                what: "image sha256",
+                what: "seed ISO sha256",
                 ..
             })
         ));

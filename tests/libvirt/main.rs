@@ -82,7 +82,7 @@ fn plan_steps_converge_against_real_libvirt() {
         pool_name: pool_name.clone(),
         pool_path: pool_path.display().to_string(),
         base_image_volume: resource_names::base_image_volume(&base_sha256),
-        base_image_sha256: base_sha256.clone(),
+        base_image_digest: base_sha256.clone(),
         base_image_source: format!("file://{}", base.display()),
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),
@@ -283,7 +283,7 @@ fn destroy_goes_on_past_a_failed_step_and_names_what_it_left() {
         pool_name: pool_name.clone(),
         pool_path: scratch.path().join("pool").display().to_string(),
         base_image_volume: resource_names::base_image_volume(&base_sha256),
-        base_image_sha256: base_sha256,
+        base_image_digest: base_sha256,
         base_image_source: format!("file://{}", base.display()),
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),
