@@ -44,92 +44,131 @@ fn minimal_domain_xml(name: &str, pool: &str, root: &str, seed: &str) -> String 
     )
 }
 
+/// A guest's declaration and built artifacts for the libvirt steps, with a real qcow2 base image
+/// and a pool in a scratch directory; what libvirt holds of it is removed when it is dropped.
+struct TestGuest {
+    _cleanup: Cleanup,
+    _scratch: tempfile::TempDir,
+    base: std::path::PathBuf,
+    seed_iso: Vec<u8>,
+    desired: DesiredGuest,
+    xml: String,
+}
+
+impl TestGuest {
+    fn new(name_prefix: &str, data_volume: bool) -> TestGuest {
+        let unique = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        let domain = DomainName::parse(&format!("{name_prefix}-{unique}.test")).unwrap();
+        let pool_name = format!("trog-{name_prefix}-{unique}");
+        let cleanup = Cleanup {
+            connection: virt::connect::Connect::open(Some("qemu:///system")).unwrap(),
+            domain: domain.to_string(),
+            pool: pool_name.clone(),
+        };
+        // In /var/tmp, whose filesystem takes `chattr +i`.
+        let scratch = tempfile::Builder::new()
+            .prefix("trog-libvirt-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let base = scratch.path().join("base.qcow2");
+        let status = Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2"])
+            .arg(&base)
+            .arg("64M")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let base_digest = hex::encode(Sha256::digest(std::fs::read(&base).unwrap()));
+        let seed_iso = b"not really an ISO, but bytes with a digest".to_vec();
+        let desired = DesiredGuest {
+            pool_name: pool_name.clone(),
+            pool_path: scratch.path().join("pool").display().to_string(),
+            base_image_volume: resource_names::base_image_volume(&base_digest),
+            base_image_digest: base_digest,
+            base_image_source: format!("file://{}", base.display()),
+            root_volume: DesiredVolume {
+                name: resource_names::root_volume(&domain),
+                capacity: Bytes(128 * 1024 * 1024),
+            },
+            seed_volume: resource_names::seed_volume(&domain),
+            seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
+            data_volume: data_volume.then(|| DesiredVolume {
+                name: resource_names::data_volume(&domain),
+                capacity: Bytes(32 * 1024 * 1024),
+            }),
+            boot_fingerprint: "boot-1".into(),
+            shape_fingerprint: "shape-1".into(),
+            payload_digest: "payload-1".into(),
+            domain: domain.clone(),
+        };
+        let xml = minimal_domain_xml(
+            domain.as_str(),
+            &pool_name,
+            &desired.root_volume.name,
+            &desired.seed_volume,
+        );
+        TestGuest {
+            _cleanup: cleanup,
+            _scratch: scratch,
+            base,
+            seed_iso,
+            desired,
+            xml,
+        }
+    }
+
+    fn resources<'a>(&'a self, connection: &'a virt::connect::Connect) -> GuestResources<'a> {
+        GuestResources {
+            connection,
+            hypervisor: "localhost",
+            desired: &self.desired,
+        }
+    }
+
+    /// Runs the plan's libvirt steps, all but starting the guest.
+    fn build_without_starting(&self, connection: &virt::connect::Connect) {
+        let resources = self.resources(connection);
+        let artifacts = BuiltArtifacts {
+            domain_xml: &self.xml,
+            seed_iso: &self.seed_iso,
+            base_image_file: &self.base,
+        };
+        let steps = plan::plan(
+            &self.desired,
+            &resources.observe().unwrap(),
+            Resolution::default(),
+        )
+        .unwrap();
+        for action in &steps.actions {
+            if !matches!(
+                action,
+                Action::StartDomain | Action::WaitForSsh | Action::Finish { .. }
+            ) {
+                resources
+                    .execute(action, &artifacts)
+                    .unwrap_or_else(|error| panic!("{action}: {error:?}"));
+            }
+        }
+    }
+}
+
 #[test]
 fn plan_steps_converge_against_real_libvirt() {
     virt::error::clear_error_callback();
     let connection = virt::connect::Connect::open(Some("qemu:///system"))
         .expect("libvirtd runs (tests/services/start.sh)");
-    let unique = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    );
-    let domain = DomainName::parse(&format!("steps-{unique}.test")).unwrap();
-    let pool_name = format!("trog-test-{unique}");
-    let _cleanup = Cleanup {
-        connection: virt::connect::Connect::open(Some("qemu:///system")).unwrap(),
-        domain: domain.to_string(),
-        pool: pool_name.clone(),
-    };
-    let scratch = tempfile::tempdir().unwrap();
-    let pool_path = scratch.path().join("pool");
-
-    let base = scratch.path().join("base.qcow2");
-    let status = Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(&base)
-        .arg("64M")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let base_sha256 = hex::encode(Sha256::digest(std::fs::read(&base).unwrap()));
-    let seed_iso = b"not really an ISO, but bytes with a digest".to_vec();
-
-    let desired = DesiredGuest {
-        pool_name: pool_name.clone(),
-        pool_path: pool_path.display().to_string(),
-        base_image_volume: resource_names::base_image_volume(&base_sha256),
-        base_image_digest: base_sha256.clone(),
-        base_image_source: format!("file://{}", base.display()),
-        root_volume: DesiredVolume {
-            name: resource_names::root_volume(&domain),
-            capacity: Bytes(128 * 1024 * 1024),
-        },
-        seed_volume: resource_names::seed_volume(&domain),
-        seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
-        data_volume: Some(DesiredVolume {
-            name: resource_names::data_volume(&domain),
-            capacity: Bytes(32 * 1024 * 1024),
-        }),
-        boot_fingerprint: "boot-1".into(),
-        shape_fingerprint: "shape-1".into(),
-        payload_digest: "payload-1".into(),
-        domain: domain.clone(),
-    };
-    let resources = GuestResources {
-        connection: &connection,
-        hypervisor: "localhost",
-        desired: &desired,
-    };
-    let xml = minimal_domain_xml(
-        domain.as_str(),
-        &pool_name,
-        &desired.root_volume.name,
-        &desired.seed_volume,
-    );
-    let artifacts = BuiltArtifacts {
-        domain_xml: &xml,
-        seed_iso: &seed_iso,
-        base_image_file: &base,
-    };
-
-    let observed = resources.observe().unwrap();
-    assert_eq!(observed.pool, PoolState::Absent);
-    let first = plan::plan(&desired, &observed, Resolution::default()).unwrap();
-    for action in &first.actions {
-        if matches!(
-            action,
-            Action::StartDomain | Action::WaitForSsh | Action::Finish { .. }
-        ) {
-            continue;
-        }
-        resources
-            .execute(action, &artifacts)
-            .unwrap_or_else(|error| panic!("{action}: {error:?}"));
-    }
+    let guest = TestGuest::new("steps", true);
+    let (desired, pool_name) = (&guest.desired, &guest.desired.pool_name);
+    let resources = guest.resources(&connection);
+    assert_eq!(resources.observe().unwrap().pool, PoolState::Absent);
+    guest.build_without_starting(&connection);
 
     let observed = resources.observe().unwrap();
     assert_eq!(observed.pool, PoolState::Active);
@@ -152,7 +191,7 @@ fn plan_steps_converge_against_real_libvirt() {
 
     // The overlay really is a qcow2 over the uploaded base image.
     let root_path = connection
-        .lookup_storage_pool_by_name(&pool_name)
+        .lookup_storage_pool_by_name(pool_name)
         .unwrap()
         .lookup_storage_vol_by_name(&desired.root_volume.name)
         .unwrap()
@@ -173,7 +212,7 @@ fn plan_steps_converge_against_real_libvirt() {
     );
 
     // What is left is what this test skipped: starting and finishing.
-    let second = plan::plan(&desired, &observed, Resolution::default()).unwrap();
+    let second = plan::plan(desired, &observed, Resolution::default()).unwrap();
     let left: Vec<String> = second.actions.iter().map(ToString::to_string).collect();
     assert_eq!(
         left,
@@ -257,77 +296,14 @@ impl Drop for Immutable {
 fn destroy_goes_on_past_a_failed_step_and_names_what_it_left() {
     virt::error::clear_error_callback();
     let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
-    let unique = std::process::id();
-    let domain = DomainName::parse(&format!("partial-{unique}.test")).unwrap();
-    let pool_name = format!("trog-partial-{unique}");
-    let _cleanup = Cleanup {
-        connection: virt::connect::Connect::open(Some("qemu:///system")).unwrap(),
-        domain: domain.to_string(),
-        pool: pool_name.clone(),
-    };
-    let scratch = tempfile::Builder::new()
-        .prefix("trog-partial-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let base = scratch.path().join("base.qcow2");
-    assert!(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(&base)
-        .arg("64M")
-        .status()
-        .unwrap()
-        .success());
-    let base_sha256 = hex::encode(Sha256::digest(std::fs::read(&base).unwrap()));
-    let seed_iso = b"seed bytes".to_vec();
-    let desired = DesiredGuest {
-        pool_name: pool_name.clone(),
-        pool_path: scratch.path().join("pool").display().to_string(),
-        base_image_volume: resource_names::base_image_volume(&base_sha256),
-        base_image_digest: base_sha256,
-        base_image_source: format!("file://{}", base.display()),
-        root_volume: DesiredVolume {
-            name: resource_names::root_volume(&domain),
-            capacity: Bytes(128 * 1024 * 1024),
-        },
-        seed_volume: resource_names::seed_volume(&domain),
-        seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
-        data_volume: None,
-        boot_fingerprint: "boot".into(),
-        shape_fingerprint: "shape".into(),
-        payload_digest: "payload".into(),
-        domain: domain.clone(),
-    };
-    let resources = GuestResources {
-        connection: &connection,
-        hypervisor: "localhost",
-        desired: &desired,
-    };
-    let xml = minimal_domain_xml(
-        domain.as_str(),
-        &pool_name,
-        &desired.root_volume.name,
-        &desired.seed_volume,
+    let guest = TestGuest::new("partial", false);
+    let (desired, domain, pool_name) = (
+        &guest.desired,
+        &guest.desired.domain,
+        &guest.desired.pool_name,
     );
-    let artifacts = BuiltArtifacts {
-        domain_xml: &xml,
-        seed_iso: &seed_iso,
-        base_image_file: &base,
-    };
-    let steps = plan::plan(
-        &desired,
-        &resources.observe().unwrap(),
-        Resolution::default(),
-    )
-    .unwrap();
-    for action in steps.actions.iter().filter(|action| {
-        !matches!(
-            action,
-            Action::StartDomain | Action::WaitForSsh | Action::Finish { .. }
-        )
-    }) {
-        resources.execute(action, &artifacts).unwrap();
-    }
-    let pool = connection.lookup_storage_pool_by_name(&pool_name).unwrap();
+    guest.build_without_starting(&connection);
+    let pool = connection.lookup_storage_pool_by_name(pool_name).unwrap();
     let seed_path = pool
         .lookup_storage_vol_by_name(&desired.seed_volume)
         .unwrap()
