@@ -1,6 +1,8 @@
 # The guest side of the machine: the guest agent libvirt talks to, and the data volume.
+# The agent's unit is started by udev when its channel appears, and cannot be enabled: starting
+# it here only makes sure it runs.
 vm:
-	systemctl enable --now qemu-guest-agent
+	systemctl start qemu-guest-agent
 {%- if args.data_volume_size %}
 	set -e; \
 	disk=$$(ls /dev/disk/by-id/*trog-data 2>/dev/null | head -n 1); \

@@ -12,11 +12,22 @@ pub const GUEST_STATE_DIR: &str = "/var/lib/trog";
 pub const DEFAULT_FINISH_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long the recipes' tests may take together.
 pub const TESTS_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long cloud-init may still be working after SSH first answers: its package installs over a
+/// slow mirror take minutes; one still running after fifteen has stopped progressing.
+pub const CLOUD_INIT_TIMEOUT: Duration = Duration::from_secs(900);
 /// How often the finish's log is fetched while it runs.
 pub const LOG_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum FinishError {
+    #[error("cloud-init did not finish cleanly on {guest}:\n{status}")]
+    CloudInit { guest: String, status: String },
+    #[error("cannot ask cloud-init on {guest} whether it is done")]
+    CloudInitUnknown {
+        guest: String,
+        #[source]
+        source: MachineError,
+    },
     #[error("cannot unpack the payload on {guest}")]
     Unpack {
         guest: String,
@@ -47,6 +58,9 @@ impl crate::report::Diagnose for FinishError {
     }
 
     fn hint(&self) -> Option<String> {
+        if let FinishError::CloudInit { .. } | FinishError::CloudInitUnknown { .. } = self {
+            return Some("the guest's /var/log/cloud-init.log says why; fix the seed's input (users.yaml, packages, mirror) and provision again".into());
+        }
         Some(format!(
             "the whole log is {GUEST_STATE_DIR}/finish.log on the guest; fix the recipe or the site's Makefile and run provision again: it finishes again without rebuilding the disk"
         ))
@@ -58,6 +72,15 @@ impl crate::report::Diagnose for FinishError {
 pub struct FinishReport {
     pub make_duration: Duration,
     pub tests_output: String,
+}
+
+/// Waits for cloud-init to finish every stage, so the Makefile never races its package installs
+/// (the apt lock) or the SSH restart it makes when it changes sshd's configuration. Prints
+/// cloud-init's long status when it did not end cleanly.
+fn cloud_init_script() -> &'static str {
+    "command -v cloud-init >/dev/null || exit 0; \
+     cloud-init status --wait >/dev/null 2>&1 && exit 0; \
+     cloud-init status --long; exit 1"
 }
 
 /// The shell that unpacks the payload into a fresh directory, replacing the previous one only
@@ -91,6 +114,21 @@ pub fn finish(
     pause: &dyn Fn(Duration),
 ) -> Result<FinishReport, FinishError> {
     let name = guest.describe();
+    let settled = MachineCommand::shell(cloud_init_script())
+        .as_root(true)
+        .timeout(CLOUD_INIT_TIMEOUT);
+    let output = guest
+        .run(&settled)
+        .map_err(|source| FinishError::CloudInitUnknown {
+            guest: name.clone(),
+            source,
+        })?;
+    if output.status != Some(0) {
+        return Err(FinishError::CloudInit {
+            guest: name,
+            status: output.stdout_text().trim().to_string(),
+        });
+    }
     let unpack = MachineCommand::shell(&unpack_script())
         .as_root(true)
         .stdin(payload.to_vec());
@@ -210,6 +248,32 @@ mod tests {
     /// The scripts run for real against a scratch directory standing in for the guest's.
     fn on_scratch(script: String, dir: &std::path::Path) -> String {
         script.replace(GUEST_STATE_DIR, dir.to_str().unwrap())
+    }
+
+    /// Runs the cloud-init wait against a stand-in `cloud-init` that answers `status --wait` with
+    /// `wait_status` and `status --long` with a line the error must carry.
+    fn cloud_init_wait_with(wait_status: i32) -> (Option<i32>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("cloud-init");
+        std::fs::write(&fake, format!("#!/bin/sh\ncase \"$2\" in --wait) exit {wait_status};; --long) echo 'status: error';; esac\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = format!(
+            "PATH={}:$PATH; {}",
+            dir.path().display(),
+            cloud_init_script()
+        );
+        let output = LocalMachine.run(&MachineCommand::shell(&script)).unwrap();
+        (output.status, output.stdout_text())
+    }
+
+    #[test]
+    fn finishing_waits_for_cloud_init_and_reports_how_it_ended() {
+        assert_eq!(cloud_init_wait_with(0), (Some(0), String::new()));
+        assert_eq!(
+            cloud_init_wait_with(1),
+            (Some(1), "status: error\n".to_string())
+        );
     }
 
     #[test]
