@@ -66,22 +66,11 @@ fn is(error: &virt::error::Error, number: ErrorNumber) -> bool {
 }
 
 impl GuestResources<'_> {
-    fn fail(
+    /// Turns the error of `operation` (libvirt's, or reading a local file) into this guest's.
+    fn fail<E: std::error::Error + Send + Sync + 'static>(
         &self,
         operation: impl Into<String>,
-    ) -> impl FnOnce(virt::error::Error) -> GuestResourceError + '_ {
-        let operation = operation.into();
-        move |source| GuestResourceError {
-            hypervisor: self.hypervisor.to_string(),
-            operation,
-            source: Box::new(source),
-        }
-    }
-
-    fn fail_io(
-        &self,
-        operation: impl Into<String>,
-    ) -> impl FnOnce(std::io::Error) -> GuestResourceError + '_ {
+    ) -> impl FnOnce(E) -> GuestResourceError + '_ {
         let operation = operation.into();
         move |source| GuestResourceError {
             hypervisor: self.hypervisor.to_string(),
@@ -463,7 +452,7 @@ impl GuestResources<'_> {
         loop {
             let read = source
                 .read(&mut buffer)
-                .map_err(self.fail_io(format!("read what goes into {name}")))?;
+                .map_err(self.fail(format!("read what goes into {name}")))?;
             if read == 0 {
                 break;
             }
@@ -486,7 +475,7 @@ impl GuestResources<'_> {
         let partial = partial_base_image_volume(&self.desired.base_image_digest);
         self.delete_volume(&partial)?;
         let length = std::fs::metadata(file)
-            .map_err(self.fail_io(format!("read {}", file.display())))?
+            .map_err(self.fail(format!("read {}", file.display())))?
             .len();
         let pool = self.active_pool()?;
         let xml = format!(
@@ -496,7 +485,7 @@ impl GuestResources<'_> {
         let created = StorageVol::create_xml(&pool, &xml, 0)
             .map_err(self.fail(format!("create volume {partial}")))?;
         let mut reader =
-            std::fs::File::open(file).map_err(self.fail_io(format!("open {}", file.display())))?;
+            std::fs::File::open(file).map_err(self.fail(format!("open {}", file.display())))?;
         self.upload(&created, length, &mut reader, &partial)?;
         pool.refresh(0)
             .map_err(self.fail("refresh the storage pool"))?;
