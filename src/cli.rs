@@ -2,8 +2,9 @@
 //! The commands themselves live in `commands/`, one file per verb.
 
 use crate::commands;
+use crate::config::paths::InstallationPaths;
+use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::report::Failure;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -37,6 +38,13 @@ pub struct GlobalArgs {
     /// Print machine-readable output: JSON on stdout, one event per line for progress.
     #[arg(long, global = true)]
     pub json: bool,
+}
+
+impl GlobalArgs {
+    /// The installation's files for this run: its environment and the files the options replace.
+    pub fn installation_paths(&self) -> InstallationPaths {
+        InstallationPaths::from_environment(self.recipes.as_deref(), self.hvconf.as_deref())
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -28,11 +28,16 @@ pub enum ExitStatus {
     Guest,
     /// A destroy finished but left something behind, which it names.
     PartialDestroy,
+    /// Another run holds what this one needs (the guest, the secret store, a base image being
+    /// uploaded) and did not let go within the wait; the message names the holder.
+    Busy,
+    /// The secret store is damaged: not a KeePass database, truncated, or unreadable as one.
+    DamagedStore,
 }
 
 impl ExitStatus {
     /// Every status, in the order of their codes.
-    pub const ALL: [ExitStatus; 10] = [
+    pub const ALL: [ExitStatus; 12] = [
         ExitStatus::Success,
         ExitStatus::Failure,
         ExitStatus::Usage,
@@ -43,6 +48,8 @@ impl ExitStatus {
         ExitStatus::Conflict,
         ExitStatus::Guest,
         ExitStatus::PartialDestroy,
+        ExitStatus::Busy,
+        ExitStatus::DamagedStore,
     ];
 
     pub fn code(self) -> i32 {
@@ -57,6 +64,8 @@ impl ExitStatus {
             ExitStatus::Conflict => 7,
             ExitStatus::Guest => 8,
             ExitStatus::PartialDestroy => 9,
+            ExitStatus::Busy => 10,
+            ExitStatus::DamagedStore => 11,
         }
     }
 
@@ -81,6 +90,10 @@ impl ExitStatus {
             }
             ExitStatus::Guest => "the guest did not boot, answer, or finish",
             ExitStatus::PartialDestroy => "destroy finished but left something behind",
+            ExitStatus::Busy => {
+                "another run holds the guest, the secret store or a base image, and did not let go in time"
+            }
+            ExitStatus::DamagedStore => "the secret store is damaged or is not a KeePass database",
         }
     }
 }

@@ -5,9 +5,12 @@
 // The edge: command line, commands, reporting.
 pub mod cli;
 pub mod commands;
-pub mod exit_status;
 pub mod output;
 pub mod report;
+
+// The vocabulary of failure, shared by every layer: exit statuses and what an error says of itself.
+pub mod diagnose;
+pub mod exit_status;
 
 // The pure core: data, configuration parsing, recipes, rendering, placement.
 pub mod config;
@@ -19,6 +22,9 @@ pub mod plan;
 pub mod preflight;
 pub mod provision;
 pub mod render;
+
+// The workflows of the verbs that act on an existing guest: locate it, open its hypervisor, act.
+pub mod workflow;
 
 // The backends: everything that talks to something outside this process.
 pub mod credentials;

@@ -4,17 +4,13 @@
 //! exits with its own status.
 
 use crate::cli::GlobalArgs;
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
-use crate::config::paths::InstallationPaths;
-use crate::credentials::confirmed_by_retyping;
+use crate::credentials::{confirmed_by_retyping, CredentialSource};
+use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::destroy::destroy_guest;
-use crate::libvirt::{connect, find_guest, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
-use crate::model::hypervisor::HypervisorConfig;
+use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::DomainName;
 use crate::provision::inputs::domain_argument;
-use crate::report::{Diagnose, Failure};
-use std::sync::Arc;
+use crate::workflow::destroy::{destroy, DestroyRequest};
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -37,56 +33,17 @@ pub struct DestroyArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DestroyCommandError {
-    #[error("{domain} is on no hypervisor of {fleet}{}", unreachable_list(.unreachable))]
-    NotFound {
-        domain: String,
-        fleet: String,
-        unreachable: Vec<String>,
-    },
-    #[error("{domain} is defined on several hypervisors: {}", holders.join(", "))]
-    SeveralHolders {
-        domain: String,
-        holders: Vec<String>,
-    },
     #[error("--purge deletes the data of {domain}, and that was not confirmed")]
     PurgeNotConfirmed { domain: String },
 }
 
-fn unreachable_list(unreachable: &[String]) -> String {
-    if unreachable.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " that answered; these could not be asked:\n  {}",
-            unreachable.join("\n  ")
-        )
-    }
-}
-
 impl Diagnose for DestroyCommandError {
     fn exit_status(&self) -> ExitStatus {
-        match self {
-            DestroyCommandError::NotFound { unreachable, .. } if !unreachable.is_empty() => {
-                ExitStatus::Hypervisor
-            }
-            DestroyCommandError::NotFound { .. } => ExitStatus::Failure,
-            DestroyCommandError::SeveralHolders { .. }
-            | DestroyCommandError::PurgeNotConfirmed { .. } => ExitStatus::Conflict,
-        }
+        ExitStatus::Conflict
     }
 
     fn hint(&self) -> Option<String> {
-        Some(match self {
-            DestroyCommandError::NotFound { .. } => {
-                "check the name; `trog fleet` lists every hypervisor's guests".into()
-            }
-            DestroyCommandError::SeveralHolders { .. } => {
-                "name the one to act on with --hypervisor".into()
-            }
-            DestroyCommandError::PurgeNotConfirmed { .. } => {
-                "on a terminal, retype the guest's name when asked; without one, add --yes".into()
-            }
-        })
+        Some("on a terminal, retype the guest's name when asked; without one, add --yes".into())
     }
 }
 
@@ -106,74 +63,29 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
     if args.purge {
         confirm_purge(&domain, args.yes)?;
     }
-    let paths = InstallationPaths::from_environment(global);
-    // Without a fleet file, a guest's own (deprecated) libvirt_uri still says where it lives.
-    let guest_uri = crate::config::guest::load_guest(&paths, &domain)
-        .ok()
-        .and_then(|guest| guest.settings.libvirt_uri);
-    let fleet = fleet_to_build_on(
-        &paths.hypervisors_conf,
-        load_fleet(&paths.hypervisors_conf)?,
-        guest_uri.as_ref(),
-    );
-    if let Some(warning) = &fleet.warning {
+    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let report = destroy(
+        &global.installation_paths(),
+        &DestroyRequest {
+            domain: &domain,
+            hypervisor: args.hypervisor.as_deref(),
+            purge: args.purge,
+            answer_timeout: Duration::from_secs(args.timeout),
+        },
+        &mut credentials,
+    )?;
+    if let Some(warning) = &report.fleet_warning {
         eprintln!("warning: {warning}");
     }
-    let hypervisor: &HypervisorConfig = match &args.hypervisor {
-        Some(name) => fleet.hypervisor_named(name)?,
-        None if fleet.fleet.hypervisors.len() == 1 => &fleet.fleet.hypervisors[0],
-        None => {
-            let found = find_guest(
-                &fleet,
-                &domain,
-                Arc::new(LibvirtObserver),
-                Duration::from_secs(args.timeout),
-            );
-            match found.holders.as_slice() {
-                [one] => fleet
-                    .fleet
-                    .hypervisors
-                    .iter()
-                    .find(|h| &h.name == one)
-                    .expect("a holder is in the fleet"),
-                [] => {
-                    return Err(DestroyCommandError::NotFound {
-                        domain: domain.to_string(),
-                        fleet: fleet.source.describe(),
-                        unreachable: found
-                            .unreachable
-                            .iter()
-                            .map(|(name, why)| format!("{name}: {why}"))
-                            .collect(),
-                    }
-                    .into())
-                }
-                several => {
-                    return Err(DestroyCommandError::SeveralHolders {
-                        domain: domain.to_string(),
-                        holders: several.iter().map(ToString::to_string).collect(),
-                    }
-                    .into())
-                }
-            }
-        }
-    };
-    let connection = connect(&hypervisor.libvirt_uri)?;
-    let outcome = destroy_guest(
-        &connection,
-        hypervisor.name.as_str(),
-        &domain,
-        &hypervisor.pool_name,
-        args.purge,
-    )?;
+    let outcome = &report.outcome;
     if global.json {
         println!(
             "{}",
-            serde_json::json!({ "guest": domain.as_str(), "hypervisor": hypervisor.name.as_str(), "outcome": outcome })
+            serde_json::to_string(&report).expect("a destroy report serialises")
         );
     } else {
         if outcome.removed.is_empty() && outcome.left_behind.is_empty() {
-            println!("{domain}: nothing of it on {}", hypervisor.name);
+            println!("{domain}: nothing of it on {}", report.hypervisor);
         }
         for removed in &outcome.removed {
             println!("removed  {removed}");

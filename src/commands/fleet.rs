@@ -4,11 +4,10 @@
 
 use crate::cli::GlobalArgs;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
-use crate::config::paths::InstallationPaths;
+use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
 use crate::placement::fleet_table::{render_fleet, summarise_fleet, SummaryState};
-use crate::report::Failure;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ pub struct FleetArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: FleetArgs) -> Result<ExitStatus, Failure> {
-    let paths = InstallationPaths::from_environment(global);
+    let paths = global.installation_paths();
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
         load_fleet(&paths.hypervisors_conf)?,

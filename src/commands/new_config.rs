@@ -6,9 +6,9 @@
 
 use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
+use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::provision::inputs::{domain_argument, load_guest_inputs};
-use crate::report::{Diagnose, Failure};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -54,7 +54,7 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
     let domain = domain_argument(&args.domain)?;
     let mut credentials = CredentialSource::for_run(global.credentials)?;
-    let inputs = load_guest_inputs(global, &domain, &mut credentials)?;
+    let inputs = load_guest_inputs(&global.installation_paths(), &domain, &mut credentials)?;
     let generated = &inputs.generated;
     let out = args.out.unwrap_or_else(|| PathBuf::from(domain.as_str()));
 

@@ -14,15 +14,14 @@
 use crate::cli::GlobalArgs;
 use crate::commands::recipes::base_as_json;
 use crate::config::guest::{load_recipes_yaml, resolve_guest};
-use crate::config::paths::InstallationPaths;
 use crate::config::recipes_file::{parse_domain_file, GLOBAL_KEY};
 use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::cookbook::scaffold::{scaffold, Scaffold};
+use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::model::names::{DomainName, NameError, RecipeName};
 use crate::model::units::{Bytes, MiB, SizeError};
-use crate::report::{Diagnose, Failure};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -262,7 +261,7 @@ pub fn run(global: &GlobalArgs, args: NewGuestArgs) -> Result<ExitStatus, Failur
     let names: Vec<&str> = args.names.iter().map(String::as_str).collect();
     refuse_duplicates(&names)?;
 
-    let paths = InstallationPaths::from_environment(global);
+    let paths = global.installation_paths();
     let file = paths.domain_file(&domain);
     if file.exists() {
         return Err(NewGuestError::Exists { path: file }.into());

@@ -9,6 +9,7 @@ use crate::config::load::{list_domains, load_guest_with_recipe_settings, load_re
 use crate::config::paths::InstallationPaths;
 use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::{CredentialName, CredentialSource, Secret};
+use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
@@ -23,7 +24,6 @@ use crate::preflight::{
     ConfigurationFacts, FileFact, HypervisorFacts, HypervisorReport, PreflightReport, SudoFact,
 };
 use crate::provision::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
-use crate::report::Failure;
 
 #[derive(Debug, clap::Args)]
 pub struct PreflightArgs {
@@ -33,7 +33,7 @@ pub struct PreflightArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failure> {
-    let paths = InstallationPaths::from_environment(global);
+    let paths = global.installation_paths();
     let mut credentials = CredentialSource::for_run(global.credentials)?;
     let handed_in_sudo: Option<Secret> = if credentials.was_handed_in(CredentialName::Sudo) {
         credentials

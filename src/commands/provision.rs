@@ -3,19 +3,18 @@
 
 use crate::cli::GlobalArgs;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
-use crate::config::paths::InstallationPaths;
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
+use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
-use crate::libvirt::{connect, observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
+use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
 use crate::model::names::HypervisorName;
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
-use crate::provision::hypervisor_machine::open_hypervisor_machine;
 use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
-use crate::report::{Diagnose, Failure};
+use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,13 +105,13 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
 
     // Everything local first: configuration, secrets, artifacts of every guest.
+    let paths = global.installation_paths();
     let mut credentials = CredentialSource::for_run(global.credentials)?;
     let guests: Vec<GuestInputs> = domains
         .iter()
-        .map(|domain| load_guest_inputs(global, domain, &mut credentials))
+        .map(|domain| load_guest_inputs(&paths, domain, &mut credentials))
         .collect::<Result<_, _>>()?;
 
-    let paths = InstallationPaths::from_environment(global);
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
         load_fleet(&paths.hypervisors_conf)?,
@@ -151,13 +150,12 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             .iter()
             .find(|h| h.name == decision.chosen)
             .expect("placement chose a hypervisor of the fleet");
-        let connection = connect(&hypervisor.libvirt_uri)?;
-        let machine = open_hypervisor_machine(&hypervisor.libvirt_uri, &mut credentials)?;
+        let opened = open_hypervisor(hypervisor, HypervisorAccess::WithSystem, &mut credentials)?;
         let on_hypervisor = GuestOnHypervisor {
             inputs: guest,
             hypervisor,
-            connection: &connection,
-            hypervisor_machine: machine.as_deref(),
+            connection: &opened.connection,
+            hypervisor_machine: opened.machine.as_deref(),
         };
         check_reachable(&on_hypervisor)?;
         let mut prepared = prepare(&on_hypervisor, resolution)?;

@@ -14,8 +14,8 @@ use crate::config::yaml::Node;
 use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
 use crate::cookbook::manifest::RecipeKind;
 use crate::cookbook::scaffold::scaffold;
+use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::report::{Diagnose, Failure};
 use serde_json::Value;
 
 #[derive(Debug, clap::Args)]
@@ -52,7 +52,7 @@ impl Diagnose for RecipesCommandError {
 pub fn run(global: &GlobalArgs, args: RecipesArgs) -> Result<ExitStatus, Failure> {
     let cookbook = load_cookbook(&recipes_dir())?;
     if args.scaffold {
-        let paths = InstallationPaths::from_environment(global);
+        let paths = global.installation_paths();
         let base = installation_base(&paths)?;
         let names: Vec<&str> = args.names.iter().map(String::as_str).collect();
         emit(&scaffold_text(&cookbook, &names, &base)?);

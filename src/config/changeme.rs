@@ -6,9 +6,9 @@
 
 use crate::config::guest::GuestConfig;
 use crate::config::yaml::Origin;
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
-use crate::report::Diagnose;
 use serde_json::Value;
 use std::fmt;
 

@@ -2,9 +2,9 @@
 
 use crate::config::settings::{SettingProblem, SettingProblemKind};
 use crate::config::yaml::{Origin, YamlSyntaxError};
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::names::{DomainName, NameError};
-use crate::report::Diagnose;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]

@@ -13,13 +13,13 @@
 //! line out); [`load_fleet`] is the thin loader. [`fleet_to_build_on`] decides where a guest is
 //! built when there is no fleet file.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::hypervisor::{
     DomainType, HypervisorConfig, LibvirtUri, LOCAL_HYPERVISOR_NAME, LOCAL_LIBVIRT_URI,
 };
 use crate::model::names::HypervisorName;
 use crate::model::units::{Bytes, MiB};
-use crate::report::Diagnose;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -51,14 +51,14 @@ impl InstallationPaths {
         }
     }
 
-    /// Resolves the paths for this process: its environment and the global options.
-    pub fn from_environment(global: &crate::cli::GlobalArgs) -> InstallationPaths {
+    /// Resolves the paths for this process: its environment, and the files the command line
+    /// replaced (`--recipes`, `--hvconf`).
+    pub fn from_environment(
+        recipes_override: Option<&Path>,
+        hvconf_override: Option<&Path>,
+    ) -> InstallationPaths {
         let variable = std::env::var(CONFIG_DIR_VARIABLE).ok();
-        InstallationPaths::resolve(
-            variable.as_deref(),
-            global.recipes.as_deref(),
-            global.hvconf.as_deref(),
-        )
+        InstallationPaths::resolve(variable.as_deref(), recipes_override, hvconf_override)
     }
 
     /// The guest's own configuration file.

@@ -260,7 +260,7 @@ mod tests {
             .to_string()
             .starts_with("recipes.yaml:2:3: `_globals` is not a section"));
         assert_eq!(
-            crate::report::Diagnose::hint(&error).unwrap(),
+            crate::diagnose::Diagnose::hint(&error).unwrap(),
             "did you mean `_global`?"
         );
         assert_eq!(

@@ -104,7 +104,7 @@ fn list(problems: &[ArgProblem]) -> String {
         .collect()
 }
 
-impl crate::report::Diagnose for ArgsError {
+impl crate::diagnose::Diagnose for ArgsError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }

@@ -147,7 +147,7 @@ pub enum CookbookError {
     RequiresItself { recipe: RecipeName },
 }
 
-impl crate::report::Diagnose for CookbookError {
+impl crate::diagnose::Diagnose for CookbookError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }
@@ -162,7 +162,7 @@ impl crate::report::Diagnose for CookbookError {
             CookbookError::MissingFile { .. } => {
                 Some("add the file to the recipe's folder, or correct its name in recipe.yaml".into())
             }
-            CookbookError::Manifest(inner) => crate::report::Diagnose::hint(inner),
+            CookbookError::Manifest(inner) => crate::diagnose::Diagnose::hint(inner),
             CookbookError::UnknownRequirement { .. } => {
                 Some("add that recipe under recipes/, or correct the name under `requires`".into())
             }

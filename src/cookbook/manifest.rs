@@ -251,7 +251,7 @@ pub enum ManifestError {
     },
 }
 
-impl crate::report::Diagnose for ManifestError {
+impl crate::diagnose::Diagnose for ManifestError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }
@@ -505,7 +505,7 @@ tests:
             error.to_string().starts_with("recipes/x/recipe.yaml:3:1: "),
             "{error}"
         );
-        assert!(crate::report::Diagnose::hint(&error)
+        assert!(crate::diagnose::Diagnose::hint(&error)
             .unwrap()
             .contains("spelling"));
     }

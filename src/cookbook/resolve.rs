@@ -101,7 +101,7 @@ pub enum ResolveError {
     Args { errors: Vec<ArgsError> },
 }
 
-impl crate::report::Diagnose for ResolveError {
+impl crate::diagnose::Diagnose for ResolveError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }

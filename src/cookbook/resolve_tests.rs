@@ -222,7 +222,7 @@ fn unknown_recipe_lists_guest_recipes() {
 
 #[test]
 fn distro_or_machine_named_as_guest_recipe_is_refused_with_a_hint() {
-    use crate::report::Diagnose;
+    use crate::diagnose::Diagnose;
     let error = resolve_recipes(&shop(), &guest(&[("debian", json!({}))])).unwrap_err();
     assert!(matches!(
         error,

@@ -38,7 +38,7 @@ pub enum ScaffoldError {
     NotAGuestRecipe { recipe: String, kind: &'static str },
 }
 
-impl crate::report::Diagnose for ScaffoldError {
+impl crate::diagnose::Diagnose for ScaffoldError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }

@@ -2,8 +2,8 @@
 //! variants carry line numbers and names, never the text after a `:`.
 
 use super::handed_in::CredentialName;
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
-use crate::report::Diagnose;
 use std::io;
 
 #[derive(Debug, thiserror::Error)]

@@ -290,7 +290,7 @@ mod tests {
             error.to_string(),
             "credentials line 2 names `keypass`, which is not a credential trog knows"
         );
-        assert!(crate::report::Diagnose::hint(&error)
+        assert!(crate::diagnose::Diagnose::hint(&error)
             .unwrap()
             .starts_with("did you mean `keepass`?"));
         assert!(!format!("{error:?}").contains("hunter2"));

@@ -125,8 +125,8 @@ mod tests {
     use super::*;
     use crate::credentials::handed_in::parse_handed_in;
     use crate::credentials::prompt::FakePrompter;
+    use crate::diagnose::{Diagnose, Failure};
     use crate::exit_status::ExitStatus;
-    use crate::report::{Diagnose, Failure};
 
     const PURPOSE: &str = "to unlock /etc/trog/secrets.kdbx";
 

@@ -89,7 +89,7 @@ pub enum GenerateError {
     DomainXml(#[from] DomainXmlError),
 }
 
-impl crate::report::Diagnose for GenerateError {
+impl crate::diagnose::Diagnose for GenerateError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
             GenerateError::Resolve(error) => error.exit_status(),

@@ -25,7 +25,7 @@ pub enum SiteFilesError {
     Users { path: PathBuf, message: String },
 }
 
-impl crate::report::Diagnose for SiteFilesError {
+impl crate::diagnose::Diagnose for SiteFilesError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }

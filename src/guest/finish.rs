@@ -52,7 +52,7 @@ pub enum FinishError {
     TestsFailed { guest: String, output: String },
 }
 
-impl crate::report::Diagnose for FinishError {
+impl crate::diagnose::Diagnose for FinishError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Guest
     }

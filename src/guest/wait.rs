@@ -46,7 +46,7 @@ fn console_tail(console: &Option<String>) -> String {
     }
 }
 
-impl crate::report::Diagnose for WaitError {
+impl crate::diagnose::Diagnose for WaitError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Guest
     }

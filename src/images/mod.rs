@@ -33,7 +33,7 @@ pub enum ImageError {
     },
 }
 
-impl crate::report::Diagnose for ImageError {
+impl crate::diagnose::Diagnose for ImageError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
             ImageError::DigestMismatch { .. } | ImageError::UnsupportedSource { .. } => {

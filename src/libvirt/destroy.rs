@@ -35,7 +35,7 @@ pub enum DestroyRefusal {
     },
 }
 
-impl crate::report::Diagnose for DestroyRefusal {
+impl crate::diagnose::Diagnose for DestroyRefusal {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
             DestroyRefusal::Foreign { .. } => crate::exit_status::ExitStatus::Conflict,

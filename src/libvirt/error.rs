@@ -1,7 +1,7 @@
 //! What went wrong talking to libvirt, naming the hypervisor and the operation.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
-use crate::report::Diagnose;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LibvirtError {

@@ -36,7 +36,7 @@ pub struct GuestResourceError {
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-impl crate::report::Diagnose for GuestResourceError {
+impl crate::diagnose::Diagnose for GuestResourceError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Hypervisor
     }

@@ -154,7 +154,7 @@ pub enum MachineError {
     },
 }
 
-impl crate::report::Diagnose for MachineError {
+impl crate::diagnose::Diagnose for MachineError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
             MachineError::SudoNeedsPassword { .. } | MachineError::SudoPasswordRefused { .. } => {

@@ -1,11 +1,11 @@
 //! Why a guest could not be placed.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::placement::assess::Figures;
 use crate::placement::demand::GuestDemand;
 use crate::placement::render::render_refusal;
-use crate::report::Diagnose;
 use serde::Serialize;
 
 /// Nowhere to put a guest: what it wants, and for each hypervisor it could have gone to, every

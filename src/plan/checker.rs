@@ -14,7 +14,7 @@ pub struct PlanViolation {
     pub rule: &'static str,
 }
 
-impl crate::report::Diagnose for PlanViolation {
+impl crate::diagnose::Diagnose for PlanViolation {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Failure
     }

@@ -83,7 +83,7 @@ fn list(conflicts: &[Conflict]) -> String {
         .collect()
 }
 
-impl crate::report::Diagnose for Conflicts {
+impl crate::diagnose::Diagnose for Conflicts {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Conflict
     }

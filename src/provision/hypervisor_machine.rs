@@ -3,12 +3,12 @@
 //! or a refusal at once naming the user, the host and the `NOPASSWD` line, never a hang.
 
 use crate::credentials::{CredentialName, CredentialSource, CredentialsError, Prompter};
+use crate::diagnose::Failure;
 use crate::machine::hypervisor_ops::HypervisorOp;
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget, SudoPassword};
 use crate::machine::{Machine, MachineError};
 use crate::model::hypervisor::{LibvirtUri, Transport};
-use crate::report::Failure;
 use std::path::PathBuf;
 
 /// What `sudo -n true` says about a login.

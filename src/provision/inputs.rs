@@ -1,17 +1,16 @@
 //! What `new_config` and `provision` both do first, before any hypervisor is asked anything: read the installation, the cookbook and the
 //! guest's configuration, unlock the secret store, and generate the guest's artifacts.
 
-use crate::cli::GlobalArgs;
 use crate::config::changeme::refuse_changeme;
 use crate::config::guest::{load_guest_with_recipe_settings, GuestConfig};
 use crate::config::paths::InstallationPaths;
 use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
 use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::diagnose::Failure;
 use crate::generate::{
     generate, load_site_files, recipe_settings, resolve_guest_recipes, GeneratedGuest, SecretLookup,
 };
 use crate::model::names::DomainName;
-use crate::report::Failure;
 use crate::secrets::{guest_keypair, EntryPath, FieldName, GuestKeypair, SecretStore, StoreKdf};
 
 /// A guest's configuration and everything generated from it.
@@ -53,11 +52,11 @@ pub fn domain_argument(text: &str) -> Result<DomainName, Failure> {
 
 /// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase.
 pub fn load_guest_inputs(
-    global: &GlobalArgs,
+    paths: &InstallationPaths,
     domain: &DomainName,
     credentials: &mut CredentialSource<TerminalPrompter>,
 ) -> Result<GuestInputs, Failure> {
-    let paths = InstallationPaths::from_environment(global);
+    let paths = paths.clone();
     let cookbook = load_cookbook(&recipes_dir())?;
     let config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
     for deprecated in &config.deprecations {

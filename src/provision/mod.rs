@@ -10,6 +10,7 @@ pub mod hypervisor_machine;
 pub mod inputs;
 pub mod reach;
 
+use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
@@ -23,7 +24,6 @@ use crate::plan::{
     check_plan, plan, Action, DesiredGuest, GuestTag, ObservedGuest, Plan, Resolution,
 };
 use crate::render::domain_xml::{render_domain_xml, DEFAULT_DOMAIN_TEMPLATE};
-use crate::report::Failure;
 use crate::secrets::PrivateKeyFile;
 use inputs::GuestInputs;
 use reach::{AddressSource, SshProbe};
@@ -72,7 +72,7 @@ pub enum ConvergeError {
     NotConnected { guest: String },
 }
 
-impl crate::report::Diagnose for ConvergeError {
+impl crate::diagnose::Diagnose for ConvergeError {
     fn exit_status(&self) -> ExitStatus {
         match self {
             ConvergeError::RemoteNeedsAddress { .. } => ExitStatus::Configuration,

@@ -57,7 +57,7 @@ pub struct CloudInitError {
     pub source: serde_saphyr::SerializeError,
 }
 
-impl crate::report::Diagnose for CloudInitError {
+impl crate::diagnose::Diagnose for CloudInitError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Failure
     }

@@ -15,12 +15,12 @@
 //! - a qemu guest agent channel (addresses without a lease), a virtio RNG (entropy for the SSH
 //!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::MiB;
 use crate::plan::GuestTag;
-use crate::report::Diagnose;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;

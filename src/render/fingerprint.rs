@@ -24,11 +24,11 @@
 //! in bytes and MiB, distro lower-case). Changing the encoding changes every fingerprint, which
 //! would replace every guest's disk: bump [`FINGERPRINT_ENCODING_VERSION`] only on purpose.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::digest::ImageDigest;
 use crate::model::units::{Bytes, MiB};
 use crate::render::domain_xml::CpuMode;
-use crate::report::Diagnose;
 use sha2::{Digest, Sha256};
 
 /// The first line of the encoding; part of every fingerprint.

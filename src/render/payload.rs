@@ -9,8 +9,8 @@
 //! trog that link different deflate implementations, which is fine: a digest is only compared
 //! with digests the same trog computed.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
-use crate::report::Diagnose;
 use flate2::{Compression, GzBuilder};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

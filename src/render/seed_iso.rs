@@ -13,8 +13,8 @@
 //! tests read the image back with `xorriso` and `isoinfo`, the same tools a person would use.
 //! (Earlier `hadris-iso` releases stamped the image with the current time, hence the exact pin.)
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
-use crate::report::Diagnose;
 use hadris_fs::{Content, DateTime, Node, Owner, Permissions, SetAttr, Tree};
 use hadris_iso::{IsoId, IsoLevel, IsoOptions};
 use sha2::{Digest, Sha256};

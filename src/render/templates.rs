@@ -107,7 +107,7 @@ pub enum RecipeRenderError {
     MultilineTest { recipe: RecipeName, test: String },
 }
 
-impl crate::report::Diagnose for RecipeRenderError {
+impl crate::diagnose::Diagnose for RecipeRenderError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }

@@ -2,8 +2,8 @@
 //! (`secret:Group/Entry/Field`) and domains — never a value, a passphrase or a key.
 
 use crate::credentials::CredentialsError;
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
-use crate::report::Diagnose;
 use std::io;
 use std::path::PathBuf;
 

@@ -203,7 +203,7 @@ impl ReferenceError {
     }
 }
 
-impl crate::report::Diagnose for ReferenceError {
+impl crate::diagnose::Diagnose for ReferenceError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         crate::exit_status::ExitStatus::Configuration
     }

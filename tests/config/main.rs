@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use trog::config::changeme::refuse_changeme;
 use trog::config::guest::{list_domains, load_guest, GuestConfig};
 use trog::config::paths::InstallationPaths;
+use trog::diagnose::Failure;
 use trog::model::names::DomainName;
-use trog::report::Failure;
 
 /// A temporary installation directory with recipes.yaml and recipes.d.
 struct Installation {

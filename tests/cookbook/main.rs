@@ -15,7 +15,7 @@ use trog::render::templates::{template_environment, GuestFacts};
 
 fn shipped() -> Cookbook {
     load_cookbook(&Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes"))
-        .unwrap_or_else(|error| panic!("{}", trog::report::Failure::from(error).render()))
+        .unwrap_or_else(|error| panic!("{}", trog::diagnose::Failure::from(error).render()))
 }
 
 fn facts() -> GuestFacts {

@@ -5,12 +5,12 @@ mod fixtures;
 mod properties;
 
 use fixtures::*;
+use trog::diagnose::{Diagnose, Failure};
 use trog::exit_status::ExitStatus;
 use trog::placement::{
     place_guest, place_guests, render_decision, ChoiceReason, Decision, PlacementError, TieBreak,
     Verdict,
 };
-use trog::report::{Diagnose, Failure};
 
 fn placed(fleet: &TestFleet, guest: trog::placement::GuestDemand) -> Decision {
     let observation = fleet.observe();

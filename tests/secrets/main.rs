@@ -11,9 +11,9 @@ use std::process::{Command, Stdio};
 use trog::credentials::{
     parse_handed_in, CredentialSource, FakePrompter, HandedInCredentials, Secret,
 };
+use trog::diagnose::{Diagnose, Failure};
 use trog::exit_status::ExitStatus;
 use trog::model::names::DomainName;
-use trog::report::{Diagnose, Failure};
 use trog::secrets::{
     guest_keypair, EntryPath, FieldName, KeypairOrigin, PrivateKeyFile, Protection,
     SecretReference, SecretStore, SecretsError, StoreKdf,

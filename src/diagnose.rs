@@ -1,0 +1,115 @@
+//! The vocabulary of failure every layer shares: [`Diagnose`] (which exit status an error ends a
+//! run with, and what the user can do about it) and [`Failure`], the error ready to report.
+//!
+//! It sits at the bottom beside `exit_status`, so the core and the backends can say how they fail
+//! without knowing about the command line; `report` (the edge) only prints.
+
+use crate::exit_status::ExitStatus;
+use std::error::Error as StdError;
+
+/// What an error knows about itself beyond its message.
+pub trait Diagnose: StdError + Send + Sync + 'static {
+    /// The exit status a run that ends with this error exits with.
+    fn exit_status(&self) -> ExitStatus;
+    /// What to do about it, when there is something useful to say.
+    fn hint(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A failed command, ready to be reported.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: Box<dyn StdError + Send + Sync + 'static>,
+    pub hint: Option<String>,
+    pub status: ExitStatus,
+}
+
+impl Failure {
+    pub fn new(
+        error: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
+        status: ExitStatus,
+        hint: Option<String>,
+    ) -> Failure {
+        Failure {
+            error: error.into(),
+            hint,
+            status,
+        }
+    }
+
+    /// The error and its causes, outermost first.
+    pub fn chain(&self) -> Vec<String> {
+        let mut messages = vec![self.error.to_string()];
+        let mut source = self.error.source();
+        while let Some(cause) = source {
+            messages.push(cause.to_string());
+            source = cause.source();
+        }
+        messages
+    }
+
+    /// The whole report as printed on stderr.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        let chain = self.chain();
+        text.push_str(&format!("error: {}\n", chain[0]));
+        for cause in &chain[1..] {
+            for (index, line) in cause.lines().enumerate() {
+                let lead = if index == 0 {
+                    "  Caused by: "
+                } else {
+                    "             "
+                };
+                text.push_str(lead);
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        if let Some(hint) = &self.hint {
+            for (index, line) in hint.lines().enumerate() {
+                text.push_str(if index == 0 { "hint: " } else { "      " });
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        text
+    }
+}
+
+impl<E: Diagnose> From<E> for Failure {
+    fn from(error: E) -> Failure {
+        let status = error.exit_status();
+        let hint = error.hint();
+        Failure {
+            error: Box::new(error),
+            hint,
+            status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read the fleet file /etc/x")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn render_prints_error_causes_and_hint() {
+        let failure = Failure::new(
+            Outer(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file",
+            )),
+            ExitStatus::Configuration,
+            Some("create it, or set TROG_PROVISIONER_CONFIG".into()),
+        );
+        assert_eq!(
+            failure.render(),
+            "error: cannot read the fleet file /etc/x\n  Caused by: no such file\nhint: create it, or set TROG_PROVISIONER_CONFIG\n"
+        );
+    }
+}

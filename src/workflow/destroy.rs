@@ -1,0 +1,60 @@
+//! Destroying a guest wherever it is: locate it, then remove it through libvirt (a failed step
+//! does not stop the rest; what was left behind is named in the outcome).
+
+use crate::config::paths::InstallationPaths;
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::diagnose::Failure;
+use crate::libvirt::destroy::{destroy_guest, DestroyOutcome};
+use crate::model::names::DomainName;
+use crate::workflow::open::HypervisorAccess;
+use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
+use std::time::Duration;
+
+/// What to destroy and how.
+pub struct DestroyRequest<'a> {
+    pub domain: &'a DomainName,
+    /// `--hypervisor`: act there instead of asking the fleet.
+    pub hypervisor: Option<&'a str>,
+    /// Delete the data volume too (already confirmed by the caller).
+    pub purge: bool,
+    pub answer_timeout: Duration,
+}
+
+/// A finished destroy: where the guest was, and what was removed, kept and left behind.
+#[derive(Debug, serde::Serialize)]
+pub struct DestroyReport {
+    pub guest: String,
+    pub hypervisor: String,
+    pub outcome: DestroyOutcome,
+    /// A warning about the fleet to show the user (`warning: …`).
+    #[serde(skip)]
+    pub fleet_warning: Option<String>,
+}
+
+pub fn destroy(
+    paths: &InstallationPaths,
+    request: &DestroyRequest,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<DestroyReport, Failure> {
+    let fleet = fleet_for_guest(paths, request.domain)?;
+    let hypervisor = locate_guest(
+        &fleet,
+        request.domain,
+        request.hypervisor,
+        request.answer_timeout,
+    )?;
+    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
+    let outcome = destroy_guest(
+        &opened.connection,
+        opened.config.name.as_str(),
+        request.domain,
+        &opened.config.pool_name,
+        request.purge,
+    )?;
+    Ok(DestroyReport {
+        guest: request.domain.to_string(),
+        hypervisor: opened.config.name.to_string(),
+        outcome,
+        fleet_warning: fleet.warning.clone(),
+    })
+}

@@ -1,0 +1,82 @@
+//! Where a guest is, and whether it is the realization of its declaration (converged) or what a
+//! `provision` would still do. Asks libvirt only; changes nothing.
+
+use crate::config::paths::InstallationPaths;
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::diagnose::Failure;
+use crate::libvirt::{find_guest, LibvirtObserver};
+use crate::model::names::DomainName;
+use crate::plan::Resolution;
+use crate::provision::inputs::load_guest_inputs;
+use crate::provision::{prepare, GuestOnHypervisor};
+use crate::workflow::open::HypervisorAccess;
+use crate::workflow::{fleet_for_guest, open_hypervisor};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What `status` found for one guest.
+#[derive(Debug, serde::Serialize)]
+pub struct GuestStatus {
+    pub guest: String,
+    pub hypervisor: Option<String>,
+    pub converged: bool,
+    /// What a `provision` would do, in order.
+    pub pending: Vec<String>,
+    /// Hypervisors that could not be asked, with why.
+    pub unreachable: Vec<String>,
+}
+
+pub fn guest_status(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+    answer_timeout: Duration,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<GuestStatus, Failure> {
+    let inputs = load_guest_inputs(paths, domain, credentials)?;
+    let fleet = fleet_for_guest(paths, domain)?;
+    let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
+    let unreachable: Vec<String> = found
+        .unreachable
+        .iter()
+        .map(|(name, why)| format!("{name}: {why}"))
+        .collect();
+    let Some(holder) = found.holders.first() else {
+        return Ok(GuestStatus {
+            guest: domain.to_string(),
+            hypervisor: None,
+            converged: false,
+            pending: vec!["provision it: it is on no hypervisor".into()],
+            unreachable,
+        });
+    };
+    let hypervisor = fleet
+        .fleet
+        .hypervisors
+        .iter()
+        .find(|hypervisor| &hypervisor.name == holder)
+        .expect("a holder is in the fleet");
+    // Only libvirt is asked: a status needs no shell on the hypervisor.
+    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
+    let on_hypervisor = GuestOnHypervisor {
+        inputs: &inputs,
+        hypervisor,
+        connection: &opened.connection,
+        hypervisor_machine: None,
+    };
+    let pending: Vec<String> = match prepare(&on_hypervisor, Resolution::default()) {
+        Ok(prepared) => prepared
+            .plan
+            .actions
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        Err(failure) => vec![format!("resolve first: {}", failure.chain().join(": "))],
+    };
+    Ok(GuestStatus {
+        guest: domain.to_string(),
+        hypervisor: Some(holder.to_string()),
+        converged: pending.is_empty(),
+        pending,
+        unreachable,
+    })
+}
