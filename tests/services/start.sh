@@ -3,7 +3,9 @@
 #   - virtlogd and libvirtd, by hand, libvirtd with a configuration that lets members of group
 #     `libvirt` use the read-write socket without polkit (there is no system D-Bus here);
 #   - the libvirt `default` NAT network (defined from libvirt's own XML if absent, then started);
-#   - guard firewall rules so guests reach nothing beyond the host bridge.
+#   - guard firewall rules so guests reach nothing beyond the host bridge;
+#   - a caching apt proxy on the bridge address, so guests install real Debian packages
+#     (tests/services/apt-proxy.sh, which also prints the mirror URL guests use).
 # Whatever it starts or adds is recorded under $TROG_SERVICES_STATE (default /run/trog-tests) so that
 # tests/services/stop.sh undoes exactly that and nothing else.
 #
@@ -127,4 +129,7 @@ guard() { # chain match...
 }
 guard FORWARD -i "$bridge" ! -o "$bridge"
 guard OUTPUT ! -o "$bridge" -m owner --uid-owner nobody
-say "ready: $libvirt_uri, network default on $bridge"
+
+# --- the caching apt proxy on the bridge (its own start/stop/url interface) ---
+apt_mirror=$("$(dirname "${BASH_SOURCE[0]}")/apt-proxy.sh" start)
+say "ready: $libvirt_uri, network default on $bridge, apt mirror $apt_mirror"

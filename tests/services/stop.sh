@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Undoes what tests/services/start.sh recorded that it started or added, and nothing else:
-# guard rules, the default network (stopped / undefined only if start.sh started / defined it),
+# the apt proxy, guard rules, the default network (stopped / undefined only if start.sh started / defined it),
 # libvirtd and virtlogd (only the processes named in start.sh's PID files).
 set -euo pipefail
 
@@ -15,6 +15,11 @@ say() { printf '[services] %s\n' "$*"; }
 # The second host of the remote-hypervisor tests (tests/services/remote-host.sh), when it was made.
 if [[ -d $state_dir/remote-host ]]; then
   TROG_REMOTE_STATE=$state_dir/remote-host "$(dirname "${BASH_SOURCE[0]}")/remote-host.sh" stop
+fi
+
+# The caching apt proxy (its cache directory stays, so the next run downloads nothing again).
+if [[ -d $state_dir/apt-proxy ]]; then
+  TROG_SERVICES_STATE=$state_dir "$(dirname "${BASH_SOURCE[0]}")/apt-proxy.sh" stop
 fi
 
 if [[ -e $state_dir/added-guards ]]; then
