@@ -13,10 +13,9 @@ use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
-use crate::machine::hypervisor_ops::HypervisorOp;
-use crate::machine::local::LocalMachine;
+use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::ssh::SudoPassword;
-use crate::machine::{Machine, MachineError};
+use crate::machine::MachineError;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
 use crate::preflight::render::render_report;
@@ -161,17 +160,17 @@ fn hypervisor_facts(
     linked_version: u32,
 ) -> HypervisorFacts {
     let uri = &hypervisor.libvirt_uri;
-    let (machine, expected_user, host): (Result<Box<dyn Machine>, String>, _, _) =
+    let (machine, expected_user, host): (Result<HypervisorMachine, String>, _, _) =
         match &uri.transport {
             Transport::Ssh { user, host, .. } => (
                 ssh_machine_for(uri)
-                    .map(|machine| Box::new(machine.expect("an ssh transport")) as Box<dyn Machine>)
+                    .map(|machine| machine.expect("an ssh transport").into_dyn())
                     .map_err(|error| error.to_string()),
                 user.clone(),
                 host.clone(),
             ),
             Transport::Local => (
-                Ok(Box::new(LocalMachine) as Box<dyn Machine>),
+                Ok(HypervisorMachine::local().into_dyn()),
                 None,
                 "this machine".to_string(),
             ),
@@ -182,15 +181,15 @@ fn hypervisor_facts(
             ),
         };
     let login = machine.as_ref().map_err(Clone::clone).and_then(|machine| {
-        HypervisorOp::LoginName
-            .run_on(machine.as_ref())
+        machine
+            .run(&HypervisorOp::LoginName)
             .and_then(|output| output.success())
             .map(|output| output.stdout_text().trim().to_string())
             .map_err(|error| short_error(&error))
     });
     // A host that could not be reached is not asked again for each question.
-    let reached: Result<&dyn Machine, String> = match (&machine, &login) {
-        (Ok(machine), Ok(_)) => Ok(machine.as_ref()),
+    let reached: Result<&HypervisorMachine, String> = match (&machine, &login) {
+        (Ok(machine), Ok(_)) => Ok(machine),
         (_, Err(why)) => Err(format!("not reached ({why})")),
         (Err(why), _) => Err(why.clone()),
     };
@@ -198,7 +197,7 @@ fn hypervisor_facts(
         .clone()
         .and_then(|machine| sudo_fact(machine, uri, handed_in_sudo));
     let ask = |op: HypervisorOp| -> Result<bool, String> {
-        reached.clone().map(|machine| op.holds_on(machine))
+        reached.clone().map(|machine| machine.holds(&op))
     };
     let libvirt = libvirt_facts(uri, &hypervisor.pool_name).map_err(|error| error.to_string());
     let pool_filesystem = libvirt
@@ -207,16 +206,16 @@ fn hypervisor_facts(
         .and_then(|facts| facts.pool.as_ref())
         .map(|pool| {
             reached.clone().and_then(|machine| {
-                HypervisorOp::FilesystemOf {
-                    path: pool.path.clone(),
-                }
-                .run_on(machine)
-                .and_then(|output| output.success())
-                .map_err(|error| short_error(&error))
-                .and_then(|output| {
-                    parse_findmnt(&output.stdout_text())
-                        .ok_or_else(|| "findmnt's answer was not understood".to_string())
-                })
+                machine
+                    .run(&HypervisorOp::FilesystemOf {
+                        path: pool.path.clone(),
+                    })
+                    .and_then(|output| output.success())
+                    .map_err(|error| short_error(&error))
+                    .and_then(|output| {
+                        parse_findmnt(&output.stdout_text())
+                            .ok_or_else(|| "findmnt's answer was not understood".to_string())
+                    })
             })
         });
     HypervisorFacts {
@@ -239,7 +238,7 @@ fn hypervisor_facts(
 /// Whether sudo works: passwordless, or with the password handed in (tried on a connection of
 /// its own, so the machine the other questions use is left as it was).
 fn sudo_fact(
-    machine: &dyn Machine,
+    machine: &HypervisorMachine,
     uri: &crate::model::hypervisor::LibvirtUri,
     handed_in: Option<Secret>,
 ) -> Result<SudoFact, String> {
@@ -252,7 +251,7 @@ fn sudo_fact(
                 return Ok(SudoFact::WantsPassword);
             };
             with_password.remember_sudo_password(SudoPassword::new(password.expose().as_bytes()));
-            match HypervisorOp::RootAccess.run_on(&with_password) {
+            match with_password.run(&HypervisorOp::RootAccess) {
                 Ok(output) if output.status == Some(0) => Ok(SudoFact::PasswordHandedInWorks),
                 Ok(_) | Err(MachineError::SudoPasswordRefused { .. }) => {
                     Ok(SudoFact::PasswordHandedInRefused)

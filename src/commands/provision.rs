@@ -155,7 +155,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             inputs: guest,
             hypervisor,
             connection: &opened.connection,
-            hypervisor_machine: opened.machine.as_deref(),
+            hypervisor_machine: opened.machine.as_ref(),
         };
         check_reachable(&on_hypervisor)?;
         let mut prepared = prepare(&on_hypervisor, resolution)?;

@@ -1,13 +1,79 @@
 //! The closed list of what trog does on a hypervisor's own system (everything else there goes
-//! through libvirt). No other code composes a command for a hypervisor: a new kind of work there
-//! is a new variant here, and the test below, which counts them, has to be changed with it.
+//! through libvirt). The list is closed by the type system: a hypervisor's system is only ever
+//! held as a [`HypervisorMachine`], whose one way to act is [`HypervisorMachine::run`] with a
+//! [`HypervisorOp`], and the command of an operation is private to this module. A new kind of work
+//! on a hypervisor is a new variant here, reviewed as such; nothing else can compose one.
 
+use crate::machine::local::LocalMachine;
+use crate::machine::ssh::{SshMachine, SshTarget, SudoPassword};
 use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
 use std::time::Duration;
 
 /// How long a question to a hypervisor may take. They are all quick reads; a host that needs
 /// longer is stuck or its link is.
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A hypervisor's own system: this machine or an SSH login to it. It runs the operations of
+/// [`HypervisorOp`] and nothing else; the machine inside is never handed out.
+pub struct HypervisorMachine<M: Machine + ?Sized = dyn Machine> {
+    machine: Box<M>,
+}
+
+impl HypervisorMachine<LocalMachine> {
+    /// This machine as a hypervisor.
+    pub fn local() -> HypervisorMachine<LocalMachine> {
+        HypervisorMachine {
+            machine: Box::new(LocalMachine),
+        }
+    }
+}
+
+impl HypervisorMachine<SshMachine> {
+    /// An SSH login to a hypervisor.
+    pub fn ssh(machine: SshMachine) -> HypervisorMachine<SshMachine> {
+        HypervisorMachine {
+            machine: Box::new(machine),
+        }
+    }
+
+    /// Uses `password` for sudo on this host for the rest of the run.
+    pub fn remember_sudo_password(&mut self, password: SudoPassword) {
+        self.machine.remember_sudo_password(password);
+    }
+
+    pub fn target(&self) -> &SshTarget {
+        self.machine.target()
+    }
+}
+
+impl<M: Machine + 'static> HypervisorMachine<M> {
+    /// The same hypervisor, whatever kind of machine it is.
+    pub fn into_dyn(self) -> HypervisorMachine {
+        HypervisorMachine {
+            machine: self.machine,
+        }
+    }
+}
+
+impl<M: Machine + ?Sized> HypervisorMachine<M> {
+    /// How the host is named in messages.
+    pub fn describe(&self) -> String {
+        self.machine.describe()
+    }
+
+    /// Runs `op` on the hypervisor.
+    pub fn run(&self, op: &HypervisorOp) -> Result<CommandOutput, MachineError> {
+        self.machine.run(&op.command())
+    }
+
+    /// Runs a yes-or-no operation: `true` when it exited 0. A host that cannot be asked answers
+    /// no, and the caller decides what no costs.
+    pub fn holds(&self, op: &HypervisorOp) -> bool {
+        self.run(op)
+            .map(|output| output.status == Some(0))
+            .unwrap_or(false)
+    }
+}
 
 /// One operation on a hypervisor's system.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +99,9 @@ pub enum HypervisorOp {
 }
 
 impl HypervisorOp {
-    /// The command that carries the operation out.
-    pub fn command(&self) -> MachineCommand {
+    /// The command that carries the operation out; private, so that only a
+    /// [`HypervisorMachine`] runs it.
+    fn command(&self) -> MachineCommand {
         let command = match self {
             HypervisorOp::LoginName => MachineCommand::new(["id", "-un"]),
             HypervisorOp::PasswordlessSudo => MachineCommand::new(["sudo", "-n", "true"]),
@@ -61,48 +128,34 @@ impl HypervisorOp {
         };
         command.timeout(QUESTION_TIMEOUT)
     }
-
-    /// Runs the operation on `hypervisor`.
-    pub fn run_on(&self, hypervisor: &dyn Machine) -> Result<CommandOutput, MachineError> {
-        hypervisor.run(&self.command())
-    }
-
-    /// Runs a yes-or-no operation: `true` when it exited 0. A host that cannot be asked answers
-    /// no, and the caller decides what no costs.
-    pub fn holds_on(&self, hypervisor: &dyn Machine) -> bool {
-        self.run_on(hypervisor)
-            .map(|output| output.status == Some(0))
-            .unwrap_or(false)
-    }
 }
 
 /// Whether a guest gets an emulated TPM: only when the hypervisor has a real one to protect the
 /// emulated TPM's state file, and swtpm to provide it. A TPM whose secrets sit in a plain file
 /// beside the disk is worse than none, because software on the guest will trust it.
-pub fn offers_tpm(hypervisor: &dyn Machine) -> bool {
-    HypervisorOp::RealTpm.holds_on(hypervisor) && HypervisorOp::Swtpm.holds_on(hypervisor)
+pub fn offers_tpm(hypervisor: &HypervisorMachine) -> bool {
+    hypervisor.holds(&HypervisorOp::RealTpm) && hypervisor.holds(&HypervisorOp::Swtpm)
 }
 
 /// A guest's serial console log on its hypervisor, if it can be read.
-pub fn serial_log(hypervisor: &dyn Machine, path: &str) -> Option<String> {
-    HypervisorOp::ReadSerialLog {
-        path: path.to_string(),
-    }
-    .run_on(hypervisor)
-    .ok()
-    .and_then(|output| output.success().ok())
-    .map(|output| output.stdout_text())
+pub fn serial_log(hypervisor: &HypervisorMachine, path: &str) -> Option<String> {
+    hypervisor
+        .run(&HypervisorOp::ReadSerialLog {
+            path: path.to_string(),
+        })
+        .ok()
+        .and_then(|output| output.success().ok())
+        .map(|output| output.stdout_text())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every operation, one of each. The match is exhaustive, so a new variant does not compile
-    /// until it is listed here, and the count below says the list was widened on purpose.
-    fn every_operation() -> Vec<HypervisorOp> {
+    #[test]
+    fn only_the_serial_log_and_the_sudo_probe_run_as_root() {
         let path = "/x".to_string();
-        let all = vec![
+        let every_operation = [
             HypervisorOp::LoginName,
             HypervisorOp::PasswordlessSudo,
             HypervisorOp::RootAccess,
@@ -112,33 +165,7 @@ mod tests {
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog { path },
         ];
-        for op in &all {
-            match op {
-                HypervisorOp::LoginName
-                | HypervisorOp::PasswordlessSudo
-                | HypervisorOp::RootAccess
-                | HypervisorOp::RealTpm
-                | HypervisorOp::Swtpm
-                | HypervisorOp::Libguestfs
-                | HypervisorOp::FilesystemOf { .. }
-                | HypervisorOp::ReadSerialLog { .. } => {}
-            }
-        }
-        all
-    }
-
-    #[test]
-    fn the_list_of_hypervisor_operations_is_closed() {
-        assert_eq!(
-            every_operation().len(),
-            8,
-            "widening what trog does on a hypervisor is a deliberate change: update this count"
-        );
-    }
-
-    #[test]
-    fn only_the_serial_log_and_the_sudo_probe_run_as_root() {
-        let as_root: Vec<_> = every_operation()
+        let as_root: Vec<_> = every_operation
             .into_iter()
             .filter(|op| op.command().as_root)
             .collect();
@@ -162,20 +189,20 @@ mod tests {
 
     #[test]
     fn questions_are_answered_on_this_machine() {
-        let machine = crate::machine::local::LocalMachine;
-        assert!(HypervisorOp::LoginName
-            .run_on(&machine)
+        let machine = HypervisorMachine::local().into_dyn();
+        assert!(machine
+            .run(&HypervisorOp::LoginName)
             .unwrap()
             .success()
             .is_ok());
         let dir = tempfile::tempdir().unwrap();
-        let output = HypervisorOp::FilesystemOf {
-            path: dir.path().display().to_string(),
-        }
-        .run_on(&machine)
-        .unwrap()
-        .success()
-        .unwrap();
+        let output = machine
+            .run(&HypervisorOp::FilesystemOf {
+                path: dir.path().display().to_string(),
+            })
+            .unwrap()
+            .success()
+            .unwrap();
         assert_eq!(output.stdout_text().split_whitespace().count(), 4);
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::credentials::{CredentialName, CredentialSource, CredentialsError, Prompter};
 use crate::diagnose::Failure;
-use crate::machine::hypervisor_ops::HypervisorOp;
+use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget, SudoPassword};
 use crate::machine::{Machine, MachineError};
@@ -37,8 +37,10 @@ pub fn classify_sudo(status: Option<i32>, stderr: &str) -> SudoAccess {
 }
 
 /// Asks `machine` whether its login has passwordless sudo.
-pub fn sudo_access(machine: &dyn Machine) -> Result<SudoAccess, MachineError> {
-    let output = HypervisorOp::PasswordlessSudo.run_on(machine)?;
+pub fn sudo_access<M: Machine + ?Sized>(
+    machine: &HypervisorMachine<M>,
+) -> Result<SudoAccess, MachineError> {
+    let output = machine.run(&HypervisorOp::PasswordlessSudo)?;
     Ok(classify_sudo(
         output.status,
         &String::from_utf8_lossy(&output.stderr),
@@ -47,7 +49,9 @@ pub fn sudo_access(machine: &dyn Machine) -> Result<SudoAccess, MachineError> {
 
 /// The SSH login a libvirt URI names, with the key its `keyfile` parameter gives, trusting the
 /// host keys the user's (and the system's) known-hosts files hold.
-pub fn ssh_machine_for(uri: &LibvirtUri) -> Result<Option<SshMachine>, MachineError> {
+pub fn ssh_machine_for(
+    uri: &LibvirtUri,
+) -> Result<Option<HypervisorMachine<SshMachine>>, MachineError> {
     let Transport::Ssh { user, host, port } = &uri.transport else {
         return Ok(None);
     };
@@ -60,11 +64,11 @@ pub fn ssh_machine_for(uri: &LibvirtUri) -> Result<Option<SshMachine>, MachineEr
         uri.query_param("keyfile").map(PathBuf::from),
         HostKeys::UserKnownHosts,
     )
-    .map(Some)
+    .map(|machine| Some(HypervisorMachine::ssh(machine)))
 }
 
 /// The user and host sudo messages name.
-fn login_parts(machine: &SshMachine) -> (String, String) {
+fn login_parts(machine: &HypervisorMachine<SshMachine>) -> (String, String) {
     let target = machine.target();
     (
         target.user.clone().unwrap_or_else(|| "the login".into()),
@@ -76,13 +80,13 @@ fn login_parts(machine: &SshMachine) -> (String, String) {
 /// comes from `credentials` (handed in, or asked once on a terminal); with neither, the error
 /// names the user, the host and the `NOPASSWD` line. A password sudo refuses is an error too.
 pub fn settle_sudo<P: Prompter>(
-    machine: &mut SshMachine,
+    machine: &mut HypervisorMachine<SshMachine>,
     credentials: &mut CredentialSource<P>,
 ) -> Result<(), Failure> {
     match sudo_access(machine)? {
         SudoAccess::Passwordless => Ok(()),
         SudoAccess::Refused { .. } => {
-            HypervisorOp::PasswordlessSudo.run_on(machine)?.success()?;
+            machine.run(&HypervisorOp::PasswordlessSudo)?.success()?;
             Ok(())
         }
         SudoAccess::WantsPassword => {
@@ -96,7 +100,7 @@ pub fn settle_sudo<P: Prompter>(
                 Err(other) => return Err(other.into()),
             };
             machine.remember_sudo_password(password);
-            HypervisorOp::RootAccess.run_on(machine)?.success()?;
+            machine.run(&HypervisorOp::RootAccess)?.success()?;
             Ok(())
         }
     }
@@ -107,10 +111,10 @@ pub fn settle_sudo<P: Prompter>(
 pub fn open_hypervisor_machine<P: Prompter>(
     uri: &LibvirtUri,
     credentials: &mut CredentialSource<P>,
-) -> Result<Option<Box<dyn Machine>>, Failure> {
+) -> Result<Option<HypervisorMachine>, Failure> {
     match &uri.transport {
         Transport::Local => {
-            let machine = LocalMachine;
+            let machine = HypervisorMachine::local();
             if !LocalMachine::running_as_root() {
                 if let SudoAccess::WantsPassword = sudo_access(&machine)? {
                     return Err(MachineError::SudoNeedsPassword {
@@ -120,12 +124,12 @@ pub fn open_hypervisor_machine<P: Prompter>(
                     .into());
                 }
             }
-            Ok(Some(Box::new(machine)))
+            Ok(Some(machine.into_dyn()))
         }
         Transport::Ssh { .. } => {
             let mut machine = ssh_machine_for(uri)?.expect("an ssh transport");
             settle_sudo(&mut machine, credentials)?;
-            Ok(Some(Box::new(machine)))
+            Ok(Some(machine.into_dyn()))
         }
         Transport::Test => Ok(None),
     }

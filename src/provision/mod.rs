@@ -16,8 +16,7 @@ use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
-use crate::machine::hypervisor_ops;
-use crate::machine::Machine;
+use crate::machine::hypervisor_ops::{self, HypervisorMachine};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::output::progress::Progress;
 use crate::plan::{
@@ -37,7 +36,7 @@ pub struct GuestOnHypervisor<'a> {
     pub connection: &'a virt::connect::Connect,
     /// The hypervisor's own system, for the TPM check and the serial console; `None` for
     /// libvirt's test driver, which has none.
-    pub hypervisor_machine: Option<&'a dyn Machine>,
+    pub hypervisor_machine: Option<&'a HypervisorMachine>,
 }
 
 /// A plan and what executing it needs, all built before anything is changed.

@@ -4,7 +4,7 @@
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::libvirt::connect;
-use crate::machine::Machine;
+use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::provision::hypervisor_machine::open_hypervisor_machine;
 
@@ -23,7 +23,7 @@ pub struct OpenedHypervisor {
     pub connection: virt::connect::Connect,
     /// The hypervisor's own system; `None` with [`HypervisorAccess::LibvirtOnly`] and for
     /// libvirt's test driver, which has none.
-    pub machine: Option<Box<dyn Machine>>,
+    pub machine: Option<HypervisorMachine>,
 }
 
 /// Connects to `hypervisor`'s libvirt and, with [`HypervisorAccess::WithSystem`], opens its own
