@@ -69,6 +69,25 @@ impl ExitStatus {
         }
     }
 
+    /// The status's name in JSON output (`exit_status.name` of an `error` event): stable, like the
+    /// number, so a program may branch on either.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExitStatus::Success => "success",
+            ExitStatus::Failure => "failure",
+            ExitStatus::Usage => "usage",
+            ExitStatus::Configuration => "configuration",
+            ExitStatus::Credentials => "credentials",
+            ExitStatus::NoPlacement => "no_placement",
+            ExitStatus::Hypervisor => "hypervisor",
+            ExitStatus::Conflict => "conflict",
+            ExitStatus::Guest => "guest",
+            ExitStatus::PartialDestroy => "partial_destroy",
+            ExitStatus::Busy => "busy",
+            ExitStatus::DamagedStore => "damaged_store",
+        }
+    }
+
     /// The one-line meaning printed in README's table.
     pub fn meaning(self) -> &'static str {
         match self {
@@ -115,6 +134,15 @@ mod tests {
         for status in ExitStatus::ALL {
             let row = format!("| {} | {} |", status.code(), status.meaning());
             assert!(readme.contains(&row), "README lacks the row `{row}`");
+        }
+    }
+
+    #[test]
+    fn docs_json_names_every_status() {
+        let doc = include_str!("../docs/JSON.md");
+        for status in ExitStatus::ALL {
+            let row = format!("| {} | `{}` |", status.code(), status.name());
+            assert!(doc.contains(&row), "docs/JSON.md lacks the row `{row}`");
         }
     }
 }

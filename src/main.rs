@@ -9,11 +9,15 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = trog::cli::Cli::parse();
+    let cli = match trog::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => trog::report::exit_on_bad_command_line(error),
+    };
+    let json = cli.global.json;
     let status = match trog::cli::run(cli) {
         Ok(status) => status,
         Err(failure) => {
-            trog::report::print_failure(&failure);
+            trog::report::report_failure(&failure, json);
             failure.status
         }
     };

@@ -9,6 +9,7 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::DomainName;
+use crate::output::events::{emit, Event};
 use crate::provision::inputs::domain_argument;
 use crate::workflow::destroy::{destroy, DestroyRequest};
 use std::time::Duration;
@@ -79,10 +80,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
     }
     let outcome = &report.outcome;
     if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("a destroy report serialises")
-        );
+        emit(&Event::Destroyed(&report));
     } else {
         if outcome.removed.is_empty() && outcome.left_behind.is_empty() {
             println!("{domain}: nothing of it on {}", report.hypervisor);

@@ -7,6 +7,7 @@ use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
+use crate::output::events::{emit, Event};
 use crate::placement::fleet_table::{render_fleet, summarise_fleet, SummaryState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,10 +33,7 @@ pub fn run(global: &GlobalArgs, args: FleetArgs) -> Result<ExitStatus, Failure> 
     );
     let summary = summarise_fleet(&observation);
     if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&summary).expect("the summary serialises")
-        );
+        emit(&Event::Fleet(&summary));
     } else {
         print!("{}", render_fleet(&summary));
     }

@@ -8,6 +8,7 @@ use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
+use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
 use crate::provision::inputs::{domain_argument, load_guest_inputs};
 use std::path::{Path, PathBuf};
 
@@ -107,20 +108,27 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         0o644,
     )?;
 
-    let summary = serde_json::json!({
-        "domain": domain.as_str(),
-        "directory": out.display().to_string(),
-        "recipes": generated.resolved.names(),
-        "packages": generated.resolved.packages,
-        "image": { "url": generated.image_url, "digest": generated.image_digest.to_string() },
-        "seed_iso_sha256": generated.seed_iso.sha256_hex,
-        "payload_sha256": generated.payload.sha256_hex,
-        "boot_fingerprint": generated.fingerprint.root_disk,
-        "shape_fingerprint": generated.fingerprint.value,
-        "public_key": inputs.keypair.public_key_openssh(),
-    });
     if global.json {
-        println!("{summary}");
+        emit(&Event::ConfigGenerated(&GeneratedSummary {
+            domain: domain.to_string(),
+            directory: out.display().to_string(),
+            recipes: generated
+                .resolved
+                .names()
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
+            packages: generated.resolved.packages.clone(),
+            image: GeneratedImage {
+                url: generated.image_url.clone(),
+                digest: generated.image_digest.to_string(),
+            },
+            seed_iso_sha256: generated.seed_iso.sha256_hex.clone(),
+            payload_sha256: generated.payload.sha256_hex.clone(),
+            boot_fingerprint: generated.fingerprint.root_disk.clone(),
+            shape_fingerprint: generated.fingerprint.value.clone(),
+            public_key: inputs.keypair.public_key_openssh().to_string(),
+        }));
     } else {
         println!("Wrote {}", out.display());
         println!(

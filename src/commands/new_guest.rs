@@ -22,6 +22,7 @@ use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::model::names::{DomainName, NameError, RecipeName};
 use crate::model::units::{Bytes, MiB, SizeError};
+use crate::output::events::{to_line, Event};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -235,18 +236,18 @@ pub fn summary_text(
     text
 }
 
-/// The same as JSON, for programs.
+/// The same as a `guest_file_written` event, for programs.
 pub fn summary_json(
     file: &Path,
     domain: &DomainName,
     recipes: &[&str],
     to_fill: &[String],
-) -> Value {
-    serde_json::json!({
-        "file": file.display().to_string(),
-        "domain": domain.as_str(),
-        "recipes": recipes,
-        "to_fill": to_fill,
+) -> String {
+    to_line(&Event::GuestFileWritten {
+        file: file.display().to_string(),
+        domain: domain.as_str(),
+        recipes,
+        to_fill,
     })
 }
 
@@ -281,7 +282,7 @@ pub fn run(global: &GlobalArgs, args: NewGuestArgs) -> Result<ExitStatus, Failur
 
     let recipe_names: Vec<&str> = made.recipes.keys().map(RecipeName::as_str).collect();
     let output = if global.json {
-        summary_json(&file, &domain, &recipe_names, &made.to_fill).to_string() + "\n"
+        summary_json(&file, &domain, &recipe_names, &made.to_fill) + "\n"
     } else {
         summary_text(&file, &domain, &recipe_names, &made.to_fill)
     };
@@ -447,7 +448,8 @@ mod tests {
              scratch.example.test: 1 recipe (nginx)\n"
         );
         assert_eq!(
-            summary_json(file, &domain(), &["nginx"], &[])["to_fill"],
+            serde_json::from_str::<Value>(&summary_json(file, &domain(), &["nginx"], &[])).unwrap()
+                ["to_fill"],
             json!([])
         );
     }

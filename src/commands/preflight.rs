@@ -17,6 +17,7 @@ use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::ssh::SudoPassword;
 use crate::machine::MachineError;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
+use crate::output::events::{emit, Event};
 use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
 use crate::preflight::render::render_report;
 use crate::preflight::{
@@ -75,9 +76,10 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
             .collect(),
     };
     if global.json {
-        let mut value = serde_json::to_value(&report).expect("the report serialises");
-        value["worth_starting"] = report.worth_starting().into();
-        println!("{value}");
+        emit(&Event::Preflight {
+            report: &report,
+            worth_starting: report.worth_starting(),
+        });
     } else {
         print!("{}", render_report(&report));
     }

@@ -9,6 +9,7 @@ use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
 use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
 use crate::model::names::HypervisorName;
+use crate::output::events::Event;
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
@@ -161,7 +162,11 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         let mut prepared = prepare(&on_hypervisor, resolution)?;
 
         if global.json {
-            progress.event(serde_json::json!({ "event": "plan", "guest": guest.config.domain.as_str(), "placement": decision, "plan": prepared.plan }));
+            progress.event(&Event::Plan {
+                guest: guest.config.domain.as_str(),
+                placement: decision,
+                plan: &prepared.plan,
+            });
         } else {
             println!("{}", render_decision(decision));
             print!("{}", prepared.plan);
@@ -178,7 +183,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         ready_to_execute(&on_hypervisor, &mut prepared, &image_cache)?;
         let report = execute(&on_hypervisor, &prepared, &mut progress)?;
         if global.json {
-            progress.event(serde_json::json!({ "event": "done", "report": report }));
+            progress.event(&Event::Done { report: &report });
         } else if !report.converged_already {
             println!(
                 "{} is on {}{}, provisioned in {:.1}s",

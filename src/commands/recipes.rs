@@ -16,6 +16,8 @@ use crate::cookbook::manifest::RecipeKind;
 use crate::cookbook::scaffold::scaffold;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
+use crate::model::names::RecipeName;
+use crate::output::events::{to_line, Event, RecipeListing};
 use serde_json::Value;
 
 #[derive(Debug, clap::Args)]
@@ -96,19 +98,22 @@ pub fn listing_text(cookbook: &Cookbook) -> String {
         .collect()
 }
 
-/// The listing as a JSON array, one object per guest recipe.
+/// The listing as a `recipes` event, one object per guest recipe.
 pub fn listing_json(cookbook: &Cookbook) -> String {
-    let listing: Vec<Value> = cookbook
+    let recipes = cookbook
         .of_kind(RecipeKind::Guest)
-        .map(|recipe| {
-            serde_json::json!({
-                "name": recipe.name,
-                "description": recipe.manifest.description,
-                "requires": recipe.manifest.requires.keys().collect::<Vec<_>>(),
-            })
+        .map(|recipe| RecipeListing {
+            name: recipe.name.as_str(),
+            description: &recipe.manifest.description,
+            requires: recipe
+                .manifest
+                .requires
+                .keys()
+                .map(RecipeName::as_str)
+                .collect(),
         })
         .collect();
-    serde_json::to_string_pretty(&listing).expect("JSON values always serialise") + "\n"
+    to_line(&Event::Recipes { recipes }) + "\n"
 }
 
 /// The recipe's args schema (OpenAPI-3, as the recipe declares it), pretty-printed.
@@ -174,7 +179,7 @@ mod tests {
     fn listing_shows_only_guest_recipes() {
         let book = cookbook(&[("web", "description: Serves pages\nkind: guest\n")]);
         assert_eq!(listing_text(&book), "web  Serves pages\n");
-        assert!(listing_json(&book).contains("\"name\": \"web\""));
+        assert!(listing_json(&book).contains(r#""name":"web""#));
         assert!(!listing_json(&book).contains("debian"));
     }
 

@@ -7,6 +7,7 @@ use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::output::events::{emit, Event};
 use crate::provision::inputs::domain_argument;
 use crate::workflow::status::guest_status;
 use std::time::Duration;
@@ -39,10 +40,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
         )?;
         all_converged &= status.converged;
         if global.json {
-            println!(
-                "{}",
-                serde_json::to_string(&status).expect("a status serialises")
-            );
+            emit(&Event::Status(&status));
             continue;
         }
         match (&status.hypervisor, status.converged) {

@@ -2,9 +2,9 @@
 //! on stderr otherwise, and one JSON event per line on stdout with `--json` (for programs such
 //! as a web application's "reprovision" button).
 
+use crate::output::events::{emit, Event};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 /// How a spinner is redrawn: often enough to look alive, rarely enough to cost nothing.
@@ -55,18 +55,16 @@ impl Progress {
     }
 
     /// One event for programs; ignored unless `--json`.
-    pub fn event(&self, event: serde_json::Value) {
+    pub fn event(&self, event: &Event) {
         if self.mode == ProgressMode::Json {
-            let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{event}");
-            let _ = stdout.flush();
+            emit(event);
         }
     }
 
     /// A line for people (stderr); a `message` event with `--json`.
     pub fn say(&self, text: &str) {
         match self.mode {
-            ProgressMode::Json => self.event(json!({ "event": "message", "text": text })),
+            ProgressMode::Json => self.event(&Event::Message { text }),
             ProgressMode::Terminal => {
                 match self.current.as_ref().and_then(|step| step.spinner.as_ref()) {
                     Some(spinner) => spinner.println(text),
@@ -91,7 +89,12 @@ impl Progress {
         });
         match self.mode {
             ProgressMode::Plain => eprintln!("{guest}: {label}"),
-            ProgressMode::Json => self.event(json!({ "event": "step_started", "guest": guest, "step": number, "steps": total, "label": label })),
+            ProgressMode::Json => self.event(&Event::StepStarted {
+                guest,
+                step: number,
+                steps: total,
+                label: &label,
+            }),
             ProgressMode::Terminal => {}
         }
         self.current = Some(Step {
@@ -121,7 +124,7 @@ impl Progress {
     /// Output from the guest (its Makefile's log).
     pub fn guest_output(&self, text: &str) {
         match self.mode {
-            ProgressMode::Json => self.event(json!({ "event": "guest_output", "text": text })),
+            ProgressMode::Json => self.event(&Event::GuestOutput { text }),
             ProgressMode::Terminal => {
                 match self.current.as_ref().and_then(|step| step.spinner.as_ref()) {
                     Some(spinner) => spinner.suspend(|| eprint!("{text}")),
@@ -157,13 +160,12 @@ impl Progress {
                 step.label,
                 elapsed.as_secs_f64()
             ),
-            ProgressMode::Json => self.event(json!({
-                "event": "step_finished",
-                "guest": step.guest,
-                "label": step.label,
-                "succeeded": succeeded,
-                "seconds": elapsed.as_secs_f64(),
-            })),
+            ProgressMode::Json => self.event(&Event::StepFinished {
+                guest: &step.guest,
+                label: &step.label,
+                succeeded,
+                seconds: elapsed.as_secs_f64(),
+            }),
         }
         elapsed
     }

@@ -285,12 +285,14 @@ fn recipes_json_lists_them_as_json() {
     let (stdout, _, status) = trog(&["recipes", "--json"]);
     assert_eq!(status, 0);
     let parsed: Value = serde_json::from_str(&stdout).unwrap();
-    assert!(parsed
+    assert_eq!(parsed["event"], "recipes");
+    assert!(parsed["recipes"]
         .as_array()
         .unwrap()
         .iter()
         .all(|entry| entry["name"] != "vm"));
-    insta::assert_snapshot!("recipes_json", stdout);
+    let pretty = serde_json::to_string_pretty(&parsed).unwrap();
+    insta::assert_snapshot!("recipes_json", pretty);
 }
 
 #[test]

@@ -1,0 +1,193 @@
+//! Every JSON event trog prints with `--json`, in one enum: the whole vocabulary a program (cron's
+//! wrapper, a web application's "reprovision" button) has to understand, documented in
+//! docs/JSON.md.
+//!
+//! Each event is one line on stdout: `{"schema":1,"event":"<name>",…}`. `schema` is
+//! [`SCHEMA_VERSION`]; it changes only when an existing event loses a field or a field changes
+//! meaning, so a reader can refuse a version it does not know instead of misreading it. A new
+//! event or a new field is not a new version: readers ignore what they do not know.
+//!
+//! To add an event: add a variant here (its fields are its JSON fields), document it in
+//! docs/JSON.md, and print it with [`emit`].
+
+use crate::diagnose::Failure;
+use crate::placement::fleet_table::FleetSummary;
+use crate::placement::Decision;
+use crate::plan::Plan;
+use crate::preflight::PreflightReport;
+use crate::provision::ConvergeReport;
+use crate::workflow::destroy::DestroyReport;
+use crate::workflow::status::GuestStatus;
+use serde::Serialize;
+use std::io::Write;
+
+/// The version of the event vocabulary every event carries as `schema`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event<'a> {
+    /// A run ended with a failure: the last line of a failed run.
+    Error(ErrorEvent),
+    /// A line meant for people, e.g. a warning about the fleet file.
+    Message { text: &'a str },
+    /// `provision`: where a guest goes and what will be done to it (the whole of a dry run).
+    Plan {
+        guest: &'a str,
+        placement: &'a Decision,
+        plan: &'a Plan,
+    },
+    /// `provision`: a step of the plan began.
+    StepStarted {
+        guest: &'a str,
+        step: usize,
+        steps: usize,
+        label: &'a str,
+    },
+    /// `provision`: a step ended, well or not.
+    StepFinished {
+        guest: &'a str,
+        label: &'a str,
+        succeeded: bool,
+        seconds: f64,
+    },
+    /// `provision`: output of the guest's finishing (its Makefile's log), as it comes.
+    GuestOutput { text: &'a str },
+    /// `provision`: a guest is converged.
+    Done { report: &'a ConvergeReport },
+    /// `destroy`: what was removed, kept and left behind.
+    Destroyed(&'a DestroyReport),
+    /// `status`: one guest's place and whether it is converged.
+    Status(&'a GuestStatus),
+    /// `preflight`: every check, and whether a run is worth starting.
+    Preflight {
+        #[serde(flatten)]
+        report: &'a PreflightReport,
+        worth_starting: bool,
+    },
+    /// `fleet`: every hypervisor's capacity, commitments and guests.
+    Fleet(&'a FleetSummary),
+    /// `recipes`: the guest recipes.
+    Recipes { recipes: Vec<RecipeListing<'a>> },
+    /// `new_guest`: the guest's file was written.
+    GuestFileWritten {
+        file: String,
+        domain: &'a str,
+        recipes: &'a [&'a str],
+        to_fill: &'a [String],
+    },
+    /// `new_config`: everything a guest needs was generated into a directory.
+    ConfigGenerated(&'a GeneratedSummary),
+}
+
+/// How a run failed, for programs: the exit status it ends with, every message from the outermost
+/// error down to its first cause, and what to do.
+#[derive(Debug, Serialize)]
+pub struct ErrorEvent {
+    pub exit_status: ExitStatusJson,
+    pub message: String,
+    pub causes: Vec<String>,
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExitStatusJson {
+    pub code: i32,
+    pub name: &'static str,
+}
+
+impl ErrorEvent {
+    pub fn of(failure: &Failure) -> ErrorEvent {
+        let mut chain = failure.chain();
+        let message = chain.remove(0);
+        ErrorEvent {
+            exit_status: ExitStatusJson {
+                code: failure.status.code(),
+                name: failure.status.name(),
+            },
+            message,
+            causes: chain,
+            hint: failure.hint.clone(),
+        }
+    }
+}
+
+/// One guest recipe in the `recipes` event.
+#[derive(Debug, Serialize)]
+pub struct RecipeListing<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub requires: Vec<&'a str>,
+}
+
+/// What `new_config` generated.
+#[derive(Debug, Serialize)]
+pub struct GeneratedSummary {
+    pub domain: String,
+    pub directory: String,
+    pub recipes: Vec<String>,
+    pub packages: Vec<String>,
+    pub image: GeneratedImage,
+    pub seed_iso_sha256: String,
+    pub payload_sha256: String,
+    pub boot_fingerprint: String,
+    pub shape_fingerprint: String,
+    pub public_key: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GeneratedImage {
+    pub url: String,
+    pub digest: String,
+}
+
+/// The event as its line: `schema` first, then `event`, then the event's own fields.
+pub fn to_line(event: &Event) -> String {
+    let value = serde_json::to_value(event).expect("every event serialises");
+    let serde_json::Value::Object(fields) = value else {
+        unreachable!("an internally tagged enum serialises as an object")
+    };
+    let mut line = serde_json::Map::new();
+    line.insert("schema".into(), SCHEMA_VERSION.into());
+    line.extend(fields);
+    serde_json::Value::Object(line).to_string()
+}
+
+/// Prints the event as one line on stdout, flushed at once so a reader sees it as it happens. A
+/// reader that went away is not an error worth a report.
+pub fn emit(event: &Event) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{}", to_line(event));
+    let _ = stdout.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit_status::ExitStatus;
+
+    #[test]
+    fn a_line_starts_with_the_schema_and_the_event_name() {
+        assert_eq!(
+            to_line(&Event::Message { text: "hello" }),
+            r#"{"schema":1,"event":"message","text":"hello"}"#
+        );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open the secret store /x/secrets.kdbx")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn an_error_carries_the_status_the_chain_and_the_hint() {
+        let failure = Failure::new(
+            Outer(std::io::Error::other("refused")),
+            ExitStatus::Credentials,
+            Some("hand the passphrase in with --credentials".into()),
+        );
+        assert_eq!(
+            to_line(&Event::Error(ErrorEvent::of(&failure))),
+            r#"{"schema":1,"event":"error","exit_status":{"code":4,"name":"credentials"},"message":"cannot open the secret store /x/secrets.kdbx","causes":["refused"],"hint":"hand the passphrase in with --credentials"}"#
+        );
+    }
+}
