@@ -7,7 +7,7 @@ use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
-use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
+use crate::libvirt::{observe_for_placement, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
 use crate::model::names::HypervisorName;
 use crate::output::events::Event;
 use crate::output::progress::{Progress, ProgressMode};
@@ -121,8 +121,9 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     if let Some(warning) = &fleet.warning {
         progress.say(&format!("warning: {warning}"));
     }
-    let observation = observe_fleet(
+    let observation = observe_for_placement(
         &fleet,
+        command_line_hypervisor.as_ref(),
         Arc::new(LibvirtObserver),
         Duration::from_secs(args.timeout),
     );

@@ -106,6 +106,45 @@ pub fn observe_fleet(
     }
 }
 
+/// What placement sees of the fleet: every hypervisor asked at once or, when `--hypervisor` names
+/// one, that one only — naming a hypervisor skips the search, so a slow or unreachable host
+/// elsewhere does not delay the run. A name the fleet does not have asks nobody; placement then
+/// refuses it, listing the names there are.
+pub fn observe_for_placement(
+    fleet: &BuildFleet,
+    named: Option<&HypervisorName>,
+    observer: Arc<dyn HypervisorObserver>,
+    timeout: Duration,
+) -> FleetObservation {
+    let Some(name) = named else {
+        return observe_fleet(fleet, observer, timeout);
+    };
+    let Some(hypervisor) = fleet.fleet.hypervisors.iter().find(|h| &h.name == name) else {
+        return FleetObservation {
+            source: fleet.source.clone(),
+            hypervisors: fleet
+                .fleet
+                .hypervisors
+                .iter()
+                .map(|config| ObservedHypervisor {
+                    config: config.clone(),
+                    observation: Observation::Unreachable {
+                        reason: "not asked: --hypervisor names another".into(),
+                    },
+                })
+                .collect(),
+        };
+    };
+    let only = BuildFleet {
+        source: fleet.source.clone(),
+        fleet: crate::config::hypervisors_conf::Fleet {
+            hypervisors: vec![hypervisor.clone()],
+        },
+        warning: None,
+    };
+    observe_fleet(&only, observer, timeout)
+}
+
 /// Which hypervisors have a guest, and which could not say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GuestWhereabouts {

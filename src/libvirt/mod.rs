@@ -7,6 +7,7 @@
 pub mod concurrent;
 pub mod connection;
 pub mod destroy;
+pub mod domain_stats;
 pub mod error;
 pub mod facts;
 pub mod guest_address;
@@ -14,7 +15,8 @@ pub mod guest_resources;
 pub mod observe;
 
 pub use concurrent::{
-    ask_fleet, find_guest, observe_fleet, GuestWhereabouts, DEFAULT_ANSWER_TIMEOUT,
+    ask_fleet, find_guest, observe_fleet, observe_for_placement, GuestWhereabouts,
+    DEFAULT_ANSWER_TIMEOUT,
 };
 pub use connection::connect;
 pub use error::LibvirtError;

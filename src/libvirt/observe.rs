@@ -1,6 +1,7 @@
 //! Asking one hypervisor what it has and what it has promised.
 
 use crate::libvirt::connection::connect;
+use crate::libvirt::domain_stats::{all_guest_stats, GuestStats};
 use crate::libvirt::error::LibvirtError;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
@@ -8,6 +9,7 @@ use crate::model::units::{Bytes, MiB};
 use crate::placement::observed::{DefinedGuest, HypervisorCapacity, PoolState};
 use std::collections::HashMap;
 use std::time::Duration;
+use virt::connect::Connect;
 use virt::enumutil::Enum;
 use virt::error::ErrorNumber;
 
@@ -34,44 +36,21 @@ impl HypervisorObserver for LibvirtObserver {
         let node = connection
             .node_info()
             .map_err(|e| LibvirtError::query(uri, "read the node's memory and CPUs", e))?;
-        let domains = connection
-            .list_all_domains(0)
-            .map_err(|e| LibvirtError::query(uri, "list the defined guests", e))?;
-        let mut guests = Vec::with_capacity(domains.len());
-        for domain in domains {
-            let name = domain
-                .name()
-                .map_err(|e| LibvirtError::query(uri, "read a guest's name", e))?;
-            let info = domain
-                .info()
-                .map_err(|e| LibvirtError::query(uri, "read a guest's size", e))?;
-            // The maximum, not the current count: a guest may hot-plug up to it.
-            let max_vcpus = domain
-                .vcpus_flags(virt::sys::VIR_DOMAIN_VCPU_MAXIMUM)
-                .unwrap_or(info.nr_virt_cpu);
-            guests.push(DefinedGuest {
-                name,
-                max_memory: MiB::from_kib(info.max_mem),
-                max_vcpus,
-                running: domain.is_active().unwrap_or(false),
-            });
-        }
+        let guests = defined_guests(&connection, uri)?;
         let pool = match connection.lookup_storage_pool_by_name(&hypervisor.pool_name) {
             Err(error) if matches!(error.code(), Enum::Known(ErrorNumber::NoStoragePool)) => {
                 PoolState::Absent
             }
             Err(error) => return Err(LibvirtError::query(uri, "look up the storage pool", error)),
             Ok(pool) => {
-                if pool
-                    .is_active()
-                    .map_err(|e| LibvirtError::query(uri, "read the pool's state", e))?
-                {
-                    // Files written beside libvirt's back are counted only after a refresh; a
-                    // refusal (a read-only account) leaves the last figures, which is still useful.
-                    let _ = pool.refresh(0);
-                    let info = pool
-                        .info()
-                        .map_err(|e| LibvirtError::query(uri, "read the pool's size", e))?;
+                // Files written beside libvirt's back are counted only after a refresh; a refusal
+                // (a read-only account, or a stopped pool) leaves the last figures, and the
+                // state in the pool's info says which it is: one question fewer than asking.
+                let _ = pool.refresh(0);
+                let info = pool
+                    .info()
+                    .map_err(|e| LibvirtError::query(uri, "read the pool's size", e))?;
+                if info.state == virt::sys::VIR_STORAGE_POOL_RUNNING {
                     PoolState::Active {
                         capacity: Bytes(info.capacity),
                         allocation: Bytes(info.allocation),
@@ -106,6 +85,51 @@ impl HypervisorObserver for LibvirtObserver {
             )),
         }
     }
+}
+
+/// Every defined guest with its maximum memory and vCPUs and whether it runs: one bulk statistics
+/// call, so a hypervisor holding many guests costs no more round trips than an empty one. A
+/// driver without that call (or a record lacking a figure) is asked guest by guest instead.
+pub fn defined_guests(connection: &Connect, uri: &str) -> Result<Vec<DefinedGuest>, LibvirtError> {
+    match all_guest_stats(connection) {
+        Ok(records) => {
+            let complete: Option<Vec<DefinedGuest>> =
+                records.iter().map(GuestStats::defined_guest).collect();
+            if let Some(guests) = complete {
+                return Ok(guests);
+            }
+        }
+        Err(error) if matches!(error.code(), Enum::Known(ErrorNumber::NoSupport)) => {}
+        Err(error) => return Err(LibvirtError::query(uri, "read every guest's size", error)),
+    }
+    guest_by_guest(connection, uri)
+}
+
+/// The slow way: three questions per guest.
+pub fn guest_by_guest(connection: &Connect, uri: &str) -> Result<Vec<DefinedGuest>, LibvirtError> {
+    let domains = connection
+        .list_all_domains(0)
+        .map_err(|e| LibvirtError::query(uri, "list the defined guests", e))?;
+    let mut guests = Vec::with_capacity(domains.len());
+    for domain in domains {
+        let name = domain
+            .name()
+            .map_err(|e| LibvirtError::query(uri, "read a guest's name", e))?;
+        let info = domain
+            .info()
+            .map_err(|e| LibvirtError::query(uri, "read a guest's size", e))?;
+        // The maximum, not the current count: a guest may hot-plug up to it.
+        let max_vcpus = domain
+            .vcpus_flags(virt::sys::VIR_DOMAIN_VCPU_MAXIMUM)
+            .unwrap_or(info.nr_virt_cpu);
+        guests.push(DefinedGuest {
+            name,
+            max_memory: MiB::from_kib(info.max_mem),
+            max_vcpus,
+            running: domain.is_active().unwrap_or(false),
+        });
+    }
+    Ok(guests)
 }
 
 /// A stand-in fleet: fixed answers by hypervisor name, each given after a fixed delay, so the

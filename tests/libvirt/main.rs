@@ -346,3 +346,42 @@ fn destroy_goes_on_past_a_failed_step_and_names_what_it_left() {
     );
     assert!(connection.lookup_domain_by_name(domain.as_str()).is_err());
 }
+
+/// The bulk statistics call and the guest-by-guest questions agree on every guest's size and
+/// state, for real libvirt (running and shut-off guests) and for the test driver.
+#[test]
+fn one_bulk_call_observes_what_three_questions_per_guest_do() {
+    use trog::libvirt::observe::{defined_guests, guest_by_guest};
+    let sorted = |mut guests: Vec<trog::placement::observed::DefinedGuest>| {
+        guests.sort_by(|a, b| a.name.cmp(&b.name));
+        guests
+    };
+    let real = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let name = format!("trog-stats-{}", std::process::id());
+    let xml = format!(
+        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>384</memory>\
+         <vcpu current='1'>3</vcpu><os><type arch='x86_64'>hvm</type></os></domain>"
+    );
+    let defined = real.define_domain_xml(&xml).unwrap();
+    // The bulk call itself answers, completely (not the guest-by-guest fallback).
+    let records = trog::libvirt::domain_stats::all_guest_stats(&real).unwrap();
+    assert!(records.iter().any(|record| record.name == name));
+    assert!(records
+        .iter()
+        .all(|record| record.defined_guest().is_some()));
+    let bulk = sorted(defined_guests(&real, "qemu:///system").unwrap());
+    let one_by_one = sorted(guest_by_guest(&real, "qemu:///system").unwrap());
+    let _ = defined.undefine();
+    assert_eq!(bulk, one_by_one);
+    let ours = bulk.iter().find(|guest| guest.name == name).unwrap();
+    assert_eq!(
+        (ours.max_memory.0, ours.max_vcpus, ours.running),
+        (384, 3, false)
+    );
+
+    let test_driver = virt::connect::Connect::open(Some("test:///default")).unwrap();
+    assert_eq!(
+        sorted(defined_guests(&test_driver, "test:///default").unwrap()),
+        sorted(guest_by_guest(&test_driver, "test:///default").unwrap())
+    );
+}

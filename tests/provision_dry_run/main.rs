@@ -182,3 +182,19 @@ fn a_dry_run_defines_nothing() {
     names.sort();
     assert_eq!(names, ["hv1.xml", "hv2.xml", "hypervisors.conf"]);
 }
+
+/// Naming a hypervisor skips the search: the others are not asked, so one that cannot be reached
+/// (hv3 here) neither delays the run nor appears in its placement.
+#[test]
+fn a_named_hypervisor_is_the_only_one_asked() {
+    let fleet = three_hypervisors();
+    let dir = installation(&fleet, "web.example.test", "    memory: 1024\n");
+    let output = provision(dir.path(), &["--hypervisor", "hv2", "web.example.test"]);
+    let text = report(&fleet, dir.path(), &output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("hv2"), "{text}");
+    assert!(
+        !text.contains("hv1") && !text.contains("hv3") && !text.contains("unreachable"),
+        "{text}"
+    );
+}
