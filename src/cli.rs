@@ -5,8 +5,10 @@ use crate::commands;
 use crate::config::paths::InstallationPaths;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
+use crate::lock::{lock_dir_for_store, Locks, DEFAULT_LOCK_WAIT};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,12 +40,25 @@ pub struct GlobalArgs {
     /// Print machine-readable output: JSON on stdout, one event per line for progress.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Seconds to wait for another run that holds what this one needs (the guest, the secret
+    /// store, the upload of a base image) before giving up with exit status 10.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = DEFAULT_LOCK_WAIT.as_secs())]
+    pub wait: u64,
 }
 
 impl GlobalArgs {
     /// The installation's files for this run: its environment and the files the options replace.
     pub fn installation_paths(&self) -> InstallationPaths {
         InstallationPaths::from_environment(self.recipes.as_deref(), self.hvconf.as_deref())
+    }
+
+    /// The locks between runs of the installation, for `verb`, with this run's `--wait`.
+    pub fn locks(&self, verb: &str) -> Locks {
+        Locks::new(
+            lock_dir_for_store(&self.installation_paths().secrets_kdbx),
+            Duration::from_secs(self.wait),
+            verb,
+        )
     }
 }
 

@@ -31,5 +31,6 @@ pub mod credentials;
 pub mod guest;
 pub mod images;
 pub mod libvirt;
+pub mod lock;
 pub mod machine;
 pub mod secrets;

@@ -74,6 +74,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
             answer_timeout: Duration::from_secs(args.timeout),
         },
         &mut credentials,
+        &global.locks("destroy"),
     )?;
     if let Some(warning) = &report.fleet_warning {
         eprintln!("warning: {warning}");

@@ -55,7 +55,12 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
     let domain = domain_argument(&args.domain)?;
     let mut credentials = CredentialSource::for_run(global.credentials)?;
-    let inputs = load_guest_inputs(&global.installation_paths(), &domain, &mut credentials)?;
+    let inputs = load_guest_inputs(
+        &global.installation_paths(),
+        &domain,
+        &mut credentials,
+        &global.locks("new_config"),
+    )?;
     let generated = &inputs.generated;
     let out = args.out.unwrap_or_else(|| PathBuf::from(domain.as_str()));
 

@@ -15,6 +15,7 @@ use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
 use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
 use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
+use crate::workflow::lock::take_guest_lock;
 use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::io::Write;
 use std::sync::Arc;
@@ -107,10 +108,11 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
 
     // Everything local first: configuration, secrets, artifacts of every guest.
     let paths = global.installation_paths();
+    let locks = global.locks("provision");
     let mut credentials = CredentialSource::for_run(global.credentials)?;
     let guests: Vec<GuestInputs> = domains
         .iter()
-        .map(|domain| load_guest_inputs(&paths, domain, &mut credentials))
+        .map(|domain| load_guest_inputs(&paths, domain, &mut credentials, &locks))
         .collect::<Result<_, _>>()?;
 
     let fleet = fleet_to_build_on(
@@ -160,6 +162,17 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             hypervisor_machine: opened.machine.as_ref(),
         };
         check_reachable(&on_hypervisor)?;
+        // A dry run changes nothing, so it plans from what is there without waiting for a run
+        // that holds the guest; a real run plans and acts under the guest's lock.
+        let _guest_lock = if args.dry_run {
+            None
+        } else {
+            Some(take_guest_lock(
+                &locks,
+                &guest.config.domain,
+                &mut |text| progress.say(text),
+            )?)
+        };
         let mut prepared = prepare(&on_hypervisor, resolution)?;
 
         if global.json {

@@ -37,6 +37,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
             domain,
             Duration::from_secs(args.timeout),
             &mut credentials,
+            &global.locks("status"),
         )?;
         all_converged &= status.converged;
         if global.json {

@@ -10,6 +10,7 @@ use crate::diagnose::Failure;
 use crate::generate::{
     generate, load_site_files, recipe_settings, resolve_guest_recipes, GeneratedGuest, SecretLookup,
 };
+use crate::lock::Locks;
 use crate::model::names::DomainName;
 use crate::secrets::{guest_keypair, EntryPath, FieldName, GuestKeypair, SecretStore, StoreKdf};
 
@@ -50,11 +51,13 @@ pub fn domain_argument(text: &str) -> Result<DomainName, Failure> {
     })
 }
 
-/// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase.
+/// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase,
+/// and `locks` the secret store's writer lock for a key made now.
 pub fn load_guest_inputs(
     paths: &InstallationPaths,
     domain: &DomainName,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
 ) -> Result<GuestInputs, Failure> {
     let paths = paths.clone();
     let cookbook = load_cookbook(&recipes_dir())?;
@@ -71,6 +74,7 @@ pub fn load_guest_inputs(
     resolve_guest_recipes(&config, &cookbook)?;
     let site = load_site_files(&paths, domain)?;
     let mut store = SecretStore::unlock(&paths.secrets_kdbx, credentials, StoreKdf::RECOMMENDED)?;
+    store.use_locks(locks.clone());
     let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
     let generated = generate(
         &config,

@@ -12,6 +12,9 @@ pub enum SecretsError {
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
 
+    #[error(transparent)]
+    Locked(#[from] crate::lock::LockError),
+
     #[error("cannot read the secret store {}", .path.display())]
     ReadStore {
         path: PathBuf,
@@ -98,6 +101,7 @@ impl Diagnose for SecretsError {
     fn exit_status(&self) -> ExitStatus {
         match self {
             SecretsError::Credentials(error) => error.exit_status(),
+            SecretsError::Locked(error) => error.exit_status(),
             SecretsError::WrongPassphrase { .. } => ExitStatus::Credentials,
             SecretsError::GroupMissing { .. }
             | SecretsError::EntryMissing { .. }
@@ -118,6 +122,7 @@ impl Diagnose for SecretsError {
     fn hint(&self) -> Option<String> {
         match self {
             SecretsError::Credentials(error) => error.hint(),
+            SecretsError::Locked(error) => error.hint(),
             SecretsError::WrongPassphrase { path, handed_in: true } => Some(format!(
                 "the `keepass` line handed in with --credentials is not this store's passphrase; \
                  try it with `keepassxc-cli ls {}` (if that fails with the right one too, the file is damaged)",

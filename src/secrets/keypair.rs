@@ -77,6 +77,26 @@ pub fn guest_keypair(
     domain: &DomainName,
     rng: &mut impl CryptoRngCore,
 ) -> Result<GuestKeypair, SecretsError> {
+    if let Some(stored) = stored_keypair(store, domain)? {
+        return Ok(stored);
+    }
+    // Under the store's writer lock, on the store as it is on disk now: another run may have
+    // made this guest's key (or another guest's) since the store was opened.
+    store.update(|store| {
+        if let Some(stored) = stored_keypair(store, domain)? {
+            return Ok(stored);
+        }
+        let keypair = generate(domain, rng)?;
+        store_keypair(store, &guest_keypair_entry(domain), &keypair)?;
+        Ok(keypair)
+    })
+}
+
+/// `domain`'s key pair when the store has one, checked to be a pair.
+fn stored_keypair(
+    store: &SecretStore,
+    domain: &DomainName,
+) -> Result<Option<GuestKeypair>, SecretsError> {
     let entry = guest_keypair_entry(domain);
     match store.get(&entry, &FieldName::Custom(PRIVATE_KEY_FIELD.to_string())) {
         Ok(private_key_openssh) => {
@@ -88,19 +108,14 @@ pub fn guest_keypair(
                 &private_key_openssh,
                 public_key_openssh.expose(),
             )?;
-            Ok(GuestKeypair {
+            Ok(Some(GuestKeypair {
                 domain: domain.clone(),
                 private_key_openssh,
                 public_key_openssh: public_key_openssh.expose().to_string(),
                 origin: KeypairOrigin::Stored,
-            })
+            }))
         }
-        Err(SecretsError::GroupMissing { .. } | SecretsError::EntryMissing { .. }) => {
-            let keypair = generate(domain, rng)?;
-            store_keypair(store, &entry, &keypair)?;
-            store.save()?;
-            Ok(keypair)
-        }
+        Err(SecretsError::GroupMissing { .. } | SecretsError::EntryMissing { .. }) => Ok(None),
         Err(other) => Err(other),
     }
 }

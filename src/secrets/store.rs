@@ -13,12 +13,15 @@
 //!   exactly, and two groups or entries of the same name in one place are an error rather than a
 //!   guess.
 //!
-//! The store is not locked against a second trog writing it at the same moment: the later save
-//! wins. Runs that create keys should not overlap (the command layer serialises them).
+//! - Runs overlap: every change is made by [`SecretStore::update`], which takes the store's
+//!   writer lock (`locks/secret-store.lock` beside the file, see [`crate::lock`]), re-reads the
+//!   file, applies the change and saves before letting go, so two runs adding keys never lose
+//!   one. Creating the store is done under the same lock.
 
 use super::error::SecretsError;
 use super::reference::{EntryPath, FieldName, SecretReference};
 use crate::credentials::{CredentialName, CredentialSource, Prompter, Secret};
+use crate::lock::{lock_dir_for_store, Locks, Subject, DEFAULT_LOCK_WAIT};
 use keepass::config::{DatabaseVersion, KdfConfig};
 use keepass::db::{DatabaseOpenError, GroupId, Value};
 use keepass::{Database, DatabaseKey};
@@ -70,6 +73,8 @@ pub struct SecretStore {
     path: PathBuf,
     database: Database,
     passphrase: Secret,
+    /// The writer lock's place and wait.
+    locks: Locks,
 }
 
 /// Shows the file only: the database's own Debug would print every unprotected field.
@@ -97,7 +102,11 @@ impl SecretStore {
             credentials.get(CredentialName::Keepass, &purpose)?;
             credentials.confirm(CredentialName::Keepass, &purpose)?;
             let passphrase = credentials.get(CredentialName::Keepass, &purpose)?.clone();
-            return SecretStore::create(path, &passphrase, kdf_for_a_new_store);
+            match SecretStore::create(path, &passphrase, kdf_for_a_new_store) {
+                // Another run made it meanwhile: open that one.
+                Err(SecretsError::StoreExists { .. }) => {}
+                result => return result,
+            }
         }
         let purpose = format!("to unlock {}", path.display());
         let mut attempt = 1;
@@ -141,6 +150,7 @@ impl SecretStore {
             path: path.into(),
             database,
             passphrase: passphrase.clone(),
+            locks: default_locks(path),
         })
     }
 
@@ -150,6 +160,8 @@ impl SecretStore {
         passphrase: &Secret,
         kdf: StoreKdf,
     ) -> Result<SecretStore, SecretsError> {
+        let locks = default_locks(path);
+        let _writer = locks.acquire(&Subject::SecretStore, &mut announce)?;
         if path.exists() {
             return Err(SecretsError::StoreExists { path: path.into() });
         }
@@ -162,6 +174,7 @@ impl SecretStore {
             path: path.into(),
             database,
             passphrase: passphrase.clone(),
+            locks,
         };
         store.save()?;
         Ok(store)
@@ -169,6 +182,25 @@ impl SecretStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the writer lock is and how long to wait for it (the run's `--wait`).
+    pub fn use_locks(&mut self, locks: Locks) {
+        self.locks = locks;
+    }
+
+    /// Makes a change and saves it, as one writer: under the store's writer lock, `change` is
+    /// applied to the store as it is on disk now (re-read, so what another run saved meanwhile is
+    /// kept), and the result saved before the lock is let go.
+    pub fn update<T>(
+        &mut self,
+        change: impl FnOnce(&mut SecretStore) -> Result<T, SecretsError>,
+    ) -> Result<T, SecretsError> {
+        let _writer = self.locks.acquire(&Subject::SecretStore, &mut announce)?;
+        self.database = SecretStore::open(&self.path, &self.passphrase)?.database;
+        let result = change(self)?;
+        self.save()?;
+        Ok(result)
     }
 
     /// The value of `field` of the entry at `entry`.
@@ -381,6 +413,16 @@ fn is_wrong_passphrase(error: &DatabaseOpenError, file: &[u8]) -> bool {
 /// new one: a temporary file in the same directory (a rename is atomic only within a file
 /// system), created 0600, synced, renamed over `path`, then the directory synced so the rename
 /// itself survives a power cut.
+/// The writer lock beside the store, with the default wait, until the run says otherwise.
+fn default_locks(path: &Path) -> Locks {
+    Locks::new(lock_dir_for_store(path), DEFAULT_LOCK_WAIT, "provision")
+}
+
+/// Says on stderr what a run waits for: a wait is never silent.
+fn announce(text: &str) {
+    eprintln!("{text}");
+}
+
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let directory = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,

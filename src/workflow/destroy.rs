@@ -5,7 +5,9 @@ use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::libvirt::destroy::{destroy_guest, DestroyOutcome};
+use crate::lock::Locks;
 use crate::model::names::DomainName;
+use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
 use std::time::Duration;
@@ -35,6 +37,7 @@ pub fn destroy(
     paths: &InstallationPaths,
     request: &DestroyRequest,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
 ) -> Result<DestroyReport, Failure> {
     let fleet = fleet_for_guest(paths, request.domain)?;
     let hypervisor = locate_guest(
@@ -43,6 +46,7 @@ pub fn destroy(
         request.hypervisor,
         request.answer_timeout,
     )?;
+    let _guest_lock = take_guest_lock(locks, request.domain, &mut |text| eprintln!("{text}"))?;
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
     let outcome = destroy_guest(
         &opened.connection,

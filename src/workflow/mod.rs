@@ -2,12 +2,20 @@
 //! that finds a guest and acts on its hypervisor): read the fleet, locate the guest across it,
 //! open its hypervisor (libvirt, and the hypervisor's own system with sudo settled), act.
 //!
+//! Taking the guest's lock is a step of this sequence: after locating the guest (and before
+//! observing or changing anything of it), a verb that changes the guest calls
+//! [`lock::take_guest_lock`] and holds what it returns until it is done, so two runs never act
+//! on one guest at once. `destroy` and `provision` do; so must every verb added here that changes
+//! a guest (snapshot, restore, debug_boot, assign_ip). A run that finds the lock held waits up to
+//! `--wait` seconds, saying for whom, then ends with exit status 10 naming the holder.
+//!
 //! Commands only parse and print; they call this layer, which calls the backends. Provisioning,
 //! which places a guest instead of finding it, has its own workflow beside this one in
 //! `provision/`.
 
 pub mod destroy;
 pub mod locate;
+pub mod lock;
 pub mod open;
 pub mod status;
 

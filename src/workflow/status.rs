@@ -31,8 +31,9 @@ pub fn guest_status(
     domain: &DomainName,
     answer_timeout: Duration,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &crate::lock::Locks,
 ) -> Result<GuestStatus, Failure> {
-    let inputs = load_guest_inputs(paths, domain, credentials)?;
+    let inputs = load_guest_inputs(paths, domain, credentials, locks)?;
     let fleet = fleet_for_guest(paths, domain)?;
     let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
     let unreachable: Vec<String> = found

@@ -195,3 +195,57 @@ fn secret_references_are_resolved_from_the_store() {
     );
     assert!(!outcome.stderr.contains(PASSWORD));
 }
+
+/// Ten runs at once, each making a new guest's key in one store: the store's writer lock and the
+/// re-read under it keep every key (without them, each save would drop what the others added),
+/// and KeePassXC reads the result.
+#[test]
+fn ten_concurrent_runs_adding_keys_keep_all_ten() {
+    let installation = Installation::example();
+    installation.store_with_fixed_keys(&[]);
+    let example = std::fs::read_to_string(
+        installation
+            .config_dir()
+            .join("recipes.d")
+            .join("example.test.yaml"),
+    )
+    .unwrap();
+    let fqdns: Vec<String> = (0..10).map(|n| format!("g{n}.example.test")).collect();
+    for fqdn in &fqdns {
+        installation.write_guest(fqdn, &example.replace("example.test:", &format!("{fqdn}:")));
+    }
+    std::thread::scope(|scope| {
+        for fqdn in &fqdns {
+            let installation = &installation;
+            scope.spawn(move || installation.new_config(fqdn, &installation.out(fqdn)));
+        }
+    });
+    let mut child = Command::new("keepassxc-cli")
+        .args(["ls", "--quiet"])
+        .arg(installation.store_path())
+        .arg("trog/guests")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("keepassxc-cli runs");
+    writeln!(child.stdin.take().unwrap(), "{PASSPHRASE}").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut listed: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| line.trim().to_string())
+        .collect();
+    listed.sort();
+    let mut expected = fqdns.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+    for fqdn in &fqdns {
+        assert!(public_key_by_keepassxc(&installation, fqdn).ends_with(&format!(" trog@{fqdn}")));
+    }
+}

@@ -1,0 +1,289 @@
+//! Advisory locks between runs of trog on this machine: one writer of the secret store, one run
+//! per guest, one upload of a base image to a pool.
+//!
+//! Runs overlap (cron, a person, a web button). What two runs can both change is taken under a
+//! lock first: an exclusive `flock` on a file in the installation's `locks/` directory (beside
+//! `secrets.kdbx`; see [`lock_dir_for_store`]). The installation, not `/run`, is where they live
+//! because it is what runs that may collide share, it is writable by whoever runs trog (the
+//! store is written there too), and a test's installation keeps its locks to itself.
+//!
+//! - The file records who holds it: host, process id, verb and since when, so a run that has to
+//!   wait says for whom.
+//! - A holder that dies (killed, crashed) lets go at once: the kernel drops the `flock` of a dead
+//!   process, and the next run takes the lock over and overwrites the record. Nothing is left to
+//!   clean up by hand.
+//! - Every wait is bounded ([`Locks::wait`], the global `--wait SECONDS`), announced with what it
+//!   waits for, and ends with [`LockError::Busy`] (exit status 10) naming the holder.
+//! - Lock files are never removed: removing one while another run waits on it would let two runs
+//!   hold "the same" lock on two different files.
+
+mod holder;
+
+pub use holder::Holder;
+
+use crate::diagnose::Diagnose;
+use crate::exit_status::ExitStatus;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a run waits for a lock another run holds, unless `--wait` says otherwise: a fresh
+/// guest's whole run (boot and finish) takes a few minutes, and a second run of the same guest
+/// should normally outlast the first and then find it converged rather than give up.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(900);
+
+/// How often a waiting run tries again. Short enough that a released lock is taken at once.
+const RETRY_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The directory of the locks of the installation whose secret store is `store`.
+pub fn lock_dir_for_store(store: &Path) -> PathBuf {
+    match store.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.join("locks"),
+        _ => PathBuf::from("locks"),
+    }
+}
+
+/// What a lock guards; names its file and how a message speaks of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The secret store: one writer at a time.
+    SecretStore,
+    /// One guest: one run acting on it at a time.
+    Guest(String),
+    /// The upload of one base image into one pool of one hypervisor.
+    BaseImageUpload {
+        hypervisor: String,
+        pool: String,
+        volume: String,
+    },
+}
+
+impl Subject {
+    /// The lock file's name: only characters safe in a file name.
+    pub fn file_name(&self) -> String {
+        let raw = match self {
+            Subject::SecretStore => "secret-store".to_string(),
+            Subject::Guest(domain) => format!("guest-{domain}"),
+            Subject::BaseImageUpload {
+                hypervisor,
+                pool,
+                volume,
+            } => format!("image-{hypervisor}-{pool}-{volume}"),
+        };
+        let safe: String = raw
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{safe}.lock")
+    }
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::SecretStore => write!(formatter, "the secret store"),
+            Subject::Guest(domain) => write!(formatter, "the guest {domain}"),
+            Subject::BaseImageUpload {
+                hypervisor,
+                pool,
+                volume,
+            } => write!(
+                formatter,
+                "the upload of base image {volume} to pool {pool} on {hypervisor}"
+            ),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("cannot make the lock directory {}", .dir.display())]
+    MakeDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the lock file {}", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot take the lock {}", .path.display())]
+    Take {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{subject} is busy: {holder} holds it, and it was not let go within {waited_seconds}s"
+    )]
+    Busy {
+        subject: String,
+        holder: String,
+        waited_seconds: u64,
+        path: PathBuf,
+    },
+}
+
+impl Diagnose for LockError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            LockError::Busy { .. } => ExitStatus::Busy,
+            _ => ExitStatus::Failure,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            LockError::Busy { path, .. } => Some(format!(
+                "try again when that run has ended, or wait longer with `--wait SECONDS`; \
+                 the lock is {} (a lock of a process that has died is taken over by itself)",
+                path.display()
+            )),
+            LockError::MakeDir { .. } | LockError::Open { .. } | LockError::Take { .. } => Some(
+                "the installation's directory must be writable by whoever runs trog \
+                 (its `locks/` directory holds the locks between runs)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// Where the locks are, how long to wait for one, and who is asking.
+#[derive(Debug, Clone)]
+pub struct Locks {
+    pub dir: PathBuf,
+    pub wait: Duration,
+    /// The verb of this run (`provision`, `destroy`…), recorded in what it holds.
+    pub verb: String,
+}
+
+/// A lock held until it is dropped.
+#[derive(Debug)]
+pub struct HeldLock {
+    // Closing the file releases the flock.
+    _file: File,
+    pub path: PathBuf,
+}
+
+impl Locks {
+    pub fn new(dir: PathBuf, wait: Duration, verb: &str) -> Locks {
+        Locks {
+            dir,
+            wait,
+            verb: verb.to_string(),
+        }
+    }
+
+    /// Takes the lock of `subject`, waiting up to [`Locks::wait`] for another run to let go;
+    /// `on_wait` is told once, when a wait begins, what is waited for and who holds it.
+    pub fn acquire(
+        &self,
+        subject: &Subject,
+        on_wait: &mut dyn FnMut(&str),
+    ) -> Result<HeldLock, LockError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&self.dir)
+            .map_err(|source| LockError::MakeDir {
+                dir: self.dir.clone(),
+                source,
+            })?;
+        let path = self.dir.join(subject.file_name());
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&path)
+            .map_err(|source| LockError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        let started = Instant::now();
+        let mut announced = false;
+        loop {
+            match try_flock(&file) {
+                Ok(true) => break,
+                Ok(false) => {
+                    let holder = read_holder(&mut file);
+                    if started.elapsed() >= self.wait {
+                        return Err(LockError::Busy {
+                            subject: subject.to_string(),
+                            holder,
+                            waited_seconds: self.wait.as_secs(),
+                            path,
+                        });
+                    }
+                    if !announced {
+                        on_wait(&format!(
+                            "waiting up to {}s for {subject}: {holder} holds it",
+                            self.wait.as_secs()
+                        ));
+                        announced = true;
+                    }
+                    std::thread::sleep(RETRY_INTERVAL.min(self.wait));
+                }
+                Err(source) => {
+                    return Err(LockError::Take { path, source });
+                }
+            }
+        }
+        let record = Holder::this_process(&self.verb).to_record();
+        let written = file
+            .set_len(0)
+            .and_then(|_| file.rewind())
+            .and_then(|_| file.write_all(record.as_bytes()))
+            .and_then(|_| file.flush());
+        written.map_err(|source| LockError::Take {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(HeldLock { _file: file, path })
+    }
+}
+
+/// Takes an exclusive `flock` on `file` without blocking: `Ok(false)` when another holds it.
+fn try_flock(file: &File) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: the descriptor is open for as long as `file` lives.
+        let result = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if result == 0 {
+            return Ok(true);
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(error),
+        }
+    }
+}
+
+/// Who holds the lock, as its file says; the file may be mid-write, so anything unreadable is
+/// "another run".
+fn read_holder(file: &mut File) -> String {
+    let mut text = String::new();
+    let read = file
+        .rewind()
+        .and_then(|_| file.read_to_string(&mut text).map(|_| ()));
+    match read.ok().and_then(|_| Holder::from_record(&text)) {
+        Some(holder) => holder.to_string(),
+        None => "another run of trog".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
