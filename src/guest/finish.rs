@@ -165,14 +165,13 @@ pub fn finish(
             .run(&fetch)
             .and_then(|output| output.success())
             .map_err(follow)?;
-        if !output.stdout.is_empty() {
-            log_offset += output.stdout.len();
-            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let complete = without_cut_character(&output.stdout);
+        if complete > 0 {
+            // A character cut by the fetch is read whole by the next one.
+            log_offset += complete;
+            let text = String::from_utf8_lossy(&output.stdout[..complete]).into_owned();
             on_log(&text);
-            log_tail.push_str(&text);
-            if log_tail.len() > 8192 {
-                log_tail = log_tail[log_tail.len() - 4096..].to_string();
-            }
+            keep_log_tail(&mut log_tail, &text);
         }
         let check = MachineCommand::shell(&format!(
             "cat {GUEST_STATE_DIR}/finish.status 2>/dev/null; true"
@@ -197,7 +196,7 @@ pub fn finish(
             if !output.stdout.is_empty() {
                 let text = String::from_utf8_lossy(&output.stdout).into_owned();
                 on_log(&text);
-                log_tail.push_str(&text);
+                keep_log_tail(&mut log_tail, &text);
             }
             break status.trim().to_string();
         }
@@ -240,10 +239,58 @@ pub fn finish(
     })
 }
 
+/// How many bytes of `bytes` to take now: all, but for a UTF-8 character cut at the end (its rest
+/// is still to come). Bytes that are not UTF-8 at all are taken, and shown as U+FFFD.
+fn without_cut_character(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Err(error) if error.error_len().is_none() => error.valid_up_to(),
+        _ => bytes.len(),
+    }
+}
+
+/// Most of the log kept for an error: past this, only the last [`LOG_TAIL_KEPT`] bytes are kept.
+const LOG_TAIL_LIMIT: usize = 8192;
+/// What is kept when the tail is cut: plenty for the last twenty lines an error shows.
+const LOG_TAIL_KEPT: usize = 4096;
+
+/// Appends `text` to the kept tail of the log, cutting it back when it grows past the limit; the
+/// cut is moved forward to the next character boundary, since a log is any UTF-8 at all.
+fn keep_log_tail(tail: &mut String, text: &str) {
+    tail.push_str(text);
+    if tail.len() > LOG_TAIL_LIMIT {
+        let mut cut = tail.len() - LOG_TAIL_KEPT;
+        while !tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        tail.drain(..cut);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machine::local::LocalMachine;
+
+    #[test]
+    fn a_long_log_is_cut_at_a_character_boundary() {
+        let mut tail = String::new();
+        // 'é' is two bytes: over the limit, the cut at len - 4096 falls inside one.
+        keep_log_tail(&mut tail, &"é".repeat(4000));
+        keep_log_tail(&mut tail, &format!("x{}", "é".repeat(200)));
+        assert!(tail.len() <= LOG_TAIL_KEPT);
+        assert!(tail.ends_with('é'));
+        let mut ascii = String::new();
+        keep_log_tail(&mut ascii, &"a".repeat(LOG_TAIL_LIMIT + 1));
+        assert_eq!(ascii.len(), LOG_TAIL_KEPT);
+    }
+
+    #[test]
+    fn a_character_cut_by_a_fetch_waits_for_the_next() {
+        let text = "ok é".as_bytes();
+        assert_eq!(without_cut_character(text), text.len());
+        assert_eq!(without_cut_character(&text[..text.len() - 1]), 3);
+        assert_eq!(without_cut_character(b"bad \xff here"), 10);
+    }
 
     /// The scripts run for real against a scratch directory standing in for the guest's.
     fn on_scratch(script: String, dir: &std::path::Path) -> String {

@@ -4,10 +4,30 @@
 use crate::model::digest::ImageDigest;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
-/// How long a download may go without receiving anything before it counts as stalled.
+/// How long a download may go without receiving anything before it counts as stalled: a mirror
+/// that sends nothing for a minute is not coming back soon, and waiting longer only delays the
+/// error.
 pub const DOWNLOAD_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest a whole download may take: a cloud image of about 600 MB arrives in 40 minutes at
+/// 2 Mbit/s; slower than that, fetching it by hand and declaring it as `file://` is the better way.
+pub const DOWNLOAD_TOTAL_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The bounds of one download.
+#[derive(Debug, Clone, Copy)]
+pub struct DownloadBounds {
+    pub stall: Duration,
+    pub total: Duration,
+}
+
+impl DownloadBounds {
+    pub const DEFAULT: DownloadBounds = DownloadBounds {
+        stall: DOWNLOAD_STALL_TIMEOUT,
+        total: DOWNLOAD_TOTAL_TIMEOUT,
+    };
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -25,6 +45,12 @@ pub enum ImageError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    #[error(
+        "the download of the base image from {source_url} stalled: nothing arrived for {seconds}s"
+    )]
+    Stalled { source_url: String, seconds: u64 },
+    #[error("the download of the base image from {source_url} did not end within {seconds}s")]
+    TooSlow { source_url: String, seconds: u64 },
     #[error("cannot keep the base image in {}", dir.display())]
     Cache {
         dir: PathBuf,
@@ -50,6 +76,7 @@ impl crate::diagnose::Diagnose for ImageError {
                     .into(),
             ),
             ImageError::UnsupportedSource { .. } => Some("use a file://, http:// or https:// URL".into()),
+            ImageError::Stalled { .. } | ImageError::TooSlow { .. } => Some("try again later, or fetch the image yourself (`curl -o FILE URL`) and declare it as file:///path".into()),
             ImageError::Fetch { .. } => Some("check the URL, or fetch it yourself and declare it as file:///path".into()),
             ImageError::Cache { .. } => Some("set XDG_CACHE_HOME to a writable directory".into()),
         }
@@ -73,6 +100,16 @@ pub fn ensure_image(
     digest: &ImageDigest,
     cache_dir: &Path,
 ) -> Result<PathBuf, ImageError> {
+    ensure_image_within(source_url, digest, cache_dir, DownloadBounds::DEFAULT)
+}
+
+/// [`ensure_image`], with the download bounded by `bounds`.
+pub fn ensure_image_within(
+    source_url: &str,
+    digest: &ImageDigest,
+    cache_dir: &Path,
+    bounds: DownloadBounds,
+) -> Result<PathBuf, ImageError> {
     let expected = digest.to_string();
     let cached = cache_dir.join(format!("{}-{}.img", digest.algorithm.name(), digest.hex));
     if cached.exists() {
@@ -88,18 +125,33 @@ pub fn ensure_image(
         source_url: source_url.to_string(),
         source,
     };
-    let mut reader = open_source(source_url)?;
+    let started = Instant::now();
+    let reader = open_source(source_url, bounds)?;
+    let chunks = read_in_background(reader);
     let mut hasher = digest.hasher();
-    let mut buffer = vec![0u8; 1024 * 1024];
     loop {
-        let read = reader
-            .read(&mut buffer)
-            .map_err(|error| fetch_error(Box::new(error)))?;
-        if read == 0 {
+        let left = bounds.total.saturating_sub(started.elapsed());
+        let chunk = match chunks.recv_timeout(bounds.stall.min(left)) {
+            Ok(chunk) => chunk.map_err(|error| fetch_error(Box::new(error)))?,
+            Err(RecvTimeoutError::Timeout) if left <= bounds.stall => {
+                return Err(ImageError::TooSlow {
+                    source_url: source_url.to_string(),
+                    seconds: bounds.total.as_secs(),
+                })
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(ImageError::Stalled {
+                    source_url: source_url.to_string(),
+                    seconds: bounds.stall.as_secs(),
+                })
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if chunk.is_empty() {
             break;
         }
-        hasher.update(&buffer[..read]);
-        partial.write_all(&buffer[..read]).map_err(cache_error)?;
+        hasher.update(&chunk);
+        partial.write_all(&chunk).map_err(cache_error)?;
     }
     let actual = format!(
         "{}:{}",
@@ -120,7 +172,29 @@ pub fn ensure_image(
     Ok(cached)
 }
 
-fn open_source(source_url: &str) -> Result<Box<dyn Read>, ImageError> {
+/// Reads `reader` on a thread of its own, chunk by chunk (an empty chunk at the end), so the
+/// caller can give up on a read that never returns. A thread left blocked on a stalled
+/// connection ends with the connection's own total timeout, or with the process.
+fn read_in_background(mut reader: Box<dyn Read + Send>) -> Receiver<std::io::Result<Vec<u8>>> {
+    let (sender, receiver) = sync_channel(4);
+    std::thread::spawn(move || loop {
+        let mut buffer = vec![0u8; 1024 * 1024];
+        let result = reader.read(&mut buffer).map(|read| {
+            buffer.truncate(read);
+            buffer
+        });
+        let last = !matches!(&result, Ok(chunk) if !chunk.is_empty());
+        if sender.send(result).is_err() || last {
+            return;
+        }
+    });
+    receiver
+}
+
+fn open_source(
+    source_url: &str,
+    bounds: DownloadBounds,
+) -> Result<Box<dyn Read + Send>, ImageError> {
     let fetch_error = |source: Box<dyn std::error::Error + Send + Sync>| ImageError::Fetch {
         source_url: source_url.to_string(),
         source,
@@ -132,8 +206,10 @@ fn open_source(source_url: &str) -> Result<Box<dyn Read>, ImageError> {
     if source_url.starts_with("https://") || source_url.starts_with("http://") {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_recv_response(Some(bounds.stall))
             .timeout_recv_body(None)
             .timeout_per_call(None)
+            .timeout_global(Some(bounds.total))
             .build()
             .into();
         let response = agent
@@ -200,6 +276,49 @@ mod tests {
             0,
             "no partial file left"
         );
+    }
+
+    /// A server that sends the headers and half the body, then nothing, without closing: the
+    /// download ends as stalled after the stall bound, and keeps nothing.
+    #[test]
+    fn a_stalled_download_ends_and_keeps_nothing() {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let (done_sender, done) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap() > 2 {
+                line.clear();
+            }
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
+            )
+            .unwrap();
+            stream.flush().unwrap();
+            // Holds the connection open until the test is over.
+            let _ = done.recv();
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let bounds = DownloadBounds {
+            stall: Duration::from_millis(500),
+            total: Duration::from_secs(30),
+        };
+        let error = ensure_image_within(
+            &format!("http://{address}/base.qcow2"),
+            &sha256(&"0".repeat(64)),
+            &cache,
+            bounds,
+        )
+        .unwrap_err();
+        drop(done_sender);
+        assert!(matches!(error, ImageError::Stalled { .. }), "{error}");
+        assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
     }
 
     /// Serves `body` once over HTTP on loopback and returns the URL.
