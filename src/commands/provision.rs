@@ -160,6 +160,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             hypervisor,
             connection: &opened.connection,
             hypervisor_machine: opened.machine.as_ref(),
+            locks: &locks,
         };
         check_reachable(&on_hypervisor)?;
         // A dry run changes nothing, so it plans from what is there without waiting for a run

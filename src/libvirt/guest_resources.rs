@@ -3,7 +3,6 @@
 //! and re-planned, and each step finds what its earlier attempt left.
 
 use crate::model::units::Bytes;
-use crate::plan::resource_names::partial_base_image_volume;
 use crate::plan::{
     Action, DesiredGuest, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState,
 };
@@ -179,16 +178,12 @@ impl GuestResources<'_> {
                 PoolState::Inactive
             };
             if active {
-                pool.refresh(0)
-                    .map_err(self.fail("refresh the storage pool"))?;
+                self.refresh(&pool)?;
                 observed.base_image_present = self
                     .volume(&pool, &self.desired.base_image_volume)?
                     .is_some();
                 observed.partial_base_image_present = self
-                    .volume(
-                        &pool,
-                        &partial_base_image_volume(&self.desired.base_image_digest),
-                    )?
+                    .volume(&pool, &self.desired.partial_base_image_volume)?
                     .is_some();
                 if let Some(volume) = self.volume(&pool, &self.desired.root_volume.name)? {
                     observed.root_volume = Some(self.observed_volume(&volume, false)?);
@@ -244,10 +239,17 @@ impl GuestResources<'_> {
                 );
                 let pool = match self.pool()? {
                     Some(pool) => pool,
-                    None => self
-                        .connection
-                        .define_storage_pool_xml(&xml, 0)
-                        .map_err(self.fail(format!("define storage pool {name}")))?,
+                    None => match self.connection.define_storage_pool_xml(&xml, 0) {
+                        Ok(pool) => pool,
+                        // Defined by another run since this one looked: the same pool.
+                        Err(error) if self.pool()?.is_some() => {
+                            let _ = error;
+                            self.active_pool()?
+                        }
+                        Err(error) => {
+                            return Err(self.fail(format!("define storage pool {name}"))(error))
+                        }
+                    },
                 };
                 pool.build(0)
                     .map_err(self.fail(format!("create the directory of pool {name}")))?;
@@ -260,8 +262,15 @@ impl GuestResources<'_> {
                     .is_active()
                     .map_err(self.fail("ask whether the pool is active"))?
                 {
-                    pool.create(0)
-                        .map_err(self.fail(format!("start storage pool {name}")))?;
+                    if let Err(error) = pool.create(0) {
+                        // Started by another run since this one asked: as good as done.
+                        if !pool
+                            .is_active()
+                            .map_err(self.fail("ask whether the pool is active"))?
+                        {
+                            return Err(self.fail(format!("start storage pool {name}"))(error));
+                        }
+                    }
                 }
             }
             Action::RemovePartialBaseImage { volume } => self.delete_volume(volume)?,
@@ -431,10 +440,25 @@ impl GuestResources<'_> {
     fn create_volume_if_absent(&self, name: &str, xml: &str) -> Result<(), GuestResourceError> {
         let pool = self.active_pool()?;
         if self.volume(&pool, name)?.is_none() {
-            StorageVol::create_xml(&pool, xml, 0)
-                .map_err(self.fail(format!("create volume {name}")))?;
+            if let Err(error) = StorageVol::create_xml(&pool, xml, 0) {
+                // Made by another run since this one looked: the step is done.
+                if self.volume(&pool, name)?.is_none() {
+                    return Err(self.fail(format!("create volume {name}"))(error));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Refreshes the pool's list of volumes, unless libvirt is busy building a volume in it
+    /// (another run copying a base image): then its list is current already, and refusing would
+    /// fail a run, or a dry run, for another's work.
+    fn refresh(&self, pool: &StoragePool) -> Result<(), GuestResourceError> {
+        match pool.refresh(0) {
+            Ok(_) => Ok(()),
+            Err(error) if is(&error, ErrorNumber::OperationInvalid) => Ok(()),
+            Err(error) => Err(self.fail("refresh the storage pool")(error)),
+        }
     }
 
     fn upload(
@@ -471,13 +495,21 @@ impl GuestResources<'_> {
 
     /// Uploads under a temporary name, then copies to the final name: a volume under the final
     /// name is therefore always complete, which is what lets observation trust the name.
+    ///
+    /// Runs under the upload's lock (see `provision::execute`): a volume under this machine's
+    /// partial name is a dead run's, and is replaced; a whole image that another run finished
+    /// meanwhile makes the step done.
     fn upload_base_image(&self, volume: &str, file: &Path) -> Result<(), GuestResourceError> {
-        let partial = partial_base_image_volume(&self.desired.base_image_digest);
+        let partial = self.desired.partial_base_image_volume.clone();
+        let pool = self.active_pool()?;
+        self.refresh(&pool)?;
+        if self.volume(&pool, volume)?.is_some() {
+            return self.delete_volume(&partial);
+        }
         self.delete_volume(&partial)?;
         let length = std::fs::metadata(file)
             .map_err(self.fail(format!("read {}", file.display())))?
             .len();
-        let pool = self.active_pool()?;
         let xml = format!(
             "<volume><name>{}</name><capacity unit='bytes'>{length}</capacity><target><format type='raw'/></target></volume>",
             xml_escape(&partial)
@@ -487,8 +519,7 @@ impl GuestResources<'_> {
         let mut reader =
             std::fs::File::open(file).map_err(self.fail(format!("open {}", file.display())))?;
         self.upload(&created, length, &mut reader, &partial)?;
-        pool.refresh(0)
-            .map_err(self.fail("refresh the storage pool"))?;
+        self.refresh(&pool)?;
         let uploaded = self
             .volume(&pool, &partial)?
             .expect("the volume just uploaded");
@@ -501,8 +532,13 @@ impl GuestResources<'_> {
             xml_escape(volume)
         );
         if self.volume(&pool, volume)?.is_none() {
-            StorageVol::create_xml_from(&pool, &xml, &uploaded, 0)
-                .map_err(self.fail(format!("copy the base image to {volume}")))?;
+            if let Err(error) = StorageVol::create_xml_from(&pool, &xml, &uploaded, 0) {
+                // Another machine sharing the pool finished the same image first: the same
+                // bytes, since the name is their digest.
+                if self.volume(&pool, volume)?.is_none() {
+                    return Err(self.fail(format!("copy the base image to {volume}"))(error));
+                }
+            }
         }
         self.delete_volume(&partial)
     }

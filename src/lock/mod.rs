@@ -19,7 +19,7 @@
 
 mod holder;
 
-pub use holder::Holder;
+pub use holder::{host_name, Holder};
 
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;

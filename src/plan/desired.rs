@@ -37,6 +37,9 @@ pub struct DesiredGuest {
     /// sha512).
     pub base_image_volume: String,
     pub base_image_digest: String,
+    /// Where this machine uploads the base image before it is whole
+    /// ([`partial_base_image_volume`](crate::plan::resource_names::partial_base_image_volume)).
+    pub partial_base_image_volume: String,
     /// Where the base image comes from, for the plan's text.
     pub base_image_source: String,
     pub root_volume: DesiredVolume,

@@ -138,9 +138,7 @@ pub fn plan(
     if !root_present && !observed.base_image_present {
         if observed.partial_base_image_present {
             actions.push(Action::RemovePartialBaseImage {
-                volume: crate::plan::resource_names::partial_base_image_volume(
-                    &desired.base_image_digest,
-                ),
+                volume: desired.partial_base_image_volume.clone(),
             });
         }
         actions.push(Action::UploadBaseImage {

@@ -27,8 +27,21 @@ pub fn base_image_volume(digest_hex: &str) -> String {
     )
 }
 
-/// Where a base image is uploaded before it is complete. Only a finished, verified upload is
-/// copied to the final name, so a volume under the final name is always whole.
-pub fn partial_base_image_volume(digest_hex: &str) -> String {
-    format!("{}.part", base_image_volume(digest_hex))
+/// Where the machine named `uploader` (the one running trog) uploads a base image before it is
+/// complete. Only a finished upload is copied to the final name, so a volume under the final
+/// name is always whole. The name is the uploader's: runs on one machine take turns with it
+/// (under the upload's lock, so the one there is always a dead run's and is removed), and
+/// runs on two machines sharing a pool never write into one volume.
+pub fn partial_base_image_volume(digest_hex: &str, uploader: &str) -> String {
+    let uploader: String = uploader
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}.part-{uploader}", base_image_volume(digest_hex))
 }

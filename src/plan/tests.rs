@@ -12,6 +12,10 @@ fn desired() -> DesiredGuest {
         pool_path: "/vms".into(),
         base_image_volume: resource_names::base_image_volume("aaaabbbbccccddddeeee"),
         base_image_digest: "aaaabbbbccccddddeeee".into(),
+        partial_base_image_volume: resource_names::partial_base_image_volume(
+            "aaaabbbbccccddddeeee",
+            "trog-host",
+        ),
         base_image_source: "file:///images/debian.qcow2".into(),
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),

@@ -47,6 +47,10 @@ pub fn desired_guest(
         pool_path: hypervisor.pool_path.display().to_string(),
         base_image_volume: resource_names::base_image_volume(&generated.image_digest.hex),
         base_image_digest: generated.image_digest.hex.clone(),
+        partial_base_image_volume: resource_names::partial_base_image_volume(
+            &generated.image_digest.hex,
+            &crate::lock::host_name(),
+        ),
         base_image_source: generated.image_url.clone(),
         root_volume: DesiredVolume {
             name: resource_names::root_volume(domain),

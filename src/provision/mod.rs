@@ -16,6 +16,7 @@ use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
+use crate::lock::{Locks, Subject};
 use crate::machine::hypervisor_ops::{self, HypervisorMachine};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::output::progress::Progress;
@@ -37,6 +38,8 @@ pub struct GuestOnHypervisor<'a> {
     /// The hypervisor's own system, for the TPM check and the serial console; `None` for
     /// libvirt's test driver, which has none.
     pub hypervisor_machine: Option<&'a HypervisorMachine>,
+    /// The locks between runs: the base image's upload is made under one.
+    pub locks: &'a Locks,
 }
 
 /// A plan and what executing it needs, all built before anything is changed.
@@ -297,6 +300,20 @@ pub fn execute(
                     })
                 }
             },
+            Action::UploadBaseImage { .. } | Action::RemovePartialBaseImage { .. } => {
+                // One upload of an image to a pool at a time from this machine: the others
+                // wait, then find it there (or find a dead run's partial upload to replace).
+                let subject = Subject::BaseImageUpload {
+                    hypervisor: guest.hypervisor.name.to_string(),
+                    pool: prepared.desired.pool_name.clone(),
+                    volume: prepared.desired.base_image_volume.clone(),
+                };
+                guest
+                    .locks
+                    .acquire(&subject, &mut |text| progress.say(text))
+                    .map_err(Failure::from)
+                    .and_then(|_held| resources.execute(action, &artifacts).map_err(Failure::from))
+            }
             _ => resources.execute(action, &artifacts).map_err(Failure::from),
         };
         let elapsed = progress.finish(outcome.is_ok());

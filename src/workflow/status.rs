@@ -63,6 +63,7 @@ pub fn guest_status(
         hypervisor,
         connection: &opened.connection,
         hypervisor_machine: None,
+        locks,
     };
     let pending: Vec<String> = match prepare(&on_hypervisor, Resolution::default()) {
         Ok(prepared) => prepared

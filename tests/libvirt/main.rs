@@ -91,6 +91,10 @@ impl TestGuest {
             pool_name: pool_name.clone(),
             pool_path: scratch.path().join("pool").display().to_string(),
             base_image_volume: resource_names::base_image_volume(&base_digest),
+            partial_base_image_volume: resource_names::partial_base_image_volume(
+                &base_digest,
+                "libvirt-test",
+            ),
             base_image_digest: base_digest,
             base_image_source: format!("file://{}", base.display()),
             root_volume: DesiredVolume {
