@@ -1,113 +1,28 @@
 #!/usr/bin/env bash
-# Starts what the real-libvirt tests need on a machine without systemd, and is safe to rerun:
-#   - virtlogd and libvirtd, by hand, libvirtd with a configuration that lets members of group
-#     `libvirt` use the read-write socket without polkit (there is no system D-Bus here);
-#   - the libvirt `default` NAT network (defined from libvirt's own XML if absent, then started);
+# Starts what the real-libvirt tests need, and is safe to rerun:
+#   - libvirt and its `default` NAT network, the same way bin/setup does (tests/services/libvirt.sh:
+#     without systemd, libvirtd by hand with a socket members of group `libvirt` may use);
 #   - guard firewall rules so guests reach nothing beyond the host bridge;
 #   - a caching apt proxy on the bridge address, so guests install real Debian packages
 #     (tests/services/apt-proxy.sh, which also prints the mirror URL guests use).
 # Whatever it starts or adds is recorded under $TROG_SERVICES_STATE (default /run/trog-tests) so that
 # tests/services/stop.sh undoes exactly that and nothing else.
-#
-# A libvirtd already running without that socket configuration (started by hand, or by the package's
-# init script on installation) is left alone, since others may be connected, unless
-# TROG_RESTART_LIBVIRTD=1 or CI=true: then it is restarted with the configuration. Running guests
-# survive a libvirtd restart.
 set -euo pipefail
 
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
 libvirt_uri=qemu:///system
-libvirtd_conf=$state_dir/libvirtd.conf
-libvirtd_pid=$state_dir/libvirtd.pid
-virtlogd_pid=$state_dir/virtlogd.pid
-rw_socket=/run/libvirt/libvirt-sock
-socket_wait_s=30
 
 say() { printf '[services] %s\n' "$*"; }
 die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root"
-for tool in libvirtd virtlogd virsh iptables; do
+for tool in virsh iptables; do
   command -v "$tool" >/dev/null || die "$tool is missing (bash .ci/install-packages)"
 done
 mkdir -p "$state_dir"
 
-# Is a process with the PID in this file alive and running the named program?
-pid_alive() { # pidfile program
-  local pid
-  [[ -s $1 ]] || return 1
-  pid=$(<"$1")
-  [[ -r /proc/$pid/comm && $(</proc/"$pid"/comm) == "$2" ]]
-}
-# PID of an instance of the program started by anyone (for the "already running" case).
-running_pid() { pgrep -x "$1" | head -n1 || true; }
+"$(dirname "${BASH_SOURCE[0]}")/libvirt.sh"
 
-getent group libvirt >/dev/null || { groupadd --system libvirt; say "created group libvirt"; }
-
-cat >"$libvirtd_conf" <<'EOF'
-# Written by tests/services/start.sh. No polkit without a system D-Bus: the socket's group decides.
-unix_sock_group = "libvirt"
-unix_sock_ro_perms = "0777"
-unix_sock_rw_perms = "0770"
-auth_unix_ro = "none"
-auth_unix_rw = "none"
-EOF
-
-# --- virtlogd (without it, starting a domain fails) ---
-if [[ -n $(running_pid virtlogd) ]]; then
-  say "virtlogd already running (pid $(running_pid virtlogd))"
-else
-  virtlogd -d -p "$virtlogd_pid"
-  for _ in $(seq 50); do pid_alive "$virtlogd_pid" virtlogd && break; sleep 0.1; done
-  pid_alive "$virtlogd_pid" virtlogd || die "virtlogd did not start"
-  touch "$state_dir/started-virtlogd"
-  say "started virtlogd (pid $(<"$virtlogd_pid"))"
-fi
-
-# --- libvirtd ---
-socket_configured() { [[ -S $rw_socket && $(stat -c '%G %a' "$rw_socket") == "libvirt 770" ]]; }
-start_libvirtd() {
-  libvirtd -d -f "$libvirtd_conf" -p "$libvirtd_pid"
-  touch "$state_dir/started-libvirtd"
-}
-existing=$(running_pid libvirtd)
-if [[ -z $existing ]]; then
-  start_libvirtd
-  say "started libvirtd with $libvirtd_conf"
-elif socket_configured; then
-  say "libvirtd already running (pid $existing) with the libvirt-group socket"
-elif [[ ${TROG_RESTART_LIBVIRTD:-0} == 1 || ${CI:-} == true ]]; then
-  say "restarting libvirtd (pid $existing) to apply $libvirtd_conf"
-  kill -TERM "$existing"
-  for _ in $(seq 100); do [[ -d /proc/$existing ]] || break; sleep 0.1; done
-  [[ ! -d /proc/$existing ]] || die "libvirtd (pid $existing) did not stop within 10 s"
-  start_libvirtd
-  say "started libvirtd with $libvirtd_conf"
-else
-  say "warning: libvirtd (pid $existing) runs without the libvirt-group socket configuration;"
-  say "         non-root users cannot reach it. Rerun with TROG_RESTART_LIBVIRTD=1 to restart it."
-fi
-
-deadline=$((SECONDS + socket_wait_s))
-until virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
-  ((SECONDS < deadline)) || die "libvirtd did not answer on $libvirt_uri within ${socket_wait_s} s"
-  sleep 0.2
-done
-say "libvirt answers: $(virsh -c "$libvirt_uri" version 2>/dev/null | grep -i 'running hypervisor' | sed 's/^ *//')"
-
-# --- the default NAT network ---
-if ! virsh -c "$libvirt_uri" net-info default >/dev/null 2>&1; then
-  virsh -c "$libvirt_uri" net-define /usr/share/libvirt/networks/default.xml >/dev/null
-  touch "$state_dir/defined-network"
-  say "defined network default"
-fi
-if [[ $(virsh -c "$libvirt_uri" net-info default | awk '/^Active:/ {print $2}') != yes ]]; then
-  virsh -c "$libvirt_uri" net-start default >/dev/null
-  touch "$state_dir/started-network"
-  say "started network default"
-else
-  say "network default already active"
-fi
 bridge=$(virsh -c "$libvirt_uri" net-info default | awk '/^Bridge:/ {print $2}')
 [[ -n $bridge ]] || die "network default has no bridge"
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Starts libvirt the one way both bin/setup and the test services (start.sh) use, and is safe to
+# rerun:
+#   - with systemd: enables and starts virtlogd and libvirtd through it (polkit, with Debian's rule
+#     for group `libvirt`, decides who may use the socket);
+#   - without systemd: virtlogd and libvirtd by hand, libvirtd with a configuration that lets
+#     members of group `libvirt` use the read-write socket without polkit (there is no system D-Bus);
+#   - the libvirt `default` NAT network (defined from libvirt's own XML if absent, then started).
+# Whatever it starts or defines is recorded under $TROG_SERVICES_STATE (default /run/trog-tests) so
+# that tests/services/stop.sh undoes exactly that and nothing else.
+#
+# A libvirtd already running without that socket configuration (started by hand, or by the package's
+# init script on installation) is left alone, since others may be connected, unless
+# TROG_RESTART_LIBVIRTD=1 or CI=true: then it is restarted with the configuration. Running guests
+# survive a libvirtd restart.
+set -euo pipefail
+
+state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
+libvirt_uri=qemu:///system
+libvirtd_conf=$state_dir/libvirtd.conf
+libvirtd_pid=$state_dir/libvirtd.pid
+virtlogd_pid=$state_dir/virtlogd.pid
+rw_socket=/run/libvirt/libvirt-sock
+socket_wait_s=30
+
+say() { printf '[libvirt] %s\n' "$*"; }
+die() { printf '[libvirt] error: %s\n' "$*" >&2; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || die "must run as root"
+for tool in libvirtd virtlogd virsh; do
+  command -v "$tool" >/dev/null || die "$tool is missing (bash .ci/install-packages, or bin/setup)"
+done
+mkdir -p "$state_dir"
+
+# Is a process with the PID in this file alive and running the named program?
+pid_alive() { # pidfile program
+  local pid
+  [[ -s $1 ]] || return 1
+  pid=$(<"$1")
+  [[ -r /proc/$pid/comm && $(</proc/"$pid"/comm) == "$2" ]]
+}
+# PID of an instance of the program started by anyone (for the "already running" case).
+running_pid() { pgrep -x "$1" | head -n1 || true; }
+
+getent group libvirt >/dev/null || { groupadd --system libvirt; say "created group libvirt"; }
+
+cat >"$libvirtd_conf" <<'EOF'
+# Written by tests/services/libvirt.sh. No polkit without a system D-Bus: the socket's group decides.
+unix_sock_group = "libvirt"
+unix_sock_ro_perms = "0777"
+unix_sock_rw_perms = "0770"
+auth_unix_ro = "none"
+auth_unix_rw = "none"
+EOF
+
+if [[ -d /run/systemd/system ]]; then
+  if ! virsh -c "$libvirt_uri" version >/dev/null 2>&1; then
+    systemctl enable --now virtlogd libvirtd >/dev/null 2>&1 || die "systemctl could not start libvirtd"
+    say "started virtlogd and libvirtd through systemd"
+  fi
+else
+  # --- virtlogd (without it, starting a domain fails) ---
+  if [[ -n $(running_pid virtlogd) ]]; then
+    say "virtlogd already running (pid $(running_pid virtlogd))"
+  else
+    virtlogd -d -p "$virtlogd_pid"
+    for _ in $(seq 50); do pid_alive "$virtlogd_pid" virtlogd && break; sleep 0.1; done
+    pid_alive "$virtlogd_pid" virtlogd || die "virtlogd did not start"
+    touch "$state_dir/started-virtlogd"
+    say "started virtlogd (pid $(<"$virtlogd_pid"))"
+  fi
+
+  # --- libvirtd ---
+  socket_configured() { [[ -S $rw_socket && $(stat -c '%G %a' "$rw_socket") == "libvirt 770" ]]; }
+  start_libvirtd() {
+    libvirtd -d -f "$libvirtd_conf" -p "$libvirtd_pid"
+    touch "$state_dir/started-libvirtd"
+  }
+  existing=$(running_pid libvirtd)
+  if [[ -z $existing ]]; then
+    start_libvirtd
+    say "started libvirtd with $libvirtd_conf"
+  elif socket_configured; then
+    say "libvirtd already running (pid $existing) with the libvirt-group socket"
+  elif [[ ${TROG_RESTART_LIBVIRTD:-0} == 1 || ${CI:-} == true ]]; then
+    say "restarting libvirtd (pid $existing) to apply $libvirtd_conf"
+    kill -TERM "$existing"
+    for _ in $(seq 100); do [[ -d /proc/$existing ]] || break; sleep 0.1; done
+    [[ ! -d /proc/$existing ]] || die "libvirtd (pid $existing) did not stop within 10 s"
+    start_libvirtd
+    say "started libvirtd with $libvirtd_conf"
+  else
+    say "warning: libvirtd (pid $existing) runs without the libvirt-group socket configuration;"
+    say "         non-root users cannot reach it. Rerun with TROG_RESTART_LIBVIRTD=1 to restart it."
+  fi
+
+fi
+
+deadline=$((SECONDS + socket_wait_s))
+until virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
+  ((SECONDS < deadline)) || die "libvirtd did not answer on $libvirt_uri within ${socket_wait_s} s"
+  sleep 0.2
+done
+say "libvirt answers: $(virsh -c "$libvirt_uri" version 2>/dev/null | grep -i 'running hypervisor' | sed 's/^ *//')"
+
+# --- the default NAT network ---
+if ! virsh -c "$libvirt_uri" net-info default >/dev/null 2>&1; then
+  virsh -c "$libvirt_uri" net-define /usr/share/libvirt/networks/default.xml >/dev/null
+  touch "$state_dir/defined-network"
+  say "defined network default"
+fi
+if [[ $(virsh -c "$libvirt_uri" net-info default | awk '/^Active:/ {print $2}') != yes ]]; then
+  virsh -c "$libvirt_uri" net-start default >/dev/null
+  touch "$state_dir/started-network"
+  say "started network default"
+else
+  say "network default already active"
+fi
