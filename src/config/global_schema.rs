@@ -178,6 +178,13 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         "A package mirror (an `aptmirror` guest) the guests install from.",
     ),
     setting(
+        "security_mirror",
+        SettingType::Url,
+        Presence::Optional,
+        Scope::Installation,
+        "Where the guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too.",
+    ),
+    setting(
         "cache",
         SettingType::Url,
         Presence::Optional,

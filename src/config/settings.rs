@@ -50,6 +50,8 @@ pub struct GuestSettings {
     /// `None`: the distro recipe's pinned release.
     pub release: Option<String>,
     pub mirror: Option<String>,
+    /// `None`: `mirror` serves the security suite too.
+    pub security_mirror: Option<String>,
     pub cache: Option<String>,
     pub timezone: String,
     pub network: String,
@@ -278,6 +280,7 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         },
         release: text(take("release")),
         mirror: text(take("mirror")),
+        security_mirror: text(take("security_mirror")),
         cache: text(take("cache")),
         timezone: text(take("timezone")).unwrap_or_default(),
         network: text(take("network")).unwrap_or_default(),

@@ -304,6 +304,7 @@ pub fn generate(
         contact_email: settings.contact_email.clone(),
         timezone: settings.timezone.clone(),
         apt_mirror: settings.mirror.clone(),
+        apt_security_mirror: settings.security_mirror.clone(),
         mac_address: mac_address.to_string(),
         addresses: settings.ips.iter().map(ToString::to_string).collect(),
         gateway: settings.gateway.map(|gateway| gateway.to_string()),

@@ -31,6 +31,8 @@ pub struct SeedInput {
     pub timezone: String,
     /// The package mirror, when the installation has one.
     pub apt_mirror: Option<String>,
+    /// The security suite's mirror, when `apt_mirror` does not serve it.
+    pub apt_security_mirror: Option<String>,
     /// The guest's interface MAC, so the network configuration matches the right device
     /// whatever the kernel names it.
     pub mac_address: String,
@@ -118,12 +120,13 @@ fn user_data(input: &SeedInput) -> Value {
     document.insert("disable_root".into(), json!(true));
     document.insert("ssh_pwauth".into(), json!(false));
     if let Some(mirror) = &input.apt_mirror {
-        // The installation's mirror serves the security suite too: a guest that has to reach
+        // The installation's mirrors serve the security suite too: a guest that has to reach
         // the internet for security updates has not got a mirror.
-        let archive = json!([{ "arches": ["default"], "uri": mirror }]);
+        let archive = |uri: &str| json!([{ "arches": ["default"], "uri": uri }]);
+        let security = input.apt_security_mirror.as_deref().unwrap_or(mirror);
         document.insert(
             "apt".into(),
-            json!({ "primary": archive, "security": archive }),
+            json!({ "primary": archive(mirror), "security": archive(security) }),
         );
     }
     if !input.packages.is_empty() {
@@ -199,6 +202,7 @@ mod tests {
             contact_email: "ops@example.test".into(),
             timezone: "Etc/UTC".into(),
             apt_mirror: Some("http://mirror.example.test/debian".into()),
+            apt_security_mirror: None,
             mac_address: "52:54:00:12:34:56".into(),
             addresses: vec!["192.0.2.10/24".into()],
             gateway: Some("192.0.2.1".into()),
@@ -213,6 +217,22 @@ mod tests {
         insta::assert_snapshot!("static_user_data", files.user_data);
         insta::assert_snapshot!("static_meta_data", files.meta_data);
         insta::assert_snapshot!("static_network_config", files.network_config);
+    }
+
+    #[test]
+    fn a_separate_security_mirror_serves_only_the_security_suite() {
+        let mut input = example();
+        input.apt_security_mirror = Some("http://mirror.example.test/debian-security".into());
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert_eq!(
+            user_data["apt"]["primary"][0]["uri"],
+            "http://mirror.example.test/debian"
+        );
+        assert_eq!(
+            user_data["apt"]["security"][0]["uri"],
+            "http://mirror.example.test/debian-security"
+        );
     }
 
     #[test]
