@@ -83,6 +83,8 @@ pub enum Command {
     /// Check whether a run is worth starting: each hypervisor, its sudo, libvirt, pool, TPM, and
     /// the configuration. Exits 0 when it is, 1 when it is not.
     Preflight(commands::preflight::PreflightArgs),
+    /// Build a base image from a package mirror into the image cache (`image build`).
+    Image(commands::image::ImageArgs),
 }
 
 /// Runs the verb the command line names.
@@ -96,5 +98,6 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Status(args) => commands::status::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
         Command::Preflight(args) => commands::preflight::run(&cli.global, args),
+        Command::Image(args) => commands::image::run(&cli.global, args),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod destroy;
 pub mod fleet;
+pub mod image;
 pub mod new_config;
 pub mod new_guest;
 pub mod preflight;

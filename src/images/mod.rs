@@ -1,5 +1,8 @@
 //! Base images on this machine: fetched once per digest into a local cache, verified against
 //! the declared sha256 before anything is touched on a hypervisor, then uploaded from there.
+//! `build` makes one from a package mirror instead and files it in the same cache.
+
+pub mod build;
 
 use crate::model::digest::ImageDigest;
 use std::io::{Read, Write};

@@ -1,0 +1,113 @@
+//! `image build`: a cloud-init-ready base image made from a package mirror, filed in the image
+//! cache under its digest, and the `image` setting that names it.
+
+use crate::cli::GlobalArgs;
+use crate::diagnose::Failure;
+use crate::exit_status::ExitStatus;
+use crate::images::build::{build_image, check_recipe, ImageBuildError, ImageRecipe};
+use crate::images::default_cache_dir;
+use crate::machine::local::LocalMachine;
+
+#[derive(Debug, clap::Args)]
+pub struct ImageArgs {
+    #[command(subcommand)]
+    pub action: ImageAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ImageAction {
+    /// Build a cloud-init-ready image of a distribution release from a package mirror (as root),
+    /// and file it in the image cache under its sha256 with the list of its packages.
+    Build(BuildArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// The distribution (only debian can be built).
+    #[arg(long, default_value = "debian")]
+    pub distro: String,
+    /// The release.
+    #[arg(long, default_value = "bookworm")]
+    pub release: String,
+    /// The package mirror the release comes from.
+    #[arg(long, value_name = "URL", default_value = "http://deb.debian.org/debian")]
+    pub mirror: String,
+    /// Where the security suite comes from; default: Debian's security archive when the mirror
+    /// is Debian's own, else the mirror itself.
+    #[arg(long, value_name = "URL")]
+    pub security_mirror: Option<String>,
+    /// Further packages to install in the image (repeat, or separate with commas).
+    #[arg(long = "include", value_name = "PACKAGE", value_delimiter = ',')]
+    pub include: Vec<String>,
+}
+
+pub fn run(global: &GlobalArgs, args: ImageArgs) -> Result<ExitStatus, Failure> {
+    match args.action {
+        ImageAction::Build(build) => run_build(global, build),
+    }
+}
+
+/// Debian's own archive keeps security updates in a separate one beside it.
+const DEBIAN_ARCHIVE: &str = "http://deb.debian.org/debian";
+const DEBIAN_SECURITY_ARCHIVE: &str = "http://deb.debian.org/debian-security";
+
+fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure> {
+    let mirror = args.mirror.trim_end_matches('/').to_string();
+    let security_mirror = args.security_mirror.unwrap_or_else(|| {
+        if mirror == DEBIAN_ARCHIVE {
+            DEBIAN_SECURITY_ARCHIVE.to_string()
+        } else {
+            mirror.clone()
+        }
+    });
+    let recipe = ImageRecipe {
+        distro: args.distro,
+        release: args.release,
+        mirror,
+        security_mirror,
+        extra_packages: args.include,
+    };
+    check_recipe(&recipe)?;
+    if !LocalMachine::running_as_root() {
+        return Err(ImageBuildError::NotRoot.into());
+    }
+    let cache = default_cache_dir(
+        std::env::var("XDG_CACHE_HOME").ok().as_deref(),
+        std::env::var("HOME").ok().as_deref(),
+    );
+    if !global.json {
+        eprintln!(
+            "building {} {} from {} (a few minutes)…",
+            recipe.distro, recipe.release, recipe.mirror
+        );
+    }
+    let built = build_image(&LocalMachine, &recipe, &cache)?;
+    let url = format!("file://{}", built.path.display());
+    if global.json {
+        let event = serde_json::json!({
+            "event": "image_built",
+            "distro": recipe.distro,
+            "release": recipe.release,
+            "mirror": recipe.mirror,
+            "path": built.path,
+            "sha256": built.sha256,
+            "packages": built.packages_path,
+            "size_bytes": built.size_bytes,
+            "image": { "url": url, "sha256": built.sha256 },
+        });
+        println!("{event}");
+    } else {
+        println!(
+            "built {} {} from {}: {} ({} MiB)",
+            recipe.distro,
+            recipe.release,
+            recipe.mirror,
+            built.path.display(),
+            built.size_bytes / (1024 * 1024)
+        );
+        println!("its packages and versions: {}", built.packages_path.display());
+        println!("a guest (or the installation's _global) uses it with:");
+        println!("  image: {{url: {url}, sha256: {}}}", built.sha256);
+    }
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,117 @@
+# Builds a cloud-init-ready Debian image from a package mirror, run by `trog image build` with bash:
+#   bash build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES
+# writes OUT_DIR/image.qcow2 and OUT_DIR/packages (every installed package and its version).
+# PACKAGES is a comma-separated list installed besides the base system.
+#
+# The guest boots like Debian's own cloud images: BIOS, GRUB in the MBR gap, one ext4 partition
+# (grown to the disk by cloud-init), cloud-init with the NoCloud datasource, systemd-networkd for
+# the network cloud-init writes, kernel console on ttyS0. Nothing here needs a loop device or a
+# mount: the filesystem is filled by `mkfs.ext4 -d` and GRUB's core image (with its configuration
+# embedded) is written straight into the raw file.
+#
+# Needs root, mmdebstrap, e2fsprogs, fdisk (sfdisk), grub-pc-bin, grub2-common, qemu-utils.
+set -euo pipefail
+
+[[ $# -eq 5 ]] || { echo "usage: build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES" >&2; exit 2; }
+out_dir=$1 release=$2 mirror=$3 security_mirror=$4 packages=$5
+disk_size_mib=2048 # cloud-init grows the partition to the guest's disk; the image stays small
+partition_start_sector=2048 # 1 MiB: sectors 1..2047 hold GRUB's core image
+root_label=trog-root
+grub_modules_dir=/usr/lib/grub/i386-pc
+
+log() { printf '[image build %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+[[ $(id -u) -eq 0 ]] || { echo "must run as root (mmdebstrap --mode=root)" >&2; exit 1; }
+for tool in mmdebstrap mkfs.ext4 sfdisk grub-mkimage qemu-img; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install mmdebstrap e2fsprogs fdisk grub-pc-bin grub2-common qemu-utils)" >&2; exit 1; }
+done
+[[ -f $grub_modules_dir/boot.img ]] || { echo "$grub_modules_dir/boot.img is missing (apt-get install grub-pc-bin)" >&2; exit 1; }
+
+work=$out_dir/work
+rootfs=$work/rootfs
+mkdir -p "$work"
+cleanup() {
+  # mmdebstrap unmounts what it mounted, even when it fails; make sure before deleting the tree.
+  if [[ -d $rootfs ]] && grep -qs " $rootfs/" /proc/mounts; then
+    grep " $rootfs/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+started=$SECONDS
+log "bootstrapping $release from $mirror"
+# Mirrors are given explicitly: without them mmdebstrap would read a sources.list from stdin.
+# Documentation, manual pages and translations are left out: a server guest does not read them.
+mmdebstrap --mode=root --variant=apt --quiet \
+  --dpkgopt='path-exclude=/usr/share/man/*' \
+  --dpkgopt='path-exclude=/usr/share/doc/*' \
+  --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --dpkgopt='path-exclude=/usr/share/info/*' \
+  --include="$packages" \
+  "$release" "$rootfs" \
+  "deb $mirror $release main" \
+  "deb $mirror $release-updates main" \
+  "deb $security_mirror $release-security main" </dev/null
+log "bootstrap done in $((SECONDS - started)) s"
+
+dpkg-query --admindir="$rootfs/var/lib/dpkg" --show --showformat='${Package} ${Version}\n' |
+  sort >"$out_dir/packages"
+
+kernel=$(cd "$rootfs/boot" && ls vmlinuz-* | sort -V | tail -n1)
+initrd=initrd.img-${kernel#vmlinuz-}
+[[ -f $rootfs/boot/$initrd ]] || { echo "$initrd is missing from the image" >&2; exit 1; }
+
+# cloud-init writes systemd-networkd files; networkd must start for them to take effect.
+systemctl --root="$rootfs" enable systemd-networkd.service >/dev/null 2>&1
+# Only cleans up after e2scrub snapshots, which a guest does not take; it costs boot time.
+systemctl --root="$rootfs" mask e2scrub_reap.service >/dev/null 2>&1
+cat >"$rootfs/etc/cloud/cloud.cfg.d/90-trog-image.cfg" <<'CFG'
+# Written by `trog image build`. Only the seed ISO (NoCloud) counts; no metadata service is probed.
+datasource_list: [ NoCloud, None ]
+manage_etc_hosts: true
+# The image has no `locales` package; C.UTF-8 is built into glibc and needs no generation.
+locale: C.UTF-8
+CFG
+cat >"$rootfs/etc/fstab" <<FSTAB
+LABEL=$root_label / ext4 defaults,errors=remount-ro 0 1
+FSTAB
+echo debian >"$rootfs/etc/hostname"
+# Each guest must get its own identity: no host resolver, machine id or SSH host keys baked in.
+[[ -L $rootfs/etc/resolv.conf ]] || rm -f "$rootfs/etc/resolv.conf"
+rm -f "$rootfs"/etc/ssh/ssh_host_*_key "$rootfs"/etc/ssh/ssh_host_*_key.pub
+: >"$rootfs/etc/machine-id"
+rm -f "$rootfs/var/lib/dbus/machine-id"
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/*.log \
+  "$rootfs"/var/lib/cloud/*
+
+log "making the ext4 filesystem"
+fs_size_mib=$((disk_size_mib - 1))
+mkfs.ext4 -q -F -L "$root_label" -d "$rootfs" "$work/root.ext4" "${fs_size_mib}M" >&2
+
+log "partitioning and installing GRUB (BIOS)"
+raw=$work/disk.raw
+truncate -s "${disk_size_mib}M" "$raw"
+echo "start=$partition_start_sector, type=83, bootable" | sfdisk --quiet --label dos "$raw"
+dd if="$work/root.ext4" of="$raw" bs=1M seek=1 conv=notrunc,sparse status=none
+
+cat >"$work/grub-embedded.cfg" <<GRUB
+set root=(hd0,msdos1)
+set timeout=0
+linux /boot/$kernel root=LABEL=$root_label ro console=tty0 console=ttyS0,115200n8 net.ifnames=1
+initrd /boot/$initrd
+boot
+GRUB
+grub-mkimage -O i386-pc -o "$work/core.img" -c "$work/grub-embedded.cfg" \
+  -p '(hd0,msdos1)/boot/grub' biosdisk part_msdos ext2 linux boot
+core_sectors=$(( ($(stat -c %s "$work/core.img") + 511) / 512 ))
+((core_sectors < partition_start_sector)) || { echo "GRUB's core image is too large" >&2; exit 1; }
+# boot.img's code (first 440 bytes) goes into the MBR, keeping the partition table; it loads the
+# core image from sector 1, whose first sector knows how many sectors follow.
+dd if="$grub_modules_dir/boot.img" of="$raw" bs=440 count=1 conv=notrunc status=none
+dd if="$work/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
+
+log "converting to compressed qcow2"
+qemu-img convert -c -f raw -O qcow2 "$raw" "$out_dir/image.qcow2"
+log "built $release (kernel $kernel) in $((SECONDS - started)) s"
