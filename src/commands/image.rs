@@ -30,7 +30,11 @@ pub struct BuildArgs {
     #[arg(long, default_value = "bookworm")]
     pub release: String,
     /// The package mirror the release comes from.
-    #[arg(long, value_name = "URL", default_value = "http://deb.debian.org/debian")]
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://deb.debian.org/debian"
+    )]
     pub mirror: String,
     /// Where the security suite comes from; default: Debian's security archive when the mirror
     /// is Debian's own, else the mirror itself.
@@ -105,7 +109,10 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
             built.path.display(),
             built.size_bytes / (1024 * 1024)
         );
-        println!("its packages and versions: {}", built.packages_path.display());
+        println!(
+            "its packages and versions: {}",
+            built.packages_path.display()
+        );
         println!("a guest (or the installation's _global) uses it with:");
         println!("  image: {{url: {url}, sha256: {}}}", built.sha256);
     }

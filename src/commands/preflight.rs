@@ -13,7 +13,7 @@ use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
-use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
+use crate::machine::hypervisor_ops::{kvm_verdict, HypervisorMachine, HypervisorOp};
 use crate::machine::ssh::SudoPassword;
 use crate::machine::MachineError;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
@@ -234,6 +234,8 @@ fn hypervisor_facts(
         real_tpm: ask(HypervisorOp::RealTpm),
         swtpm: ask(HypervisorOp::Swtpm),
         libguestfs: ask(HypervisorOp::Libguestfs),
+        domain_type: hypervisor.domain_type,
+        kvm: reached.clone().and_then(kvm_verdict),
     }
 }
 

@@ -79,7 +79,7 @@ pub enum ImageBuildError {
         release: String,
         mirror: String,
         #[source]
-        source: MachineError,
+        source: Box<MachineError>,
     },
     #[error("cannot keep the built image in {}", dir.display())]
     Cache {
@@ -187,7 +187,7 @@ pub fn build_image(
         distro: recipe.distro.clone(),
         release: recipe.release.clone(),
         mirror: recipe.mirror.clone(),
-        source,
+        source: Box::new(source),
     };
     let output = machine.run(&command).map_err(build_error)?;
     if output.status != Some(0) {
@@ -288,7 +288,10 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let error = build_image(&FakeBuilder { fail: true }, &recipe(), cache.path()).unwrap_err();
         let chain = crate::diagnose::Failure::from(error).chain().join("\n");
-        assert!(chain.contains("cannot build debian bookworm from http://mirror.example.test/debian"), "{chain}");
+        assert!(
+            chain.contains("cannot build debian bookworm from http://mirror.example.test/debian"),
+            "{chain}"
+        );
         assert!(chain.contains("Unable to locate package nginx"), "{chain}");
         assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
     }

@@ -13,6 +13,10 @@ use std::time::Duration;
 /// longer is stuck or its link is.
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The KVM probe (bin/setup runs the same file): exits 0 when a guest ran under KVM with the
+/// host's CPU, 1 with the reason on stdout when it did not, 2 when the host cannot be asked.
+const KVM_PROBE_SCRIPT: &str = include_str!("kvm_probe.sh");
+
 /// A hypervisor's own system: this machine or an SSH login to it. It runs the operations of
 /// [`HypervisorOp`] and nothing else; the machine inside is never handed out.
 pub struct HypervisorMachine<M: Machine + ?Sized = dyn Machine> {
@@ -96,6 +100,10 @@ pub enum HypervisorOp {
     FilesystemOf { path: String },
     /// A guest's serial console log, read as root (libvirt writes it owned by root).
     ReadSerialLog { path: String },
+    /// Whether hardware virtualisation actually works: a tiny guest is started under KVM with
+    /// the host's CPU, as root (it opens /dev/kvm), and must finish within its bound
+    /// (`kvm_probe.sh`). /dev/kvm existing proves nothing on a software-paging KVM.
+    KvmWorks,
 }
 
 impl HypervisorOp {
@@ -125,6 +133,7 @@ impl HypervisorOp {
             HypervisorOp::ReadSerialLog { path } => {
                 MachineCommand::new(["cat", path]).as_root(true)
             }
+            HypervisorOp::KvmWorks => MachineCommand::shell(KVM_PROBE_SCRIPT).as_root(true),
         };
         command.timeout(QUESTION_TIMEOUT)
     }
@@ -135,6 +144,38 @@ impl HypervisorOp {
 /// beside the disk is worse than none, because software on the guest will trust it.
 pub fn offers_tpm(hypervisor: &HypervisorMachine) -> bool {
     hypervisor.holds(&HypervisorOp::RealTpm) && hypervisor.holds(&HypervisorOp::Swtpm)
+}
+
+/// What the KVM probe found on a hypervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvmVerdict {
+    Works,
+    DoesNotWork { reason: String },
+}
+
+/// Whether KVM works on the hypervisor; `Err` says why it could not be told (no QEMU there, sudo
+/// refused, the host not reached).
+pub fn kvm_verdict(hypervisor: &HypervisorMachine) -> Result<KvmVerdict, String> {
+    let output = hypervisor.run(&HypervisorOp::KvmWorks).map_err(|error| {
+        error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    })?;
+    let said = output.stdout_text().trim().to_string();
+    match output.status {
+        Some(0) => Ok(KvmVerdict::Works),
+        // The probe's own "no" always says why; a bare 1 is sudo refusing to run it.
+        Some(1) if !said.is_empty() => Ok(KvmVerdict::DoesNotWork { reason: said }),
+        _ if !said.is_empty() => Err(said),
+        _ => Err(String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .last()
+            .unwrap_or("the probe failed without saying why")
+            .to_string()),
+    }
 }
 
 /// A guest's serial console log on its hypervisor, if it can be read.
@@ -153,7 +194,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_serial_log_and_the_sudo_probe_run_as_root() {
+    fn only_the_serial_log_and_the_sudo_and_kvm_probes_run_as_root() {
         let path = "/x".to_string();
         let every_operation = [
             HypervisorOp::LoginName,
@@ -164,6 +205,7 @@ mod tests {
             HypervisorOp::Libguestfs,
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog { path },
+            HypervisorOp::KvmWorks,
         ];
         let as_root: Vec<_> = every_operation
             .into_iter()
@@ -173,9 +215,27 @@ mod tests {
             as_root,
             [
                 HypervisorOp::RootAccess,
-                HypervisorOp::ReadSerialLog { path: "/x".into() }
+                HypervisorOp::ReadSerialLog { path: "/x".into() },
+                HypervisorOp::KvmWorks,
             ]
         );
+    }
+
+    #[test]
+    fn bin_setup_runs_the_kvm_probe_preflight_runs() {
+        let setup = include_str!("../../bin/setup");
+        assert!(setup.contains("sh \"$checkout/src/machine/kvm_probe.sh\""));
+    }
+
+    #[test]
+    fn the_kvm_probe_gives_a_verdict_or_says_why_it_cannot() {
+        // Whatever this machine's KVM does, the probe answers within its bound and says why not.
+        match kvm_verdict(&HypervisorMachine::local().into_dyn()) {
+            Ok(KvmVerdict::Works) => {}
+            Ok(KvmVerdict::DoesNotWork { reason }) | Err(reason) => {
+                assert!(!reason.trim().is_empty())
+            }
+        }
     }
 
     #[test]

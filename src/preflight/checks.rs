@@ -171,6 +171,9 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
         ),
     });
 
+    // Hardware virtualisation, against the configured domain_type.
+    checks.push(kvm_check(facts));
+
     // libguestfs, for debug_boot.
     checks.push(match &facts.libguestfs {
         Ok(true) => Check::ok("libguestfs is there (debug_boot --cat, --ls, --single)"),
@@ -184,6 +187,33 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
         ),
     });
     checks
+}
+
+/// Whether the hypervisor's `domain_type` suits what its KVM does.
+fn kvm_check(facts: &HypervisorFacts) -> Check {
+    use crate::machine::hypervisor_ops::KvmVerdict;
+    use crate::model::hypervisor::DomainType;
+    let (host, name) = (&facts.host, &facts.name);
+    match (&facts.kvm, facts.domain_type) {
+        (Ok(KvmVerdict::Works), DomainType::Kvm) => {
+            Check::ok(format!("KVM works on {host}: guests run with hardware virtualisation"))
+        }
+        (Ok(KvmVerdict::Works), DomainType::Qemu) => Check::note(
+            format!("KVM works on {host}, but domain_type = qemu: guests run under software emulation, many times slower"),
+            format!("remove `domain_type = qemu` from the [{name}] block of hypervisors.conf"),
+        ),
+        (Ok(KvmVerdict::DoesNotWork { reason }), DomainType::Kvm) => Check::failed(
+            format!("KVM does not work on {host} ({reason}): guests with domain_type kvm do not start"),
+            format!("write `domain_type = qemu` in the [{name}] block of hypervisors.conf (bin/setup does it for this machine)"),
+        ),
+        (Ok(KvmVerdict::DoesNotWork { reason }), DomainType::Qemu) => Check::ok(format!(
+            "KVM does not work on {host} ({reason}); domain_type = qemu runs guests under software emulation"
+        )),
+        (Err(why), _) => Check::note(
+            format!("KVM not checked: {why}"),
+            "fix the connection and sudo first; QEMU (qemu-system-x86) must be installed there",
+        ),
+    }
 }
 
 /// Whether the pool's filesystem limits it. Decided by where that filesystem is mounted: at the
@@ -332,6 +362,8 @@ mod tests {
             real_tpm: Ok(true),
             swtpm: Ok(true),
             libguestfs: Ok(true),
+            domain_type: crate::model::hypervisor::DomainType::Kvm,
+            kvm: Ok(crate::machine::hypervisor_ops::KvmVerdict::Works),
         }
     }
 
@@ -346,7 +378,7 @@ mod tests {
             checks.iter().all(|c| c.outcome == Outcome::Ok),
             "{checks:#?}"
         );
-        assert_eq!(checks.len(), 8);
+        assert_eq!(checks.len(), 9);
     }
 
     #[test]
@@ -359,6 +391,7 @@ mod tests {
             real_tpm: Err("not reached".into()),
             swtpm: Err("not reached".into()),
             libguestfs: Err("not reached".into()),
+            kvm: Err("not reached".into()),
             ..healthy()
         };
         let checks = hypervisor_checks(&facts);
@@ -370,6 +403,7 @@ mod tests {
                 Outcome::Failed,
                 Outcome::Failed,
                 Outcome::Failed,
+                Outcome::Note,
                 Outcome::Note,
                 Outcome::Note
             ]

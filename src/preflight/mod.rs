@@ -114,6 +114,10 @@ pub struct HypervisorFacts {
     pub real_tpm: Result<bool, String>,
     pub swtpm: Result<bool, String>,
     pub libguestfs: Result<bool, String>,
+    /// The `domain_type` hypervisors.conf gives it.
+    pub domain_type: crate::model::hypervisor::DomainType,
+    /// Whether KVM actually works there (a guest started under it).
+    pub kvm: Result<crate::machine::hypervisor_ops::KvmVerdict, String>,
 }
 
 /// How one configuration file fared.
