@@ -13,6 +13,7 @@ pub mod diagnose;
 pub mod exit_status;
 
 // The pure core: data, configuration parsing, recipes, rendering, placement.
+pub mod addresses;
 pub mod config;
 pub mod cookbook;
 pub mod generate;

@@ -39,6 +39,8 @@ pub enum SettingType {
     Timezone,
     /// A mapping `{url, sha256}` naming a base image by its digest.
     Image,
+    /// The IPv4 addresses trog may hand out on a network, `first-last/prefix`.
+    AddressRange,
     /// A list whose items are all of one type.
     ListOf(&'static SettingType),
 }
@@ -67,6 +69,7 @@ impl SettingType {
             SettingType::DnsName => "DNS name".to_string(),
             SettingType::Timezone => "tz zone name".to_string(),
             SettingType::Image => "`{url, sha256}`".to_string(),
+            SettingType::AddressRange => "`first-last/prefix` (IPv4)".to_string(),
             SettingType::ListOf(item) => format!("list of {}", item.describe_plural()),
         }
     }
@@ -217,7 +220,14 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::IpAddress,
         Presence::Optional,
         Scope::Installation,
-        "The default route for static addresses (`ips`).",
+        "The default route for static addresses (`ips`, or those `address_range` hands out).",
+    ),
+    setting(
+        "address_range",
+        SettingType::AddressRange,
+        Presence::Optional,
+        Scope::Installation,
+        "The addresses trog hands out on the guest's network or bridge (ips.db); needs `gateway`.",
     ),
     setting(
         "resolvers",
@@ -239,7 +249,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::ListOf(&SettingType::CidrAddress),
         Presence::Optional,
         Scope::Guest,
-        "Static addresses; unset, the guest takes a lease. A remote build reaches the first.",
+        "Static addresses by hand; unset, the guest is given one from `address_range`, or takes a lease.",
     ),
     setting(
         "size",

@@ -24,6 +24,8 @@ pub struct InstallationPaths {
     pub recipes_d: PathBuf,
     /// The KeePass (KDBX4) secret store.
     pub secrets_kdbx: PathBuf,
+    /// The SQLite database of address ranges and who holds each address.
+    pub ips_db: PathBuf,
 }
 
 impl InstallationPaths {
@@ -47,6 +49,7 @@ impl InstallationPaths {
                 .unwrap_or_else(|| dir.join("recipes.yaml")),
             recipes_d: dir.join("recipes.d"),
             secrets_kdbx: dir.join("secrets.kdbx"),
+            ips_db: dir.join("ips.db"),
             dir,
         }
     }

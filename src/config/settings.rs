@@ -57,6 +57,8 @@ pub struct GuestSettings {
     pub network: String,
     pub bridge: Option<String>,
     pub gateway: Option<IpAddr>,
+    /// The addresses trog hands out on the guest's network or bridge.
+    pub address_range: Option<crate::addresses::AddressRange>,
     pub resolvers: Vec<IpAddr>,
     pub search_domains: Vec<String>,
     /// Empty: the guest takes a lease.
@@ -287,6 +289,10 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         bridge: text(take("bridge")),
         gateway: match take("gateway") {
             Some(TypedValue::Ip(address)) => Some(address),
+            _ => None,
+        },
+        address_range: match take("address_range") {
+            Some(TypedValue::Range(range)) => Some(range),
             _ => None,
         },
         resolvers: list(take("resolvers"))

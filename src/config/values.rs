@@ -74,6 +74,7 @@ pub enum TypedValue {
     Hypervisor(HypervisorName),
     Uri(LibvirtUri),
     Image(ImageSource),
+    Range(crate::addresses::AddressRange),
     List(Vec<TypedValue>),
 }
 
@@ -227,6 +228,9 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
             .map(TypedValue::Ip)
             .map_err(|_| format!("`{text}` is not an IP address")),
         SettingType::CidrAddress => IpCidr::parse(text).map(TypedValue::Cidr),
+        SettingType::AddressRange => {
+            crate::addresses::AddressRange::parse(text).map(TypedValue::Range)
+        }
         SettingType::DnsName => {
             let valid = !text.ends_with('.')
                 && text.split('.').all(|label| {

@@ -1,0 +1,14 @@
+//! Addresses: the ranges trog hands out from, per libvirt network or bridge, and who holds each
+//! address, kept in `ips.db` beside the configuration.
+//!
+//! `range` is the pure part (parsing a range, choosing the lowest free address); `store` is the
+//! SQLite file; `settle` decides, for one guest's configuration, which address it has.
+
+pub mod error;
+pub mod range;
+pub mod settle;
+pub mod store;
+
+pub use error::AddressError;
+pub use range::AddressRange;
+pub use store::{AddressBook, Claimant, Holding, HoldingOrigin, RangeRecord};
