@@ -85,6 +85,11 @@ pub enum Command {
     Preflight(commands::preflight::PreflightArgs),
     /// Build a base image from a package mirror into the image cache (`image build`).
     Image(commands::image::ImageArgs),
+    /// Give a guest the lowest free address of its network's range, recorded in ips.db.
+    #[command(name = "assign_ip")]
+    AssignIp(commands::assign_ip::AssignIpArgs),
+    /// List the address ranges, who holds which address, and what is free.
+    Addresses(commands::addresses::AddressesArgs),
 }
 
 /// Runs the verb the command line names.
@@ -99,5 +104,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
         Command::Preflight(args) => commands::preflight::run(&cli.global, args),
         Command::Image(args) => commands::image::run(&cli.global, args),
+        Command::AssignIp(args) => commands::assign_ip::run(&cli.global, args),
+        Command::Addresses(args) => commands::addresses::run(&cli.global, args),
     }
 }

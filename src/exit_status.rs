@@ -31,7 +31,8 @@ pub enum ExitStatus {
     /// Another run holds what this one needs (the guest, the secret store, a base image being
     /// uploaded) and did not let go within the wait; the message names the holder.
     Busy,
-    /// The secret store is damaged: not a KeePass database, truncated, or unreadable as one.
+    /// The secret store or ips.db is damaged: not a database of its kind, truncated, unreadable,
+    /// or written by a newer trog.
     DamagedStore,
 }
 
@@ -110,9 +111,9 @@ impl ExitStatus {
             ExitStatus::Guest => "the guest did not boot, answer, or finish",
             ExitStatus::PartialDestroy => "destroy finished but left something behind",
             ExitStatus::Busy => {
-                "another run holds the guest, the secret store or a base image, and did not let go in time"
+                "another run holds the guest, the secret store, ips.db or a base image, and did not let go in time"
             }
-            ExitStatus::DamagedStore => "the secret store is damaged or is not a KeePass database",
+            ExitStatus::DamagedStore => "the secret store or ips.db is damaged, or is not a database of its kind",
         }
     }
 }

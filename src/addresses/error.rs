@@ -8,7 +8,9 @@ use std::path::PathBuf;
 pub enum AddressError {
     #[error("{path} is not an SQLite database (ips.db holds trog's address assignments)")]
     NotADatabase { path: PathBuf },
-    #[error("{path} was written by a newer trog (schema version {found}; this one knows up to {known})")]
+    #[error(
+        "{path} was written by a newer trog (schema version {found}; this one knows up to {known})"
+    )]
     NewerSchema {
         path: PathBuf,
         found: i64,
@@ -36,15 +38,6 @@ pub enum AddressError {
         network: String,
         path: PathBuf,
     },
-    #[error("{guest} ({file}) declares `address_range` {declared} on {network}, but {path} has {recorded} for it")]
-    RangeDisagrees {
-        guest: String,
-        file: String,
-        network: String,
-        declared: String,
-        recorded: String,
-        path: PathBuf,
-    },
     #[error("the range {range} of {network} is full: every address is held")]
     RangeFull { network: String, range: String },
     #[error("{guest} ({file}) declares {address}, which {holder} ({holder_file}) already holds")]
@@ -55,14 +48,16 @@ pub enum AddressError {
         holder: String,
         holder_file: String,
     },
-    #[error("{guest} ({file}) declares {address}, the gateway of {network} (declared by {declarer}, {declarer_file})")]
+    #[error(
+        "{guest} ({file}) declares {address}, the gateway of {network} (declared by {declared_by})"
+    )]
     IsAGateway {
         guest: String,
         file: String,
         address: String,
         network: String,
-        declarer: String,
-        declarer_file: String,
+        /// The guest and file that declared the range: `base.test, recipes.yaml`.
+        declared_by: String,
     },
     #[error("{guest} ({file}) declares {address}, which is outside every address range in {path}")]
     OutsideRanges {
@@ -93,7 +88,6 @@ impl Diagnose for AddressError {
             AddressError::NewerSchema { .. } => "run the trog that wrote it".into(),
             AddressError::Busy { .. } => "try again when the other run has finished".into(),
             AddressError::NoRange { .. } => "set `address_range` (with `gateway`) in `_global`; docs/NETWORK.md shows how".into(),
-            AddressError::RangeDisagrees { .. } => "every guest on one network must declare the same `address_range`; `trog addresses` shows the recorded one".into(),
             AddressError::RangeFull { .. } => "widen `address_range`, or free an address with `trog destroy --purge`".into(),
             AddressError::HeldByAnother { .. } | AddressError::IsAGateway { .. } => "remove `ips` to be given a free address, or pick one that `trog addresses` lists as free".into(),
             AddressError::OutsideRanges { .. } => "declare an `address_range` that holds it, or pick an address `trog addresses` lists".into(),

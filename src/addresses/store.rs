@@ -290,8 +290,7 @@ impl AddressBook {
                     file: claimant.file.to_string(),
                     address: address.to_string(),
                     network: range.network.clone(),
-                    declarer: range.declared_by.clone(),
-                    declarer_file: range.declared_in.clone(),
+                    declared_by: format!("{}, {}", range.declared_by, range.declared_in),
                 });
             }
             let within = ranges
@@ -535,4 +534,3 @@ pub fn free_addresses(range: &RangeRecord, held: &[Holding], limit: usize) -> Ve
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
-

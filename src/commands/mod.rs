@@ -1,6 +1,8 @@
 //! One file per verb: each takes its parsed arguments and the global options, resolves the
 //! settings it needs, does its work through the core and the backends, and prints.
 
+pub mod addresses;
+pub mod assign_ip;
 pub mod destroy;
 pub mod fleet;
 pub mod image;

@@ -4,6 +4,7 @@
 //!
 //! The guest's private key is never written here: it stays in the secret store.
 
+use crate::addresses::settle::AddressPolicy;
 use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
@@ -60,6 +61,7 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         &domain,
         &mut credentials,
         &global.locks("new_config"),
+        AddressPolicy::ReadOnly,
     )?;
     let generated = &inputs.generated;
     let out = args.out.unwrap_or_else(|| PathBuf::from(domain.as_str()));

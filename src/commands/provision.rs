@@ -1,6 +1,7 @@
 //! `provision DOMAIN…`: generate each guest, place it, plan its convergence, print the plan, and
 //! (unless `--dry-run`) carry it out: boot the guest and finish it over SSH.
 
+use crate::addresses::settle::AddressPolicy;
 use crate::cli::GlobalArgs;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
@@ -110,9 +111,15 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let paths = global.installation_paths();
     let locks = global.locks("provision");
     let mut credentials = CredentialSource::for_run(global.credentials)?;
+    // A dry run changes nothing, ips.db included: it shows the address a guest already holds.
+    let addresses = if args.dry_run {
+        AddressPolicy::ReadOnly
+    } else {
+        AddressPolicy::Record
+    };
     let guests: Vec<GuestInputs> = domains
         .iter()
-        .map(|domain| load_guest_inputs(&paths, domain, &mut credentials, &locks))
+        .map(|domain| load_guest_inputs(&paths, domain, &mut credentials, &locks, addresses))
         .collect::<Result<_, _>>()?;
 
     let fleet = fleet_to_build_on(

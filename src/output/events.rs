@@ -16,6 +16,7 @@ use crate::placement::Decision;
 use crate::plan::Plan;
 use crate::preflight::PreflightReport;
 use crate::provision::ConvergeReport;
+use crate::workflow::addresses::{AddressListing, AssignedAddresses};
 use crate::workflow::destroy::DestroyReport;
 use crate::workflow::status::GuestStatus;
 use serde::Serialize;
@@ -78,6 +79,10 @@ pub enum Event<'a> {
     },
     /// `new_config`: everything a guest needs was generated into a directory.
     ConfigGenerated(&'a GeneratedSummary),
+    /// `assign_ip`: the addresses a guest holds now.
+    AddressAssigned(&'a AssignedAddresses),
+    /// `addresses`: every range, its holders and what is free.
+    Addresses(&'a AddressListing),
 }
 
 /// How a run failed, for programs: the exit status it ends with, every message from the outermost

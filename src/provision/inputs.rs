@@ -1,6 +1,7 @@
 //! What `new_config` and `provision` both do first, before any hypervisor is asked anything: read the installation, the cookbook and the
 //! guest's configuration, unlock the secret store, and generate the guest's artifacts.
 
+use crate::addresses::settle::{settle_addresses, AddressPolicy};
 use crate::config::changeme::refuse_changeme;
 use crate::config::guest::{load_guest_with_recipe_settings, GuestConfig};
 use crate::config::paths::InstallationPaths;
@@ -52,16 +53,19 @@ pub fn domain_argument(text: &str) -> Result<DomainName, Failure> {
 }
 
 /// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase,
-/// and `locks` the secret store's writer lock for a key made now.
+/// and `locks` the secret store's writer lock for a key made now. `addresses` says whether the
+/// guest's address may be recorded in ips.db (handed out, or its hand-written `ips` checked and
+/// recorded) or only read from it.
 pub fn load_guest_inputs(
     paths: &InstallationPaths,
     domain: &DomainName,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
+    addresses: AddressPolicy,
 ) -> Result<GuestInputs, Failure> {
     let paths = paths.clone();
     let cookbook = load_cookbook(&recipes_dir())?;
-    let config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
+    let mut config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
     for deprecated in &config.deprecations {
         eprintln!(
             "warning: {} ({}): {}",
@@ -72,6 +76,8 @@ pub fn load_guest_inputs(
     // Everything that can be refused without the store is, before it is unlocked: a first run
     // would otherwise create the store and a key for a configuration that is then refused.
     resolve_guest_recipes(&config, &cookbook)?;
+    // Before generating: the address settled here is written into the seed as a static one.
+    settle_addresses(&paths.ips_db, &mut config, addresses)?;
     let site = load_site_files(&paths, domain)?;
     let mut store = SecretStore::unlock(&paths.secrets_kdbx, credentials, StoreKdf::RECOMMENDED)?;
     store.use_locks(locks.clone());

@@ -68,7 +68,7 @@ pub struct ConvergeReport {
 pub enum ConvergeError {
     #[error("{guest} is placed on {hypervisor}, which is libvirt's test driver: its guests cannot be reached over SSH")]
     TestDriverGuest { guest: String, hypervisor: String },
-    #[error("{guest} is to be built on the remote hypervisor {hypervisor}, but has no `ips`: a guest there is reached at its first address")]
+    #[error("{guest} is to be built on the remote hypervisor {hypervisor}, but has no address: a guest there is reached at its static address (`ips`, or one from `address_range`)")]
     RemoteNeedsAddress { guest: String, hypervisor: String },
     #[error("the plan was to wait for {guest}, but no connection to it was made")]
     NotConnected { guest: String },
@@ -85,7 +85,7 @@ impl crate::diagnose::Diagnose for ConvergeError {
     fn hint(&self) -> Option<String> {
         match self {
             ConvergeError::TestDriverGuest { .. } => Some("use --dry-run with test:/// hypervisors".into()),
-            ConvergeError::RemoteNeedsAddress { .. } => Some("set `ips` in the guest's _global (e.g. `ips: [192.0.2.10/24]` with `gateway`), since the NAT lease of a remote hypervisor is only reachable from it".into()),
+            ConvergeError::RemoteNeedsAddress { .. } => Some("declare `address_range` and `gateway` in `_global` so trog hands the guest an address (docs/NETWORK.md), or write its `ips` by hand: the NAT lease of a remote hypervisor is only reachable from it".into()),
             ConvergeError::NotConnected { .. } => None,
         }
     }
@@ -232,21 +232,15 @@ pub fn execute(
                     None => key_file.insert(PrivateKeyFile::write(&inputs.keypair)?),
                 };
                 let known_hosts = key.directory().join("known_hosts");
-                let source = match guest.hypervisor.libvirt_uri.transport {
-                    Transport::Local => AddressSource::Lease {
+                // A guest with a static address (written by hand or handed out from ips.db) is
+                // reached at it; only a guest that takes a lease is looked for among the leases.
+                let source = match inputs.config.settings.ips.first() {
+                    Some(ip) => AddressSource::Declared(ip.address.to_string()),
+                    None => AddressSource::Lease {
                         connection: guest.connection,
                         domain: domain.clone(),
                         mac: inputs.generated.mac_address.to_string(),
                     },
-                    _ => AddressSource::Declared(
-                        inputs
-                            .config
-                            .settings
-                            .ips
-                            .first()
-                            .map(|ip| ip.address.to_string())
-                            .unwrap_or_default(),
-                    ),
                 };
                 let console_path = desired::serial_log_path(&prepared.desired.domain);
                 let hypervisor_machine = guest.hypervisor_machine;

@@ -13,6 +13,7 @@
 //! which places a guest instead of finding it, has its own workflow beside this one in
 //! `provision/`.
 
+pub mod addresses;
 pub mod destroy;
 pub mod locate;
 pub mod lock;

@@ -1,6 +1,7 @@
 //! Where a guest is, and whether it is the realization of its declaration (converged) or what a
 //! `provision` would still do. Asks libvirt only; changes nothing.
 
+use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
@@ -33,7 +34,7 @@ pub fn guest_status(
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &crate::lock::Locks,
 ) -> Result<GuestStatus, Failure> {
-    let inputs = load_guest_inputs(paths, domain, credentials, locks)?;
+    let inputs = load_guest_inputs(paths, domain, credentials, locks, AddressPolicy::ReadOnly)?;
     let fleet = fleet_for_guest(paths, domain)?;
     let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
     let unreachable: Vec<String> = found

@@ -1,0 +1,49 @@
+//! `assign_ip DOMAIN [--network N]`: gives a guest the lowest free address of its network's
+//! range and records it in ips.db (a guest that holds one already keeps it).
+
+use crate::cli::GlobalArgs;
+use crate::diagnose::Failure;
+use crate::exit_status::ExitStatus;
+use crate::output::events::{emit, Event};
+use crate::provision::inputs::domain_argument;
+use crate::workflow::addresses::{as_cidr, assign_address};
+
+#[derive(Debug, clap::Args)]
+pub struct AssignIpArgs {
+    /// The guest, fully qualified.
+    #[arg(value_name = "DOMAIN")]
+    pub domain: String,
+    /// The network (a libvirt network's name, or `bridge:NAME`) whose range to assign from;
+    /// unset, the guest's own.
+    #[arg(long, value_name = "N")]
+    pub network: Option<String>,
+}
+
+pub fn run(global: &GlobalArgs, args: AssignIpArgs) -> Result<ExitStatus, Failure> {
+    let domain = domain_argument(&args.domain)?;
+    let assigned = assign_address(
+        &global.installation_paths(),
+        &domain,
+        args.network.as_deref(),
+    )?;
+    if global.json {
+        emit(&Event::AddressAssigned(&assigned));
+        return Ok(ExitStatus::Success);
+    }
+    for holding in &assigned.holdings {
+        match &assigned.range {
+            Some(range) => println!(
+                "{}: {} on {} (gateway {})",
+                assigned.guest,
+                as_cidr(holding, range),
+                holding.network,
+                range.gateway
+            ),
+            None => println!(
+                "{}: {} on {} (written by hand in {}, recorded)",
+                assigned.guest, holding.address, holding.network, holding.file
+            ),
+        }
+    }
+    Ok(ExitStatus::Success)
+}
