@@ -25,6 +25,7 @@ pub fn run(global: &GlobalArgs, args: AssignIpArgs) -> Result<ExitStatus, Failur
         &global.installation_paths(),
         &domain,
         args.network.as_deref(),
+        &global.locks("assign_ip"),
     )?;
     if global.json {
         emit(&Event::AddressAssigned(&assigned));

@@ -10,7 +10,9 @@ use crate::config::values::IpCidr;
 use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::diagnose::Failure;
 use crate::generate::recipe_settings;
+use crate::lock::Locks;
 use crate::model::names::DomainName;
+use crate::workflow::lock::take_guest_lock;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// What a guest holds after `assign_ip`.
@@ -28,7 +30,11 @@ pub fn assign_address(
     paths: &InstallationPaths,
     domain: &DomainName,
     network: Option<&str>,
+    locks: &Locks,
 ) -> Result<AssignedAddresses, Failure> {
+    // ips.db's own transactions keep concurrent assignments apart; the guest's lock keeps this
+    // one from racing a run that is changing the guest.
+    let _guest_lock = take_guest_lock(locks, domain, &mut |text| eprintln!("{text}"))?;
     let cookbook = load_cookbook(&recipes_dir())?;
     let config = load_guest_with_recipe_settings(paths, domain, &recipe_settings(&cookbook))?;
     let guest = domain.to_string();
