@@ -15,6 +15,14 @@ pub const CONSOLE_TAIL_LINES: usize = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
+    #[error("{guest} stopped while it was waited for: libvirt says it is {state}, after {}s{}{}", waited.as_secs(), hypervisor_log_tail(.hypervisor_log), console_tail(.console))]
+    Stopped {
+        guest: String,
+        state: String,
+        waited: Duration,
+        hypervisor_log: Option<String>,
+        console: Option<String>,
+    },
     #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}", waited.as_secs(), console_tail(.console))]
     NoAddress {
         guest: String,
@@ -30,6 +38,18 @@ pub enum WaitError {
         last_error: String,
         console: Option<String>,
     },
+}
+
+fn hypervisor_log_tail(log: &Option<String>) -> String {
+    match log {
+        Some(text) if !text.trim().is_empty() => {
+            format!(
+                "\nlast lines of its QEMU log on the hypervisor:\n{}",
+                text.trim_end()
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 fn console_tail(console: &Option<String>) -> String {
@@ -53,6 +73,7 @@ impl crate::diagnose::Diagnose for WaitError {
 
     fn hint(&self) -> Option<String> {
         Some(match self {
+            WaitError::Stopped { .. } => "the lines above say why QEMU ended; a rerun of `provision` starts the guest again, and `trog debug_boot --console` shows the whole boot".into(),
             WaitError::NoAddress { .. } => "the guest did not boot far enough to use its network: `trog debug_boot --console` shows the whole boot".into(),
             WaitError::NoSsh { last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key: `trog debug_boot --cat GUEST /var/log/cloud-init.log`"),
         })
@@ -67,6 +88,14 @@ pub trait GuestProbe {
     fn try_ssh(&mut self, address: &str) -> Result<(), String>;
     /// The guest's serial console so far, for the timeout message.
     fn console(&mut self) -> Option<String>;
+    /// `Some(state and reason)` once the guest's domain no longer runs (crashed, shut off).
+    fn stopped(&mut self) -> Option<String> {
+        None
+    }
+    /// The end of the hypervisor's log of the guest's emulator, for the message when it stopped.
+    fn hypervisor_log(&mut self) -> Option<String> {
+        None
+    }
     /// Called every round, with the time spent so far (progress on a terminal).
     fn waiting(&mut self, _what: &str, _elapsed: Duration) {}
 }
@@ -95,6 +124,15 @@ pub fn wait_for_ssh(
             }
         }
         let elapsed = clock() - started;
+        if let Some(state) = probe.stopped() {
+            return Err(WaitError::Stopped {
+                guest: guest.into(),
+                state,
+                waited: elapsed,
+                hypervisor_log: probe.hypervisor_log(),
+                console: probe.console(),
+            });
+        }
         if elapsed >= timeout {
             let console = probe.console();
             return Err(if seen_addresses.is_empty() {
@@ -135,6 +173,8 @@ mod tests {
         address_after_round: usize,
         ssh_after_round: usize,
         round: usize,
+        /// The round after which the domain no longer runs.
+        stops_after_round: usize,
     }
 
     impl GuestProbe for ScriptedGuest {
@@ -152,6 +192,12 @@ mod tests {
             } else {
                 Err("Connection refused".into())
             }
+        }
+        fn stopped(&mut self) -> Option<String> {
+            (self.round > self.stops_after_round).then(|| "shut off (crashed)".to_string())
+        }
+        fn hypervisor_log(&mut self) -> Option<String> {
+            Some("qemu-system-x86_64: terminating on signal 9\n".into())
         }
         fn console(&mut self) -> Option<String> {
             Some(
@@ -180,11 +226,34 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_that_stops_is_reported_at_once_with_its_state_and_qemu_log() {
+        let mut guest = ScriptedGuest {
+            address_after_round: usize::MAX,
+            ssh_after_round: usize::MAX,
+            round: 0,
+            stops_after_round: 3,
+        };
+        let error = run(&mut guest, Duration::from_secs(300)).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed), after 6s"),
+            "{text}"
+        );
+        assert!(text.contains("terminating on signal 9"), "{text}");
+        assert!(text.contains("boot line 40"), "{text}");
+        assert_eq!(
+            guest.round, 4,
+            "it stopped waiting at the first round after the stop"
+        );
+    }
+
+    #[test]
     fn returns_the_address_once_ssh_answers() {
         let mut guest = ScriptedGuest {
             address_after_round: 3,
             ssh_after_round: 6,
             round: 0,
+            stops_after_round: usize::MAX,
         };
         assert_eq!(
             run(&mut guest, Duration::from_secs(60)).unwrap(),
@@ -198,6 +267,7 @@ mod tests {
             address_after_round: usize::MAX,
             ssh_after_round: usize::MAX,
             round: 0,
+            stops_after_round: usize::MAX,
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         let text = error.to_string();
@@ -216,6 +286,7 @@ mod tests {
             address_after_round: 0,
             ssh_after_round: usize::MAX,
             round: 0,
+            stops_after_round: usize::MAX,
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         assert!(

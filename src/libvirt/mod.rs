@@ -12,6 +12,7 @@ pub mod error;
 pub mod facts;
 pub mod guest_address;
 pub mod guest_resources;
+pub mod guest_state;
 pub mod observe;
 
 pub use concurrent::{

@@ -7,6 +7,7 @@
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{SshMachine, SshTarget, SudoPassword};
 use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
+use crate::model::names::DomainName;
 use std::time::Duration;
 
 /// How long a question to a hypervisor may take. They are all quick reads; a host that needs
@@ -104,6 +105,9 @@ pub enum HypervisorOp {
     /// the host's CPU, as root (it opens /dev/kvm), and must finish within its bound
     /// (`kvm_probe.sh`). /dev/kvm existing proves nothing on a software-paging KVM.
     KvmWorks,
+    /// The end of libvirt's log of a guest's QEMU (`/var/log/libvirt/qemu/<domain>.log`), read
+    /// as root: why a guest's emulator stopped, when it did.
+    ReadQemuLog { domain: DomainName },
 }
 
 impl HypervisorOp {
@@ -134,6 +138,13 @@ impl HypervisorOp {
                 MachineCommand::new(["cat", path]).as_root(true)
             }
             HypervisorOp::KvmWorks => MachineCommand::shell(KVM_PROBE_SCRIPT).as_root(true),
+            HypervisorOp::ReadQemuLog { domain } => MachineCommand::new([
+                "tail".to_string(),
+                "-n".to_string(),
+                QEMU_LOG_LINES.to_string(),
+                format!("{QEMU_LOG_DIR}/{domain}.log"),
+            ])
+            .as_root(true),
         };
         command.timeout(QUESTION_TIMEOUT)
     }
@@ -189,12 +200,28 @@ pub fn serial_log(hypervisor: &HypervisorMachine, path: &str) -> Option<String> 
         .map(|output| output.stdout_text())
 }
 
+/// Where libvirt keeps each guest's QEMU log on a hypervisor.
+const QEMU_LOG_DIR: &str = "/var/log/libvirt/qemu";
+/// Lines of a QEMU log shown when a guest stopped: its last start and the reason it ended.
+const QEMU_LOG_LINES: usize = 15;
+
+/// The end of libvirt's log of `domain`'s QEMU on its hypervisor, if it can be read.
+pub fn qemu_log(hypervisor: &HypervisorMachine, domain: &DomainName) -> Option<String> {
+    hypervisor
+        .run(&HypervisorOp::ReadQemuLog {
+            domain: domain.clone(),
+        })
+        .ok()
+        .and_then(|output| output.success().ok())
+        .map(|output| output.stdout_text())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_the_serial_log_and_the_sudo_and_kvm_probes_run_as_root() {
+    fn only_the_logs_and_the_sudo_and_kvm_probes_run_as_root() {
         let path = "/x".to_string();
         let every_operation = [
             HypervisorOp::LoginName,
@@ -206,6 +233,9 @@ mod tests {
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog { path },
             HypervisorOp::KvmWorks,
+            HypervisorOp::ReadQemuLog {
+                domain: DomainName::parse("www.example.test").unwrap(),
+            },
         ];
         let as_root: Vec<_> = every_operation
             .into_iter()
@@ -217,6 +247,9 @@ mod tests {
                 HypervisorOp::RootAccess,
                 HypervisorOp::ReadSerialLog { path: "/x".into() },
                 HypervisorOp::KvmWorks,
+                HypervisorOp::ReadQemuLog {
+                    domain: DomainName::parse("www.example.test").unwrap()
+                }
             ]
         );
     }

@@ -16,6 +16,7 @@ use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
+use crate::libvirt::guest_state::stopped_state;
 use crate::lock::{Locks, Subject};
 use crate::machine::hypervisor_ops::{self, HypervisorMachine};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
@@ -252,6 +253,18 @@ pub fn execute(
                     console: Box::new(move || {
                         hypervisor_machine
                             .and_then(|machine| hypervisor_ops::serial_log(machine, &console_path))
+                    }),
+                    stopped: Box::new({
+                        let connection = guest.connection;
+                        let domain = domain.clone();
+                        move || stopped_state(connection, &domain)
+                    }),
+                    hypervisor_log: Box::new({
+                        let domain = prepared.desired.domain.clone();
+                        move || {
+                            hypervisor_machine
+                                .and_then(|machine| hypervisor_ops::qemu_log(machine, &domain))
+                        }
                     }),
                     progress,
                     connected: None,

@@ -33,6 +33,10 @@ pub struct SshProbe<'a> {
     pub known_hosts: PathBuf,
     /// Reads the guest's serial console on its hypervisor, for the timeout message.
     pub console: Box<dyn FnMut() -> Option<String> + 'a>,
+    /// Asks libvirt whether the guest's domain stopped, and why.
+    pub stopped: Box<dyn FnMut() -> Option<String> + 'a>,
+    /// Reads the end of the hypervisor's QEMU log of the guest.
+    pub hypervisor_log: Box<dyn FnMut() -> Option<String> + 'a>,
     pub progress: &'a Progress,
     pub connected: Option<SshMachine>,
 }
@@ -74,6 +78,14 @@ impl GuestProbe for SshProbe<'_> {
 
     fn console(&mut self) -> Option<String> {
         (self.console)()
+    }
+
+    fn stopped(&mut self) -> Option<String> {
+        (self.stopped)()
+    }
+
+    fn hypervisor_log(&mut self) -> Option<String> {
+        (self.hypervisor_log)()
     }
 
     fn waiting(&mut self, what: &str, elapsed: Duration) {
