@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Fleet observation benchmark (not a test): several hypervisors reached over SSH links with added
 # latency, observed at once by `trog fleet`, against the sum of observing each alone.
-#   bench/remote-observe.sh [HYPERVISORS] [DELAY_MS]      (defaults: 4 hypervisors, 40 ms)
+#   bench/remote-observe.sh [HYPERVISORS] [DELAY_MS] [GUESTS]   (defaults: 4, 40 ms, 0)
+# GUESTS defined, stopped guests (bench-observe-N, 64 MiB each) are added to the libvirtd behind the
+# namespace host for the run and removed afterwards, to show whether a hypervisor's guest count
+# costs round trips.
 # The hypervisors are aliases (hv1…hvN) of the namespace host of tests/services/remote-host.sh,
 # each its own ssh connection and libvirt session. The kernel here has no sch_netem, so the
 # latency is added by the ssh ProxyCommand, a relay that holds every chunk DELAY_MS in each
 # direction (and the connection DELAY_MS before it opens): every round trip costs 2×DELAY_MS.
 # Prints one line per measurement and a summary line:
-#   bench remote-observe: hypervisors=N delay_ms=D concurrent_s=… sum_of_single_s=… speedup=…
+#   bench remote-observe: hypervisors=N delay_ms=D guests=G round_trips=R concurrent_s=… single_s=…
+#     concurrent_over_single=… sum_of_single_s=… speedup=…
+# round_trips counts, for one hypervisor observed alone, the times the conversation turned from the
+# far side back to trog (data sent after data received) on its one SSH link: the SSH handshake
+# and every libvirt call that waits for an answer.
+# With SSH_MULTIPLEX=1 each alias also gets an OpenSSH ControlMaster (ControlPersist 60 s), opened
+# before the clock starts, as an operator's ~/.ssh/config would keep one for a distant hypervisor:
+# libvirt's ssh transport then rides the open connection instead of a new SSH handshake.
 # Needs root, tests/services/start.sh and remote-host.sh. TROG_BIN names the binary (default:
 # target/debug/trog of this checkout). Runs each measurement REPEATS times (default 3), takes medians.
 set -euo pipefail
@@ -15,35 +25,64 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 count=${1:-4}
 delay_ms=${2:-40}
+guests=${3:-0}
 repeats=${REPEATS:-3}
 trog=${TROG_BIN:-$root/target/debug/trog}
 [[ -x $trog ]] || { echo "bench: $trog is not built (cargo build)" >&2; exit 1; }
 
 eval "$("$root/tests/services/remote-host.sh")"
 work=$(mktemp -d /tmp/trog-bench-remote.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+remove_guests() {
+  for i in $(seq "$guests"); do virsh -q -c qemu:///system undefine "bench-observe-$i" >/dev/null 2>&1 || true; done
+}
+stop_masters() {
+  for i in $(seq "$count"); do "$work/ssh" -O exit "hv$i" >/dev/null 2>&1 || true; done
+}
+trap 'stop_masters; remove_guests; rm -rf "$work"' EXIT
+for i in $(seq "$guests"); do
+  cat >"$work/guest.xml" <<XML
+<domain type='qemu'><name>bench-observe-$i</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>
+<os><type arch='x86_64'>hvm</type></os></domain>
+XML
+  virsh -q -c qemu:///system define "$work/guest.xml" >/dev/null
+done
 
 cat >"$work/lag.py" <<'PY'
-import socket, sys, threading, time
+import os, socket, sys, threading, time
 host, port, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) / 1000
+turns_file = sys.argv[4] if len(sys.argv) > 4 else None
 time.sleep(delay)
 sock = socket.create_connection((host, port))
-def pump(read, write):
+state = {"last": None, "turns": 0}
+lock = threading.Lock()
+def record():
+    # Written as the count grows: ssh ends its ProxyCommand with a signal when it is done.
+    # The opening exchange (the far side speaks first in SSH) counts as one round trip too.
+    if turns_file:
+        with open(f"{turns_file}.{os.getpid()}", "w") as f:
+            f.write(f"{state['turns'] + 1}\n")
+def pump(direction, read, write):
     while True:
         chunk = read(65536)
         if not chunk:
             break
+        with lock:
+            # A turn: trog speaks again after the far side spoke, i.e. it waited for an answer.
+            if direction == "up" and state["last"] == "down":
+                state["turns"] += 1
+                record()
+            state["last"] = direction
         time.sleep(delay)
         write(chunk)
     try: sock.shutdown(socket.SHUT_WR)
     except OSError: pass
-up = threading.Thread(target=pump, args=(sys.stdin.buffer.raw.read, sock.sendall), daemon=True)
+up = threading.Thread(target=pump, args=("up", getattr(sys.stdin.buffer, "raw", sys.stdin.buffer).read, sock.sendall), daemon=True)
 up.start()
-out = sys.stdout.buffer.raw
+out = getattr(sys.stdout.buffer, "raw", sys.stdout.buffer)
 def write_all(data):
     while data:
         data = data[out.write(data):]
-pump(sock.recv, write_all)
+pump("down", sock.recv, write_all)
 PY
 
 {
@@ -56,8 +95,11 @@ Host hv$i
   IdentityFile $KEYFILE
   IdentitiesOnly yes
   BatchMode yes
-  ProxyCommand python3 $work/lag.py %h %p $delay_ms
+  ProxyCommand python3 $work/lag.py %h %p $delay_ms $work/turns/hv$i
 CFG
+    if [[ ${SSH_MULTIPLEX:-0} == 1 ]]; then
+      printf '  ControlMaster auto\n  ControlPath %s/cm-%%n\n  ControlPersist 60\n' "$work"
+    fi
   done
 } >"$work/ssh_config"
 cat >"$work/ssh" <<SH
@@ -70,7 +112,7 @@ block() { # index
   printf '[hv%s]\nlibvirt_uri = qemu+ssh://%s@hv%s/system?command=%s\npool_name = bench-absent\n\n' \
     "$1" "$USER_NOPASSWD" "$1" "$work/ssh"
 }
-mkdir -p "$work/fleet"
+mkdir -p "$work/fleet" "$work/turns"
 for i in $(seq "$count"); do block "$i"; done >"$work/fleet/hypervisors.conf"
 for i in $(seq "$count"); do mkdir -p "$work/hv$i"; block "$i" >"$work/hv$i/hypervisors.conf"; done
 
@@ -87,13 +129,36 @@ observe() {
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-concurrent=$(for _ in $(seq "$repeats"); do observe "$work/fleet"; done | median)
-echo "concurrent (all $count at once): ${concurrent}s (median of $repeats)"
+if [[ ${SSH_MULTIPLEX:-0} == 1 ]]; then
+  for i in $(seq "$count"); do "$work/ssh" -fN "hv$i"; done
+fi
+# Alternating: all at once, then each alone, REPEATS times, so drift on a shared machine hits both.
+concurrent_runs=()
+declare -A single_runs
+for _ in $(seq "$repeats"); do
+  concurrent_runs+=("$(observe "$work/fleet")")
+  for i in $(seq "$count"); do single_runs[$i]+="$(observe "$work/hv$i") "; done
+done
+concurrent=$(printf '%s\n' "${concurrent_runs[@]}" | median)
+echo "concurrent (all $count at once): ${concurrent}s (median of $repeats; runs: ${concurrent_runs[*]})"
 sum=0
+singles=()
 for i in $(seq "$count"); do
-  single=$(for _ in $(seq "$repeats"); do observe "$work/hv$i"; done | median)
-  echo "hv$i alone: ${single}s"
+  single=$(tr ' ' '\n' <<<"${single_runs[$i]}" | grep . | median)
+  echo "hv$i alone: ${single}s (runs: ${single_runs[$i]})"
+  singles+=("$single")
   sum=$(echo "$sum + $single" | bc)
 done
+single=$(printf '%s\n' "${singles[@]}" | median)
+# Round trips of one hypervisor observed alone, once more, counted on its links: the counts are
+# cumulative per link (a multiplexed master lives across runs), so the difference is this run's.
+turns_total() { { cat "$work/turns/hv1".* 2>/dev/null || true; } | paste -sd+ | bc; }
+[[ ${SSH_MULTIPLEX:-0} == 1 ]] || { sleep 1; rm -f "$work/turns/"*; }
+before=$(turns_total); before=${before:-0}
+observe "$work/hv1" >/dev/null
+sleep 1 # the relay of a closed link may still be writing its count
+after=$(turns_total)
+round_trips=$(( ${after:-0} - before ))
 speedup=$(echo "scale=2; $sum / $concurrent" | bc)
-echo "bench remote-observe: hypervisors=$count delay_ms=$delay_ms concurrent_s=$concurrent sum_of_single_s=$sum speedup=$speedup"
+ratio=$(echo "scale=2; $concurrent / $single" | bc)
+echo "bench remote-observe: hypervisors=$count delay_ms=$delay_ms guests=$guests multiplexed=${SSH_MULTIPLEX:-0} round_trips=$round_trips concurrent_s=$concurrent single_s=$single concurrent_over_single=$ratio sum_of_single_s=$sum speedup=$speedup"
