@@ -73,6 +73,10 @@ pub enum Command {
     Provision(commands::provision::ProvisionArgs),
     /// Remove a guest: its domain, root disk and seed (its data volume too with --purge).
     Destroy(commands::destroy::DestroyArgs),
+    /// Take a snapshot of a guest (running or shut off); `--list` and `--delete` manage them.
+    Snapshot(commands::snapshot::SnapshotArgs),
+    /// Return a guest to one of its snapshots: disks, definition, and memory when it has one.
+    Restore(commands::restore::RestoreArgs),
     /// Where each guest is and whether it is converged; exits 1 when one is not.
     Status(commands::status::StatusArgs),
     /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
@@ -100,6 +104,8 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::NewConfig(args) => commands::new_config::run(&cli.global, args),
         Command::Provision(args) => commands::provision::run(&cli.global, args),
         Command::Destroy(args) => commands::destroy::run(&cli.global, args),
+        Command::Snapshot(args) => commands::snapshot::run(&cli.global, args),
+        Command::Restore(args) => commands::restore::run(&cli.global, args),
         Command::Status(args) => commands::status::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
         Command::Preflight(args) => commands::preflight::run(&cli.global, args),

@@ -23,6 +23,7 @@ pub mod plan;
 pub mod preflight;
 pub mod provision;
 pub mod render;
+pub mod snapshot;
 
 // The workflows of the verbs that act on an existing guest: locate it, open its hypervisor, act.
 pub mod workflow;

@@ -11,4 +11,6 @@ pub mod new_guest;
 pub mod preflight;
 pub mod provision;
 pub mod recipes;
+pub mod restore;
+pub mod snapshot;
 pub mod status;

@@ -85,6 +85,9 @@ pub fn destroy_guest(
                     .left_behind
                     .push((format!("domain {domain} (running)"), why));
             }
+            remove_snapshots(&found, &mut outcome);
+            // Snapshot metadata goes with the domain even when deleting a snapshot failed
+            // above (that one is named as left behind): a snapshot never blocks a destroy.
             let flags = virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM
                 | virt::sys::VIR_DOMAIN_UNDEFINE_TPM
                 | virt::sys::VIR_DOMAIN_UNDEFINE_MANAGED_SAVE
@@ -147,6 +150,29 @@ pub fn destroy_guest(
             .push(format!("data volume {data} (--purge deletes it)"));
     }
     Ok(outcome)
+}
+
+/// Deletes every snapshot of the guest, naming each: their states live inside the guest's disks,
+/// and the data volume, which a destroy keeps, would otherwise carry them on.
+fn remove_snapshots(domain: &virt::domain::Domain, outcome: &mut DestroyOutcome) {
+    let snapshots = match domain.list_all_snapshots(0) {
+        Ok(snapshots) => snapshots,
+        Err(error) => {
+            outcome
+                .left_behind
+                .push(("the guest's snapshots".into(), error.to_string()));
+            return;
+        }
+    };
+    for snapshot in snapshots {
+        let name = snapshot.name().unwrap_or_else(|_| "(unnamed)".into());
+        match snapshot.delete(0) {
+            Ok(()) => outcome.removed.push(format!("snapshot {name}")),
+            Err(error) => outcome
+                .left_behind
+                .push((format!("snapshot {name}"), error.to_string())),
+        }
+    }
 }
 
 fn stop(domain: &virt::domain::Domain) -> Result<(), String> {

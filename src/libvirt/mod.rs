@@ -14,6 +14,7 @@ pub mod guest_address;
 pub mod guest_resources;
 pub mod guest_state;
 pub mod observe;
+pub mod snapshot;
 
 pub use concurrent::{
     ask_fleet, find_guest, observe_fleet, observe_for_placement, GuestWhereabouts,

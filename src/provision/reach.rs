@@ -92,3 +92,29 @@ impl GuestProbe for SshProbe<'_> {
         self.progress.waiting(what, elapsed);
     }
 }
+
+/// Where `guest`'s address comes from on `hypervisor`: its lease on this machine's NAT network,
+/// or its first declared address on a remote hypervisor (whose leases this machine cannot reach).
+pub fn address_source<'a>(
+    hypervisor: &crate::model::hypervisor::HypervisorConfig,
+    connection: &'a virt::connect::Connect,
+    inputs: &crate::provision::inputs::GuestInputs,
+    domain: &str,
+) -> AddressSource<'a> {
+    match hypervisor.libvirt_uri.transport {
+        crate::model::hypervisor::Transport::Local => AddressSource::Lease {
+            connection,
+            domain: domain.to_string(),
+            mac: inputs.generated.mac_address.to_string(),
+        },
+        _ => AddressSource::Declared(
+            inputs
+                .config
+                .settings
+                .ips
+                .first()
+                .map(|ip| ip.address.to_string())
+                .unwrap_or_default(),
+        ),
+    }
+}

@@ -18,6 +18,8 @@ pub mod destroy;
 pub mod locate;
 pub mod lock;
 pub mod open;
+pub mod restore;
+pub mod snapshot;
 pub mod status;
 
 pub use locate::{fleet_for_guest, locate_guest, LocateError};

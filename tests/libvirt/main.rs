@@ -20,7 +20,8 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Ok(domain) = self.connection.lookup_domain_by_name(&self.domain) {
-            let _ = domain.undefine();
+            let _ = domain.destroy();
+            let _ = domain.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA);
         }
         if let Ok(pool) = self.connection.lookup_storage_pool_by_name(&self.pool) {
             if let Ok(volumes) = pool.list_all_volumes(0) {
@@ -388,4 +389,173 @@ fn one_bulk_call_observes_what_three_questions_per_guest_do() {
         sorted(defined_guests(&test_driver, "test:///default").unwrap()),
         sorted(guest_by_guest(&test_driver, "test:///default").unwrap())
     );
+}
+
+/// Runs `trog ARGS` against an installation whose fleet is this machine with `pool`.
+fn trog_on_pool(pool: &str, args: &[&str]) -> std::process::Output {
+    let installation = tempfile::tempdir().unwrap();
+    std::fs::write(
+        installation.path().join("hypervisors.conf"),
+        format!("[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\n"),
+    )
+    .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_trog"))
+        .args(args)
+        .env("TROG_PROVISIONER_CONFIG", installation.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn sha256_of(path: &str) -> String {
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// Snapshots of a running and a shut-off guest (no OS: it sits in its firmware), named and by
+/// time, listed, kept and deleted through `trog snapshot`, checked against libvirt; restored
+/// through the backend; the shared base image never written; destroy removes them all and names
+/// each.
+#[test]
+fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let mut guest = TestGuest::new("snap", true);
+    let data_volume = guest.desired.data_volume.clone().unwrap().name;
+    guest.xml = guest.xml.replace(
+        "<disk type='volume' device='cdrom'>",
+        &format!(
+            "<disk type='volume' device='disk'><driver name='qemu' type='qcow2'/><source pool='{}' volume='{data_volume}'/><target dev='vdb' bus='virtio'/></disk><disk type='volume' device='cdrom'>",
+            guest.desired.pool_name
+        ),
+    );
+    guest.build_without_starting(&connection);
+    let (domain, pool_name) = (guest.desired.domain.as_str(), &guest.desired.pool_name);
+    let pool = connection.lookup_storage_pool_by_name(pool_name).unwrap();
+    let base_path = pool
+        .lookup_storage_vol_by_name(&guest.desired.base_image_volume)
+        .unwrap()
+        .path()
+        .unwrap();
+    let base_digest = sha256_of(&base_path);
+    let libvirt_domain = connection.lookup_domain_by_name(domain).unwrap();
+    let snapshot_names = || {
+        let mut names: Vec<String> = libvirt_domain
+            .list_all_snapshots(0)
+            .unwrap()
+            .iter()
+            .map(|snapshot| snapshot.name().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    let say = |output: &std::process::Output| {
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+
+    // Running: taken with memory.
+    libvirt_domain.create().unwrap();
+    let first = trog_on_pool(pool_name, &["snapshot", "--name", "first", domain]);
+    assert!(first.status.success(), "{}", say(&first));
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        format!("{domain}: snapshot first taken on local (with memory)\n")
+    );
+    assert!(libvirt_domain.is_active().unwrap(), "the guest runs on");
+    // A name that exists is refused, and nothing is taken.
+    let again = trog_on_pool(pool_name, &["snapshot", "--name", "first", domain]);
+    assert_eq!(again.status.code(), Some(7), "{}", say(&again));
+    assert!(say(&again).contains("already has a snapshot named first"));
+    assert_eq!(snapshot_names(), ["first"]);
+
+    // Shut off: taken offline.
+    libvirt_domain.destroy().unwrap();
+    let second = trog_on_pool(pool_name, &["snapshot", "--name", "second", domain]);
+    assert!(second.status.success(), "{}", say(&second));
+    assert!(say(&second).contains("(offline)"), "{}", say(&second));
+    assert_eq!(sha256_of(&base_path), base_digest);
+
+    // --list --json, oldest first, as libvirt has them.
+    let listed = trog_on_pool(pool_name, &["--json", "snapshot", "--list", domain]);
+    assert!(listed.status.success(), "{}", say(&listed));
+    let listing: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let snapshots = listing["snapshots"].as_array().unwrap();
+    let summary: Vec<(String, bool, String)> = snapshots
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["running"].as_bool().unwrap(),
+                s["capture"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("first".to_string(), true, "with-memory".to_string()),
+            ("second".to_string(), false, "offline".to_string())
+        ]
+    );
+
+    // Restored to the running snapshot: the guest runs again; to the shut-off one: it stops.
+    let backend =
+        trog::libvirt::snapshot::GuestSnapshots::open(&connection, "local", domain).unwrap();
+    backend.revert("first").unwrap();
+    assert!(libvirt_domain.is_active().unwrap());
+    backend.revert("second").unwrap();
+    assert!(!libvirt_domain.is_active().unwrap());
+    assert_eq!(sha256_of(&base_path), base_digest);
+
+    // An unknown name lists the ones there are.
+    let unknown = trog_on_pool(pool_name, &["snapshot", "--delete", "nope", domain]);
+    assert_eq!(unknown.status.code(), Some(1), "{}", say(&unknown));
+    assert!(
+        say(&unknown).contains(&format!(
+            "{domain} has no snapshot named nope; it has: first, second"
+        )),
+        "{}",
+        say(&unknown)
+    );
+
+    // --keep 1 takes one (named by time) and deletes the two before it.
+    let kept = trog_on_pool(pool_name, &["snapshot", "--keep", "1", domain]);
+    assert!(kept.status.success(), "{}", say(&kept));
+    let remaining = snapshot_names();
+    assert_eq!(remaining.len(), 1);
+    assert!(remaining[0].ends_with('Z'), "{remaining:?}");
+    assert!(say(&kept).contains("deleted  snapshot first (--keep)"));
+    assert!(say(&kept).contains("deleted  snapshot second (--keep)"));
+    let deleted = trog_on_pool(pool_name, &["snapshot", "--delete", &remaining[0], domain]);
+    assert!(deleted.status.success(), "{}", say(&deleted));
+    assert!(snapshot_names().is_empty());
+
+    // A guest with snapshots is destroyed whole; each snapshot is named. (Shut off: a guest
+    // without an OS ignores the ACPI shutdown, and destroy would wait out its grace.)
+    let last = trog_on_pool(pool_name, &["snapshot", "--name", "last", domain]);
+    assert!(last.status.success(), "{}", say(&last));
+    let destroyed = trog_on_pool(pool_name, &["destroy", domain]);
+    assert!(destroyed.status.success(), "{}", say(&destroyed));
+    assert!(
+        say(&destroyed).contains("removed  snapshot last"),
+        "{}",
+        say(&destroyed)
+    );
+    assert!(connection.lookup_domain_by_name(domain).is_err());
+    // The kept data volume holds no snapshot state any more.
+    let data_path = pool
+        .lookup_storage_vol_by_name(&data_volume)
+        .unwrap()
+        .path()
+        .unwrap();
+    let info = Command::new("qemu-img")
+        .args(["info", "--output=json", "-U", &data_path])
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(info.get("snapshots").is_none(), "{info}");
+    assert_eq!(sha256_of(&base_path), base_digest);
 }

@@ -1,0 +1,128 @@
+//! `snapshot DOMAIN`: takes a snapshot of the guest wherever it lives (`--name`, `--keep N`);
+//! `--list` shows its snapshots, `--delete NAME` removes one.
+
+use crate::cli::GlobalArgs;
+use crate::credentials::CredentialSource;
+use crate::diagnose::Failure;
+use crate::exit_status::ExitStatus;
+use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::provision::inputs::domain_argument;
+use crate::snapshot::utc_compact;
+use crate::workflow::snapshot::{
+    delete_snapshot, list_snapshots, take_snapshot, GuestAddress, SnapshotListing,
+};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, clap::Args)]
+pub struct SnapshotArgs {
+    /// The guest, fully qualified.
+    pub domain: String,
+    /// Name the new snapshot (default: the UTC time, so names sort by time).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["list", "delete"])]
+    pub name: Option<String>,
+    /// After taking the snapshot, delete all but the newest N.
+    #[arg(long, value_name = "N", conflicts_with_all = ["list", "delete"])]
+    pub keep: Option<usize>,
+    /// List the guest's snapshots instead of taking one.
+    #[arg(long, conflicts_with = "delete")]
+    pub list: bool,
+    /// Delete the snapshot NAME instead of taking one.
+    #[arg(long, value_name = "NAME")]
+    pub delete: Option<String>,
+    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
+    #[arg(long, value_name = "NAME")]
+    pub hypervisor: Option<String>,
+    /// Seconds each hypervisor has to answer when the guest is looked for.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
+    pub timeout: u64,
+}
+
+pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failure> {
+    let domain = domain_argument(&args.domain)?;
+    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let paths = global.installation_paths();
+    let guest = GuestAddress {
+        domain: &domain,
+        hypervisor: args.hypervisor.as_deref(),
+        answer_timeout: Duration::from_secs(args.timeout),
+    };
+    if args.list {
+        let listing = list_snapshots(&paths, &guest, &mut credentials)?;
+        print_listing(&listing, global.json);
+        return Ok(ExitStatus::Success);
+    }
+    if let Some(name) = &args.delete {
+        let hypervisor = delete_snapshot(&paths, &guest, name, &mut credentials)?;
+        if global.json {
+            println!(
+                "{}",
+                serde_json::json!({"guest": domain.as_str(), "hypervisor": hypervisor, "deleted": name})
+            );
+        } else {
+            println!("{domain}: deleted snapshot {name} on {hypervisor}");
+        }
+        return Ok(ExitStatus::Success);
+    }
+    let now_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs() as i64)
+        .unwrap_or(0);
+    let taken = take_snapshot(
+        &paths,
+        &guest,
+        args.name.as_deref(),
+        args.keep,
+        now_unix,
+        &mut credentials,
+    )?;
+    if global.json {
+        println!(
+            "{}",
+            serde_json::to_string(&taken).expect("a snapshot report serialises")
+        );
+    } else {
+        println!(
+            "{}: snapshot {} taken on {} ({})",
+            taken.guest, taken.name, taken.hypervisor, taken.capture
+        );
+        for deleted in &taken.deleted {
+            println!("deleted  snapshot {deleted} (--keep)");
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn print_listing(listing: &SnapshotListing, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(listing).expect("a snapshot listing serialises")
+        );
+        return;
+    }
+    if listing.snapshots.is_empty() {
+        println!("{}: no snapshots on {}", listing.guest, listing.hypervisor);
+    }
+    for listed in &listing.snapshots {
+        let record = &listed.record;
+        let matches = match listed.matches_declaration {
+            Some(true) => "matches today's declaration",
+            Some(false) => "differs from today's declaration",
+            None => "declaration unread",
+        };
+        println!(
+            "{:<24} {}  {:<8} {:<12} {matches}",
+            record.name,
+            utc_compact(record.created_unix),
+            if record.running {
+                "running"
+            } else {
+                "shut off"
+            },
+            record.capture.to_string(),
+        );
+    }
+    if let Some(why) = &listing.declaration_unread {
+        eprintln!("warning: the snapshots were not compared with the declaration: {why}");
+    }
+}

@@ -1,0 +1,163 @@
+//! Snapshots of a guest wherever it is: locate it, open its hypervisor's libvirt, then take,
+//! list or delete. Everything goes through libvirt, so a remote hypervisor works the same as this
+//! machine and nothing needs sudo there.
+
+use crate::config::paths::InstallationPaths;
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::diagnose::Failure;
+use crate::libvirt::snapshot::GuestSnapshots;
+use crate::model::names::DomainName;
+use crate::plan::GuestTag;
+use crate::provision::desired::desired_guest;
+use crate::provision::inputs::load_guest_inputs;
+use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotRecord};
+use crate::workflow::open::HypervisorAccess;
+use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor, OpenedHypervisor};
+use std::time::Duration;
+
+/// Which guest, and where to look for it.
+pub struct GuestAddress<'a> {
+    pub domain: &'a DomainName,
+    /// `--hypervisor`: act there instead of asking the fleet.
+    pub hypervisor: Option<&'a str>,
+    pub answer_timeout: Duration,
+}
+
+/// The hypervisor that holds the guest, opened through libvirt.
+pub(crate) fn open_guests_hypervisor(
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<OpenedHypervisor, Failure> {
+    let fleet = fleet_for_guest(paths, guest.domain)?;
+    let hypervisor = locate_guest(&fleet, guest.domain, guest.hypervisor, guest.answer_timeout)?;
+    if let Some(warning) = &fleet.warning {
+        eprintln!("warning: {warning}");
+    }
+    open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)
+}
+
+/// A snapshot just taken, and the ones `--keep` deleted after it.
+#[derive(Debug, serde::Serialize)]
+pub struct TakenSnapshot {
+    pub guest: String,
+    pub hypervisor: String,
+    pub name: String,
+    pub capture: Capture,
+    pub deleted: Vec<String>,
+}
+
+/// Takes a snapshot of the guest (named `name`, or by the time now), then with `keep` deletes
+/// all but the newest `keep`.
+pub fn take_snapshot(
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    name: Option<&str>,
+    keep: Option<usize>,
+    now_unix: i64,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<TakenSnapshot, Failure> {
+    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let hypervisor = opened.config.name.to_string();
+    let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
+    let existing = snapshots.list()?;
+    let name = name_for_new(guest.domain.as_str(), &existing, name, now_unix)?;
+    let capture = snapshots.take(&name)?;
+    let mut deleted = Vec::new();
+    if let Some(keep) = keep {
+        for old in beyond_newest(&snapshots.list()?, keep) {
+            snapshots.delete(&old)?;
+            deleted.push(old);
+        }
+    }
+    Ok(TakenSnapshot {
+        guest: guest.domain.to_string(),
+        hypervisor,
+        name,
+        capture,
+        deleted,
+    })
+}
+
+/// One line of `snapshot --list`.
+#[derive(Debug, serde::Serialize)]
+pub struct ListedSnapshot {
+    #[serde(flatten)]
+    pub record: SnapshotRecord,
+    /// `Some(true)` when the definition the snapshot holds carries the tag today's declaration
+    /// gives (boot inputs, shape and payload alike): restoring it leaves the guest converged.
+    /// `None` when today's declaration could not be read.
+    pub matches_declaration: Option<bool>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct SnapshotListing {
+    pub guest: String,
+    pub hypervisor: String,
+    pub snapshots: Vec<ListedSnapshot>,
+    /// Why the snapshots could not be compared with today's declaration, if they could not.
+    pub declaration_unread: Option<String>,
+}
+
+/// The guest's snapshots, oldest first, each compared with today's declaration.
+pub fn list_snapshots(
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<SnapshotListing, Failure> {
+    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let hypervisor = opened.config.name.to_string();
+    let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
+    let records = snapshots.list()?;
+    let (declared, declaration_unread) = match load_guest_inputs(paths, guest.domain, credentials) {
+        Ok(inputs) => {
+            let desired = desired_guest(
+                guest.domain,
+                &inputs.generated,
+                &inputs.config.settings,
+                &opened.config,
+            );
+            let tag = GuestTag {
+                payload_digest: Some(desired.payload_digest.clone()),
+                ..desired.tag_before_finish()
+            };
+            (Some(tag), None)
+        }
+        Err(failure) => (None, Some(failure.chain().join(": "))),
+    };
+    let listed = by_age(&records)
+        .into_iter()
+        .map(|record| ListedSnapshot {
+            record: record.clone(),
+            matches_declaration: declared
+                .as_ref()
+                .map(|declared| record.tag.as_ref() == Some(declared)),
+        })
+        .collect();
+    Ok(SnapshotListing {
+        guest: guest.domain.to_string(),
+        hypervisor,
+        snapshots: listed,
+        declaration_unread,
+    })
+}
+
+/// Deletes the guest's snapshot `name`; an unknown name lists the ones there are.
+pub fn delete_snapshot(
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    name: &str,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<String, Failure> {
+    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let hypervisor = opened.config.name.to_string();
+    let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
+    let records = snapshots.list()?;
+    let chosen = crate::snapshot::choose(
+        guest.domain.as_str(),
+        &records,
+        &crate::snapshot::Which::Named(name.to_string()),
+    )?;
+    snapshots.delete(&chosen.name)?;
+    Ok(hypervisor)
+}
