@@ -214,10 +214,13 @@ impl GuestResources<'_> {
                 Err(error) if is(&error, ErrorNumber::NoDomainMetadata) => None,
                 Err(error) => return Err(self.fail("read the guest's metadata")(error)),
             };
+            let snapshots = crate::libvirt::snapshot::snapshot_names_oldest_first(&domain)
+                .map_err(self.fail("list the guest's snapshots"))?;
             observed.domain = Some(ObservedDomain {
                 tag,
                 running,
                 autostart,
+                snapshots,
             });
         }
         Ok(observed)
@@ -296,6 +299,18 @@ impl GuestResources<'_> {
                     .map_err(self.fail("tag the guest"))?;
             }
             Action::StopDomain => self.stop()?,
+            Action::DeleteSnapshots { names } => {
+                let Some(domain) = self.domain()? else {
+                    return Ok(());
+                };
+                for name in names {
+                    let snapshot = virt::domain::Domain::lookup_snapshot_by_name(&domain, name, 0)
+                        .map_err(self.fail(format!("find snapshot {name}")))?;
+                    snapshot
+                        .delete(0)
+                        .map_err(self.fail(format!("delete snapshot {name}")))?;
+                }
+            }
             Action::DeleteVolume { volume, .. } => self.delete_volume(volume)?,
             Action::CreateDataVolume { volume, capacity } => {
                 let xml = format!(

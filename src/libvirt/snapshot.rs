@@ -210,6 +210,21 @@ impl<'a> GuestSnapshots<'a> {
     }
 }
 
+/// The names of `domain`'s snapshots, oldest first (for the planner, which only needs to know
+/// which there are).
+pub fn snapshot_names_oldest_first(domain: &Domain) -> Result<Vec<String>, virt::error::Error> {
+    let mut records = Vec::new();
+    for snapshot in domain.list_all_snapshots(0)? {
+        let name = snapshot.name()?;
+        let created = parse_snapshot_xml(&snapshot.xml_desc(0)?)
+            .map(|record| record.created_unix)
+            .unwrap_or(0);
+        records.push((created, name));
+    }
+    records.sort();
+    Ok(records.into_iter().map(|(_, name)| name).collect())
+}
+
 /// The target device and whether it is writable, of each disk in a domain's XML.
 fn disk_targets(domain_xml: &str) -> Vec<(String, bool)> {
     let Ok(document) = roxmltree::Document::parse(domain_xml) else {

@@ -39,6 +39,11 @@ pub enum Action {
         redefine: bool,
     },
     StopDomain,
+    /// `--force`: deletes the guest's snapshots before its root disk is replaced (their states
+    /// live in that disk).
+    DeleteSnapshots {
+        names: Vec<String>,
+    },
     /// Deletes a root disk or seed that is about to be rebuilt (never a data volume unless the
     /// run was given `--destroy-data`).
     DeleteVolume {
@@ -103,6 +108,11 @@ impl fmt::Display for Action {
                 short(&tag.shape_fingerprint)
             ),
             Action::StopDomain => write!(f, "stop the guest"),
+            Action::DeleteSnapshots { names } => write!(
+                f,
+                "delete snapshots {} (they hold the root disk being replaced; --force)",
+                names.join(", ")
+            ),
             Action::DeleteVolume { volume, why } => write!(f, "delete volume {volume} ({why})"),
             Action::CreateDataVolume { volume, capacity } => {
                 write!(f, "create data volume {volume} of {capacity}")

@@ -45,6 +45,10 @@ pub fn check_plan(
     let mut seed_present = observed.seed_volume.is_some();
     let mut base_present = observed.base_image_present;
     let mut waited = false;
+    let mut snapshots_present = observed
+        .domain
+        .as_ref()
+        .is_some_and(|domain| !domain.snapshots.is_empty());
     for action in &plan.actions {
         match action {
             Action::DeleteVolume { volume, .. } => {
@@ -52,11 +56,22 @@ pub fn check_plan(
                     return refuse("a data volume is deleted only with --destroy-data");
                 }
                 if *volume == desired.root_volume.name {
+                    if snapshots_present {
+                        return refuse(
+                            "a root disk with snapshots is deleted only after them, with --force",
+                        );
+                    }
                     root_present = false;
                 }
                 if *volume == desired.seed_volume {
                     seed_present = false;
                 }
+            }
+            Action::DeleteSnapshots { .. } => {
+                if !resolution.force {
+                    return refuse("snapshots are deleted only with --force");
+                }
+                snapshots_present = false;
             }
             Action::DefineDomain { .. } | Action::AdoptDomain { .. } => domain_defined = true,
             Action::UploadBaseImage { .. } => base_present = true,

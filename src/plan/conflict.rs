@@ -24,6 +24,12 @@ pub enum Conflict {
     ForeignVolume { volume: String },
     /// A data volume of the guest's name that no trog domain claims.
     ForeignDataVolume { volume: String },
+    /// The root disk is to be replaced (new boot inputs) but the guest has snapshots, whose
+    /// states live in it.
+    SnapshotsOfReplacedRoot {
+        volume: String,
+        snapshots: Vec<String>,
+    },
     /// The data volume is smaller than declared; shrinking the declaration or recreating the
     /// volume empty are the only ways forward.
     DataVolumeTooSmall {
@@ -37,7 +43,9 @@ impl Conflict {
     /// The flag that resolves it, as the message names it.
     pub fn resolving_flag(&self) -> &'static str {
         match self {
-            Conflict::ForeignDomain { .. } | Conflict::ForeignDataVolume { .. } => "--force",
+            Conflict::ForeignDomain { .. }
+            | Conflict::ForeignDataVolume { .. }
+            | Conflict::SnapshotsOfReplacedRoot { .. } => "--force",
             Conflict::ForeignVolume { .. } | Conflict::DataVolumeTooSmall { .. } => {
                 "--destroy-data"
             }
@@ -59,6 +67,11 @@ impl fmt::Display for Conflict {
             Conflict::ForeignDataVolume { volume } => write!(
                 f,
                 "data volume {volume} exists but no domain of trog's claims it; --force adopts it with its contents, --destroy-data recreates it empty"
+            ),
+            Conflict::SnapshotsOfReplacedRoot { volume, snapshots } => write!(
+                f,
+                "the boot inputs changed, so root disk {volume} is replaced, and the guest's snapshots ({}) go with it; --force deletes them and goes on",
+                snapshots.join(", ")
             ),
             Conflict::DataVolumeTooSmall { volume, observed_gib, declared_gib } => write!(
                 f,

@@ -19,6 +19,9 @@ pub struct ObservedDomain {
     pub tag: Option<GuestTag>,
     pub running: bool,
     pub autostart: bool,
+    /// The names of its snapshots, oldest first. Their states live inside the guest's disks,
+    /// so a root disk replaced takes them with it.
+    pub snapshots: Vec<String>,
 }
 
 /// A volume of one of the guest's names.

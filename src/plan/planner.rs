@@ -97,6 +97,13 @@ pub fn plan(
                 }
             };
             if tag.boot_fingerprint != desired.boot_fingerprint {
+                // --force (find_conflicts refused the run otherwise): the snapshots' states
+                // live in the root disk about to be deleted.
+                if root_present && !domain.snapshots.is_empty() {
+                    domain_steps.push(Action::DeleteSnapshots {
+                        names: domain.snapshots.clone(),
+                    });
+                }
                 if running {
                     domain_steps.push(Action::StopDomain);
                     running = false;
@@ -234,6 +241,20 @@ fn find_conflicts(
         if domain.tag.is_none() && !resolution.force {
             conflicts.push(Conflict::ForeignDomain {
                 domain: desired.domain.to_string(),
+            });
+        }
+        let boot_changed = domain
+            .tag
+            .as_ref()
+            .is_some_and(|tag| tag.boot_fingerprint != desired.boot_fingerprint);
+        if boot_changed
+            && observed.root_volume.is_some()
+            && !domain.snapshots.is_empty()
+            && !resolution.force
+        {
+            conflicts.push(Conflict::SnapshotsOfReplacedRoot {
+                volume: desired.root_volume.name.clone(),
+                snapshots: domain.snapshots.clone(),
             });
         }
     }

@@ -47,6 +47,7 @@ fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
             }),
             running: true,
             autostart: true,
+            snapshots: Vec::new(),
         }),
         root_volume: Some(ObservedVolume {
             capacity: Bytes::from_gib(10),
@@ -107,6 +108,20 @@ fn scenarios() {
         "boot inputs changed: root disk replaced, data kept",
         &boot,
         none,
+    );
+
+    let mut snapshotted = boot.clone();
+    snapshotted.domain.as_mut().unwrap().snapshots =
+        vec!["20261130T212233Z".into(), "before-upgrade".into()];
+    scenario(
+        "boot inputs changed over snapshots: refused, they go with the root disk",
+        &snapshotted,
+        none,
+    );
+    scenario(
+        "boot inputs changed over snapshots, --force: deleted first",
+        &snapshotted,
+        force,
     );
 
     let mut shape = converged.clone();
@@ -179,17 +194,22 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                 observed.domain.as_mut().unwrap().tag = Some(tag.clone())
             }
             Action::DefineDomain { tag, .. } => {
-                let (running, autostart) = observed
+                let (running, autostart, snapshots) = observed
                     .domain
                     .as_ref()
-                    .map_or((false, false), |d| (d.running, d.autostart));
+                    .map_or((false, false, Vec::new()), |d| {
+                        (d.running, d.autostart, d.snapshots.clone())
+                    });
+                // A redefinition keeps the domain's snapshots, as libvirt does.
                 observed.domain = Some(ObservedDomain {
                     tag: Some(tag.clone()),
                     running,
                     autostart,
+                    snapshots,
                 });
             }
             Action::StopDomain => observed.domain.as_mut().unwrap().running = false,
+            Action::DeleteSnapshots { .. } => observed.domain.as_mut().unwrap().snapshots.clear(),
             Action::DeleteVolume { volume, .. } => {
                 if *volume == desired.root_volume.name {
                     observed.root_volume = None;
@@ -249,11 +269,16 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
             payload_digest,
         },
     ));
-    let domain = proptest::option::of((tag, any::<bool>(), any::<bool>()).prop_map(
-        |(tag, running, autostart)| ObservedDomain {
+    let domain = proptest::option::of((tag, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(tag, running, autostart, has_snapshots)| ObservedDomain {
             tag,
             running,
             autostart,
+            snapshots: if has_snapshots {
+                vec!["20261130T212233Z".into()]
+            } else {
+                Vec::new()
+            },
         },
     ));
     let volume = |gib: u64| {
@@ -349,7 +374,10 @@ proptest! {
         let foreign_domain = observed.domain.as_ref().is_some_and(|domain| domain.tag.is_none());
         let unclaimed_volumes = observed.domain.is_none() && (observed.root_volume.is_some() || observed.seed_volume.is_some() || observed.data_volume.is_some());
         let small_data = observed.data_volume.as_ref().is_some_and(|volume| volume.capacity < Bytes::from_gib(20));
+        let snapshots_over_replaced_root = observed.root_volume.is_some() && observed.domain.as_ref().is_some_and(|domain| {
+            !domain.snapshots.is_empty() && domain.tag.as_ref().is_some_and(|tag| tag.boot_fingerprint != desired.boot_fingerprint)
+        });
         let refused = plan(&desired, &observed, Resolution::default()).is_err();
-        prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || small_data);
+        prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || small_data || snapshots_over_replaced_root);
     }
 }

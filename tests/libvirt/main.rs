@@ -533,6 +533,44 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
     assert!(deleted.status.success(), "{}", say(&deleted));
     assert!(snapshot_names().is_empty());
 
+    // New boot inputs replace the root disk, which holds the snapshots: a plain plan refuses,
+    // and with --force deletes them first.
+    let doomed = trog_on_pool(pool_name, &["snapshot", "--name", "doomed", domain]);
+    assert!(doomed.status.success(), "{}", say(&doomed));
+    let resources = guest.resources(&connection);
+    let observed = resources.observe().unwrap();
+    assert_eq!(observed.domain.as_ref().unwrap().snapshots, ["doomed"]);
+    let rebooted = DesiredGuest {
+        boot_fingerprint: "boot-2".into(),
+        ..guest.desired.clone()
+    };
+    let refused = plan::plan(&rebooted, &observed, Resolution::default()).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("snapshots (doomed) go with it; --force"),
+        "{refused}"
+    );
+    let forced = Resolution {
+        force: true,
+        destroy_data: false,
+    };
+    let steps = plan::plan(&rebooted, &observed, forced).unwrap();
+    let first_step = &steps.actions[0];
+    assert_eq!(
+        first_step,
+        &Action::DeleteSnapshots {
+            names: vec!["doomed".into()]
+        }
+    );
+    let artifacts = BuiltArtifacts {
+        domain_xml: &guest.xml,
+        seed_iso: &guest.seed_iso,
+        base_image_file: &guest.base,
+    };
+    resources.execute(first_step, &artifacts).unwrap();
+    assert!(snapshot_names().is_empty());
+
     // A guest with snapshots is destroyed whole; each snapshot is named. (Shut off: a guest
     // without an OS ignores the ACPI shutdown, and destroy would wait out its grace.)
     let last = trog_on_pool(pool_name, &["snapshot", "--name", "last", domain]);
