@@ -6,6 +6,7 @@ use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::output::events::{emit, Event};
 use crate::output::progress::{Progress, ProgressMode};
 use crate::provision::inputs::domain_argument;
 use crate::snapshot::Which;
@@ -54,12 +55,10 @@ pub fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, Failure
         &which,
         &progress,
         &mut credentials,
+        &global.locks("restore"),
     )?;
     if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("a restore report serialises")
-        );
+        emit(&Event::Restored(&report));
         return Ok(ExitStatus::Success);
     }
     println!(

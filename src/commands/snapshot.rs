@@ -6,6 +6,7 @@ use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::output::events::{emit, Event};
 use crate::provision::inputs::domain_argument;
 use crate::snapshot::utc_compact;
 use crate::workflow::snapshot::{
@@ -41,23 +42,25 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
     let domain = domain_argument(&args.domain)?;
     let mut credentials = CredentialSource::for_run(global.credentials)?;
     let paths = global.installation_paths();
+    let locks = global.locks("snapshot");
     let guest = GuestAddress {
         domain: &domain,
         hypervisor: args.hypervisor.as_deref(),
         answer_timeout: Duration::from_secs(args.timeout),
     };
     if args.list {
-        let listing = list_snapshots(&paths, &guest, &mut credentials)?;
+        let listing = list_snapshots(&paths, &guest, &mut credentials, &locks)?;
         print_listing(&listing, global.json);
         return Ok(ExitStatus::Success);
     }
     if let Some(name) = &args.delete {
-        let hypervisor = delete_snapshot(&paths, &guest, name, &mut credentials)?;
+        let hypervisor = delete_snapshot(&paths, &guest, name, &mut credentials, &locks)?;
         if global.json {
-            println!(
-                "{}",
-                serde_json::json!({"guest": domain.as_str(), "hypervisor": hypervisor, "deleted": name})
-            );
+            emit(&Event::SnapshotDeleted {
+                guest: domain.as_str(),
+                hypervisor: &hypervisor,
+                name,
+            });
         } else {
             println!("{domain}: deleted snapshot {name} on {hypervisor}");
         }
@@ -74,12 +77,10 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
         args.keep,
         now_unix,
         &mut credentials,
+        &locks,
     )?;
     if global.json {
-        println!(
-            "{}",
-            serde_json::to_string(&taken).expect("a snapshot report serialises")
-        );
+        emit(&Event::SnapshotTaken(&taken));
     } else {
         println!(
             "{}: snapshot {} taken on {} ({})",
@@ -94,10 +95,7 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
 
 fn print_listing(listing: &SnapshotListing, json: bool) {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string(listing).expect("a snapshot listing serialises")
-        );
+        emit(&Event::Snapshots(listing));
         return;
     }
     if listing.snapshots.is_empty() {

@@ -18,6 +18,8 @@ use crate::preflight::PreflightReport;
 use crate::provision::ConvergeReport;
 use crate::workflow::addresses::{AddressListing, AssignedAddresses};
 use crate::workflow::destroy::DestroyReport;
+use crate::workflow::restore::RestoreReport;
+use crate::workflow::snapshot::{SnapshotListing, TakenSnapshot};
 use crate::workflow::status::GuestStatus;
 use serde::Serialize;
 use std::io::Write;
@@ -60,6 +62,18 @@ pub enum Event<'a> {
     Destroyed(&'a DestroyReport),
     /// `status`: one guest's place and whether it is converged.
     Status(&'a GuestStatus),
+    /// `snapshot`: a snapshot was taken (and `--keep` deleted older ones).
+    SnapshotTaken(&'a TakenSnapshot),
+    /// `snapshot --list`: the guest's snapshots, oldest first.
+    Snapshots(&'a SnapshotListing),
+    /// `snapshot --delete`: a snapshot was deleted.
+    SnapshotDeleted {
+        guest: &'a str,
+        hypervisor: &'a str,
+        name: &'a str,
+    },
+    /// `restore`: the guest is back at a snapshot; what `status` says now.
+    Restored(&'a RestoreReport),
     /// `preflight`: every check, and whether a run is worth starting.
     Preflight {
         #[serde(flatten)]

@@ -7,12 +7,13 @@ use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::guest::wait::wait_for_ssh;
 use crate::libvirt::snapshot::GuestSnapshots;
+use crate::lock::Locks;
 use crate::output::progress::Progress;
 use crate::provision::inputs::load_guest_inputs;
 use crate::provision::reach::{address_source, SshProbe};
 use crate::secrets::PrivateKeyFile;
 use crate::snapshot::{choose, Capture, Which};
-use crate::workflow::snapshot::{open_guests_hypervisor, GuestAddress};
+use crate::workflow::snapshot::{open_guests_hypervisor, GuestAddress, GuestUse};
 use crate::workflow::status::{guest_status, GuestStatus};
 use std::time::{Duration, Instant};
 
@@ -43,11 +44,13 @@ pub fn restore(
     which: &Which,
     progress: &Progress,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
 ) -> Result<RestoreReport, Failure> {
     // The declaration and the guest's key are read before anything changes: a restore that could
     // not wait for the guest afterwards is refused up front.
-    let inputs = load_guest_inputs(paths, guest.domain, credentials)?;
-    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let inputs = load_guest_inputs(paths, guest.domain, credentials, locks)?;
+    let (opened, guest_lock) =
+        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
     let hypervisor = opened.config.name.to_string();
     let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
     let records = snapshots.list()?;
@@ -80,7 +83,15 @@ pub fn restore(
             &std::thread::sleep,
         )?);
     }
-    let status = guest_status(paths, guest.domain, guest.answer_timeout, credentials)?;
+    // The guest is what the snapshot made it; what status says is read without holding it.
+    drop(guest_lock);
+    let status = guest_status(
+        paths,
+        guest.domain,
+        guest.answer_timeout,
+        credentials,
+        locks,
+    )?;
     Ok(RestoreReport {
         guest: guest.domain.to_string(),
         hypervisor,

@@ -6,11 +6,13 @@ use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::libvirt::snapshot::GuestSnapshots;
+use crate::lock::{HeldLock, Locks};
 use crate::model::names::DomainName;
 use crate::plan::GuestTag;
 use crate::provision::desired::desired_guest;
 use crate::provision::inputs::load_guest_inputs;
 use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotRecord};
+use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor, OpenedHypervisor};
 use std::time::Duration;
@@ -23,18 +25,35 @@ pub struct GuestAddress<'a> {
     pub answer_timeout: Duration,
 }
 
-/// The hypervisor that holds the guest, opened through libvirt.
+/// Whether a verb changes the guest (and so holds its lock while it acts) or only reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GuestUse {
+    Change,
+    Read,
+}
+
+/// The hypervisor that holds the guest, opened through libvirt, and for a verb that changes the
+/// guest its lock, held until the returned guard is dropped.
 pub(crate) fn open_guests_hypervisor(
     paths: &InstallationPaths,
     guest: &GuestAddress,
     credentials: &mut CredentialSource<TerminalPrompter>,
-) -> Result<OpenedHypervisor, Failure> {
+    locks: &Locks,
+    guest_use: GuestUse,
+) -> Result<(OpenedHypervisor, Option<HeldLock>), Failure> {
     let fleet = fleet_for_guest(paths, guest.domain)?;
     let hypervisor = locate_guest(&fleet, guest.domain, guest.hypervisor, guest.answer_timeout)?;
     if let Some(warning) = &fleet.warning {
         eprintln!("warning: {warning}");
     }
-    open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)
+    let held = match guest_use {
+        GuestUse::Change => Some(take_guest_lock(locks, guest.domain, &mut |text| {
+            eprintln!("{text}")
+        })?),
+        GuestUse::Read => None,
+    };
+    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
+    Ok((opened, held))
 }
 
 /// A snapshot just taken, and the ones `--keep` deleted after it.
@@ -56,8 +75,10 @@ pub fn take_snapshot(
     keep: Option<usize>,
     now_unix: i64,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
 ) -> Result<TakenSnapshot, Failure> {
-    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let (opened, _guest_lock) =
+        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
     let hypervisor = opened.config.name.to_string();
     let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
     let existing = snapshots.list()?;
@@ -104,27 +125,29 @@ pub fn list_snapshots(
     paths: &InstallationPaths,
     guest: &GuestAddress,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
 ) -> Result<SnapshotListing, Failure> {
-    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let (opened, _) = open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Read)?;
     let hypervisor = opened.config.name.to_string();
     let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
     let records = snapshots.list()?;
-    let (declared, declaration_unread) = match load_guest_inputs(paths, guest.domain, credentials) {
-        Ok(inputs) => {
-            let desired = desired_guest(
-                guest.domain,
-                &inputs.generated,
-                &inputs.config.settings,
-                &opened.config,
-            );
-            let tag = GuestTag {
-                payload_digest: Some(desired.payload_digest.clone()),
-                ..desired.tag_before_finish()
-            };
-            (Some(tag), None)
-        }
-        Err(failure) => (None, Some(failure.chain().join(": "))),
-    };
+    let (declared, declaration_unread) =
+        match load_guest_inputs(paths, guest.domain, credentials, locks) {
+            Ok(inputs) => {
+                let desired = desired_guest(
+                    guest.domain,
+                    &inputs.generated,
+                    &inputs.config.settings,
+                    &opened.config,
+                );
+                let tag = GuestTag {
+                    payload_digest: Some(desired.payload_digest.clone()),
+                    ..desired.tag_before_finish()
+                };
+                (Some(tag), None)
+            }
+            Err(failure) => (None, Some(failure.chain().join(": "))),
+        };
     let listed = by_age(&records)
         .into_iter()
         .map(|record| ListedSnapshot {
@@ -148,8 +171,10 @@ pub fn delete_snapshot(
     guest: &GuestAddress,
     name: &str,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
 ) -> Result<String, Failure> {
-    let opened = open_guests_hypervisor(paths, guest, credentials)?;
+    let (opened, _guest_lock) =
+        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
     let hypervisor = opened.config.name.to_string();
     let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
     let records = snapshots.list()?;
