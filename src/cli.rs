@@ -37,6 +37,11 @@ pub struct GlobalArgs {
     /// blank line. Nothing reads standard input without this flag.
     #[arg(long, global = true)]
     pub credentials: bool,
+    /// How long `--credentials` waits for the blank line that ends them (or the end of input).
+    #[arg(long, global = true, value_name = "SECONDS",
+          default_value_t = crate::credentials::DEFAULT_HANDED_IN_WAIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub credentials_wait: u64,
     /// Print machine-readable output: JSON on stdout, one event per line for progress.
     #[arg(long, global = true)]
     pub json: bool,
@@ -47,6 +52,13 @@ pub struct GlobalArgs {
 }
 
 impl GlobalArgs {
+    /// How long to wait for credentials on standard input; `None` without `--credentials`, when
+    /// standard input is never read.
+    pub fn credentials_input(&self) -> Option<std::time::Duration> {
+        self.credentials
+            .then(|| std::time::Duration::from_secs(self.credentials_wait))
+    }
+
     /// The installation's files for this run: its environment and the files the options replace.
     pub fn installation_paths(&self) -> InstallationPaths {
         InstallationPaths::from_environment(self.recipes.as_deref(), self.hvconf.as_deref())

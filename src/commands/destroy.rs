@@ -64,7 +64,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
     if args.purge {
         confirm_purge(&domain, args.yes)?;
     }
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let report = destroy(
         &global.installation_paths(),
         &DestroyRequest {

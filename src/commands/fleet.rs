@@ -3,7 +3,7 @@
 //! none answered.
 
 use crate::cli::GlobalArgs;
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
@@ -23,7 +23,7 @@ pub fn run(global: &GlobalArgs, args: FleetArgs) -> Result<ExitStatus, Failure> 
     let paths = global.installation_paths();
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
-        load_fleet(&paths.hypervisors_conf)?,
+        load_installation_fleet(&paths)?,
         None,
     );
     let observation = observe_fleet(

@@ -55,7 +55,7 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
 
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
     let domain = domain_argument(&args.domain)?;
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let inputs = load_guest_inputs(
         &global.installation_paths(),
         &domain,

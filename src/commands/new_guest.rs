@@ -21,7 +21,9 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::model::names::{DomainName, NameError, RecipeName};
-use crate::model::units::{Bytes, MiB, SizeError};
+use crate::model::units::{
+    guest_disk_problem, guest_memory_problem, Bytes, MiB, SizeError, GUEST_MAX_CPUS,
+};
 use crate::output::events::{to_line, Event};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -64,8 +66,8 @@ pub enum NewGuestError {
         #[source]
         source: SizeError,
     },
-    #[error("--{option} must be more than zero")]
-    Zero { option: &'static str },
+    #[error("--{option} cannot be used: {why}")]
+    OutOfRange { option: &'static str, why: String },
     #[error("recipe `{recipe}` is named more than once")]
     DuplicateRecipe { recipe: String },
     #[error("{} already exists", path.display())]
@@ -98,7 +100,9 @@ impl Diagnose for NewGuestError {
             NewGuestError::Size { .. } => {
                 "write the disk size as GiB (`20`) or with a unit (`20G`, `512M`)".into()
             }
-            NewGuestError::Zero { .. } => "leave the option out to take the default".into(),
+            NewGuestError::OutOfRange { .. } => {
+                "give a size a guest can have, or leave the option out to take the default".into()
+            }
             NewGuestError::DuplicateRecipe { .. } => "name each recipe once".into(),
             NewGuestError::Exists { .. } => {
                 "pick another --hostname, or delete the file to start that guest over".into()
@@ -132,14 +136,32 @@ impl GuestShape {
         let size = size
             .map(|text| Bytes::parse_disk(text).map_err(|source| NewGuestError::Size { source }))
             .transpose()?;
-        if memory == Some(MiB(0)) {
-            return Err(NewGuestError::Zero { option: "memory" });
+        if let Some(why) = memory.and_then(guest_memory_problem) {
+            return Err(NewGuestError::OutOfRange {
+                option: "memory",
+                why,
+            });
         }
-        if cpus == Some(0) {
-            return Err(NewGuestError::Zero { option: "cpus" });
+        match cpus {
+            Some(0) => {
+                return Err(NewGuestError::OutOfRange {
+                    option: "cpus",
+                    why: "a guest needs at least 1".into(),
+                })
+            }
+            Some(count) if count > GUEST_MAX_CPUS => {
+                return Err(NewGuestError::OutOfRange {
+                    option: "cpus",
+                    why: format!("{count} is more than a guest gets ({GUEST_MAX_CPUS} at most)"),
+                })
+            }
+            _ => {}
         }
-        if size == Some(Bytes(0)) {
-            return Err(NewGuestError::Zero { option: "size" });
+        if let Some(why) = size.and_then(guest_disk_problem) {
+            return Err(NewGuestError::OutOfRange {
+                option: "size",
+                why,
+            });
         }
         Ok(GuestShape { memory, cpus, size })
     }
@@ -351,13 +373,18 @@ mod tests {
         ));
         for (memory, cpus, size, option) in [
             (Some("0"), None, None, "memory"),
+            (Some("64M"), None, None, "memory"),
             (None, Some(0), None, "cpus"),
+            (None, Some(100_000), None, "cpus"),
             (None, None, Some("0G"), "size"),
+            (None, None, Some("100M"), "size"),
         ] {
             let error = GuestShape::parse(memory, cpus, size).unwrap_err();
-            assert_eq!(
-                error.to_string(),
-                format!("--{option} must be more than zero")
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("--{option} cannot be used: ")),
+                "{error}"
             );
             assert_eq!(error.exit_status(), ExitStatus::Usage);
         }

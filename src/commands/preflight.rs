@@ -4,12 +4,14 @@
 //! `--credentials`.
 
 use crate::cli::GlobalArgs;
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet, Fleet};
+use crate::config::hypervisors_conf::{
+    fleet_to_build_on, load_installation_fleet, Fleet, HypervisorsConfError,
+};
 use crate::config::load::{list_domains, load_guest_with_recipe_settings, load_recipes_yaml};
 use crate::config::paths::InstallationPaths;
 use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::{CredentialName, CredentialSource, Secret};
-use crate::diagnose::Failure;
+use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
@@ -21,7 +23,8 @@ use crate::output::events::{emit, Event};
 use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
 use crate::preflight::render::render_report;
 use crate::preflight::{
-    ConfigurationFacts, FileFact, HypervisorFacts, HypervisorReport, PreflightReport, SudoFact,
+    ConfigurationFacts, FileFact, GuestListingProblem, HypervisorFacts, HypervisorReport,
+    PreflightReport, SudoFact,
 };
 use crate::provision::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
 
@@ -34,7 +37,7 @@ pub struct PreflightArgs {
 
 pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failure> {
     let paths = global.installation_paths();
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let handed_in_sudo: Option<Secret> = if credentials.was_handed_in(CredentialName::Sudo) {
         credentials
             .get(CredentialName::Sudo, "for sudo on the hypervisor")
@@ -43,7 +46,12 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
     } else {
         None
     };
-    let fleet_file = load_fleet(&paths.hypervisors_conf);
+    let fleet_file = load_installation_fleet(&paths);
+    // A fleet file named on the command line that is not there leaves nothing to check: checking
+    // this machine instead would answer a question nobody asked.
+    if let Err(HypervisorsConfError::NamedFileMissing { path }) = &fleet_file {
+        return Err(HypervisorsConfError::NamedFileMissing { path: path.clone() }.into());
+    }
     let configuration = configuration_facts(&paths, &fleet_file);
     let fleet = fleet_to_build_on(&paths.hypervisors_conf, fleet_file.ok().flatten(), None);
     let hypervisors: Vec<&HypervisorConfig> = match &args.hypervisor {
@@ -128,7 +136,10 @@ fn configuration_facts(
         }
     };
     let guests = list_domains(paths)
-        .map_err(|error| error.to_string())
+        .map_err(|error| GuestListingProblem {
+            why: error.to_string(),
+            hint: error.hint().unwrap_or_default(),
+        })
         .map(|domains| {
             let settings = load_cookbook(&recipes_dir())
                 .map(|cookbook| recipe_settings(&cookbook))

@@ -3,7 +3,7 @@
 
 use crate::addresses::settle::AddressPolicy;
 use crate::cli::GlobalArgs;
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet};
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
@@ -110,7 +110,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     // Everything local first: configuration, secrets, artifacts of every guest.
     let paths = global.installation_paths();
     let locks = global.locks("provision");
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     // A dry run changes nothing, ips.db included: it shows the address a guest already holds.
     let addresses = if args.dry_run {
         AddressPolicy::ReadOnly
@@ -124,7 +124,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
 
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
-        load_fleet(&paths.hypervisors_conf)?,
+        load_installation_fleet(&paths)?,
         guests[0].config.settings.libvirt_uri.as_ref(),
     );
     if let Some(warning) = &fleet.warning {

@@ -28,7 +28,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
         .iter()
         .map(|text| domain_argument(text))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let paths = global.installation_paths();
     let mut all_converged = true;
     for domain in &domains {

@@ -49,6 +49,9 @@ pub enum GuestConfigError {
         #[source]
         source: NameError,
     },
+
+    #[error("{} is not named after a guest: guest files end in `.yaml`", path.display())]
+    GuestFileExtension { path: PathBuf },
 }
 
 fn problem_lines(problems: &[SettingProblem]) -> String {
@@ -147,9 +150,14 @@ impl Diagnose for GuestConfigError {
                     .to_string()
             }
             GuestConfigError::DomainFileName { .. } => {
-                "name guest files <fqdn>.yaml, e.g. www.example.test.yaml, or move other files out of recipes.d"
+                "rename it after the guest's fully qualified name in lower case (www.example.test.yaml), \
+                 or move it out of recipes.d"
                     .to_string()
             }
+            GuestConfigError::GuestFileExtension { path } => format!(
+                "rename it to {}.yaml, or move it out of recipes.d",
+                path.file_stem().map(|stem| stem.to_string_lossy()).unwrap_or_default()
+            ),
         })
     }
 }

@@ -28,7 +28,7 @@ pub enum SettingType {
     /// Disk: a bare number is GiB, or a number with K/M/G/T.
     DiskSize,
     /// A whole number of at least `min`.
-    Count { min: u32 },
+    Count { min: u32, max: u32 },
     /// An IPv4 or IPv6 address without a prefix length.
     IpAddress,
     /// An address with its prefix length, `192.0.2.10/24` or `2001:db8::10/64`.
@@ -63,7 +63,7 @@ impl SettingType {
             SettingType::LibvirtUri => "libvirt URI".to_string(),
             SettingType::Memory => "memory size (bare number: MiB)".to_string(),
             SettingType::DiskSize => "disk size (bare number: GiB)".to_string(),
-            SettingType::Count { min } => format!("whole number ≥ {min}"),
+            SettingType::Count { min, max } => format!("whole number from {min} to {max}"),
             SettingType::IpAddress => "IP address".to_string(),
             SettingType::CidrAddress => "address/prefix".to_string(),
             SettingType::DnsName => "DNS name".to_string(),
@@ -267,7 +267,10 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
     ),
     setting(
         "cpus",
-        SettingType::Count { min: 1 },
+        SettingType::Count {
+            min: 1,
+            max: crate::model::units::GUEST_MAX_CPUS,
+        },
         Presence::Default("1"),
         Scope::Guest,
         "Virtual CPUs.",

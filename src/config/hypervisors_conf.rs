@@ -137,6 +137,8 @@ pub enum HypervisorsConfError {
     },
     #[error("{} describes no hypervisor", path.display())]
     NoBlocks { path: PathBuf },
+    #[error("--hvconf names {}, which does not exist", path.display())]
+    NamedFileMissing { path: PathBuf },
     #[error("there is no hypervisor named `{name}` in {}", fleet.describe())]
     UnknownHypervisor {
         name: String,
@@ -173,6 +175,11 @@ impl Diagnose for HypervisorsConfError {
             }
             HypervisorsConfError::MissingUri { .. } => {
                 "add e.g. `libvirt_uri = qemu+ssh://root@hv1.example.test/system`".to_string()
+            }
+            HypervisorsConfError::NamedFileMissing { .. } => {
+                "correct the path, or leave out --hvconf to use hypervisors.conf in the \
+                 configuration directory (absent there: build on this machine)"
+                    .to_string()
             }
             HypervisorsConfError::NoBlocks { .. } => {
                 "add a block per hypervisor, e.g. `[hv1]` then \
@@ -224,6 +231,18 @@ pub fn load_fleet(path: &Path) -> Result<Option<Fleet>, HypervisorsConfError> {
             path: path.to_path_buf(),
             source,
         }),
+    }
+}
+
+/// Reads the installation's fleet file: `None` when there is none, unless `--hvconf` named it.
+pub fn load_installation_fleet(
+    paths: &crate::config::paths::InstallationPaths,
+) -> Result<Option<Fleet>, HypervisorsConfError> {
+    match load_fleet(&paths.hypervisors_conf)? {
+        None if paths.hypervisors_conf_named => Err(HypervisorsConfError::NamedFileMissing {
+            path: paths.hypervisors_conf.clone(),
+        }),
+        fleet => Ok(fleet),
     }
 }
 

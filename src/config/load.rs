@@ -56,13 +56,22 @@ pub fn load_guest_with_recipe_settings(
     recipe_settings: &[String],
 ) -> Result<GuestConfig, GuestConfigError> {
     let recipes_yaml = load_recipes_yaml(paths)?;
+    // A file in recipes.d that can never be a guest is an error of the installation, said on
+    // every run rather than passed over: it is usually a guest someone meant to have.
+    if let Err(
+        error @ (GuestConfigError::DomainFileName { .. }
+        | GuestConfigError::GuestFileExtension { .. }),
+    ) = list_domains(paths)
+    {
+        return Err(error);
+    }
     let domain_file = load_domain_file(paths, domain)?;
     resolve_guest(&recipes_yaml, &domain_file, recipe_settings)
 }
 
 /// Every guest the installation describes: each `<fqdn>.yaml` in recipes.d, sorted. Other
-/// files (site folders, editor backups) are passed over; a `.yaml` file whose name is not a
-/// fully qualified domain name is an error, since it would never be built.
+/// files (site folders, editor backups) are passed over; a `.yaml` or `.yml` file whose name is
+/// not `<fqdn>.yaml` is an error, since it would never be built.
 pub fn list_domains(paths: &InstallationPaths) -> Result<Vec<DomainName>, GuestConfigError> {
     let listing_error = |source| GuestConfigError::ListDomains {
         path: paths.recipes_d.clone(),
@@ -72,6 +81,13 @@ pub fn list_domains(paths: &InstallationPaths) -> Result<Vec<DomainName>, GuestC
     for entry in std::fs::read_dir(&paths.recipes_d).map_err(listing_error)? {
         let entry = entry.map_err(listing_error)?;
         let path = entry.path();
+        let is_yml = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.ends_with(".yml"));
+        if is_yml && entry.file_type().map_err(listing_error)?.is_file() {
+            return Err(GuestConfigError::GuestFileExtension { path });
+        }
         let Some(stem) = path
             .file_name()
             .and_then(|name| name.to_str())

@@ -15,8 +15,12 @@ pub const CONFIG_DIR_VARIABLE: &str = "TROG_PROVISIONER_CONFIG";
 pub struct InstallationPaths {
     /// The configuration directory.
     pub dir: PathBuf,
-    /// The fleet: one `[block]` per hypervisor. May be absent (build on this machine).
+    /// The fleet: one `[block]` per hypervisor. May be absent (build on this machine), unless
+    /// the command line named it.
     pub hypervisors_conf: PathBuf,
+    /// Whether `--hvconf` named the fleet file: a file asked for by name must exist, since a
+    /// misspelt path must not quietly mean "build on this machine".
+    pub hypervisors_conf_named: bool,
     /// `_base` and its `_global`: the installation's settings and the recipes every guest gets.
     pub recipes_yaml: PathBuf,
     /// One `<fqdn>.yaml` per guest, and beside it an optional `<fqdn>/` folder of site files
@@ -44,6 +48,7 @@ impl InstallationPaths {
             hypervisors_conf: hvconf_override
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| dir.join("hypervisors.conf")),
+            hypervisors_conf_named: hvconf_override.is_some(),
             recipes_yaml: recipes_override
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| dir.join("recipes.yaml")),

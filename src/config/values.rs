@@ -7,7 +7,7 @@ use crate::config::global_schema::SettingType;
 use crate::config::yaml::{LocatedNode, Node, Origin};
 use crate::model::hypervisor::LibvirtUri;
 use crate::model::names::{DomainName, HypervisorName};
-use crate::model::units::{Bytes, MiB};
+use crate::model::units::{guest_disk_problem, guest_memory_problem, Bytes, MiB};
 use serde::Serialize;
 use std::fmt;
 use std::net::IpAddr;
@@ -116,13 +116,14 @@ pub fn check_value(
             Ok(TypedValue::List(values))
         }
         SettingType::Image => check_image(node),
-        SettingType::Count { min } => match &node.value {
-            Node::Integer(number)
-                if *number >= i64::from(min) && *number <= i64::from(u32::MAX) =>
-            {
-                Ok(TypedValue::Count(*number as u32))
+        SettingType::Count { min, max } => match &node.value {
+            Node::Integer(number) if *number < i64::from(min) => {
+                Err(refuse(format!("{number} is less than {min}")))
             }
-            Node::Integer(number) => Err(refuse(format!("{number} is less than {min}"))),
+            Node::Integer(number) if *number > i64::from(max) => {
+                Err(refuse(format!("{number} is more than {max}")))
+            }
+            Node::Integer(number) => Ok(TypedValue::Count(*number as u32)),
             other => Err(refuse(format!(
                 "expected a whole number, found {}",
                 other.describe()
@@ -139,13 +140,17 @@ pub fn check_value(
                 }
             };
             if setting_type == SettingType::Memory {
-                MiB::parse(&text)
-                    .map(TypedValue::Memory)
-                    .map_err(|error| refuse(error.to_string()))
+                let memory = MiB::parse(&text).map_err(|error| refuse(error.to_string()))?;
+                match guest_memory_problem(memory) {
+                    Some(problem) => Err(refuse(problem)),
+                    None => Ok(TypedValue::Memory(memory)),
+                }
             } else {
-                Bytes::parse_disk(&text)
-                    .map(TypedValue::Disk)
-                    .map_err(|error| refuse(error.to_string()))
+                let size = Bytes::parse_disk(&text).map_err(|error| refuse(error.to_string()))?;
+                match guest_disk_problem(size) {
+                    Some(problem) => Err(refuse(problem)),
+                    None => Ok(TypedValue::Disk(size)),
+                }
             }
         }
         _ => {
@@ -383,14 +388,20 @@ mod tests {
             TypedValue::Disk(Bytes::from_gib(4))
         );
         assert!(refused(SettingType::Memory, "lots").contains("not a size"));
+        assert!(refused(SettingType::Memory, "0").contains("less than a guest boots in"));
+        assert!(refused(SettingType::DiskSize, "0").contains("less than a root disk holds"));
+        assert!(refused(SettingType::DiskSize, "512M").contains("less than a root disk holds"));
         assert!(refused(SettingType::DiskSize, "[1]").contains("expected a size"));
     }
 
     #[test]
     fn counts_are_whole_and_at_least_the_minimum() {
-        let cpus = SettingType::Count { min: 1 };
+        let cpus = SettingType::Count { min: 1, max: 255 };
         assert_eq!(check(cpus, "2").unwrap(), TypedValue::Count(2));
         assert!(refused(cpus, "0").contains("less than 1"));
+        assert!(refused(cpus, "256").contains("more than 255"));
+        assert!(refused(cpus, "99999999999").contains("more than 255"));
+        assert!(refused(cpus, "-1").contains("less than 1"));
         assert!(refused(cpus, "\"2\"").contains("expected a whole number"));
         assert!(refused(cpus, "1.5").contains("expected a whole number"));
     }

@@ -11,6 +11,12 @@ pub enum CredentialsError {
     #[error("cannot read credentials from standard input")]
     Read(#[source] io::Error),
 
+    #[error("no blank line ended the credentials on standard input within {waited_seconds}s, and the input was not closed")]
+    NoBlankLine { waited_seconds: u64 },
+
+    #[error("the credentials on standard input are longer than {limit} bytes")]
+    TooLong { limit: usize },
+
     #[error("credentials line {line_number} is not valid UTF-8")]
     NotUtf8 { line_number: usize },
 
@@ -85,7 +91,10 @@ impl Diagnose for CredentialsError {
                 "pipe the credentials into trog's standard input, or leave out --credentials to be asked on a terminal"
                     .to_string(),
             ),
-            CredentialsError::NotUtf8 { .. } | CredentialsError::NoColon { .. } => Some(FORMAT_HINT.to_string()),
+            CredentialsError::NotUtf8 { .. }
+            | CredentialsError::NoColon { .. }
+            | CredentialsError::NoBlankLine { .. }
+            | CredentialsError::TooLong { .. } => Some(FORMAT_HINT.to_string()),
             CredentialsError::UnknownName { suggestion: Some(known), .. } => Some(format!(
                 "did you mean `{known}`? The names trog knows are {}",
                 CredentialName::listing()

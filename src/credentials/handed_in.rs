@@ -16,7 +16,8 @@ use super::error::CredentialsError;
 use super::secret::Secret;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
+use std::time::Duration;
 use zeroize::Zeroizing;
 
 /// The credentials a run can need.
@@ -184,19 +185,37 @@ fn looks_like_a_name(text: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// The most standard input `--credentials` reads: two credentials of any sane length fit many
+/// times over, and a caller that pipes a file or an endless stream by mistake is refused instead
+/// of read until memory runs out.
+pub const MAX_HANDED_IN_BYTES: usize = 64 * 1024;
+
+/// How long `--credentials` waits for the blank line (or the end of input) by default. A program
+/// handing credentials in writes them at once; a person typing them has this long.
+pub const DEFAULT_HANDED_IN_WAIT: Duration = Duration::from_secs(60);
+
 /// Reads credentials from `reader` up to and including the first blank line, or to the end of input,
-/// and reads nothing after it.
+/// and reads nothing after it; at most [`MAX_HANDED_IN_BYTES`].
 pub fn read_handed_in(reader: &mut impl BufRead) -> Result<HandedInCredentials, CredentialsError> {
     let mut handed_in = HandedInCredentials::none();
     let mut line_number = 0;
+    let mut total = 0;
     loop {
         let mut bytes = Zeroizing::new(Vec::new());
-        let length = reader
+        let room = MAX_HANDED_IN_BYTES - total;
+        let length = (&mut *reader)
+            .take(room as u64 + 1)
             .read_until(b'\n', &mut bytes)
             .map_err(CredentialsError::Read)?;
         if length == 0 {
             return Ok(handed_in);
         }
+        if length > room {
+            return Err(CredentialsError::TooLong {
+                limit: MAX_HANDED_IN_BYTES,
+            });
+        }
+        total += length;
         line_number += 1;
         let line =
             std::str::from_utf8(&bytes).map_err(|_| CredentialsError::NotUtf8 { line_number })?;
@@ -211,6 +230,22 @@ pub fn read_handed_in(reader: &mut impl BufRead) -> Result<HandedInCredentials, 
 }
 
 /// Parses credentials from text, as [`read_handed_in`] reads them.
+/// Reads this process's standard input as [`read_handed_in`] does, giving up after `wait`: a
+/// caller that never sends the blank line and never closes its end must not hold the run forever.
+/// The reading thread is left blocked when the wait runs out; the run ends with the error.
+pub fn read_standard_input_within(wait: Duration) -> Result<HandedInCredentials, CredentialsError> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(read_handed_in(&mut std::io::stdin().lock()));
+    });
+    match receiver.recv_timeout(wait) {
+        Ok(result) => result,
+        Err(_) => Err(CredentialsError::NoBlankLine {
+            waited_seconds: wait.as_secs(),
+        }),
+    }
+}
+
 pub fn parse_handed_in(text: &str) -> Result<HandedInCredentials, CredentialsError> {
     read_handed_in(&mut text.as_bytes())
 }
@@ -426,6 +461,15 @@ mod tests {
             handed_in.get(CredentialName::Sudo).unwrap().expose(),
             "word"
         );
+    }
+
+    #[test]
+    fn endless_input_is_refused_at_the_limit() {
+        let mut endless = io::BufReader::new(io::repeat(b'x'));
+        let error = read_handed_in(&mut endless).unwrap_err();
+        assert!(matches!(error, CredentialsError::TooLong { .. }), "{error}");
+        let many_lines = "keepass: x\n".repeat(MAX_HANDED_IN_BYTES);
+        assert!(parse_handed_in(&many_lines).is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub use confirm::confirmed_by_retyping;
 pub use error::CredentialsError;
 pub use handed_in::{
     parse_credential_line, parse_handed_in, read_handed_in, CredentialName, HandedInCredentials,
+    DEFAULT_HANDED_IN_WAIT, MAX_HANDED_IN_BYTES,
 };
 pub use prompt::{
     decide_terminal_is_available, terminal_is_available, FakePrompter, PromptError, Prompter,

@@ -2,7 +2,7 @@
 //! person is asked once at most.
 
 use super::error::CredentialsError;
-use super::handed_in::{read_handed_in, CredentialName, HandedInCredentials};
+use super::handed_in::{read_standard_input_within, CredentialName, HandedInCredentials};
 use super::prompt::{PromptError, Prompter, TerminalPrompter};
 use super::secret::Secret;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,13 +20,14 @@ impl CredentialSource<TerminalPrompter> {
     /// line first; without it, standard input is never touched (a caller that hands nothing over
     /// and never closes its end would block the run). Missing credentials are asked for on the
     /// terminal, if there is one.
+    ///
+    /// `read_standard_input` is how long to wait for the blank line, `None` not to read at all.
     pub fn for_run(
-        read_standard_input: bool,
+        read_standard_input: Option<std::time::Duration>,
     ) -> Result<CredentialSource<TerminalPrompter>, CredentialsError> {
-        let handed_in = if read_standard_input {
-            read_handed_in(&mut std::io::stdin().lock())?
-        } else {
-            HandedInCredentials::none()
+        let handed_in = match read_standard_input {
+            Some(wait) => read_standard_input_within(wait)?,
+            None => HandedInCredentials::none(),
         };
         Ok(CredentialSource::new(handed_in, TerminalPrompter))
     }

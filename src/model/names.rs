@@ -6,12 +6,43 @@ use std::fmt;
 /// Why a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
-    #[error("`{name}` is not a fully qualified domain name: {why}")]
-    Domain { name: String, why: &'static str },
-    #[error("`{name}` is not a valid hypervisor name: {why}")]
-    Hypervisor { name: String, why: &'static str },
-    #[error("`{name}` is not a valid recipe name: {why}")]
-    Recipe { name: String, why: &'static str },
+    #[error("`{}` is not a fully qualified domain name: {why}", shown(name))]
+    Domain { name: String, why: String },
+    #[error("`{}` is not a valid hypervisor name: {why}", shown(name))]
+    Hypervisor { name: String, why: String },
+    #[error("`{}` is not a valid recipe name: {why}", shown(name))]
+    Recipe { name: String, why: String },
+}
+
+/// A refused name as it can be printed: control characters (a newline, an escape) shown as
+/// escapes, and a very long name cut, so the message stays one readable line.
+fn shown(name: &str) -> String {
+    const LONGEST_SHOWN: usize = 80;
+    let mut text: String = name
+        .chars()
+        .take(LONGEST_SHOWN)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if name.chars().count() > LONGEST_SHOWN {
+        text.push('…');
+    }
+    text
+}
+
+/// Why a name was refused for one of its characters.
+fn refused_character(bad: char, rule: &str) -> String {
+    let what = match bad {
+        ' ' => "a space".to_string(),
+        c if c.is_control() => format!("the control character {}", c.escape_default()),
+        c => format!("`{c}`"),
+    };
+    format!("it contains {what}; {rule}")
 }
 
 /// A guest's fully qualified domain name, in its one spelling: lower case, at least two labels,
@@ -22,43 +53,56 @@ pub struct DomainName(String);
 
 impl DomainName {
     pub fn parse(name: &str) -> Result<DomainName, NameError> {
-        let refuse = |why| {
+        let refuse = |why: String| {
             Err(NameError::Domain {
                 name: name.to_string(),
                 why,
             })
         };
         if name.is_empty() {
-            return refuse("it is empty");
+            return refuse("it is empty".into());
         }
         if name.len() > 253 {
-            return refuse("it is longer than 253 characters");
+            return refuse("it is longer than 253 characters".into());
+        }
+        // The characters first: a name with `;` in it is refused for the `;`, whatever else is
+        // wrong with it.
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '.'))
+        {
+            return Err(NameError::Domain {
+                name: name.to_string(),
+                why: refused_character(bad, "a domain name holds only a-z, 0-9, `-` and `.`"),
+            });
         }
         if name.ends_with('.') {
-            return refuse("write it without the trailing dot");
+            return refuse("write it without the trailing dot".into());
         }
         if name.chars().any(|c| c.is_ascii_uppercase()) {
-            return refuse("domains have one spelling, in lower case");
+            return refuse("domains have one spelling, in lower case".into());
         }
         let labels: Vec<&str> = name.split('.').collect();
         if labels.len() < 2 {
-            return refuse("it has no parent domain (write it in full, e.g. `www.example.test`)");
+            return refuse(
+                "it has no parent domain (write it in full, e.g. `www.example.test`)".into(),
+            );
         }
         for label in labels {
             if label.is_empty() {
-                return refuse("it has an empty label");
+                return refuse("it has an empty label".into());
             }
             if label.len() > 63 {
-                return refuse("a label is longer than 63 characters");
+                return refuse("a label is longer than 63 characters".into());
             }
             if !label
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             {
-                return refuse("labels may hold only a-z, 0-9 and `-`");
+                return refuse("labels may hold only a-z, 0-9 and `-`".into());
             }
             if label.starts_with('-') || label.ends_with('-') {
-                return refuse("a label may not begin or end with `-`");
+                return refuse("a label may not begin or end with `-`".into());
             }
         }
         Ok(DomainName(name.to_string()))
@@ -100,20 +144,23 @@ pub struct HypervisorName(String);
 
 impl HypervisorName {
     pub fn parse(name: &str) -> Result<HypervisorName, NameError> {
-        let refuse = |why| {
+        let refuse = |why: String| {
             Err(NameError::Hypervisor {
                 name: name.to_string(),
                 why,
             })
         };
         if name.is_empty() {
-            return refuse("it is empty");
+            return refuse("it is empty".into());
         }
-        if !name
+        if let Some(bad) = name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
         {
-            return refuse("names may hold only letters, digits, `-`, `_` and `.`");
+            return refuse(refused_character(
+                bad,
+                "hypervisor names hold only letters, digits, `-`, `_` and `.`",
+            ));
         }
         Ok(HypervisorName(name.to_string()))
     }
@@ -149,23 +196,31 @@ pub struct RecipeName(String);
 
 impl RecipeName {
     pub fn parse(name: &str) -> Result<RecipeName, NameError> {
-        let refuse = |why| {
+        let refuse = |why: String| {
             Err(NameError::Recipe {
                 name: name.to_string(),
                 why,
             })
         };
         if name.is_empty() {
-            return refuse("it is empty");
+            return refuse("it is empty".into());
         }
         if name.starts_with('_') {
-            return refuse("names starting with `_` are reserved for settings such as `_global`");
+            return refuse(
+                "names starting with `_` are reserved for settings such as `_global`".into(),
+            );
         }
-        if !name
+        if let Some(bad) = name
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
         {
-            return refuse("names may hold only a-z, 0-9, `_` and `-`");
+            return refuse(refused_character(
+                bad,
+                "recipe names hold only a-z, 0-9, `_` and `-`",
+            ));
+        }
+        if name.chars().any(|c| c.is_ascii_uppercase()) {
+            return refuse("recipe names are written in lower case".into());
         }
         Ok(RecipeName(name.to_string()))
     }
@@ -221,6 +276,35 @@ mod tests {
             DomainName::parse("www.example.test").unwrap().host_label(),
             "www"
         );
+    }
+
+    #[test]
+    fn a_refusal_names_the_character_that_is_wrong() {
+        for (bad, why) in [
+            ("a;b.test", "`;`"),
+            ("A;b.test", "`;`"),
+            ("a;b", "`;`"),
+            ("a b.test", "a space"),
+            ("a\nb.test", "\\n"),
+            ("a_b.test", "`_`"),
+        ] {
+            let error = DomainName::parse(bad).unwrap_err().to_string();
+            assert!(error.contains(why), "{bad:?}: {error}");
+            assert!(!error.contains("lower case"), "{bad:?}: {error}");
+            assert!(!error.contains('\n'), "{bad:?}: {error}");
+        }
+        assert!(DomainName::parse("Www.example.test")
+            .unwrap_err()
+            .to_string()
+            .contains("lower case"));
+        let error = HypervisorName::parse("h;v").unwrap_err().to_string();
+        assert!(error.contains("`;`"), "{error}");
+        let error = RecipeName::parse("Ng;inx").unwrap_err().to_string();
+        assert!(error.contains("`;`"), "{error}");
+        let error = RecipeName::parse("Nginx").unwrap_err().to_string();
+        assert!(error.contains("lower case"), "{error}");
+        let long = "a".repeat(300) + ".test";
+        assert!(DomainName::parse(&long).unwrap_err().to_string().len() < 200);
     }
 
     #[test]

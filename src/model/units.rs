@@ -149,6 +149,27 @@ impl std::ops::Add for Bytes {
     }
 }
 
+/// The least memory a guest is given: the Debian and Ubuntu cloud images trog boots do not come
+/// up in less (the kernel, initramfs and cloud-init need it before anything of a recipe runs).
+pub const GUEST_MIN_MEMORY: MiB = MiB(128);
+/// The smallest root disk: less does not hold a cloud image's root file system.
+pub const GUEST_MIN_DISK: Bytes = Bytes(GIB);
+/// The most virtual CPUs one guest gets: beyond 255, QEMU needs an emulated IOMMU with interrupt
+/// remapping, which the domain trog writes does not have.
+pub const GUEST_MAX_CPUS: u32 = 255;
+
+/// Why a guest cannot have `memory`, if it cannot.
+pub fn guest_memory_problem(memory: MiB) -> Option<String> {
+    (memory < GUEST_MIN_MEMORY)
+        .then(|| format!("{memory} is less than a guest boots in (at least {GUEST_MIN_MEMORY})"))
+}
+
+/// Why a guest cannot have a root disk of `size`, if it cannot.
+pub fn guest_disk_problem(size: Bytes) -> Option<String> {
+    (size < GUEST_MIN_DISK)
+        .then(|| format!("{size} is less than a root disk holds (at least {GUEST_MIN_DISK})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +191,14 @@ mod tests {
         assert_eq!(Bytes::parse_disk("20G").unwrap(), Bytes::from_gib(20));
         assert_eq!(Bytes::parse_disk("1T").unwrap(), Bytes::from_gib(1024));
         assert_eq!(Bytes::from_gib(500).to_string(), "500GB");
+    }
+
+    #[test]
+    fn guests_have_a_least_memory_and_disk() {
+        assert!(guest_memory_problem(MiB(0)).is_some());
+        assert!(guest_memory_problem(MiB(127)).is_some());
+        assert!(guest_memory_problem(MiB(128)).is_none());
+        assert!(guest_disk_problem(Bytes(0)).is_some());
+        assert!(guest_disk_problem(Bytes::from_gib(1)).is_none());
     }
 }

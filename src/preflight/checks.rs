@@ -291,9 +291,9 @@ pub fn configuration_checks(facts: &ConfigurationFacts) -> Vec<Check> {
         }
     });
     match &facts.guests {
-        Err(why) => checks.push(Check::failed(
-            format!("recipes.d cannot be read: {why}"),
-            "create recipes.d in the configuration directory (bin/new_guest writes guests into it)",
+        Err(problem) => checks.push(Check::failed(
+            format!("recipes.d: {}", problem.why),
+            problem.hint.clone(),
         )),
         Ok(guests) => {
             let broken: Vec<_> = guests.iter().filter(|(_, error)| error.is_some()).collect();

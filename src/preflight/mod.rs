@@ -129,6 +129,13 @@ pub enum FileFact {
     Invalid(String),
 }
 
+/// Why the guests of recipes.d could not be listed, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestListingProblem {
+    pub why: String,
+    pub hint: String,
+}
+
 /// Everything found about the installation's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigurationFacts {
@@ -136,8 +143,9 @@ pub struct ConfigurationFacts {
     pub dir_exists: bool,
     pub hypervisors_conf: FileFact,
     pub recipes_yaml: FileFact,
-    /// Every guest file of recipes.d: its name and the error when it does not load.
-    pub guests: Result<Vec<(String, Option<String>)>, String>,
+    /// Every guest file of recipes.d: its name and the error when it does not load; or why
+    /// recipes.d cannot be listed (unreadable, or a file in it not named after a guest).
+    pub guests: Result<Vec<(String, Option<String>)>, GuestListingProblem>,
     /// Whether `_global` of `_base` names a mirror and a cache (`None`: recipes.yaml unread).
     pub mirror: Option<bool>,
     pub cache: Option<bool>,

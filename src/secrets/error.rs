@@ -29,6 +29,12 @@ pub enum SecretsError {
         source: keepass::db::DatabaseOpenError,
     },
 
+    #[error("the secret store {} is not a file", .path.display())]
+    NotAFile { path: PathBuf },
+
+    #[error("the secret store {} is larger than {} MiB, far more than any store trog writes", .path.display(), .limit / (1024 * 1024))]
+    TooLarge { path: PathBuf, limit: u64 },
+
     #[error("the passphrase does not unlock the secret store {}", .path.display())]
     WrongPassphrase { path: PathBuf, handed_in: bool },
 
@@ -107,8 +113,10 @@ impl Diagnose for SecretsError {
             | SecretsError::EntryMissing { .. }
             | SecretsError::Ambiguous { .. }
             | SecretsError::FieldMissing { .. } => ExitStatus::Configuration,
+            SecretsError::OpenStore { .. }
+            | SecretsError::NotAFile { .. }
+            | SecretsError::TooLarge { .. } => ExitStatus::DamagedStore,
             SecretsError::ReadStore { .. }
-            | SecretsError::OpenStore { .. }
             | SecretsError::StoreExists { .. }
             | SecretsError::EncryptStore { .. }
             | SecretsError::WriteStore { .. }
@@ -135,7 +143,13 @@ impl Diagnose for SecretsError {
             )),
             SecretsError::OpenStore { path, .. } => Some(format!(
                 "see what `keepassxc-cli db-info {}` says about it; trog reads KDBX 3.1 and 4 files \
-                 protected by a passphrase alone (no key file)",
+                 protected by a passphrase alone (no key file). Restore it from a backup, or move it \
+                 away to have a new store made (the guests' SSH keys in it are then lost)",
+                path.display()
+            )),
+            SecretsError::NotAFile { path } | SecretsError::TooLarge { path, .. } => Some(format!(
+                "{} must be the KeePass file trog writes; restore it from a backup, or move it away \
+                 to have a new store made",
                 path.display()
             )),
             SecretsError::StoreExists { path } => {

@@ -128,10 +128,7 @@ impl SecretStore {
 
     /// Opens the store at `path` with `passphrase`.
     pub fn open(path: &Path, passphrase: &Secret) -> Result<SecretStore, SecretsError> {
-        let bytes = std::fs::read(path).map_err(|source| SecretsError::ReadStore {
-            path: path.into(),
-            source,
-        })?;
+        let bytes = read_store_file(path)?;
         let key = DatabaseKey::new().with_password(passphrase.expose());
         let database = Database::parse(&bytes, key).map_err(|source| {
             if is_wrong_passphrase(&source, &bytes) {
@@ -389,6 +386,42 @@ impl SecretStore {
             .map(|entry| entry.id())
             .collect()
     }
+}
+
+/// The largest store file trog reads: a store of thousands of guests' keys is well under a
+/// megabyte, and a store path that leads to something endless (a device, a huge file put there by
+/// mistake) is refused rather than read until memory runs out.
+pub const MAX_STORE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads the store's bytes: a regular file (a link to one is followed) of at most
+/// [`MAX_STORE_BYTES`].
+fn read_store_file(path: &Path) -> Result<Vec<u8>, SecretsError> {
+    use std::io::Read;
+    let read_error = |source| SecretsError::ReadStore {
+        path: path.into(),
+        source,
+    };
+    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(SecretsError::NotAFile { path: path.into() });
+    }
+    let too_large = || SecretsError::TooLarge {
+        path: path.into(),
+        limit: MAX_STORE_BYTES,
+    };
+    if metadata.len() > MAX_STORE_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(read_error)?
+        .take(MAX_STORE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_STORE_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 /// Whether opening failed for the passphrase rather than the file. KDBX 4 checks the key before

@@ -1,7 +1,7 @@
 //! Which hypervisor of the fleet holds a guest: the one `--hypervisor` names, the only one there
 //! is, or the one that answers "I have it" when every hypervisor is asked at once.
 
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_fleet, BuildFleet};
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet, BuildFleet};
 use crate::config::paths::InstallationPaths;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
@@ -73,7 +73,7 @@ pub fn fleet_for_guest(
         .and_then(|guest| guest.settings.libvirt_uri);
     Ok(fleet_to_build_on(
         &paths.hypervisors_conf,
-        load_fleet(&paths.hypervisors_conf)?,
+        load_installation_fleet(paths)?,
         guest_uri.as_ref(),
     ))
 }
