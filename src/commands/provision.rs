@@ -14,7 +14,9 @@ use crate::output::events::Event;
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
-use crate::provision::inputs::{domain_argument, load_guest_inputs, GuestInputs};
+use crate::provision::inputs::{
+    domain_argument, generate_guest_inputs, load_guest_configured, GuestConfigured, GuestInputs,
+};
 use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
 use crate::workflow::lock::take_guest_lock;
 use crate::workflow::{open_hypervisor, HypervisorAccess};
@@ -49,8 +51,11 @@ pub struct ProvisionArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProvisionCommandError {
-    #[error("`{name}` is not a hypervisor name")]
-    BadHypervisorName { name: String },
+    #[error("--hypervisor cannot name a hypervisor")]
+    BadHypervisorName {
+        #[source]
+        source: crate::model::names::NameError,
+    },
     #[error("the plan recreates data volume {volume} empty, and that was not confirmed")]
     DestroyNotConfirmed { volume: String },
 }
@@ -97,7 +102,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let command_line_hypervisor = match &args.hypervisor {
         Some(name) => Some(
             HypervisorName::parse(name)
-                .map_err(|_| ProvisionCommandError::BadHypervisorName { name: name.clone() })?,
+                .map_err(|source| ProvisionCommandError::BadHypervisorName { source })?,
         ),
         None => None,
     };
@@ -107,7 +112,9 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     };
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
 
-    // Everything local first: configuration, secrets, artifacts of every guest.
+    // Everything local first: configuration, then placement, then secrets and artifacts of every
+    // guest. What can be refused without the store is refused before it is unlocked, so a refused
+    // first run leaves no store and no key behind.
     let paths = global.installation_paths();
     let locks = global.locks("provision");
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
@@ -117,15 +124,15 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     } else {
         AddressPolicy::Record
     };
-    let guests: Vec<GuestInputs> = domains
+    let configured: Vec<GuestConfigured> = domains
         .iter()
-        .map(|domain| load_guest_inputs(&paths, domain, &mut credentials, &locks, addresses))
+        .map(|domain| load_guest_configured(&paths, domain))
         .collect::<Result<_, _>>()?;
 
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
         load_installation_fleet(&paths)?,
-        guests[0].config.settings.libvirt_uri.as_ref(),
+        configured[0].config.settings.libvirt_uri.as_ref(),
     );
     if let Some(warning) = &fleet.warning {
         progress.say(&format!("warning: {warning}"));
@@ -136,7 +143,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         Arc::new(LibvirtObserver),
         Duration::from_secs(args.timeout),
     );
-    let demands: Vec<GuestDemand> = guests
+    let demands: Vec<GuestDemand> = configured
         .iter()
         .map(|guest| GuestDemand {
             domain: guest.config.domain.clone(),
@@ -149,6 +156,10 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let decisions = place_guests(&demands, &observation, command_line_hypervisor.as_ref())
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
+    let guests: Vec<GuestInputs> = configured
+        .into_iter()
+        .map(|guest| generate_guest_inputs(guest, &mut credentials, &locks, addresses))
+        .collect::<Result<_, _>>()?;
 
     let image_cache = default_cache_dir(
         std::env::var("XDG_CACHE_HOME").ok().as_deref(),

@@ -139,7 +139,7 @@ pub enum HypervisorsConfError {
     NoBlocks { path: PathBuf },
     #[error("--hvconf names {}, which does not exist", path.display())]
     NamedFileMissing { path: PathBuf },
-    #[error("there is no hypervisor named `{name}` in {}", fleet.describe())]
+    #[error("there is no hypervisor named `{name}` in {} (from --hypervisor)", fleet.describe())]
     UnknownHypervisor {
         name: String,
         fleet: FleetSource,
@@ -149,7 +149,11 @@ pub enum HypervisorsConfError {
 
 impl Diagnose for HypervisorsConfError {
     fn exit_status(&self) -> ExitStatus {
-        ExitStatus::Configuration
+        match self {
+            // Only a name given on the command line is looked up by name here.
+            HypervisorsConfError::UnknownHypervisor { .. } => ExitStatus::Usage,
+            _ => ExitStatus::Configuration,
+        }
     }
 
     fn hint(&self) -> Option<String> {
@@ -224,7 +228,7 @@ fn value_hint(key: &str) -> &'static str {
 
 /// Reads `hypervisors.conf` at `path`: `None` when there is no such file (no fleet).
 pub fn load_fleet(path: &Path) -> Result<Option<Fleet>, HypervisorsConfError> {
-    match std::fs::read_to_string(path) {
+    match crate::config::bounded_read::read_text_bounded(path) {
         Ok(text) => parse_fleet(&text, path).map(Some),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(HypervisorsConfError::Read {

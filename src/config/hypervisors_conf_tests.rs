@@ -189,7 +189,7 @@ fn a_hypervisor_is_looked_up_by_name_and_an_unknown_one_lists_the_names() {
     let error = build.hypervisor_named("hv3").unwrap_err();
     assert_eq!(
         error.to_string(),
-        "there is no hypervisor named `hv3` in /etc/trog-provisioner/hypervisors.conf"
+        "there is no hypervisor named `hv3` in /etc/trog-provisioner/hypervisors.conf (from --hypervisor)"
     );
     assert_eq!(error.hint().unwrap(), "the names it has are: hv1, hv2");
 

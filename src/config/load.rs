@@ -1,6 +1,7 @@
 //! The thin part: reading recipes.yaml and recipes.d from disk. Everything it reads goes
 //! straight to the pure parsers in `recipes_file.rs` and `guest.rs`.
 
+use crate::config::bounded_read::read_text_bounded;
 use crate::config::error::GuestConfigError;
 use crate::config::guest::{resolve_guest, GuestConfig};
 use crate::config::paths::InstallationPaths;
@@ -9,7 +10,7 @@ use crate::model::names::DomainName;
 use std::path::Path;
 
 fn read(path: &Path) -> Result<String, GuestConfigError> {
-    std::fs::read_to_string(path).map_err(|source| GuestConfigError::Read {
+    read_text_bounded(path).map_err(|source| GuestConfigError::Read {
         path: path.to_path_buf(),
         source,
     })
@@ -26,7 +27,7 @@ pub fn load_domain_file(
     domain: &DomainName,
 ) -> Result<DomainFile, GuestConfigError> {
     let path = paths.domain_file(domain);
-    let text = std::fs::read_to_string(&path).map_err(|source| match source.kind() {
+    let text = read_text_bounded(&path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => GuestConfigError::NoDomainFile {
             domain: domain.clone(),
             path: path.clone(),

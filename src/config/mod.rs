@@ -10,6 +10,7 @@
 //! - `guest`: the merged [`guest::GuestConfig`]; `load`: the thin file-reading part;
 //! - `changeme`: placeholders still waiting for a value.
 
+pub mod bounded_read;
 pub mod changeme;
 pub mod error;
 pub mod global_schema;

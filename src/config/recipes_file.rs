@@ -265,7 +265,7 @@ mod tests {
         );
         assert_eq!(
             message(base("_base:\n  Nginx: {}\n")),
-            "recipes.yaml:2:3: `Nginx` is not a recipe name: names may hold only a-z, 0-9, `_` and `-`"
+            "recipes.yaml:2:3: `Nginx` is not a recipe name: recipe names are written in lower case"
         );
     }
 

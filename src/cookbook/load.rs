@@ -227,7 +227,7 @@ pub fn load_recipe(folder: &Path) -> Result<Recipe, CookbookError> {
 }
 
 fn read(file: &Path) -> Result<String, CookbookError> {
-    std::fs::read_to_string(file).map_err(|source| CookbookError::ReadFile {
+    crate::config::bounded_read::read_text_bounded(file).map_err(|source| CookbookError::ReadFile {
         file: file.to_path_buf(),
         source,
     })

@@ -1,6 +1,7 @@
 //! The site's own files beside a guest's configuration, in `recipes.d/<fqdn>/`: `users.yaml`
 //! (cloud-init users), `data.tar.gz` (the site's data, restored by the `data` recipe).
 
+use crate::config::bounded_read::{read_bounded, MAX_TEXT_FILE_BYTES};
 use crate::config::paths::InstallationPaths;
 use crate::model::names::DomainName;
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ pub enum SiteFilesError {
     },
     #[error("{}: {message}", path.display())]
     Users { path: PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    DataArchive { path: PathBuf, message: String },
 }
 
 impl crate::diagnose::Diagnose for SiteFilesError {
@@ -33,7 +36,8 @@ impl crate::diagnose::Diagnose for SiteFilesError {
     fn hint(&self) -> Option<String> {
         match self {
             SiteFilesError::Users { .. } => Some("users.yaml is a list of cloud-init users: `- name: alice` with groups, ssh_authorized_keys, …".into()),
-            SiteFilesError::Read { .. } => None,
+            SiteFilesError::DataArchive { .. } => Some("make it with `tar -czf data.tar.gz -C SITE_DIR .` (the data recipe restores it into site_dir)".into()),
+            SiteFilesError::Read { .. } => Some("the site files are regular files in recipes.d/<fqdn>/: users.yaml and data.tar.gz; remove or replace what is there".into()),
         }
     }
 }
@@ -46,7 +50,12 @@ pub fn load_site_files(
     let dir = paths.site_dir(domain);
     let read = |name: &str| -> Result<Option<Vec<u8>>, SiteFilesError> {
         let path = dir.join(name);
-        match std::fs::read(&path) {
+        let limit = if name == DATA_ARCHIVE {
+            MAX_DATA_ARCHIVE_BYTES
+        } else {
+            MAX_TEXT_FILE_BYTES
+        };
+        match read_bounded(&path, limit) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(SiteFilesError::Read { path, source }),
@@ -81,8 +90,36 @@ pub fn load_site_files(
             users
         }
     };
+    let data_archive = read(DATA_ARCHIVE)?;
+    if let Some(archive) = &data_archive {
+        check_data_archive(archive).map_err(|message| SiteFilesError::DataArchive {
+            path: dir.join(DATA_ARCHIVE),
+            message,
+        })?;
+    }
     Ok(SiteFiles {
         users,
-        data_archive: read("data.tar.gz")?,
+        data_archive,
     })
+}
+
+/// The site's archive, in the guest's site folder.
+const DATA_ARCHIVE: &str = "data.tar.gz";
+
+/// The largest site archive trog ships: it is held in memory and copied into the payload, and a
+/// site's bulk data belongs on its data volume, not in every rebuild's upload.
+pub const MAX_DATA_ARCHIVE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// Whether `archive` is a gzip-compressed tar archive that reads to its end: a file that is not
+/// would otherwise be found out only on the guest, minutes into a build.
+fn check_data_archive(archive: &[u8]) -> Result<(), String> {
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
+    let entries = tar.entries().map_err(|error| error.to_string())?;
+    for entry in entries {
+        let mut entry =
+            entry.map_err(|error| format!("it is not a gzip-compressed tar archive: {error}"))?;
+        std::io::copy(&mut entry, &mut std::io::sink())
+            .map_err(|error| format!("it is not a gzip-compressed tar archive: {error}"))?;
+    }
+    Ok(())
 }

@@ -9,7 +9,8 @@ use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::generate::{
-    generate, load_site_files, recipe_settings, resolve_guest_recipes, GeneratedGuest, SecretLookup,
+    generate, load_site_files, recipe_settings, resolve_guest_recipes, GeneratedGuest,
+    SecretLookup, SiteFiles,
 };
 use crate::lock::Locks;
 use crate::model::names::DomainName;
@@ -52,20 +53,23 @@ pub fn domain_argument(text: &str) -> Result<DomainName, Failure> {
     })
 }
 
-/// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase,
-/// and `locks` the secret store's writer lock for a key made now. `addresses` says whether the
-/// guest's address may be recorded in ips.db (handed out, or its hand-written `ips` checked and
-/// recorded) or only read from it.
-pub fn load_guest_inputs(
+/// A guest's configuration, read and checked with everything that needs no secret: what a run
+/// refuses before the store is unlocked (or created).
+pub struct GuestConfigured {
+    pub paths: InstallationPaths,
+    pub cookbook: Cookbook,
+    pub config: GuestConfig,
+    site: SiteFiles,
+}
+
+/// Reads and checks `domain`'s configuration, recipes and site files.
+pub fn load_guest_configured(
     paths: &InstallationPaths,
     domain: &DomainName,
-    credentials: &mut CredentialSource<TerminalPrompter>,
-    locks: &Locks,
-    addresses: AddressPolicy,
-) -> Result<GuestInputs, Failure> {
+) -> Result<GuestConfigured, Failure> {
     let paths = paths.clone();
     let cookbook = load_cookbook(&recipes_dir())?;
-    let mut config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
+    let config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
     for deprecated in &config.deprecations {
         eprintln!(
             "warning: {} ({}): {}",
@@ -76,12 +80,36 @@ pub fn load_guest_inputs(
     // Everything that can be refused without the store is, before it is unlocked: a first run
     // would otherwise create the store and a key for a configuration that is then refused.
     resolve_guest_recipes(&config, &cookbook)?;
-    // Before generating: the address settled here is written into the seed as a static one.
-    settle_addresses(&paths.ips_db, &mut config, addresses)?;
     let site = load_site_files(&paths, domain)?;
+    Ok(GuestConfigured {
+        paths,
+        cookbook,
+        config,
+        site,
+    })
+}
+
+/// Unlocks the store (`credentials` supplies its passphrase), takes the guest's key pair from it
+/// (made and saved, under the store's writer lock from `locks`, when it has none) and generates
+/// the guest's artifacts.
+pub fn generate_guest_inputs(
+    configured: GuestConfigured,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
+    addresses: AddressPolicy,
+) -> Result<GuestInputs, Failure> {
+    let GuestConfigured {
+        paths,
+        cookbook,
+        mut config,
+        site,
+    } = configured;
+    // Before generating: the address settled here is written into the seed as a static one. It
+    // comes after placement, so a refused run records no address in ips.db.
+    settle_addresses(&paths.ips_db, &mut config, addresses)?;
     let mut store = SecretStore::unlock(&paths.secrets_kdbx, credentials, StoreKdf::RECOMMENDED)?;
     store.use_locks(locks.clone());
-    let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
+    let keypair = guest_keypair(&mut store, &config.domain, &mut rand::rngs::OsRng)?;
     let generated = generate(
         &config,
         &cookbook,
@@ -96,4 +124,23 @@ pub fn load_guest_inputs(
         keypair,
         generated,
     })
+}
+
+/// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase,
+/// and `locks` the secret store's writer lock for a key made now. `addresses` says whether the
+/// guest's address may be recorded in ips.db (handed out, or its hand-written `ips` checked and
+/// recorded) or only read from it.
+pub fn load_guest_inputs(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
+    addresses: AddressPolicy,
+) -> Result<GuestInputs, Failure> {
+    generate_guest_inputs(
+        load_guest_configured(paths, domain)?,
+        credentials,
+        locks,
+        addresses,
+    )
 }

@@ -8,7 +8,7 @@ use crate::diagnose::Failure;
 use crate::libvirt::{find_guest, LibvirtObserver};
 use crate::model::names::DomainName;
 use crate::plan::Resolution;
-use crate::provision::inputs::load_guest_inputs;
+use crate::provision::inputs::{generate_guest_inputs, load_guest_configured};
 use crate::provision::{prepare, GuestOnHypervisor};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, open_hypervisor};
@@ -34,7 +34,9 @@ pub fn guest_status(
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &crate::lock::Locks,
 ) -> Result<GuestStatus, Failure> {
-    let inputs = load_guest_inputs(paths, domain, credentials, locks, AddressPolicy::ReadOnly)?;
+    // The configuration and the fleet first: what is wrong with them is said before the store is
+    // asked for, and a guest on no hypervisor needs no store at all.
+    let configured = load_guest_configured(paths, domain)?;
     let fleet = fleet_for_guest(paths, domain)?;
     let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
     let unreachable: Vec<String> = found
@@ -57,6 +59,21 @@ pub fn guest_status(
         .iter()
         .find(|hypervisor| &hypervisor.name == holder)
         .expect("a holder is in the fleet");
+    // A status changes nothing, so it does not create a store: without one, the guest's key pair
+    // (and with it the seed the guest was built from) is unknown.
+    if !paths.secrets_kdbx.exists() {
+        return Ok(GuestStatus {
+            guest: domain.to_string(),
+            hypervisor: Some(holder.to_string()),
+            converged: false,
+            pending: vec![format!(
+                "provision it: there is no secret store {} holding its key pair",
+                paths.secrets_kdbx.display()
+            )],
+            unreachable,
+        });
+    }
+    let inputs = generate_guest_inputs(configured, credentials, locks, AddressPolicy::ReadOnly)?;
     // Only libvirt is asked: a status needs no shell on the hypervisor.
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
     let on_hypervisor = GuestOnHypervisor {

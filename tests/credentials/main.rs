@@ -181,7 +181,8 @@ fn with_the_flag_credentials_are_read_up_to_the_blank_line_of_a_pipe_left_open()
             b"sudo: handed in\n\n",
         );
     }
-    let mut source = CredentialSource::for_run(true).unwrap();
+    let mut source =
+        CredentialSource::for_run(Some(trog::credentials::DEFAULT_HANDED_IN_WAIT)).unwrap();
     assert_eq!(
         source
             .get(CredentialName::Sudo, "for sudo")
@@ -203,7 +204,7 @@ fn without_the_flag_standard_input_is_never_read() {
             b"sudo: handed in\n\n",
         );
     }
-    let mut source = CredentialSource::for_run(false).unwrap();
+    let mut source = CredentialSource::for_run(None).unwrap();
     assert!(!source.was_handed_in(CredentialName::Sudo));
     let error = source
         .get(

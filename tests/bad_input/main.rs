@@ -1,0 +1,646 @@
+//! A corpus of bad inputs, one per line, run against the real `trog` binary in a temporary
+//! installation on a libvirt test-driver hypervisor: every file of an installation, every verb's
+//! arguments and flags, names, sizes, credentials, the secret store and the fleet. Each must end
+//! with its documented exit status, an `error:` and a `hint:`, no panic, no internal debug text,
+//! and nothing changed on disk (`harness::run` says exactly what is checked).
+
+mod harness;
+
+use harness::*;
+
+/// Exit statuses (README's table).
+const USAGE: i32 = 2;
+const CONFIG: i32 = 3;
+const CREDENTIALS: i32 = 4;
+const NO_PLACEMENT: i32 = 5;
+const HYPERVISOR: i32 = 6;
+const CONFLICT: i32 = 7;
+const DAMAGED_STORE: i32 = 11;
+
+const DRY: &str = "provision --dry-run example.test";
+const HV: &str = "etc/hypervisors.conf";
+const RECIPES: &str = "etc/recipes.yaml";
+const STORE: &str = "etc/secrets.kdbx";
+const USERS: &str = "etc/recipes.d/example.test/users.yaml";
+const DATA: &str = "etc/recipes.d/example.test/data.tar.gz";
+
+/// The first block of the installation's fleet file, to which a case adds lines.
+fn hv1(extra: &str) -> String {
+    format!("[hv1]\nlibvirt_uri = test://{{ROOT}}/node.xml\n{extra}")
+}
+
+/// `_base` with one `_global` line changed.
+fn base_with(line: &str) -> String {
+    format!(
+        "_base:\n  _global:\n    admin_user: siteadmin\n    contact_email: ops@example.test\n    \
+         distro: debian\n    {line}\n  adminconfig: {{}}\n"
+    )
+}
+
+fn names_and_arguments() -> Vec<Case> {
+    vec![
+        case("domain with ;", "provision --dry-run a;b.test", USAGE).says("`;`"),
+        case(
+            "domain with ; and upper case",
+            "provision --dry-run A;b.test",
+            USAGE,
+        )
+        .says("`;`"),
+        case("domain, one label", "provision --dry-run example", USAGE).says("parent domain"),
+        case(
+            "domain, upper case",
+            "provision --dry-run Example.test",
+            USAGE,
+        )
+        .says("lower case"),
+        case(
+            "domain, trailing dot",
+            "provision --dry-run example.test.",
+            USAGE,
+        ),
+        case("domain, empty label", "provision --dry-run a..test", USAGE),
+        case(
+            "domain, leading hyphen",
+            "provision --dry-run -a.test",
+            USAGE,
+        )
+        .no_hint(),
+        case("domain, underscore", "provision --dry-run a_b.test", USAGE).says("`_`"),
+        case("domain, tab", "provision --dry-run a\tb.test", USAGE).says("\\t"),
+        case("domain, slash", "provision --dry-run ../etc.test", USAGE).says("`/`"),
+        case("domain, empty", "status ", USAGE),
+        case(
+            "domain, 64-char label",
+            &format!("status {}.test", "a".repeat(64)),
+            USAGE,
+        ),
+        case(
+            "domain, too long",
+            &format!("status {}", ["abcdefghij"; 30].join(".")),
+            USAGE,
+        ),
+        case("domain, unicode", "status wéb.example.test", USAGE).says("`é`"),
+        case(
+            "domain with no file",
+            "provision --dry-run missing.example.test",
+            CONFIG,
+        )
+        .says("missing.example.test.yaml"),
+        case(
+            "new_config, no file",
+            "new_config other.example.test",
+            CONFIG,
+        ),
+        case("new_config, bad domain", "new_config a;b.test", USAGE),
+        case("status, bad domain", "status a;b", USAGE),
+        case("destroy, bad domain", "destroy A.test", USAGE),
+        case(
+            "provision, --hypervisor with ;",
+            "provision --dry-run --hypervisor h;v example.test",
+            USAGE,
+        )
+        .says("`;`"),
+        case(
+            "provision, unknown --hypervisor",
+            "provision --dry-run --hypervisor hv9 example.test",
+            USAGE,
+        )
+        .says("hv9"),
+        case(
+            "destroy, unknown --hypervisor",
+            "destroy --hypervisor hv9 example.test",
+            USAGE,
+        ),
+        case(
+            "preflight, unknown --hypervisor",
+            "preflight --hypervisor hv9",
+            USAGE,
+        ),
+        case(
+            "provision, --timeout not a number",
+            "provision --dry-run --timeout soon example.test",
+            USAGE,
+        )
+        .no_hint(),
+        case("fleet, --timeout negative", "fleet --timeout -1", USAGE).no_hint(),
+        case("unknown verb", "provison example.test", USAGE).no_hint(),
+        case("unknown flag", "provision --dryrun example.test", USAGE).no_hint(),
+        case("no domain", "provision --dry-run", USAGE).no_hint(),
+        case("destroy, two domains", "destroy a.test b.test", USAGE).no_hint(),
+        case("recipes, unknown recipe", "recipes nosuch", CONFIG).says("nosuch"),
+        case("recipes, recipe with ;", "recipes ngi;nx", CONFIG),
+        case(
+            "recipes, --scaffold unknown",
+            "recipes --scaffold nosuch",
+            CONFIG,
+        ),
+        case(
+            "new_guest, unknown recipe",
+            "new_guest --hostname new.example.test nosuch",
+            CONFIG,
+        ),
+        case(
+            "new_guest, recipe twice",
+            "new_guest --hostname new.example.test nginx nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, bad hostname",
+            "new_guest --hostname new;example.test nginx",
+            USAGE,
+        )
+        .says("`;`"),
+        case(
+            "new_guest, existing guest",
+            "new_guest --hostname example.test nginx",
+            CONFLICT,
+        ),
+        case(
+            "new_guest, --memory 0",
+            "new_guest --hostname new.example.test --memory 0 nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --memory tiny",
+            "new_guest --hostname new.example.test --memory 1M nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --memory words",
+            "new_guest --hostname new.example.test --memory lots nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --memory huge",
+            "new_guest --hostname new.example.test --memory 99999999999999T nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --cpus 0",
+            "new_guest --hostname new.example.test --cpus 0 nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --cpus 100000",
+            "new_guest --hostname new.example.test --cpus 100000 nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --cpus -1",
+            "new_guest --hostname new.example.test --cpus -1 nginx",
+            USAGE,
+        )
+        .no_hint(),
+        case(
+            "new_guest, --size 0",
+            "new_guest --hostname new.example.test --size 0 nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --size 10X",
+            "new_guest --hostname new.example.test --size 10X nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --size 100M",
+            "new_guest --hostname new.example.test --size 100M nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, machine recipe",
+            "new_guest --hostname new.example.test vm",
+            CONFIG,
+        ),
+        case(
+            "--recipes names a missing file",
+            "--recipes /nonexistent/recipes.yaml provision --dry-run example.test",
+            CONFIG,
+        ),
+        case(
+            "--hvconf names a missing file",
+            "--hvconf /nonexistent/hv.conf fleet",
+            CONFIG,
+        )
+        .says("/nonexistent/hv.conf"),
+        case(
+            "--hvconf missing, provision",
+            "--hvconf {ROOT}/nope.conf provision --dry-run example.test",
+            CONFIG,
+        ),
+        case(
+            "--hvconf missing, preflight",
+            "--hvconf {ROOT}/nope.conf preflight",
+            CONFIG,
+        ),
+        case(
+            "--hvconf missing, status",
+            "--hvconf {ROOT}/nope.conf status example.test",
+            CONFIG,
+        ),
+        case(
+            "--hvconf names a folder",
+            "--hvconf {ROOT}/home fleet",
+            CONFIG,
+        ),
+        case(
+            "installation folder missing",
+            "--recipes {ROOT}/none.yaml new_config example.test",
+            CONFIG,
+        ),
+        case(
+            "--json, bad domain",
+            "--json provision --dry-run a;b.test",
+            USAGE,
+        ),
+        case(
+            "--json, missing --hvconf",
+            "--json --hvconf /nonexistent fleet",
+            CONFIG,
+        ),
+        case("--credentials-wait 0", "--credentials-wait 0 fleet", USAGE).no_hint(),
+    ]
+}
+
+fn guest_files() -> Vec<Case> {
+    vec![
+        case("memory 0", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: 0")))
+            .says("recipes.d/example.test.yaml:"),
+        case("memory 1 MiB", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("memory: 1"))),
+        case("memory in KiB", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("memory: 1500K"))),
+        case("memory negative", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("memory: -1024"))),
+        case("memory words", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("memory: lots"))),
+        case("memory overflows", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("memory: 99999999999999999999"),
+        )),
+        case("memory huge", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("memory: 18446744073709551615T"),
+        )),
+        case("memory a list", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("memory: [1024]"))),
+        case("memory bigger than any hypervisor", DRY, NO_PLACEMENT)
+            .edit(write(GUEST_FILE, guest_with("memory: 1T"))),
+        case("size 0", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("memory: 1024\ncpus: 1\nsize: 0", "nginx: {}"),
+            ))
+            .says("recipes.d/example.test.yaml:"),
+        case("size 0G", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\ncpus: 1\nsize: 0G", "nginx: {}"),
+        )),
+        case("size 1 byte", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\ncpus: 1\nsize: 1B", "nginx: {}"),
+        )),
+        case("size unit", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\ncpus: 1\nsize: 4X", "nginx: {}"),
+        )),
+        case("size 9 PiB", DRY, NO_PLACEMENT).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\ncpus: 1\nsize: 9000T", "nginx: {}"),
+        )),
+        case("cpus 0", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("memory: 1024\nsize: 4G\ncpus: 0", "nginx: {}"),
+            ))
+            .says("less than 1"),
+        case("cpus negative", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\nsize: 4G\ncpus: -2", "nginx: {}"),
+        )),
+        case("cpus absurd", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("memory: 1024\nsize: 4G\ncpus: 100000", "nginx: {}"),
+            ))
+            .says("more than 255"),
+        case("cpus beyond u32", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("memory: 1024\nsize: 4G\ncpus: 99999999999", "nginx: {}"),
+            ))
+            .says("more than 255"),
+        case("cpus fraction", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\nsize: 4G\ncpus: 1.5", "nginx: {}"),
+        )),
+        case("cpus text", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\nsize: 4G\ncpus: two", "nginx: {}"),
+        )),
+        case("unknown setting", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memroy: 1024")))
+            .says("memory"),
+        case("setting of the installation only", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("mirror: ftp://x"))),
+        case("bad ip", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("ips: [300.1.1.1/24]"))),
+        case("ip without prefix list", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("ips: 10.0.0.1/24"))),
+        case("bad gateway", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("gateway: gw"))),
+        case("bad timezone", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("timezone: ../../etc/passwd"))),
+        case("bad distro", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("distro: windows"))),
+        case("bad hypervisor pin", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("hypervisor: h;v")))
+            .says("`;`"),
+        case("pin to unknown hypervisor", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("hypervisor: hv9"))),
+        case("bad depends_on", DRY, CONFIG).edit(write(GUEST_FILE, guest_with("depends_on: db"))),
+        case("bad alias", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("aliases: [\"w;w.example.test\"]"),
+        )),
+        case("image without digest", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("image: {url: http://x/i.qcow2}"),
+        )),
+        case("image bad digest", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("image: {url: http://x/i.qcow2, sha256: abc}"),
+        )),
+        case("CHANGEME left", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("contact_email: CHANGEME"))),
+        case("tab indentation", DRY, CONFIG)
+            .edit(write(GUEST_FILE, "example.test:\n\t_global: {}\n")),
+        case("not YAML", DRY, CONFIG).edit(write(GUEST_FILE, "example.test: [unclosed\n")),
+        case("empty file", DRY, CONFIG).edit(write(GUEST_FILE, "")),
+        case("a list at the top", DRY, CONFIG).edit(write(GUEST_FILE, "- example.test\n")),
+        case("wrong top key", DRY, CONFIG)
+            .edit(write(GUEST_FILE, "www.example.test:\n  nginx: {}\n")),
+        case("top key in upper case", DRY, CONFIG)
+            .edit(write(GUEST_FILE, "Example.test:\n  nginx: {}\n")),
+        case("two top keys", DRY, CONFIG)
+            .edit(write(GUEST_FILE, "example.test: {}\nother.test: {}\n")),
+        case("duplicate key", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            "example.test:\n  nginx: {}\n  nginx: {}\n",
+        )),
+        case("_global a list", DRY, CONFIG)
+            .edit(write(GUEST_FILE, "example.test:\n  _global: [1]\n")),
+        case("reserved section", DRY, CONFIG)
+            .edit(write(GUEST_FILE, "example.test:\n  _globals: {}\n")),
+        case("unknown recipe", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginks: {}")))
+            .says("nginks"),
+        case("recipe name with ;", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "\"ngi;nx\": {}")))
+            .says("`;`"),
+        case("recipe args not a mapping", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginx: [80]"))),
+        case("recipe arg unknown", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginx: {prot: 80}"))),
+        case("recipe arg wrong type", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginx: {port: eighty}"))),
+        case("recipe arg out of range", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginx: {port: 70000}"))),
+        case("recipe arg bad pattern", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("", "nginx: {client_max_body_size: big}"),
+        )),
+        case("distro recipe as a guest recipe", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "debian: {}"))),
+        case("binary garbage", DRY, CONFIG).edit(write_bytes(GUEST_FILE, b"\xff\xfe\x00garbage")),
+        case("guest file is a folder", DRY, CONFIG)
+            .edit(remove(GUEST_FILE))
+            .edit(dir(GUEST_FILE)),
+        case("guest file links to /dev/zero", DRY, CONFIG)
+            .edit(remove(GUEST_FILE))
+            .edit(link(GUEST_FILE, "/dev/zero")),
+    ]
+}
+
+fn installation_files() -> Vec<Case> {
+    vec![
+        case("recipes.yaml missing", DRY, CONFIG).edit(remove(RECIPES)),
+        case("recipes.yaml unknown top key", DRY, CONFIG).edit(write(RECIPES, "_base: {}\nextra: {}\n")),
+        case("recipes.yaml not YAML", DRY, CONFIG).edit(write(RECIPES, "_base: {\n")),
+        case("recipes.yaml _base a list", DRY, CONFIG).edit(write(RECIPES, "_base: [1]\n")),
+        case("recipes.yaml no admin_user", DRY, CONFIG)
+            .edit(write(RECIPES, "_base:\n  _global:\n    contact_email: ops@example.test\n")),
+        case("recipes.yaml bad admin_user", DRY, CONFIG).edit(write(RECIPES, base_with("admin_user: Root;"))),
+        case("recipes.yaml bad email", DRY, CONFIG).edit(write(RECIPES, base_with("contact_email: nobody"))),
+        case("recipes.yaml bad mirror", DRY, CONFIG).edit(write(RECIPES, base_with("mirror: ftp://mirror"))),
+        case("recipes.yaml memory 0 for every guest", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("memory: 0")))
+            .edit(write(GUEST_FILE, guest("", "nginx: {}"))),
+        case("recipes.yaml unknown base recipe", DRY, CONFIG).edit(write(RECIPES, base_with("timezone: Etc/UTC\n  nosuch: {}"))),
+        case("recipes.yaml a folder", DRY, CONFIG).edit(remove(RECIPES)).edit(dir(RECIPES)),
+        case("recipes.d missing", DRY, CONFIG).edit(remove("etc/recipes.d")),
+        case("recipes.d file not a domain", DRY, CONFIG).edit(write("etc/recipes.d/www.yaml", "www: {}\n"))
+            .says("www.yaml"),
+        case("recipes.d file in upper case", DRY, CONFIG)
+            .edit(write("etc/recipes.d/Www.example.test.yaml", "Www.example.test: {}\n"))
+            .says("Www.example.test.yaml"),
+        case("recipes.d file with ;", DRY, CONFIG).edit(write("etc/recipes.d/a;b.test.yaml", "x: {}\n")).says("`;`"),
+        case("recipes.d file .yml", DRY, CONFIG).edit(write("etc/recipes.d/www.example.test.yml", "www.example.test: {}\n"))
+            .says("www.example.test.yml"),
+        case("recipes.d misnamed file, new_config", "new_config example.test", CONFIG)
+            .edit(write("etc/recipes.d/notes.yaml", "x: 1\n")),
+        case("users.yaml not a list", DRY, CONFIG).edit(write(USERS, "name: alice\n")),
+        case("users.yaml not YAML", DRY, CONFIG).edit(write(USERS, "- name: [alice\n")),
+        case("users.yaml a user without name", DRY, CONFIG).edit(write(USERS, "- groups: sudo\n")),
+        case("users.yaml a folder", DRY, CONFIG).edit(dir(USERS)),
+        case("data.tar.gz a folder", DRY, CONFIG).edit(dir(DATA)),
+        case("data.tar.gz links to /dev/zero", DRY, CONFIG).edit(link(DATA, "/dev/zero")),
+        case("data.tar.gz not an archive", DRY, CONFIG).edit(write(DATA, "not a tarball")),
+        case("recipe manifest not YAML", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: [guest\n")),
+        case("recipe manifest bad kind", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: gust\n")),
+        case("recipe manifest unknown key", DRY, CONFIG)
+            .edit(write("recipes/ufw/recipe.yaml", "description: x\nkind: guest\nbogus: 1\n")),
+        case("recipe manifest names a missing template", DRY, CONFIG).edit(remove("recipes/nginx/site.conf.j2")),
+        case("recipe manifest bad args schema", DRY, CONFIG).edit(write(
+            "recipes/ufw/recipe.yaml",
+            "description: x\nkind: guest\nargs: {type: object, properties: {allow: {type: frobnicate}}}\n",
+        )),
+        case("recipe template syntax error", DRY, CONFIG).with_store().credentials().edit(write("recipes/nginx/site.conf.j2", "{% if %}\n")),
+        case("recipe folder with a bad name", "recipes", CONFIG)
+            .edit(write("recipes/Bad;Name/recipe.yaml", "description: x\nkind: guest\n")),
+        case("recipe requires an unknown recipe", DRY, CONFIG).edit(write(
+            "recipes/ufw/recipe.yaml",
+            "description: x\nkind: guest\nrequires: {nosuch: {}}\n",
+        )),
+    ]
+}
+
+fn fleet_files() -> Vec<Case> {
+    vec![
+        case("hv: no blocks", "fleet", CONFIG).edit(write(HV, "# nothing\n")),
+        case("hv: key outside a block", "fleet", CONFIG).edit(write(HV, "libvirt_uri = qemu:///system\n")),
+        case("hv: no libvirt_uri", "fleet", CONFIG).edit(write(HV, "[hv1]\nreserve_memory = 1G\n")),
+        case("hv: unknown key", "fleet", CONFIG).edit(write(HV, hv1("reserve_mem = 1G\n"))).says("reserve_memory"),
+        case("hv: line without =", "fleet", CONFIG).edit(write(HV, hv1("reserve_memory 1G\n"))),
+        case("hv: unclosed block", "fleet", CONFIG).edit(write(HV, "[hv1\nlibvirt_uri = qemu:///system\n")),
+        case("hv: block name with ;", "fleet", CONFIG).edit(write(HV, "[h;v]\nlibvirt_uri = qemu:///system\n"))
+            .says("`;`"),
+        case("hv: empty block name", "fleet", CONFIG).edit(write(HV, "[]\nlibvirt_uri = qemu:///system\n")),
+        case("hv: block twice", "fleet", CONFIG).edit(write(HV, format!("{}{}", hv1(""), hv1("")))),
+        case("hv: key twice", "fleet", CONFIG).edit(write(HV, hv1("max_guests = 2\nmax_guests = 3\n"))),
+        case("hv: uri garbage", "fleet", CONFIG).edit(write(HV, "[hv1]\nlibvirt_uri = not a uri\n")),
+        case("hv: uri tcp", "fleet", CONFIG).edit(write(HV, "[hv1]\nlibvirt_uri = qemu+tcp://hv1/system\n")),
+        case("hv: uri empty", "fleet", CONFIG).edit(write(HV, "[hv1]\nlibvirt_uri =\n")),
+        case("hv: reserve_memory words", "fleet", CONFIG).edit(write(HV, hv1("reserve_memory = lots\n"))),
+        case("hv: reserve_memory negative", "fleet", CONFIG).edit(write(HV, hv1("reserve_memory = -1\n"))),
+        case("hv: reserve_disk unit", "fleet", CONFIG).edit(write(HV, hv1("reserve_disk = 5Q\n"))),
+        case("hv: max_guests fraction", "fleet", CONFIG).edit(write(HV, hv1("max_guests = 2.5\n"))),
+        case("hv: max_guests negative", "fleet", CONFIG).edit(write(HV, hv1("max_guests = -1\n"))),
+        case("hv: cpu_overcommit 0", "fleet", CONFIG).edit(write(HV, hv1("cpu_overcommit = 0\n"))),
+        case("hv: cpu_overcommit NaN", "fleet", CONFIG).edit(write(HV, hv1("cpu_overcommit = NaN\n"))),
+        case("hv: cpu_overcommit inf", "fleet", CONFIG).edit(write(HV, hv1("cpu_overcommit = inf\n"))),
+        case("hv: pool_path relative", "fleet", CONFIG).edit(write(HV, hv1("pool_path = vms\n"))),
+        case("hv: pool_name with /", "fleet", CONFIG).edit(write(HV, hv1("pool_name = a/b\n"))),
+        case("hv: partition outside /machine", "fleet", CONFIG).edit(write(HV, hv1("partition = /system\n"))),
+        case("hv: domain_type xen", "fleet", CONFIG).edit(write(HV, hv1("domain_type = xen\n"))),
+        case("hv: binary garbage", "fleet", CONFIG).edit(write_bytes(HV, b"\xff\xfe[\x00]")),
+        case("hv: file is a folder", "fleet", CONFIG).edit(remove(HV)).edit(dir(HV)),
+        case("hv: bad file, provision", DRY, CONFIG).edit(write(HV, hv1("domain_type = xen\n"))),
+        case("hv: bad file, status", "status example.test", CONFIG).edit(write(HV, hv1("max_guests = x\n"))),
+        case("hv: bad file, destroy", "destroy example.test", CONFIG).edit(write(HV, hv1("max_guests = x\n"))),
+        case("fleet: the only hypervisor unreachable", DRY, HYPERVISOR)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = test://{ROOT}/missing.xml\n")),
+        case("fleet: node without a pool, too small", DRY, NO_PLACEMENT)
+            .edit(write("node.xml", "<node><cpu><active>1</active></cpu><memory>262144</memory></node>\n")),
+        case("fleet: pinned hypervisor unreachable", DRY, HYPERVISOR)
+            .edit(write(HV, format!("{}[hv2]\nlibvirt_uri = test://{{ROOT}}/missing.xml\n", hv1(""))))
+            .edit(write(GUEST_FILE, guest_with("hypervisor: hv2"))),
+        case("fleet: --hypervisor unreachable", "provision --dry-run --hypervisor hv2 example.test", HYPERVISOR)
+            .with_store().credentials()
+            .edit(write(HV, format!("{}[hv2]\nlibvirt_uri = test://{{ROOT}}/missing.xml\n", hv1("")))),
+        case("fleet: max_guests reached", DRY, NO_PLACEMENT).edit(write(HV, hv1("max_guests = 0\n"))),
+        case("fleet: a foreign domain of the guest's name", DRY, CONFLICT).with_store().credentials()
+            .edit(write("node.xml", "<node><cpu><active>8</active></cpu><memory>16777216</memory>\
+                <domain type='test'><name>example.test</name><memory unit='MiB'>512</memory><vcpu>1</vcpu><os><type>hvm</type></os></domain>\
+                <pool type='dir'><name>trog</name><target><path>/vms</path></target></pool></node>\n")),
+    ]
+}
+
+fn credentials_and_store() -> Vec<Case> {
+    vec![
+        case("no credentials, no terminal", DRY, CREDENTIALS).with_store(),
+        case(
+            "no credentials, no store, no terminal",
+            "new_config example.test",
+            CREDENTIALS,
+        ),
+        case("credentials: no colon", DRY, CREDENTIALS).input("keepass corpus\n\n"),
+        case("credentials: unknown name", DRY, CREDENTIALS)
+            .input("keypass: x\n\n")
+            .says("keepass"),
+        case("credentials: a value where the name goes", DRY, CREDENTIALS).input("hunter2:x\n\n"),
+        case("credentials: empty value", DRY, CREDENTIALS).input("keepass:\n\n"),
+        case("credentials: twice", DRY, CREDENTIALS).input("keepass: a\nkeepass: b\n\n"),
+        case("credentials: sudo only", DRY, CREDENTIALS)
+            .input("sudo: x\n\n")
+            .with_store(),
+        case("credentials: upper case name", DRY, CREDENTIALS).input("KEEPASS: x\n\n"),
+        case("credentials: endless line", DRY, CREDENTIALS).input(&"x".repeat(200_000)),
+        case(
+            "credentials: no blank line, input held open",
+            "--credentials-wait 1 provision --dry-run example.test",
+            CREDENTIALS,
+        )
+        .held_open("keepass: x\n")
+        .says("within 1s"),
+        case(
+            "credentials: nothing, input held open",
+            "--credentials-wait 1 new_config example.test",
+            CREDENTIALS,
+        )
+        .held_open(""),
+        case("credentials: wrong passphrase", DRY, CREDENTIALS)
+            .with_store()
+            .input("keepass: wrong\n\n"),
+        case("store: not KeePass", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(write(STORE, "not a database\n")),
+        case("store: empty file", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(write(STORE, "")),
+        case("store: truncated", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(write_bytes(
+                STORE,
+                &store_bytes()[..store_bytes().len() / 2],
+            )),
+        case("store: KeePass 1 signature", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(write_bytes(
+                STORE,
+                b"\x03\xd9\xa2\x9a\x65\xfb\x4b\xb5\x00\x00\x00\x00",
+            )),
+        case("store: links to /dev/zero", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(link(STORE, "/dev/zero")),
+        case("store: is a folder", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(dir(STORE)),
+        case(
+            "store: damaged, new_config",
+            "new_config --out {ROOT}/home/out example.test",
+            DAMAGED_STORE,
+        )
+        .credentials()
+        .edit(write(STORE, "garbage")),
+        case("store: secret reference missing", DRY, CONFIG)
+            .with_store()
+            .credentials()
+            .edit(write(
+                GUEST_FILE,
+                guest(
+                    "",
+                    "nginx: {}\nmariadb: {root_password: \"secret:Sites/db/password\"}",
+                ),
+            )),
+    ]
+}
+
+#[test]
+fn every_bad_input_is_refused_cleanly() {
+    let cases: Vec<Case> = [
+        names_and_arguments(),
+        guest_files(),
+        installation_files(),
+        fleet_files(),
+        credentials_and_store(),
+    ]
+    .concat();
+    assert!(cases.len() > 150, "the corpus has {} cases", cases.len());
+    // Cases are independent (each its own temporary root): two at a time keeps a 2-core machine
+    // shared with other work responsive.
+    let failures = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(case) = cases.get(index) else { break };
+                if let Err(why) = run(case) {
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("{}: {why}", case.name));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad inputs were not refused cleanly:\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn debug_text_is_recognised() {
+    assert!(debug_text("error: Some(\"x\")").is_some());
+    assert!(debug_text("Caused by: Os { code: 2, kind: NotFound }").is_some());
+    assert!(debug_text("error: Origin { file: x, line: 1 }").is_some());
+    assert!(debug_text("hint: write it as `{}` or `key: value`").is_none());
+}
