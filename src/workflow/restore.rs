@@ -2,10 +2,12 @@
 //! libvirt (disks, definition, and memory when the snapshot has it), wait — bounded — until SSH
 //! answers when the snapshot was of a running guest, and say what `status` says now.
 
+use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::guest::wait::wait_for_ssh;
+use crate::libvirt::guest_state::stopped_state;
 use crate::libvirt::snapshot::GuestSnapshots;
 use crate::lock::Locks;
 use crate::output::progress::Progress;
@@ -48,7 +50,13 @@ pub fn restore(
 ) -> Result<RestoreReport, Failure> {
     // The declaration and the guest's key are read before anything changes: a restore that could
     // not wait for the guest afterwards is refused up front.
-    let inputs = load_guest_inputs(paths, guest.domain, credentials, locks)?;
+    let inputs = load_guest_inputs(
+        paths,
+        guest.domain,
+        credentials,
+        locks,
+        AddressPolicy::ReadOnly,
+    )?;
     let (opened, guest_lock) =
         open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
     let hypervisor = opened.config.name.to_string();
@@ -70,7 +78,15 @@ pub fn restore(
             admin_user: inputs.config.settings.admin_user.clone(),
             key_file: key.path().to_path_buf(),
             known_hosts: key.directory().join("known_hosts"),
+            // The hypervisor's shell is not opened for a restore: libvirt says whether the
+            // guest stopped, and the console and QEMU log are left to `debug_boot`.
             console: Box::new(|| None),
+            stopped: Box::new({
+                let connection = &opened.connection;
+                let domain = domain.clone();
+                move || stopped_state(connection, &domain)
+            }),
+            hypervisor_log: Box::new(|| None),
             progress,
             connected: None,
         };

@@ -2,6 +2,7 @@
 //! list or delete. Everything goes through libvirt, so a remote hypervisor works the same as this
 //! machine and nothing needs sudo there.
 
+use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
@@ -131,23 +132,28 @@ pub fn list_snapshots(
     let hypervisor = opened.config.name.to_string();
     let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
     let records = snapshots.list()?;
-    let (declared, declaration_unread) =
-        match load_guest_inputs(paths, guest.domain, credentials, locks) {
-            Ok(inputs) => {
-                let desired = desired_guest(
-                    guest.domain,
-                    &inputs.generated,
-                    &inputs.config.settings,
-                    &opened.config,
-                );
-                let tag = GuestTag {
-                    payload_digest: Some(desired.payload_digest.clone()),
-                    ..desired.tag_before_finish()
-                };
-                (Some(tag), None)
-            }
-            Err(failure) => (None, Some(failure.chain().join(": "))),
-        };
+    let (declared, declaration_unread) = match load_guest_inputs(
+        paths,
+        guest.domain,
+        credentials,
+        locks,
+        AddressPolicy::ReadOnly,
+    ) {
+        Ok(inputs) => {
+            let desired = desired_guest(
+                guest.domain,
+                &inputs.generated,
+                &inputs.config.settings,
+                &opened.config,
+            );
+            let tag = GuestTag {
+                payload_digest: Some(desired.payload_digest.clone()),
+                ..desired.tag_before_finish()
+            };
+            (Some(tag), None)
+        }
+        Err(failure) => (None, Some(failure.chain().join(": "))),
+    };
     let listed = by_age(&records)
         .into_iter()
         .map(|record| ListedSnapshot {
