@@ -43,7 +43,7 @@ pub fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, Failure
         (None, true) => Which::Oldest,
         (None, false) => Which::Latest,
     };
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let progress = Progress::new(ProgressMode::for_run(global.json));
     let report = restore(
         &global.installation_paths(),

@@ -40,7 +40,7 @@ pub struct SnapshotArgs {
 
 pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failure> {
     let domain = domain_argument(&args.domain)?;
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let paths = global.installation_paths();
     let locks = global.locks("snapshot");
     let guest = GuestAddress {
