@@ -122,11 +122,41 @@ impl AddressBook {
             connection,
             path: path.to_path_buf(),
         };
-        book.connection
-            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(|source| book.fail("open", source))?;
+        book.use_wal()?;
         book.migrate(migrations)?;
         Ok(book)
+    }
+
+    /// Switches the file to WAL (once; the mode is kept in the file). The switch needs the
+    /// database to itself and SQLite does not wait for that through the busy handler, so runs
+    /// opening a new ips.db at once retry it, within the same [`BUSY_WAIT`].
+    fn use_wal(&self) -> Result<(), AddressError> {
+        let started = std::time::Instant::now();
+        loop {
+            let mode = self.connection.query_row("PRAGMA journal_mode = WAL", [], |row| {
+                row.get::<_, String>(0)
+            });
+            let busy = match &mode {
+                Ok(mode) => !mode.eq_ignore_ascii_case("wal"),
+                Err(error) => matches!(
+                    error.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ),
+            };
+            match mode {
+                Ok(_) if !busy => return Ok(()),
+                Err(source) if !busy || started.elapsed() >= BUSY_WAIT => {
+                    return Err(self.fail("open", source))
+                }
+                Ok(_) if started.elapsed() >= BUSY_WAIT => {
+                    return Err(AddressError::Busy {
+                        path: self.path.clone(),
+                        seconds: BUSY_WAIT.as_secs(),
+                    })
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
     }
 
     /// Brings the schema up to date, backing the file up first when it already held data.
