@@ -133,9 +133,11 @@ impl AddressBook {
     fn use_wal(&self) -> Result<(), AddressError> {
         let started = std::time::Instant::now();
         loop {
-            let mode = self.connection.query_row("PRAGMA journal_mode = WAL", [], |row| {
-                row.get::<_, String>(0)
-            });
+            let mode = self
+                .connection
+                .query_row("PRAGMA journal_mode = WAL", [], |row| {
+                    row.get::<_, String>(0)
+                });
             let busy = match &mode {
                 Ok(mode) => !mode.eq_ignore_ascii_case("wal"),
                 Err(error) => matches!(

@@ -17,6 +17,7 @@ use crate::guest::wait::{wait_for_ssh, DEFAULT_SSH_WAIT};
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
 use crate::libvirt::guest_state::stopped_state;
+use crate::libvirt::reservation::reserve_address;
 use crate::lock::{Locks, Subject};
 use crate::machine::hypervisor_ops::{self, HypervisorMachine};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
@@ -223,6 +224,11 @@ pub fn execute(
     // The key and the known-hosts file live only for this run, in private temporary places.
     let mut key_file: Option<PrivateKeyFile> = None;
     let mut connected = None;
+    // Before the guest boots, so that dnsmasq never leases its address to another MAC.
+    let reserving = Instant::now();
+    if let Some(reserved) = reserve_static_address(guest)? {
+        report.steps.push((reserved, seconds(reserving.elapsed())));
+    }
     let total = prepared.plan.actions.len();
     for (index, action) in prepared.plan.actions.iter().enumerate() {
         progress.start(&domain, index + 1, total, &action.to_string());
@@ -329,6 +335,34 @@ pub fn execute(
     }
     report.total_seconds = seconds(started.elapsed());
     Ok(report)
+}
+
+/// Reserves a guest's static address for its MAC in the libvirt network it joins, when that
+/// network hands out leases (a bridge has no DHCP of trog's to tell). Returns the step's label
+/// when something changed.
+fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, Failure> {
+    let settings = &guest.inputs.config.settings;
+    let address = settings.ips.iter().find_map(|cidr| match cidr.address {
+        std::net::IpAddr::V4(address) => Some(address),
+        std::net::IpAddr::V6(_) => None,
+    });
+    let (None, Some(address)) = (&settings.bridge, address) else {
+        return Ok(None);
+    };
+    let mac = guest.inputs.generated.mac_address.to_string();
+    let changed = reserve_address(
+        guest.connection,
+        &guest.hypervisor.libvirt_uri.uri,
+        &settings.network,
+        &mac,
+        address,
+    )?;
+    Ok(changed.then(|| {
+        format!(
+            "reserve {address} for {mac} in network {}",
+            settings.network
+        )
+    }))
 }
 
 /// The tag the domain carries once the plan's domain steps have run.

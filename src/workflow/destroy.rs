@@ -1,10 +1,12 @@
 //! Destroying a guest wherever it is: locate it, then remove it through libvirt (a failed step
 //! does not stop the rest; what was left behind is named in the outcome).
 
+use crate::addresses::AddressBook;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::libvirt::destroy::{destroy_guest, DestroyOutcome};
+use crate::libvirt::reservation::release_reservation;
 use crate::lock::Locks;
 use crate::model::names::DomainName;
 use crate::workflow::lock::take_guest_lock;
@@ -33,6 +35,55 @@ pub struct DestroyReport {
     pub fleet_warning: Option<String>,
 }
 
+/// `--purge`: the guest's addresses go back to their ranges and their DHCP reservations are
+/// removed. What fails is named as left behind; the rest goes on.
+fn release_addresses(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+    opened: &crate::workflow::OpenedHypervisor,
+    outcome: &mut DestroyOutcome,
+) {
+    let released = AddressBook::open_existing(&paths.ips_db).and_then(|book| match book {
+        Some(mut book) => book.release(domain.as_str()),
+        None => Ok(Vec::new()),
+    });
+    let released = match released {
+        Ok(released) => released,
+        Err(error) => {
+            outcome.left_behind.push((
+                format!("its addresses in {}", paths.ips_db.display()),
+                error.to_string(),
+            ));
+            return;
+        }
+    };
+    for holding in released {
+        outcome.removed.push(format!("address {}", holding.address));
+        if holding.network.starts_with("bridge:") {
+            continue;
+        }
+        match release_reservation(
+            &opened.connection,
+            &opened.config.libvirt_uri.uri,
+            &holding.network,
+            holding.address,
+        ) {
+            Ok(true) => outcome.removed.push(format!(
+                "DHCP reservation of {} in network {}",
+                holding.address, holding.network
+            )),
+            Ok(false) => {}
+            Err(error) => outcome.left_behind.push((
+                format!(
+                    "DHCP reservation of {} in network {}",
+                    holding.address, holding.network
+                ),
+                error.to_string(),
+            )),
+        }
+    }
+}
+
 pub fn destroy(
     paths: &InstallationPaths,
     request: &DestroyRequest,
@@ -48,13 +99,20 @@ pub fn destroy(
     )?;
     let _guest_lock = take_guest_lock(locks, request.domain, &mut |text| eprintln!("{text}"))?;
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
-    let outcome = destroy_guest(
+    let mut outcome = destroy_guest(
         &opened.connection,
         opened.config.name.as_str(),
         request.domain,
         &opened.config.pool_name,
         request.purge,
     )?;
+    if request.purge {
+        release_addresses(paths, request.domain, &opened, &mut outcome);
+    } else if let Ok(Some(book)) = AddressBook::open_existing(&paths.ips_db) {
+        for holding in book.held_by(request.domain.as_str()).unwrap_or_default() {
+            outcome.kept.push(format!("address {}", holding.address));
+        }
+    }
     Ok(DestroyReport {
         guest: request.domain.to_string(),
         hypervisor: opened.config.name.to_string(),

@@ -596,4 +596,40 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
     let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     assert!(info.get("snapshots").is_none(), "{info}");
     assert_eq!(sha256_of(&base_path), base_digest);
+
+/// A DHCP reservation made through the network update API is in the default network's live and
+/// persistent definitions, is not made twice, moves when the MAC's address changes, and is gone
+/// once released.
+#[test]
+fn dhcp_reservations_are_made_live_and_persistent_and_released() {
+    use trog::libvirt::reservation::{dhcp_hosts, release_reservation, reserve_address};
+    let uri = "qemu:///system";
+    let connection = virt::connect::Connect::open(Some(uri)).unwrap();
+    let network = connection.lookup_network_by_name("default").unwrap();
+    // A MAC and addresses of this test's own, outside what the other tests use.
+    let mac = "52:54:00:7e:57:01";
+    let first: std::net::Ipv4Addr = "192.168.122.247".parse().unwrap();
+    let second: std::net::Ipv4Addr = "192.168.122.248".parse().unwrap();
+    let reserved = |flags: u32| -> Vec<String> {
+        dhcp_hosts(&network.xml_desc(flags).unwrap())
+            .unwrap()
+            .into_iter()
+            .filter(|host| host.mac.as_deref() == Some(mac))
+            .filter_map(|host| host.ip)
+            .collect()
+    };
+    let persistent = virt::sys::VIR_NETWORK_XML_INACTIVE;
+    let _ = release_reservation(&connection, uri, "default", first);
+    let _ = release_reservation(&connection, uri, "default", second);
+
+    assert!(reserve_address(&connection, uri, "default", mac, first).unwrap());
+    assert!(!reserve_address(&connection, uri, "default", mac, first).unwrap());
+    assert_eq!(reserved(0), ["192.168.122.247"]);
+    assert_eq!(reserved(persistent), ["192.168.122.247"]);
+    assert!(reserve_address(&connection, uri, "default", mac, second).unwrap());
+    assert_eq!(reserved(0), ["192.168.122.248"]);
+    assert_eq!(reserved(persistent), ["192.168.122.248"]);
+    assert!(release_reservation(&connection, uri, "default", second).unwrap());
+    assert!(!release_reservation(&connection, uri, "default", second).unwrap());
+    assert!(reserved(0).is_empty() && reserved(persistent).is_empty());
 }

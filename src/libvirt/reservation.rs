@@ -1,0 +1,252 @@
+//! DHCP host reservations (MAC → IP) in a libvirt network, through libvirt's network update API,
+//! live and persistent: dnsmasq then never leases a guest's address to another MAC, and a guest
+//! that asks for a lease is given its own address.
+
+use crate::libvirt::error::LibvirtError;
+use std::net::Ipv4Addr;
+use virt::connect::Connect;
+use virt::network::Network;
+use virt::sys;
+
+/// One `<host>` of a network's `<dhcp>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DhcpHost {
+    pub mac: Option<String>,
+    pub name: Option<String>,
+    pub ip: Option<String>,
+}
+
+impl DhcpHost {
+    /// The element as the update API takes it (matching the entry to change or delete).
+    pub fn to_xml(&self) -> String {
+        let mut xml = String::from("<host");
+        for (attribute, value) in [("mac", &self.mac), ("name", &self.name), ("ip", &self.ip)] {
+            if let Some(value) = value {
+                xml.push_str(&format!(" {attribute}='{value}'"));
+            }
+        }
+        xml.push_str("/>");
+        xml
+    }
+}
+
+/// What a network's definition says about one reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReservationChange {
+    /// The network hands out no IPv4 leases: nothing to reserve.
+    NoDhcp,
+    /// The reservation is there already.
+    Present,
+    /// Remove these entries (the MAC or the address reserved otherwise), then add.
+    Add { replacing: Vec<DhcpHost> },
+}
+
+/// The IPv4 DHCP host entries of a network's XML, or `None` when it has no IPv4 `<dhcp>`.
+pub fn dhcp_hosts(network_xml: &str) -> Option<Vec<DhcpHost>> {
+    let document = roxmltree::Document::parse(network_xml).ok()?;
+    let dhcp = document
+        .root_element()
+        .children()
+        .filter(|node| node.has_tag_name("ip"))
+        .filter(|ip| ip.attribute("family").is_none_or(|family| family == "ipv4"))
+        .find_map(|ip| ip.children().find(|node| node.has_tag_name("dhcp")))?;
+    Some(
+        dhcp.children()
+            .filter(|node| node.has_tag_name("host"))
+            .map(|host| DhcpHost {
+                mac: host.attribute("mac").map(str::to_string),
+                name: host.attribute("name").map(str::to_string),
+                ip: host.attribute("ip").map(str::to_string),
+            })
+            .collect(),
+    )
+}
+
+/// What reserving `ip` for `mac` changes in a network whose XML is `network_xml`.
+pub fn reservation_change(network_xml: &str, mac: &str, ip: Ipv4Addr) -> ReservationChange {
+    let Some(hosts) = dhcp_hosts(network_xml) else {
+        return ReservationChange::NoDhcp;
+    };
+    let ip = ip.to_string();
+    let same_mac = |host: &DhcpHost| {
+        host.mac
+            .as_deref()
+            .is_some_and(|other| other.eq_ignore_ascii_case(mac))
+    };
+    if hosts
+        .iter()
+        .any(|host| same_mac(host) && host.ip.as_deref() == Some(ip.as_str()))
+    {
+        return ReservationChange::Present;
+    }
+    ReservationChange::Add {
+        replacing: hosts
+            .into_iter()
+            .filter(|host| same_mac(host) || host.ip.as_deref() == Some(ip.as_str()))
+            .collect(),
+    }
+}
+
+fn network(connection: &Connect, name: &str, uri: &str) -> Result<Network, LibvirtError> {
+    connection
+        .lookup_network_by_name(name)
+        .map_err(|error| LibvirtError::query(uri, "look up the network", error))
+}
+
+/// The network's live definition when it runs (where dnsmasq reads reservations), else its
+/// persistent one; and the flags that change both.
+fn definition(
+    network: &Network,
+    uri: &str,
+) -> Result<(String, sys::virNetworkUpdateFlags), LibvirtError> {
+    let xml = network
+        .xml_desc(0)
+        .map_err(|error| LibvirtError::query(uri, "read the network's definition", error))?;
+    let active = network
+        .is_active()
+        .map_err(|error| LibvirtError::query(uri, "ask whether the network runs", error))?;
+    let flags = if active {
+        sys::VIR_NETWORK_UPDATE_AFFECT_LIVE | sys::VIR_NETWORK_UPDATE_AFFECT_CONFIG
+    } else {
+        sys::VIR_NETWORK_UPDATE_AFFECT_CONFIG
+    };
+    Ok((xml, flags))
+}
+
+fn update(
+    network: &Network,
+    command: sys::virNetworkUpdateCommand,
+    host: &DhcpHost,
+    flags: sys::virNetworkUpdateFlags,
+    uri: &str,
+) -> Result<(), LibvirtError> {
+    network
+        .update(
+            command,
+            sys::VIR_NETWORK_SECTION_IP_DHCP_HOST,
+            -1,
+            &host.to_xml(),
+            flags,
+        )
+        .map_err(|error| LibvirtError::query(uri, "update the network's DHCP reservations", error))
+}
+
+/// Reserves `ip` for `mac` in the libvirt network `network_name`, replacing any other
+/// reservation of that MAC or address. Returns whether anything changed.
+pub fn reserve_address(
+    connection: &Connect,
+    uri: &str,
+    network_name: &str,
+    mac: &str,
+    ip: Ipv4Addr,
+) -> Result<bool, LibvirtError> {
+    let network = network(connection, network_name, uri)?;
+    let (xml, flags) = definition(&network, uri)?;
+    let ReservationChange::Add { replacing } = reservation_change(&xml, mac, ip) else {
+        return Ok(false);
+    };
+    for old in &replacing {
+        update(
+            &network,
+            sys::VIR_NETWORK_UPDATE_COMMAND_DELETE,
+            old,
+            flags,
+            uri,
+        )?;
+    }
+    let host = DhcpHost {
+        mac: Some(mac.to_string()),
+        name: None,
+        ip: Some(ip.to_string()),
+    };
+    update(
+        &network,
+        sys::VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
+        &host,
+        flags,
+        uri,
+    )?;
+    Ok(true)
+}
+
+/// Removes every reservation of `ip` from the network. Returns whether one was there.
+pub fn release_reservation(
+    connection: &Connect,
+    uri: &str,
+    network_name: &str,
+    ip: Ipv4Addr,
+) -> Result<bool, LibvirtError> {
+    let network = network(connection, network_name, uri)?;
+    let (xml, flags) = definition(&network, uri)?;
+    let ip = ip.to_string();
+    let held: Vec<DhcpHost> = dhcp_hosts(&xml)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|host| host.ip.as_deref() == Some(ip.as_str()))
+        .collect();
+    for host in &held {
+        update(
+            &network,
+            sys::VIR_NETWORK_UPDATE_COMMAND_DELETE,
+            host,
+            flags,
+            uri,
+        )?;
+    }
+    Ok(!held.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: &str = "<network><name>default</name><forward mode='nat'/>\
+        <ip address='192.168.122.1' netmask='255.255.255.0'><dhcp>\
+        <range start='192.168.122.2' end='192.168.122.254'/>\
+        <host mac='52:54:00:aa:bb:cc' ip='192.168.122.100'/>\
+        <host mac='52:54:00:11:22:33' name='old' ip='192.168.122.101'/>\
+        </dhcp></ip></network>";
+
+    fn ip(text: &str) -> Ipv4Addr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_reservation_already_there_changes_nothing() {
+        assert_eq!(
+            reservation_change(DEFAULT, "52:54:00:AA:BB:CC", ip("192.168.122.100")),
+            ReservationChange::Present
+        );
+    }
+
+    #[test]
+    fn the_macs_and_the_addresses_other_reservations_are_replaced() {
+        let ReservationChange::Add { replacing } =
+            reservation_change(DEFAULT, "52:54:00:aa:bb:cc", ip("192.168.122.101"))
+        else {
+            panic!("expected an addition");
+        };
+        let replaced: Vec<String> = replacing.iter().map(DhcpHost::to_xml).collect();
+        assert_eq!(
+            replaced,
+            [
+                "<host mac='52:54:00:aa:bb:cc' ip='192.168.122.100'/>",
+                "<host mac='52:54:00:11:22:33' name='old' ip='192.168.122.101'/>"
+            ]
+        );
+        assert_eq!(
+            reservation_change(DEFAULT, "52:54:00:dd:ee:ff", ip("192.168.122.150")),
+            ReservationChange::Add { replacing: vec![] }
+        );
+    }
+
+    #[test]
+    fn a_network_without_dhcp_takes_no_reservation() {
+        let isolated =
+            "<network><name>lab</name><ip address='10.0.0.1' netmask='255.0.0.0'/></network>";
+        assert_eq!(
+            reservation_change(isolated, "52:54:00:aa:bb:cc", ip("10.0.0.5")),
+            ReservationChange::NoDhcp
+        );
+    }
+}
