@@ -28,7 +28,7 @@ use crate::plan::{
 use crate::render::domain_xml::{render_domain_xml, DEFAULT_DOMAIN_TEMPLATE};
 use crate::secrets::PrivateKeyFile;
 use inputs::GuestInputs;
-use reach::{AddressSource, SshProbe};
+use reach::SshProbe;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -239,16 +239,7 @@ pub fn execute(
                     None => key_file.insert(PrivateKeyFile::write(&inputs.keypair)?),
                 };
                 let known_hosts = key.directory().join("known_hosts");
-                // A guest with a static address (written by hand or handed out from ips.db) is
-                // reached at it; only a guest that takes a lease is looked for among the leases.
-                let source = match inputs.config.settings.ips.first() {
-                    Some(ip) => AddressSource::Declared(ip.address.to_string()),
-                    None => AddressSource::Lease {
-                        connection: guest.connection,
-                        domain: domain.clone(),
-                        mac: inputs.generated.mac_address.to_string(),
-                    },
-                };
+                let source = reach::address_source(guest.connection, inputs, &domain);
                 let console_path = desired::serial_log_path(&prepared.desired.domain);
                 let hypervisor_machine = guest.hypervisor_machine;
                 let mut probe = SshProbe {

@@ -93,28 +93,21 @@ impl GuestProbe for SshProbe<'_> {
     }
 }
 
-/// Where `guest`'s address comes from on `hypervisor`: its lease on this machine's NAT network,
-/// or its first declared address on a remote hypervisor (whose leases this machine cannot reach).
+/// Where a guest's address comes from: its static address (`ips`, written by hand or handed out
+/// from ips.db), or its lease on this machine's NAT network.
 pub fn address_source<'a>(
-    hypervisor: &crate::model::hypervisor::HypervisorConfig,
     connection: &'a virt::connect::Connect,
     inputs: &crate::provision::inputs::GuestInputs,
     domain: &str,
 ) -> AddressSource<'a> {
-    match hypervisor.libvirt_uri.transport {
-        crate::model::hypervisor::Transport::Local => AddressSource::Lease {
+    // A guest with a static address (written by hand or handed out from ips.db) is reached at
+    // it; only a guest that takes a lease is looked for among the leases.
+    match inputs.config.settings.ips.first() {
+        Some(ip) => AddressSource::Declared(ip.address.to_string()),
+        None => AddressSource::Lease {
             connection,
             domain: domain.to_string(),
             mac: inputs.generated.mac_address.to_string(),
         },
-        _ => AddressSource::Declared(
-            inputs
-                .config
-                .settings
-                .ips
-                .first()
-                .map(|ip| ip.address.to_string())
-                .unwrap_or_default(),
-        ),
     }
 }

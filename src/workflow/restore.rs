@@ -74,7 +74,7 @@ pub fn restore(
         let key = PrivateKeyFile::write(&inputs.keypair)?;
         let domain = guest.domain.to_string();
         let mut probe = SshProbe {
-            source: address_source(&opened.config, &opened.connection, &inputs, &domain),
+            source: address_source(&opened.connection, &inputs, &domain),
             admin_user: inputs.config.settings.admin_user.clone(),
             key_file: key.path().to_path_buf(),
             known_hosts: key.directory().join("known_hosts"),

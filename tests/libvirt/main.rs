@@ -596,6 +596,7 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
     let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     assert!(info.get("snapshots").is_none(), "{info}");
     assert_eq!(sha256_of(&base_path), base_digest);
+}
 
 /// A DHCP reservation made through the network update API is in the default network's live and
 /// persistent definitions, is not made twice, moves when the MAC's address changes, and is gone
