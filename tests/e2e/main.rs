@@ -1,6 +1,8 @@
 //! End to end, for real: `bin/provision` builds a guest from the offline test image on this
 //! machine's libvirtd (software emulation), cloud-init applies the seed, the payload's Makefile
-//! runs over SSH; a run killed while it waits is rerun and converges without duplicates; a third
+//! runs over SSH; a guest whose QEMU is killed during boot is reported at once with libvirt's
+//! reason; a run killed while it waits is rerun and converges without duplicates, while a second
+//! run of the same guest waits for its lock and then finds it converged; a third
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
 //! guest behind but its data volume, which `--purge` removes too.
 
@@ -143,19 +145,25 @@ fn domain_exists(name: &str) -> bool {
         .is_ok()
 }
 
-/// Starts `bin/provision` and kills it once its progress shows `step`.
-fn provision_killed_at(installation: &Installation, step: &str) {
-    let mut child = spawn_verb(
-        "provision",
-        installation.dir.path(),
-        &[installation.domain.as_str()],
-    );
-    let mut stderr = child.stderr.take().unwrap();
+/// A `bin/provision` running in the background, its output collected as it comes.
+struct RunningProvision {
+    child: std::process::Child,
+    stdout: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn collect(
+    mut pipe: impl Read + Send + 'static,
+) -> (
+    std::sync::Arc<std::sync::Mutex<String>>,
+    std::thread::JoinHandle<()>,
+) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let collected = seen.clone();
     let reader = std::thread::spawn(move || {
         let mut buffer = [0u8; 4096];
-        while let Ok(count) = stderr.read(&mut buffer) {
+        while let Ok(count) = pipe.read(&mut buffer) {
             if count == 0 {
                 break;
             }
@@ -165,24 +173,79 @@ fn provision_killed_at(installation: &Installation, step: &str) {
                 .push_str(&String::from_utf8_lossy(&buffer[..count]));
         }
     });
-    let deadline = Instant::now() + REACH_STEP_TIMEOUT;
-    while !seen.lock().unwrap().contains(step) {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "provision ended ({status}) before reaching `{step}`:\n{}",
-                seen.lock().unwrap()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "provision did not reach `{step}` within {REACH_STEP_TIMEOUT:?}:\n{}",
-            seen.lock().unwrap()
+    (seen, reader)
+}
+
+impl RunningProvision {
+    fn start(installation: &Installation) -> RunningProvision {
+        let mut child = spawn_verb(
+            "provision",
+            installation.dir.path(),
+            &[installation.domain.as_str()],
         );
-        std::thread::sleep(Duration::from_millis(100));
+        let (stdout, out_reader) = collect(child.stdout.take().unwrap());
+        let (stderr, err_reader) = collect(child.stderr.take().unwrap());
+        RunningProvision {
+            child,
+            stdout,
+            stderr,
+            readers: vec![out_reader, err_reader],
+        }
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let _ = reader.join();
+
+    /// Waits until the run's progress shows `step` (honestly reached: the run says it started it).
+    fn reach(&mut self, step: &str) {
+        let deadline = Instant::now() + REACH_STEP_TIMEOUT;
+        while !self.stderr.lock().unwrap().contains(step) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "provision ended ({status}) before reaching `{step}`:\n{}",
+                    self.stderr.lock().unwrap()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "provision did not reach `{step}` within {REACH_STEP_TIMEOUT:?}:\n{}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for the run to end: its exit code, stdout and stderr.
+    fn finish(mut self) -> (Option<i32>, String, String) {
+        let status = self.child.wait().unwrap();
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        let stdout = self.stdout.lock().unwrap().clone();
+        let stderr = self.stderr.lock().unwrap().clone();
+        (status.code(), stdout, stderr)
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        let _ = self.finish();
+    }
+}
+
+/// Starts `bin/provision` and kills it once its progress shows `step`.
+fn provision_killed_at(installation: &Installation, step: &str) {
+    let mut run = RunningProvision::start(installation);
+    run.reach(step);
+    run.kill();
+}
+
+/// SIGKILLs the QEMU process of the running domain `name`, as a crash would end it.
+fn kill_qemu_of(name: &str) {
+    let pid_file = format!("/run/libvirt/qemu/{name}.pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap_or_else(|error| panic!("{pid_file}: {error}"))
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: a plain signal to a process id read from libvirt's own pid file.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
 }
 
 #[test]
@@ -201,17 +264,49 @@ fn provision_converge_and_destroy_a_real_guest() {
     let config = installation.dir.path();
     let domain = installation.domain.as_str();
 
+    // 0. The guest's QEMU dies while trog waits for it: the wait ends at once (not after its
+    //    five minutes), with libvirt's state and reason and the hypervisor's QEMU log.
+    let mut crashing = RunningProvision::start(&installation);
+    crashing.reach("wait for the guest's address and SSH");
+    let killed_at = Instant::now();
+    kill_qemu_of(domain);
+    let (code, _, stderr) = crashing.finish();
+    assert_eq!(code, Some(8), "{stderr}");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(60),
+        "the stop was noticed only after {:?}",
+        killed_at.elapsed()
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{domain} stopped while it was waited for: libvirt says it is shut off ("
+        )) && stderr.contains("last lines of its QEMU log on the hypervisor"),
+        "{stderr}"
+    );
+
     // 1. Killed while it waits for the guest: the domain and its disks exist, unfinished.
     provision_killed_at(&installation, "wait for the guest's address and SSH");
     assert!(domain_exists(domain));
 
-    // 2. Rerun: converges from there, no duplicates, the guest finished.
-    let second = run_verb("provision", config, &[domain]);
-    let (stdout, stderr) = (text(&second.stdout), text(&second.stderr));
+    // 2. Rerun: converges from there, no duplicates, the guest finished. A second run of the
+    //    same guest started meanwhile waits for the first's guest lock, then finds it converged.
+    let mut first = RunningProvision::start(&installation);
+    first.reach("wait for the guest's address and SSH");
+    let same_guest = run_verb("provision", config, &[domain]);
+    let (code, stdout, stderr) = first.finish();
+    let (waited_out, waited_err) = (text(&same_guest.stdout), text(&same_guest.stderr));
+    assert!(same_guest.status.success(), "{waited_out}\n{waited_err}");
     assert!(
-        second.status.success(),
-        "provision failed:\n{stdout}\n{stderr}"
+        waited_err.contains(&format!(
+            "for the guest {domain}: `trog provision` (process"
+        )),
+        "the second run did not wait for the first:\n{waited_err}"
     );
+    assert!(
+        waited_out.contains(&format!("{domain}: converged, nothing to do")),
+        "{waited_out}"
+    );
+    assert_eq!(code, Some(0), "provision failed:\n{stdout}\n{stderr}");
     assert!(
         !stdout.contains("define the domain"),
         "the rerun defined the domain again:\n{stdout}"
