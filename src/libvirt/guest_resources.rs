@@ -280,7 +280,6 @@ impl GuestResources<'_> {
             Action::UploadBaseImage { volume, .. } => {
                 self.upload_base_image(volume, artifacts.base_image_file)?
             }
-            Action::AdoptDomain { tag } => self.record_tag(tag)?,
             Action::DefineDomain { tag, .. } => {
                 let domain = self
                     .connection

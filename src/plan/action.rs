@@ -29,10 +29,6 @@ pub enum Action {
         /// The pinned digest (hex) it is verified against.
         digest: String,
     },
-    /// `--force`: records trog's tag on a domain trog did not create, without restarting it.
-    AdoptDomain {
-        tag: GuestTag,
-    },
     /// Defines the domain from the rendered XML (or redefines it), carrying `tag`.
     DefineDomain {
         tag: GuestTag,
@@ -91,13 +87,6 @@ impl fmt::Display for Action {
                     f,
                     "upload base image {volume} from {source} (digest {})",
                     short(digest)
-                )
-            }
-            Action::AdoptDomain { tag } => {
-                write!(
-                    f,
-                    "adopt the existing domain: record trog's tag (boot {})",
-                    short(&tag.boot_fingerprint)
                 )
             }
             Action::DefineDomain { tag, redefine } => write!(

@@ -49,11 +49,20 @@ pub fn check_plan(
         .domain
         .as_ref()
         .is_some_and(|domain| !domain.snapshots.is_empty());
+    let mut running = observed
+        .domain
+        .as_ref()
+        .is_some_and(|domain| domain.running);
     for action in &plan.actions {
         match action {
+            Action::StopDomain => running = false,
+            Action::StartDomain if root_present && seed_present => running = true,
             Action::DeleteVolume { volume, .. } => {
                 if Some(volume.as_str()) == data_volume && !resolution.destroy_data {
                     return refuse("a data volume is deleted only with --destroy-data");
+                }
+                if Some(volume.as_str()) == data_volume && running {
+                    return refuse("a data volume is deleted only while its guest is stopped");
                 }
                 if *volume == desired.root_volume.name {
                     if snapshots_present {
@@ -73,7 +82,7 @@ pub fn check_plan(
                 }
                 snapshots_present = false;
             }
-            Action::DefineDomain { .. } | Action::AdoptDomain { .. } => domain_defined = true,
+            Action::DefineDomain { .. } => domain_defined = true,
             Action::UploadBaseImage { .. } => base_present = true,
             Action::CreateRootVolume { .. } => {
                 if !domain_defined {

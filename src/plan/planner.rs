@@ -88,10 +88,17 @@ pub fn plan(
             let tag = match &domain.tag {
                 Some(tag) => tag.clone(),
                 None => {
-                    // --force: what is there is taken as the realization of the declaration.
+                    // --force: the domain is taken over and redefined from the declaration, so it
+                    // boots from trog's disks (the same-named volumes there are kept); until the
+                    // redefinition it carries no tag, so an interrupted run does it again.
+                    if running {
+                        domain_steps.push(Action::StopDomain);
+                        running = false;
+                    }
                     let adopted = desired.tag_before_finish();
-                    domain_steps.push(Action::AdoptDomain {
+                    domain_steps.push(Action::DefineDomain {
                         tag: adopted.clone(),
+                        redefine: true,
                     });
                     adopted
                 }
@@ -165,6 +172,11 @@ pub fn plan(
             }),
             // Only reachable with --destroy-data: find_conflicts refused the run otherwise.
             Some(volume) if volume.capacity < data.capacity || (!claimed && !resolution.force) => {
+                // The guest has the volume attached: it stops before the volume goes.
+                if running {
+                    actions.push(Action::StopDomain);
+                    running = false;
+                }
                 actions.push(delete(
                     &data.name,
                     "recreated empty as --destroy-data asked",

@@ -190,9 +190,6 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
             Action::StartPool { .. } => observed.pool = PoolState::Active,
             Action::RemovePartialBaseImage { .. } => observed.partial_base_image_present = false,
             Action::UploadBaseImage { .. } => observed.base_image_present = true,
-            Action::AdoptDomain { tag } => {
-                observed.domain.as_mut().unwrap().tag = Some(tag.clone())
-            }
             Action::DefineDomain { tag, .. } => {
                 let (running, autostart, snapshots) = observed
                     .domain

@@ -364,7 +364,7 @@ fn current_tag(prepared: &PreparedGuest) -> GuestTag {
         .iter()
         .rev()
         .find_map(|action| match action {
-            Action::DefineDomain { tag, .. } | Action::AdoptDomain { tag } => Some(tag.clone()),
+            Action::DefineDomain { tag, .. } => Some(tag.clone()),
             _ => None,
         })
         .or_else(|| {
