@@ -89,6 +89,10 @@ pub enum Command {
     Snapshot(commands::snapshot::SnapshotArgs),
     /// Return a guest to one of its snapshots: disks, definition, and memory when it has one.
     Restore(commands::restore::RestoreArgs),
+    /// Read a guest that will not boot: its console from the firmware on, its screen, its boot
+    /// menu and keyboard.
+    #[command(name = "debug_boot")]
+    DebugBoot(commands::debug_boot::DebugBootArgs),
     /// Where each guest is and whether it is converged; exits 1 when one is not.
     Status(commands::status::StatusArgs),
     /// Generate everything a guest needs (cloud-init seed, Makefile, payload) into a directory.
@@ -118,11 +122,65 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Destroy(args) => commands::destroy::run(&cli.global, args),
         Command::Snapshot(args) => commands::snapshot::run(&cli.global, args),
         Command::Restore(args) => commands::restore::run(&cli.global, args),
+        Command::DebugBoot(args) => commands::debug_boot::run(&cli.global, args),
         Command::Status(args) => commands::status::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),
         Command::Preflight(args) => commands::preflight::run(&cli.global, args),
         Command::Image(args) => commands::image::run(&cli.global, args),
         Command::AssignIp(args) => commands::assign_ip::run(&cli.global, args),
         Command::Addresses(args) => commands::addresses::run(&cli.global, args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::Diagnose;
+    use crate::guest::wait::WaitError;
+    use std::time::Duration;
+
+    /// The command a hint names between backquotes, as words.
+    fn hinted_command(hint: &str) -> Vec<String> {
+        let command = hint
+            .split('`')
+            .nth(1)
+            .unwrap_or_else(|| panic!("no command in {hint:?}"));
+        command.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_hints_of_a_guest_that_never_answered_name_commands_that_exist() {
+        let errors = [
+            WaitError::Stopped {
+                guest: "www.example.test".into(),
+                state: "shut off".into(),
+                waited: Duration::from_secs(30),
+                hypervisor_log: None,
+                console: None,
+            },
+            WaitError::NoAddress {
+                guest: "www.example.test".into(),
+                mac: "52:54:00:00:00:01".into(),
+                waited: Duration::from_secs(300),
+                console: None,
+            },
+            WaitError::NoSsh {
+                guest: "www.example.test".into(),
+                addresses: "192.0.2.7".into(),
+                waited: Duration::from_secs(300),
+                last_error: "refused".into(),
+                console: None,
+            },
+        ];
+        for error in errors {
+            let words = hinted_command(&error.hint().unwrap());
+            assert_eq!(words[0], "trog");
+            let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("{words:?}: {e}"));
+            let Command::DebugBoot(args) = cli.command else {
+                panic!("{words:?} is not debug_boot")
+            };
+            assert_eq!(args.domain, "www.example.test");
+            assert!(args.console);
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod exit_status;
 pub mod addresses;
 pub mod config;
 pub mod cookbook;
+pub mod debug_boot;
 pub mod generate;
 pub mod model;
 pub mod placement;

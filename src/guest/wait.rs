@@ -73,9 +73,9 @@ impl crate::diagnose::Diagnose for WaitError {
 
     fn hint(&self) -> Option<String> {
         Some(match self {
-            WaitError::Stopped { .. } => "the lines above say why QEMU ended; a rerun of `provision` starts the guest again, and `trog debug_boot --console` shows the whole boot".into(),
-            WaitError::NoAddress { .. } => "the guest did not boot far enough to use its network: `trog debug_boot --console` shows the whole boot".into(),
-            WaitError::NoSsh { last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key: `trog debug_boot --cat GUEST /var/log/cloud-init.log`"),
+            WaitError::Stopped { guest, .. } => format!("the lines above say why QEMU ended; `trog debug_boot {guest} --console` starts it again and shows the whole boot"),
+            WaitError::NoAddress { guest, .. } => format!("the guest did not boot far enough to use its network: `trog debug_boot {guest} --console` shows the whole boot"),
+            WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`"),
         })
     }
 }

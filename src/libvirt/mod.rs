@@ -6,6 +6,7 @@
 
 pub mod concurrent;
 pub mod connection;
+pub mod debug_boot;
 pub mod destroy;
 pub mod domain_stats;
 pub mod error;

@@ -5,7 +5,7 @@
 //! on a hypervisor is a new variant here, reviewed as such; nothing else can compose one.
 
 use crate::machine::local::LocalMachine;
-use crate::machine::ssh::{SshMachine, SshTarget, SudoPassword};
+use crate::machine::ssh::{PortForward, SshMachine, SshTarget, SudoPassword};
 use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
 use crate::model::names::DomainName;
 use std::time::Duration;
@@ -48,6 +48,18 @@ impl HypervisorMachine<SshMachine> {
 
     pub fn target(&self) -> &SshTarget {
         self.machine.target()
+    }
+
+    /// An SSH tunnel from `127.0.0.1:local_port` here to `remote_host:remote_port` as the
+    /// hypervisor sees it (a guest's display, which listens on the hypervisor's loopback only).
+    pub fn tunnel(
+        &self,
+        local_port: u16,
+        remote_host: &str,
+        remote_port: u16,
+    ) -> Result<PortForward, MachineError> {
+        self.machine
+            .forward_local_port(local_port, remote_host, remote_port)
     }
 }
 
@@ -108,6 +120,10 @@ pub enum HypervisorOp {
     /// The end of libvirt's log of a guest's QEMU (`/var/log/libvirt/qemu/<domain>.log`), read
     /// as root: why a guest's emulator stopped, when it did.
     ReadQemuLog { domain: DomainName },
+    /// A guest's console capture (`debug_boot --console`), from byte `from_byte` on, read as root
+    /// like the serial log; read again and again while the guest boots, so only what is new
+    /// crosses the link.
+    ReadConsoleCapture { path: String, from_byte: u64 },
 }
 
 impl HypervisorOp {
@@ -145,6 +161,10 @@ impl HypervisorOp {
                 format!("{QEMU_LOG_DIR}/{domain}.log"),
             ])
             .as_root(true),
+            HypervisorOp::ReadConsoleCapture { path, from_byte } => {
+                let from = format!("+{}", from_byte + 1);
+                MachineCommand::new(["tail", "-c", from.as_str(), path.as_str()]).as_root(true)
+            }
         };
         command.timeout(QUESTION_TIMEOUT)
     }
@@ -231,11 +251,12 @@ mod tests {
             HypervisorOp::Swtpm,
             HypervisorOp::Libguestfs,
             HypervisorOp::FilesystemOf { path: path.clone() },
-            HypervisorOp::ReadSerialLog { path },
+            HypervisorOp::ReadSerialLog { path: path.clone() },
             HypervisorOp::KvmWorks,
             HypervisorOp::ReadQemuLog {
                 domain: DomainName::parse("www.example.test").unwrap(),
             },
+            HypervisorOp::ReadConsoleCapture { path, from_byte: 0 },
         ];
         let as_root: Vec<_> = every_operation
             .into_iter()
@@ -249,7 +270,11 @@ mod tests {
                 HypervisorOp::KvmWorks,
                 HypervisorOp::ReadQemuLog {
                     domain: DomainName::parse("www.example.test").unwrap()
-                }
+                },
+                HypervisorOp::ReadConsoleCapture {
+                    path: "/x".into(),
+                    from_byte: 0
+                },
             ]
         );
     }
@@ -297,5 +322,24 @@ mod tests {
             .success()
             .unwrap();
         assert_eq!(output.stdout_text().split_whitespace().count(), 4);
+    }
+
+    #[test]
+    fn a_console_capture_is_read_from_where_the_last_read_ended() {
+        let op = HypervisorOp::ReadConsoleCapture {
+            path: "/l".into(),
+            from_byte: 5,
+        };
+        assert_eq!(op.command().argv, ["tail", "-c", "+6", "/l"]);
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "SeaBIOS\nLinux").unwrap();
+        let mut command = HypervisorOp::ReadConsoleCapture {
+            path: file.path().display().to_string(),
+            from_byte: 8,
+        }
+        .command();
+        command.as_root = false;
+        let output = crate::machine::local::LocalMachine.run(&command).unwrap();
+        assert_eq!(output.stdout_text(), "Linux");
     }
 }

@@ -169,6 +169,82 @@ impl SshMachine {
         }
     }
 
+    /// Forwards `127.0.0.1:local_port` on this machine to `remote_host:remote_port` as seen from
+    /// the host, through a connection of its own that lasts as long as the returned
+    /// [`PortForward`] (and never outlives this process). Returns once the forward listens, or
+    /// with why it could not.
+    pub fn forward_local_port(
+        &self,
+        local_port: u16,
+        remote_host: &str,
+        remote_port: u16,
+    ) -> Result<PortForward, MachineError> {
+        use std::os::unix::process::CommandExt;
+        // Its own connection, not the master's: the tunnel must end with this process. These come
+        // first because ssh keeps the first value it is given for an option.
+        let mut args: Vec<String> = [
+            "-o",
+            "ControlMaster=no",
+            "-o",
+            "ControlPath=none",
+            "-o",
+            "ExitOnForwardFailure=yes",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(self.ssh_options());
+        args.extend([
+            "-N".into(),
+            "-L".into(),
+            format!("127.0.0.1:{local_port}:{remote_host}:{remote_port}"),
+            self.target.login(),
+        ]);
+        let mut command = std::process::Command::new("ssh");
+        command
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: prctl is async-signal-safe; it asks the kernel to end the tunnel with its
+        // parent, so an interrupted or killed run leaves no ssh behind.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|source| MachineError::Spawn {
+            program: "ssh".into(),
+            source,
+        })?;
+        let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                }
+                return Err(MachineError::Unreachable {
+                    host: self.describe(),
+                    detail: format!("the tunnel ended ({status}): {}", stderr.trim()),
+                });
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", local_port)).is_ok() {
+                return Ok(PortForward { child });
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(MachineError::TimedOut {
+                    host: self.describe(),
+                    command: format!("ssh -L {local_port}:{remote_host}:{remote_port}"),
+                    timeout: CONNECT_TIMEOUT,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// Closes the master connection. Also done on drop.
     pub fn close(&self) {
         let mut args = self.ssh_options();
@@ -230,6 +306,33 @@ impl Machine for SshMachine {
             }
         }
         Ok(output)
+    }
+}
+
+/// An SSH tunnel from a port of this machine; closed when dropped.
+#[derive(Debug)]
+pub struct PortForward {
+    child: std::process::Child,
+}
+
+impl PortForward {
+    /// Waits until the tunnel ends (its connection drops, or this process is interrupted).
+    pub fn hold(mut self) -> Result<(), MachineError> {
+        self.child
+            .wait()
+            .map(|_| ())
+            .map_err(|source| MachineError::Pipe {
+                host: "this machine".into(),
+                command: "ssh -L".into(),
+                source,
+            })
+    }
+}
+
+impl Drop for PortForward {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -17,6 +17,7 @@ use crate::plan::Plan;
 use crate::preflight::PreflightReport;
 use crate::provision::ConvergeReport;
 use crate::workflow::addresses::{AddressListing, AssignedAddresses};
+use crate::workflow::debug_boot::DebugReport;
 use crate::workflow::destroy::DestroyReport;
 use crate::workflow::restore::RestoreReport;
 use crate::workflow::snapshot::{SnapshotListing, TakenSnapshot};
@@ -60,6 +61,10 @@ pub enum Event<'a> {
     Done { report: &'a ConvergeReport },
     /// `destroy`: what was removed, kept and left behind.
     Destroyed(&'a DestroyReport),
+    /// `debug_boot`: a line of the guest's console (`--console`, as it comes; `--fetch`).
+    ConsoleLine { text: &'a str },
+    /// `debug_boot`: what the action did.
+    DebugBoot(&'a DebugReport),
     /// `status`: one guest's place and whether it is converged.
     Status(&'a GuestStatus),
     /// `snapshot`: a snapshot was taken (and `--keep` deleted older ones).

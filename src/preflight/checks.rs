@@ -176,7 +176,7 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
 
     // libguestfs, for debug_boot.
     checks.push(match &facts.libguestfs {
-        Ok(true) => Check::ok("libguestfs is there (debug_boot --cat, --ls, --single)"),
+        Ok(true) => Check::ok("libguestfs is there"),
         Ok(false) => Check::note(
             "No libguestfs: debug_boot cannot read a guest's disk",
             "install libguestfs-tools there; without it debug_boot has the console, --hold and --keys only",

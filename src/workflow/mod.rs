@@ -14,6 +14,8 @@
 //! `provision/`.
 
 pub mod addresses;
+pub mod debug_boot;
+pub mod debug_boot_console;
 pub mod destroy;
 pub mod locate;
 pub mod lock;

@@ -1,0 +1,204 @@
+//! `debug_boot DOMAIN ACTION`: read a guest that will not boot. One action at a time: the serial
+//! console from the first line of firmware (`--console`, again with `--fetch`), the screen
+//! (`--shot`), the firmware's boot menu (`--hold`) and keystrokes (`--keys`), and `--restore`,
+//! which takes back what `--console` and `--hold` changed.
+
+use crate::cli::GlobalArgs;
+use crate::credentials::CredentialSource;
+use crate::debug_boot::keys::parse_keys;
+use crate::diagnose::{Diagnose, Failure};
+use crate::exit_status::ExitStatus;
+use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::output::events::{emit, Event};
+use crate::provision::inputs::domain_argument;
+use crate::workflow::debug_boot::{
+    debug_boot, DebugAction, DebugOutcome, DebugReport, DebugRequest,
+};
+use crate::workflow::debug_boot_console::ConsoleBounds;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["console", "fetch", "shot", "hold", "keys", "restore", "vnc"])))]
+pub struct DebugBootArgs {
+    /// The guest, fully qualified.
+    pub domain: String,
+    /// Point the serial port at a capture file, restart the guest, and print every line from
+    /// the first line of firmware on, until a login prompt, a panic, silence, or the bound.
+    #[arg(long)]
+    pub console: bool,
+    /// Print the last --console capture again, without a restart.
+    #[arg(long)]
+    pub fetch: bool,
+    /// Write the screen as it is now to FILE (PNG).
+    #[arg(long, value_name = "FILE")]
+    pub shot: Option<PathBuf>,
+    /// Turn on the firmware's boot menu and restart the guest into it.
+    #[arg(long)]
+    pub hold: bool,
+    /// Send keystrokes, in order: named keys (esc, enter, down, f12…), single characters, or
+    /// text:WORDS.
+    #[arg(long, value_name = "KEY", num_args = 1..)]
+    pub keys: Option<Vec<String>>,
+    /// Put the serial port and the boot menu back as provision made them.
+    #[arg(long)]
+    pub restore: bool,
+    /// Print the address of the guest's VNC display; for a remote hypervisor, the local end of
+    /// an SSH tunnel to it, held open until interrupted.
+    #[arg(long)]
+    pub vnc: bool,
+    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
+    #[arg(long, value_name = "NAME")]
+    pub hypervisor: Option<String>,
+    /// Seconds each hypervisor has to answer when the guest is looked for.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
+    pub timeout: u64,
+    /// --console: stop after this many seconds without a new line.
+    #[arg(long, value_name = "SECONDS", default_value_t = ConsoleBounds::default().silence.as_secs())]
+    pub silence: u64,
+    /// --console: stop after this many seconds in all.
+    #[arg(long, value_name = "SECONDS", default_value_t = ConsoleBounds::default().total.as_secs())]
+    pub total: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DebugBootCommandError {
+    #[error("cannot write the screenshot to {path}")]
+    WriteShot {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnose for DebugBootCommandError {
+    fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Failure
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some("name a file in a directory you can write to".into())
+    }
+}
+
+fn action(args: &DebugBootArgs) -> Result<DebugAction, Failure> {
+    Ok(if args.console {
+        DebugAction::Console(ConsoleBounds {
+            silence: Duration::from_secs(args.silence),
+            total: Duration::from_secs(args.total),
+        })
+    } else if args.fetch {
+        DebugAction::Fetch
+    } else if args.shot.is_some() {
+        DebugAction::Shot
+    } else if args.hold {
+        DebugAction::Hold
+    } else if let Some(keys) = &args.keys {
+        DebugAction::Keys(parse_keys(keys)?)
+    } else if args.vnc {
+        DebugAction::Vnc
+    } else {
+        DebugAction::Restore
+    })
+}
+
+const RESTORE_NOTE: &str = "--restore puts it back as provision made it";
+
+pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failure> {
+    let domain = domain_argument(&args.domain)?;
+    let action = action(&args)?;
+    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let json = global.json;
+    let mut on_line = |line: &str| {
+        if json {
+            emit(&Event::ConsoleLine { text: line });
+        } else {
+            println!("{line}");
+        }
+    };
+    let report = debug_boot(
+        &global.installation_paths(),
+        DebugRequest {
+            domain: &domain,
+            hypervisor: args.hypervisor.as_deref(),
+            action,
+            answer_timeout: Duration::from_secs(args.timeout),
+        },
+        &mut credentials,
+        &mut on_line,
+    )?;
+    if let (DebugOutcome::Shot { png, .. }, Some(path)) = (&report.outcome, &args.shot) {
+        std::fs::write(path, png).map_err(|source| DebugBootCommandError::WriteShot {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    if json {
+        if let DebugOutcome::Fetch { lines, .. } = &report.outcome {
+            for line in lines {
+                emit(&Event::ConsoleLine { text: line });
+            }
+        }
+        emit(&Event::DebugBoot(&report));
+        return hold_tunnel(report);
+    }
+    let guest = &report.guest;
+    let hypervisor = &report.hypervisor;
+    match &report.outcome {
+        DebugOutcome::Console { capture, end } => {
+            eprintln!("debug_boot: {end}.");
+            eprintln!(
+                "debug_boot: {guest}'s serial port now writes to {capture} on {hypervisor} and its firmware to the serial port; {RESTORE_NOTE}."
+            );
+        }
+        DebugOutcome::Fetch { lines, .. } => {
+            for line in lines {
+                println!("{line}");
+            }
+        }
+        DebugOutcome::Shot { width, height, .. } => {
+            let path = args.shot.as_ref().expect("--shot names a file");
+            println!(
+                "{} ({width}x{height}): the screen of {guest}",
+                path.display()
+            );
+        }
+        DebugOutcome::Hold { menu_timeout_ms } => {
+            println!(
+                "{guest} restarted with its firmware's boot menu on: press ESC (--keys esc) within {}s to open it; {RESTORE_NOTE}.",
+                menu_timeout_ms / 1000
+            );
+        }
+        DebugOutcome::Keys { sent } => println!("sent to {guest}: {}", sent.join(" ")),
+        DebugOutcome::Vnc { address, tunneled } => {
+            if *tunneled {
+                println!(
+                    "{address}: point a VNC viewer here for {guest}'s display (an SSH tunnel to {hypervisor}, open until interrupted)"
+                );
+            } else {
+                println!(
+                    "{address}: point a VNC viewer here for {guest}'s display on {hypervisor}"
+                );
+            }
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+        }
+        DebugOutcome::Restore { undone } if undone.is_empty() => {
+            println!("{guest}: nothing to restore, its definition is as provision made it");
+        }
+        DebugOutcome::Restore { undone } => {
+            println!("{guest} restored as provision made it (from its next start):");
+            for change in undone {
+                println!("  undone: {change}");
+            }
+        }
+    }
+    hold_tunnel(report)
+}
+
+/// Holds a `--vnc` tunnel open until it ends or the run is interrupted.
+fn hold_tunnel(report: DebugReport) -> Result<ExitStatus, Failure> {
+    if let Some(tunnel) = report.tunnel {
+        tunnel.hold()?;
+    }
+    Ok(ExitStatus::Success)
+}

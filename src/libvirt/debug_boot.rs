@@ -1,0 +1,288 @@
+//! What `debug_boot` asks of libvirt: a trog guest's domain (a domain trog did not make is
+//! refused), its definition as libvirt keeps it, redefining it, restarting it, its screen, its
+//! keyboard, and where its VNC display listens.
+
+use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
+use std::io::Read;
+use std::time::Duration;
+use virt::connect::Connect;
+use virt::domain::Domain;
+use virt::error::ErrorNumber;
+
+/// How long `debug_boot` waits for a guest it stopped to be gone before starting it again.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// How large a screenshot may be: a 4K screen as PPM is 25 MB; more is not a screen.
+const SCREENSHOT_LIMIT: usize = 64 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DebugDomainError {
+    #[error("{domain} is not defined on {hypervisor}")]
+    NotFound { domain: String, hypervisor: String },
+    #[error("domain {domain} on {hypervisor} was not created by trog; debug_boot leaves it alone")]
+    Foreign { domain: String, hypervisor: String },
+    #[error("libvirt on {hypervisor} cannot {operation} {domain}: {message}")]
+    Libvirt {
+        domain: String,
+        hypervisor: String,
+        operation: &'static str,
+        message: String,
+    },
+    #[error("{domain} on {hypervisor} has no VNC display")]
+    NoVnc { domain: String, hypervisor: String },
+}
+
+impl crate::diagnose::Diagnose for DebugDomainError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        use crate::exit_status::ExitStatus;
+        match self {
+            DebugDomainError::NotFound { .. } => ExitStatus::Failure,
+            DebugDomainError::Foreign { .. } => ExitStatus::Conflict,
+            DebugDomainError::Libvirt { .. } | DebugDomainError::NoVnc { .. } => {
+                ExitStatus::Hypervisor
+            }
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DebugDomainError::NotFound { .. } => {
+                Some("check the name; `trog fleet` lists every hypervisor's guests".into())
+            }
+            DebugDomainError::Foreign { .. } => {
+                Some("look at it with the tools that made it (virsh console, virt-viewer)".into())
+            }
+            DebugDomainError::NoVnc { .. } => {
+                Some("start the guest first; its display exists only while it runs".into())
+            }
+            DebugDomainError::Libvirt { .. } => Some(
+                "check libvirtd's log on that hypervisor; the operation can be tried with virsh"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// A domain trog made, as `debug_boot` acts on it.
+pub struct DebugDomain {
+    domain: Domain,
+    name: String,
+    hypervisor: String,
+}
+
+impl DebugDomain {
+    /// The domain `name` on `connection`, refused unless it carries trog's tag.
+    pub fn open(
+        connection: &Connect,
+        hypervisor: &str,
+        name: &str,
+    ) -> Result<DebugDomain, DebugDomainError> {
+        let domain = match connection.lookup_domain_by_name(name) {
+            Ok(domain) => domain,
+            Err(error) if error.code().is(ErrorNumber::NoDomain) => {
+                return Err(DebugDomainError::NotFound {
+                    domain: name.to_string(),
+                    hypervisor: hypervisor.to_string(),
+                })
+            }
+            Err(error) => {
+                return Err(DebugDomainError::Libvirt {
+                    domain: name.to_string(),
+                    hypervisor: hypervisor.to_string(),
+                    operation: "look up",
+                    message: error.message().to_string(),
+                })
+            }
+        };
+        let tagged = domain
+            .metadata(
+                virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                Some(TAG_NAMESPACE),
+                virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+            )
+            .ok()
+            .and_then(|element| parse_tag(&element))
+            .is_some();
+        if !tagged {
+            return Err(DebugDomainError::Foreign {
+                domain: name.to_string(),
+                hypervisor: hypervisor.to_string(),
+            });
+        }
+        Ok(DebugDomain {
+            domain,
+            name: name.to_string(),
+            hypervisor: hypervisor.to_string(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn failed(&self, operation: &'static str, error: virt::error::Error) -> DebugDomainError {
+        DebugDomainError::Libvirt {
+            domain: self.name.clone(),
+            hypervisor: self.hypervisor.clone(),
+            operation,
+            message: error.message().to_string(),
+        }
+    }
+
+    /// The definition libvirt keeps (what the next start uses).
+    pub fn definition(&self) -> Result<String, DebugDomainError> {
+        self.domain
+            .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
+            .map_err(|error| self.failed("read the definition of", error))
+    }
+
+    /// Replaces the definition with `xml` (the same domain: name and UUID unchanged).
+    pub fn redefine(&self, connection: &Connect, xml: &str) -> Result<(), DebugDomainError> {
+        connection
+            .define_domain_xml(xml)
+            .map(|_| ())
+            .map_err(|error| self.failed("redefine", error))
+    }
+
+    pub fn is_running(&self) -> Result<bool, DebugDomainError> {
+        self.domain
+            .is_active()
+            .map_err(|error| self.failed("ask the state of", error))
+    }
+
+    /// The id libvirt gave the running domain; a new id means a new start.
+    pub fn run_id(&self) -> Option<u32> {
+        self.domain.id()
+    }
+
+    /// Starts the guest from its definition, after forcing it off if it runs: a guest being
+    /// debugged may not answer a shutdown, and nothing of it is expected to be kept.
+    pub fn restart(&self) -> Result<(), DebugDomainError> {
+        if self.is_running()? {
+            self.domain
+                .destroy()
+                .map_err(|error| self.failed("stop", error))?;
+            let deadline = std::time::Instant::now() + STOP_WAIT;
+            while self.is_running()? && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        self.domain
+            .create()
+            .map_err(|error| self.failed("start", error))
+    }
+
+    /// Starts the guest if it is off.
+    pub fn start(&self) -> Result<(), DebugDomainError> {
+        if self.is_running()? {
+            return Ok(());
+        }
+        self.domain
+            .create()
+            .map_err(|error| self.failed("start", error))
+    }
+
+    /// The screen as it is now, in the format libvirt hands over (QEMU: PPM).
+    pub fn screenshot(&self, connection: &Connect) -> Result<Vec<u8>, DebugDomainError> {
+        let stream = virt::stream::Stream::new(connection, 0)
+            .map_err(|error| self.failed("open a stream for the screen of", error))?;
+        self.domain
+            .screenshot(&stream, 0, 0)
+            .map_err(|error| self.failed("take a screenshot of", error))?;
+        let mut bytes = Vec::new();
+        let mut reader = StreamReader(&stream);
+        let read = (&mut reader)
+            .take(SCREENSHOT_LIMIT as u64 + 1)
+            .read_to_end(&mut bytes);
+        if let Err(error) = read {
+            let _ = stream.abort();
+            return Err(DebugDomainError::Libvirt {
+                domain: self.name.clone(),
+                hypervisor: self.hypervisor.clone(),
+                operation: "receive the screenshot of",
+                message: error.to_string(),
+            });
+        }
+        stream
+            .finish()
+            .map_err(|error| self.failed("finish the screenshot of", error))?;
+        Ok(bytes)
+    }
+
+    /// Presses each event's keys together, one event after the other.
+    pub fn send_keys(&self, events: &[Vec<u32>]) -> Result<(), DebugDomainError> {
+        // How long each key is held, in ms: long enough for firmware that polls the keyboard.
+        const HOLD_MS: u32 = 50;
+        for codes in events {
+            let mut codes = codes.clone();
+            self.domain
+                .send_key(
+                    virt::sys::VIR_KEYCODE_SET_LINUX,
+                    HOLD_MS,
+                    codes.as_mut_ptr(),
+                    codes.len() as i32,
+                    0,
+                )
+                .map_err(|error| self.failed("send keys to", error))?;
+            // Events sent back to back can merge in the guest's keyboard buffer; a pause keeps
+            // them separate keystrokes.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        Ok(())
+    }
+
+    /// The TCP port of the running guest's VNC display, and the address it listens on.
+    pub fn vnc_display(&self) -> Result<(String, u16), DebugDomainError> {
+        let xml = self
+            .domain
+            .xml_desc(0)
+            .map_err(|error| self.failed("read the display of", error))?;
+        vnc_display_in(&xml).ok_or_else(|| DebugDomainError::NoVnc {
+            domain: self.name.clone(),
+            hypervisor: self.hypervisor.clone(),
+        })
+    }
+}
+
+/// The VNC listen address and port in a running domain's XML.
+fn vnc_display_in(xml: &str) -> Option<(String, u16)> {
+    let document = roxmltree::Document::parse(xml).ok()?;
+    let graphics = document
+        .descendants()
+        .find(|node| node.has_tag_name("graphics") && node.attribute("type") == Some("vnc"))?;
+    let port: i32 = graphics.attribute("port")?.parse().ok()?;
+    let port = u16::try_from(port).ok()?;
+    let listen = graphics
+        .attribute("listen")
+        .unwrap_or("127.0.0.1")
+        .to_string();
+    Some((listen, port))
+}
+
+/// A libvirt stream as `Read`.
+struct StreamReader<'s>(&'s virt::stream::Stream);
+
+impl Read for StreamReader<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.recv(buffer) {
+            Ok(count) if count >= 0 => Ok(count as usize),
+            Ok(_) => Err(std::io::Error::other("the stream failed")),
+            Err(error) => Err(std::io::Error::other(error.message().to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vnc_port_is_read_from_the_running_definition() {
+        let xml = "<domain><devices><graphics type='vnc' port='5901' autoport='yes' listen='127.0.0.1'><listen type='address' address='127.0.0.1'/></graphics></devices></domain>";
+        assert_eq!(vnc_display_in(xml), Some(("127.0.0.1".into(), 5901)));
+        assert_eq!(
+            vnc_display_in("<domain><devices><graphics type='vnc' port='-1'/></devices></domain>"),
+            None
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! `debug_boot`: reading a guest that will not boot. Locate the guest, open its hypervisor (its
+//! own system too when the action reads a file there), refuse a domain trog did not make, act.
+//!
+//! The actions that change the domain (`--console`, `--hold`) change only its definition, in ways
+//! `--restore` takes back exactly (see `debug_boot::domain_edit`); when what follows the change
+//! fails (the restart), the definition is put back as it was, so no action leaves a half-changed
+//! domain.
+
+use crate::config::paths::InstallationPaths;
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::debug_boot::console::ConsoleEnd;
+use crate::debug_boot::domain_edit::{
+    as_provisioned, console_capture_path, debug_changes, with_boot_menu, with_console_capture,
+    DebugChange, EditError,
+};
+use crate::debug_boot::keys::KeyEvent;
+use crate::debug_boot::screen::{parse_ppm, to_png, ScreenError};
+use crate::diagnose::{Diagnose, Failure};
+use crate::exit_status::ExitStatus;
+use crate::libvirt::debug_boot::DebugDomain;
+use crate::machine::hypervisor_ops::HypervisorMachine;
+use crate::machine::ssh::PortForward;
+use crate::model::names::DomainName;
+use crate::provision::desired::serial_log_path;
+use crate::provision::hypervisor_machine::ssh_machine_for;
+use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, ConsoleBounds};
+use crate::workflow::open::HypervisorAccess;
+use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
+use serde::Serialize;
+use std::time::Duration;
+
+/// One `debug_boot` action.
+#[derive(Debug, Clone)]
+pub enum DebugAction {
+    /// Capture the serial console from the first line of firmware, restarting the guest.
+    Console(ConsoleBounds),
+    /// The last capture again, without a restart.
+    Fetch,
+    /// The screen as it is now, as a PNG.
+    Shot,
+    /// The firmware's boot menu on, and the guest restarted into it.
+    Hold,
+    /// Keystrokes, in order.
+    Keys(Vec<KeyEvent>),
+    /// Every change of `--console` and `--hold` taken back.
+    Restore,
+    /// Where a VNC viewer reaches the guest's display: for a remote hypervisor, through an SSH
+    /// tunnel from this machine, held open by the report.
+    Vnc,
+}
+
+impl DebugAction {
+    /// Whether the action works on the hypervisor's own system (reading the capture there).
+    fn access(&self) -> HypervisorAccess {
+        match self {
+            DebugAction::Console(_) | DebugAction::Fetch => HypervisorAccess::WithSystem,
+            _ => HypervisorAccess::LibvirtOnly,
+        }
+    }
+}
+
+pub struct DebugRequest<'a> {
+    pub domain: &'a DomainName,
+    /// `--hypervisor`: act there instead of asking the fleet.
+    pub hypervisor: Option<&'a str>,
+    pub action: DebugAction,
+    pub answer_timeout: Duration,
+}
+
+/// What an action did.
+#[derive(Debug, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum DebugOutcome {
+    /// The capture ended, and why; the domain's definition was changed (`--restore` undoes it).
+    Console { capture: String, end: ConsoleEnd },
+    /// The last capture's lines.
+    Fetch { capture: String, lines: Vec<String> },
+    /// The screen, as a PNG of this size.
+    Shot {
+        width: u32,
+        height: u32,
+        #[serde(skip)]
+        png: Vec<u8>,
+    },
+    /// The boot menu is on and the guest was (re)started into it.
+    Hold { menu_timeout_ms: u32 },
+    /// The keys sent, in order.
+    Keys { sent: Vec<String> },
+    /// The changes taken back (none when there were none).
+    Restore { undone: Vec<DebugChange> },
+    /// The address to point a VNC viewer at; `tunneled` when it is this machine's end of an SSH
+    /// tunnel to the hypervisor.
+    Vnc { address: String, tunneled: bool },
+}
+
+#[derive(Debug, Serialize)]
+pub struct DebugReport {
+    pub guest: String,
+    pub hypervisor: String,
+    #[serde(flatten)]
+    pub outcome: DebugOutcome,
+    /// `--vnc` on a remote hypervisor: the tunnel, open until this is dropped or held.
+    #[serde(skip)]
+    pub tunnel: Option<PortForward>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DebugBootError {
+    #[error("{domain}'s definition cannot be changed for debugging")]
+    Edit {
+        domain: String,
+        #[source]
+        source: EditError,
+    },
+    #[error("{domain} has no console capture on {hypervisor} yet")]
+    NoCapture { domain: String, hypervisor: String },
+    #[error("libvirt's test driver has no system to read a console capture on")]
+    NoSystem,
+    #[error("the screen of {domain} cannot be made a PNG")]
+    Screen {
+        domain: String,
+        #[source]
+        source: ScreenError,
+    },
+    #[error("no free port on this machine's loopback for the tunnel")]
+    NoLocalPort {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the console capture of {domain} on {hypervisor} failed")]
+    ReadCapture {
+        domain: String,
+        hypervisor: String,
+        #[source]
+        source: Box<crate::machine::MachineError>,
+    },
+}
+
+impl Diagnose for DebugBootError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            DebugBootError::Edit { .. } => ExitStatus::Conflict,
+            DebugBootError::NoCapture { .. } | DebugBootError::NoLocalPort { .. } => {
+                ExitStatus::Failure
+            }
+            DebugBootError::NoSystem
+            | DebugBootError::Screen { .. }
+            | DebugBootError::ReadCapture { .. } => ExitStatus::Hypervisor,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DebugBootError::Edit { .. } => Some(
+                "the domain was changed by hand; `trog provision` puts it back as declared".into(),
+            ),
+            DebugBootError::NoCapture { domain, .. } => Some(format!(
+                "capture one first: trog debug_boot --console {domain}"
+            )),
+            DebugBootError::ReadCapture { source, .. } => source.hint(),
+            _ => None,
+        }
+    }
+}
+
+/// A port of this machine's loopback nothing listens on, for the tunnel's end.
+fn free_local_port() -> Result<u16, DebugBootError> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|source| DebugBootError::NoLocalPort { source })
+}
+
+/// Redefines `domain` as `changed`, then runs `then`; when `then` fails, the definition goes back
+/// to `before`, so the domain is never left half-changed.
+fn change_then<T>(
+    domain: &DebugDomain,
+    connection: &virt::connect::Connect,
+    before: &str,
+    changed: &str,
+    then: impl FnOnce() -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    if changed != before {
+        domain.redefine(connection, changed)?;
+    }
+    then().inspect_err(|_| {
+        if changed != before {
+            let _ = domain.redefine(connection, before);
+        }
+    })
+}
+
+/// Runs one action on the guest. Console lines are handed to `on_line` as they come.
+pub fn debug_boot(
+    paths: &InstallationPaths,
+    request: DebugRequest,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<DebugReport, Failure> {
+    let fleet = fleet_for_guest(paths, request.domain)?;
+    let hypervisor = locate_guest(
+        &fleet,
+        request.domain,
+        request.hypervisor,
+        request.answer_timeout,
+    )?;
+    let opened = open_hypervisor(hypervisor, request.action.access(), credentials)?;
+    let hypervisor_name = opened.config.name.to_string();
+    let connection = &opened.connection;
+    let domain = DebugDomain::open(connection, &hypervisor_name, request.domain.as_str())?;
+    let name = request.domain.as_str();
+    let capture = console_capture_path(name);
+    let provisioned_log = serial_log_path(request.domain);
+    let edit_failed = |source| DebugBootError::Edit {
+        domain: name.to_string(),
+        source,
+    };
+    let system = || -> Result<&HypervisorMachine, DebugBootError> {
+        opened.machine.as_ref().ok_or(DebugBootError::NoSystem)
+    };
+    let read_failed = |source| DebugBootError::ReadCapture {
+        domain: name.to_string(),
+        hypervisor: hypervisor_name.clone(),
+        source: Box::new(source),
+    };
+
+    let mut tunnel = None;
+    let outcome = match request.action {
+        DebugAction::Console(bounds) => {
+            let machine = system()?;
+            let before = domain.definition()?;
+            let changed =
+                with_console_capture(&before, &provisioned_log, &capture).map_err(edit_failed)?;
+            change_then(&domain, connection, &before, &changed, || {
+                domain.restart().map_err(Failure::from)
+            })?;
+            let end = stream_capture(machine, &capture, bounds, on_line).map_err(read_failed)?;
+            DebugOutcome::Console { capture, end }
+        }
+        DebugAction::Fetch => {
+            let machine = system()?;
+            let lines = fetch_capture(machine, &capture)
+                .map_err(read_failed)?
+                .ok_or_else(|| DebugBootError::NoCapture {
+                    domain: name.to_string(),
+                    hypervisor: hypervisor_name.clone(),
+                })?;
+            DebugOutcome::Fetch { capture, lines }
+        }
+        DebugAction::Shot => {
+            let screen = parse_ppm(&domain.screenshot(connection)?)
+                .and_then(|screen| to_png(&screen).map(|png| (screen.width, screen.height, png)));
+            let (width, height, png) = screen.map_err(|source| DebugBootError::Screen {
+                domain: name.to_string(),
+                source,
+            })?;
+            DebugOutcome::Shot { width, height, png }
+        }
+        DebugAction::Hold => {
+            let before = domain.definition()?;
+            let changed = with_boot_menu(&before).map_err(edit_failed)?;
+            change_then(&domain, connection, &before, &changed, || {
+                domain.restart().map_err(Failure::from)
+            })?;
+            DebugOutcome::Hold {
+                menu_timeout_ms: crate::debug_boot::domain_edit::BOOT_MENU_TIMEOUT_MS,
+            }
+        }
+        DebugAction::Keys(events) => {
+            let codes: Vec<Vec<u32>> = events.iter().map(|event| event.codes.clone()).collect();
+            domain.send_keys(&codes)?;
+            DebugOutcome::Keys {
+                sent: events.into_iter().map(|event| event.label).collect(),
+            }
+        }
+        DebugAction::Restore => {
+            let before = domain.definition()?;
+            let undone = debug_changes(&before, &capture);
+            let restored = as_provisioned(&before, &provisioned_log, &capture);
+            if restored != before {
+                domain.redefine(connection, &restored)?;
+            }
+            DebugOutcome::Restore { undone }
+        }
+        DebugAction::Vnc => {
+            let (listen, port) = domain.vnc_display()?;
+            match ssh_machine_for(&opened.config.libvirt_uri)? {
+                Some(ssh) => {
+                    let local_port = free_local_port()?;
+                    tunnel = Some(ssh.tunnel(local_port, &listen, port)?);
+                    DebugOutcome::Vnc {
+                        address: format!("127.0.0.1:{local_port}"),
+                        tunneled: true,
+                    }
+                }
+                None => DebugOutcome::Vnc {
+                    address: format!("{listen}:{port}"),
+                    tunneled: false,
+                },
+            }
+        }
+    };
+    Ok(DebugReport {
+        guest: name.to_string(),
+        hypervisor: hypervisor_name,
+        outcome,
+        tunnel,
+    })
+}
