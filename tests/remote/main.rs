@@ -293,6 +293,37 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
     }
 }
 
+/// The tunnel `debug_boot --vnc` opens through a remote hypervisor: a client on this machine's end
+/// reaches a server as the hypervisor sees it (here the namespace's own sshd, whose greeting is
+/// read), and the tunnel closes with its handle. (The guests' displays listen on this machine's
+/// loopback, which the namespace cannot reach, so the display is checked locally in
+/// tests/debug_boot.)
+#[test]
+fn a_tunnel_reaches_what_the_hypervisor_sees_and_closes_with_its_handle() {
+    let host = remote_host();
+    let uri = trog::model::hypervisor::LibvirtUri::parse(&host.uri(&host.user_nopasswd, "/system"))
+        .unwrap();
+    let machine = trog::provision::hypervisor_machine::ssh_machine_for(&uri)
+        .unwrap()
+        .unwrap();
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tunnel = machine.tunnel(port, &host.address, 22).unwrap();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut greeting = [0u8; 8];
+    std::io::Read::read_exact(&mut stream, &mut greeting).unwrap();
+    assert_eq!(&greeting, b"SSH-2.0-");
+    drop(stream);
+    drop(tunnel);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
 #[test]
 fn without_a_terminal_or_a_sudo_password_the_run_stops_within_seconds() {
     let host = remote_host();

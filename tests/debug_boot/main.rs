@@ -1,0 +1,234 @@
+//! `debug_boot` on real guests (this machine's libvirtd, software emulation). One guest carries
+//! every check, to keep to one provision and two boots: its console from the firmware to the
+//! login prompt, the same capture fetched without a restart, its screen as a PNG of the display's
+//! size, the boot menu held, opened with a key and seen on the console, and a restore that gives
+//! back the domain's definition byte for byte with `status` saying converged. A domain trog did not
+//! make is refused, and an unknown key name lists the valid ones.
+
+#[allow(dead_code)]
+#[path = "../e2e/support.rs"]
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// How long the test waits for a line to appear on the console of a guest it restarted.
+const CONSOLE_WAIT: Duration = Duration::from_secs(120);
+
+fn installation(dir: &Path, domain: &str, pool: &str, mirror_url: &str) {
+    let image = test_image();
+    std::fs::write(
+        dir.join("hypervisors.conf"),
+        format!(
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n",
+            dir.join("pool").display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("recipes.yaml"),
+        format!(
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n"
+        ),
+    )
+    .unwrap();
+    let recipes_d = dir.join("recipes.d");
+    std::fs::create_dir_all(&recipes_d).unwrap();
+    std::fs::write(
+        recipes_d.join(format!("{domain}.yaml")),
+        format!(
+            "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    image:\n      url: file://{}\n      sha256: {}\n",
+            image.display(),
+            sha256_file(&image)
+        ),
+    )
+    .unwrap();
+}
+
+fn connection() -> virt::connect::Connect {
+    virt::error::clear_error_callback();
+    virt::connect::Connect::open(Some("qemu:///system")).unwrap()
+}
+
+fn definition(domain: &str) -> String {
+    connection()
+        .lookup_domain_by_name(domain)
+        .unwrap()
+        .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
+        .unwrap()
+}
+
+fn run_id(domain: &str) -> Option<u32> {
+    connection().lookup_domain_by_name(domain).unwrap().id()
+}
+
+/// The display's size as libvirt's own screenshot says (the PPM header), the oracle for --shot.
+fn display_size(domain: &str) -> (u32, u32) {
+    let connection = connection();
+    let domain = connection.lookup_domain_by_name(domain).unwrap();
+    let stream = virt::stream::Stream::new(&connection, 0).unwrap();
+    domain.screenshot(&stream, 0, 0).unwrap();
+    let mut bytes = Vec::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let count = stream.recv(&mut buffer).unwrap();
+        if count <= 0 {
+            break;
+        }
+        bytes.extend_from_slice(&buffer[..count as usize]);
+    }
+    stream.finish().unwrap();
+    let header = String::from_utf8_lossy(&bytes[..32.min(bytes.len())]).into_owned();
+    let words: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(words[0], "P6", "{header:?}");
+    (words[1].parse().unwrap(), words[2].parse().unwrap())
+}
+
+fn debug_boot(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = run_verb("debug_boot", dir, args);
+    (
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}
+
+/// Fetches the capture until it shows `wanted`.
+fn fetch_until(dir: &Path, domain: &str, wanted: &str) -> String {
+    let deadline = Instant::now() + CONSOLE_WAIT;
+    loop {
+        let (status, stdout, stderr) = debug_boot(dir, &[domain, "--fetch"]);
+        assert_eq!(status, Some(0), "{stderr}");
+        if stdout.contains(wanted) {
+            return stdout;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the console did not show {wanted:?} within {CONSOLE_WAIT:?}:\n{stdout}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+#[test]
+fn debug_boot_reads_a_real_guest_and_puts_it_back() {
+    let dir = tempfile::Builder::new()
+        .prefix("trog-dbg-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = dir.path();
+    let unique = std::process::id();
+    let domain = format!("dbg-{unique}.test");
+    let pool = format!("trog-dbg-{unique}");
+    let mirror_root = tempfile::tempdir().unwrap();
+    write_empty_archive(mirror_root.path());
+    let mirror = MirrorServer::start(mirror_root.path(), 19000 + (unique % 1000) as u16);
+    installation(dir, &domain, &pool, &mirror.url);
+    let _leftovers = LibvirtLeftovers {
+        domain: domain.clone(),
+        pool: pool.clone(),
+    };
+    let foreign = format!("dbg-foreign-{unique}.test");
+    let _foreign_leftovers = LibvirtLeftovers {
+        domain: foreign.clone(),
+        pool: format!("trog-dbg-none-{unique}"),
+    };
+
+    let mut provision = run_verb("provision", dir, &[&domain]);
+    if !provision.status.success() {
+        // On a loaded machine a first boot under emulation can outlast provision's wait; the
+        // guest keeps booting, and a rerun converges from where the first run stopped.
+        eprintln!("first provision failed, rerunning:\n{}", text(&provision.stderr));
+        provision = run_verb("provision", dir, &[&domain]);
+    }
+    assert!(provision.status.success(), "{}", text(&provision.stderr));
+    let provisioned = definition(&domain);
+
+    // A domain trog did not make is refused, and nothing of it changes.
+    connection()
+        .define_domain_xml(&format!(
+            "<domain type='qemu'><name>{foreign}</name><memory unit='MiB'>64</memory><os><type arch='x86_64'>hvm</type></os></domain>"
+        ))
+        .unwrap();
+    let (status, _, stderr) = debug_boot(dir, &[&foreign, "--hold"]);
+    assert_eq!(status, Some(7), "{stderr}");
+    assert!(stderr.contains("not created by trog"), "{stderr}");
+    assert!(!definition(&foreign).contains("bootmenu"));
+
+    // An unknown key is named, with the valid ones, before anything is sent.
+    let (status, _, stderr) = debug_boot(dir, &[&domain, "--keys", "esc", "escape"]);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown key `escape`") && stderr.contains("pagedown"),
+        "{stderr}"
+    );
+
+    // --console: from the firmware's first line through the kernel and systemd to the login prompt.
+    let (status, console, stderr) = debug_boot(dir, &[&domain, "--console"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stderr.contains("reached a login prompt"), "{stderr}");
+    assert!(stderr.contains("--restore"), "{stderr}");
+    for expected in ["SeaBIOS", "Linux version", "systemd", "login:"] {
+        assert!(console.contains(expected), "no {expected:?} in:\n{console}");
+    }
+    assert!(console.trim_end().ends_with("login:"), "{console}");
+
+    // --fetch: the same capture, and the guest was not restarted for it.
+    let started = run_id(&domain);
+    let (status, fetched, stderr) = debug_boot(dir, &[&domain, "--fetch"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(
+        fetched.starts_with(console.trim_end()),
+        "{fetched}\n---\n{console}"
+    );
+    assert_eq!(run_id(&domain), started);
+
+    // --shot: a PNG a decoder reads, of the display's size.
+    let shot = dir.join("screen.png");
+    let (status, _, stderr) = debug_boot(dir, &[&domain, "--shot", shot.to_str().unwrap()]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
+    let reader = decoder.read_info().unwrap();
+    let info = reader.info();
+    assert_eq!((info.width, info.height), display_size(&domain));
+
+    // --vnc, locally: the address of the display, where a VNC server greets.
+    let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--vnc"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let address = stdout.split(": ").next().unwrap();
+    let mut vnc = std::net::TcpStream::connect(address).unwrap();
+    vnc.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut greeting = [0u8; 12];
+    std::io::Read::read_exact(&mut vnc, &mut greeting).unwrap();
+    assert!(greeting.starts_with(b"RFB 003."), "{greeting:?}");
+    drop(vnc);
+
+    // --hold: the firmware waits in its boot menu; --keys opens it, as the console shows.
+    let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--hold"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stdout.contains("--restore"), "{stdout}");
+    assert_ne!(run_id(&domain), started, "--hold restarts the guest");
+    fetch_until(dir, &domain, "Press ESC for boot menu");
+    let (status, _, stderr) = debug_boot(dir, &[&domain, "--keys", "esc"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    fetch_until(dir, &domain, "Select boot device");
+
+    // --restore: the definition is what provision made, byte for byte; status says converged.
+    let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--restore"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stdout.contains("undone"), "{stdout}");
+    assert_eq!(definition(&domain), provisioned);
+    let status = run_verb("status", dir, &[&domain]);
+    assert_eq!(
+        text(&status.stdout),
+        format!("{domain}: on local, converged\n"),
+        "{}",
+        text(&status.stderr)
+    );
+
+    let destroy = run_verb("destroy", dir, &["--purge", "--yes", &domain]);
+    assert!(destroy.status.success(), "{}", text(&destroy.stderr));
+}
