@@ -125,6 +125,7 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
             answer_timeout: Duration::from_secs(args.timeout),
         },
         &mut credentials,
+        &global.locks("debug_boot"),
         &mut on_line,
     )?;
     if let (DebugOutcome::Shot { png, .. }, Some(path)) = (&report.outcome, &args.shot) {

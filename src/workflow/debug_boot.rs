@@ -18,12 +18,14 @@ use crate::debug_boot::screen::{parse_ppm, to_png, ScreenError};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::debug_boot::DebugDomain;
+use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::machine::ssh::PortForward;
 use crate::model::names::DomainName;
 use crate::provision::desired::serial_log_path;
 use crate::provision::hypervisor_machine::ssh_machine_for;
 use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, ConsoleBounds};
+use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
 use serde::Serialize;
@@ -50,6 +52,17 @@ pub enum DebugAction {
 }
 
 impl DebugAction {
+    /// Whether the action changes the guest (its definition, its state, its keyboard).
+    fn changes_guest(&self) -> bool {
+        matches!(
+            self,
+            DebugAction::Console(_)
+                | DebugAction::Hold
+                | DebugAction::Keys(_)
+                | DebugAction::Restore
+        )
+    }
+
     /// Whether the action works on the hypervisor's own system (reading the capture there).
     fn access(&self) -> HypervisorAccess {
         match self {
@@ -195,6 +208,7 @@ pub fn debug_boot(
     paths: &InstallationPaths,
     request: DebugRequest,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<DebugReport, Failure> {
     let fleet = fleet_for_guest(paths, request.domain)?;
@@ -204,6 +218,15 @@ pub fn debug_boot(
         request.hypervisor,
         request.answer_timeout,
     )?;
+    // The actions that change the guest hold its lock while they do; reading it (fetch, shot,
+    // vnc) does not wait for another run, and a console capture is read after the lock is let go.
+    let mut guest_lock = if request.action.changes_guest() {
+        Some(take_guest_lock(locks, request.domain, &mut |text| {
+            eprintln!("{text}")
+        })?)
+    } else {
+        None
+    };
     let opened = open_hypervisor(hypervisor, request.action.access(), credentials)?;
     let hypervisor_name = opened.config.name.to_string();
     let connection = &opened.connection;
@@ -234,6 +257,7 @@ pub fn debug_boot(
             change_then(&domain, connection, &before, &changed, || {
                 domain.restart().map_err(Failure::from)
             })?;
+            drop(guest_lock.take());
             let end = stream_capture(machine, &capture, bounds, on_line).map_err(read_failed)?;
             DebugOutcome::Console { capture, end }
         }

@@ -22,7 +22,7 @@ fn installation(dir: &Path, domain: &str, pool: &str, mirror_url: &str) {
     std::fs::write(
         dir.join("hypervisors.conf"),
         format!(
-            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n",
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n# Other tests' guests share this libvirtd; placement is not what is tested here.\ncpu_overcommit = 64\n",
             dir.join("pool").display()
         ),
     )
@@ -141,7 +141,10 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     if !provision.status.success() {
         // On a loaded machine a first boot under emulation can outlast provision's wait; the
         // guest keeps booting, and a rerun converges from where the first run stopped.
-        eprintln!("first provision failed, rerunning:\n{}", text(&provision.stderr));
+        eprintln!(
+            "first provision failed, rerunning:\n{}",
+            text(&provision.stderr)
+        );
         provision = run_verb("provision", dir, &[&domain]);
     }
     assert!(provision.status.success(), "{}", text(&provision.stderr));
