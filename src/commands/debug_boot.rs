@@ -107,7 +107,7 @@ const RESTORE_NOTE: &str = "--restore puts it back as provision made it";
 pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failure> {
     let domain = domain_argument(&args.domain)?;
     let action = action(&args)?;
-    let mut credentials = CredentialSource::for_run(global.credentials)?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let json = global.json;
     let mut on_line = |line: &str| {
         if json {
