@@ -16,6 +16,10 @@ use std::fmt::Write as _;
 
 /// The marker file `make test` uses to remember a failure while it goes on to the other tests.
 const TEST_FAILURE_MARKER: &str = ".trog-tests-failed";
+/// How long one recipe test may run. A test checks a guest that is already set up (a query, a
+/// request, a status); one still running after two minutes hangs, and is stopped so the others
+/// still run and the report names it.
+pub const TEST_TIMEOUT_S: u32 = 120;
 
 /// Renders the guest's Makefile. `files` are the guest's rendered files (see
 /// [`crate::render::files::render_files`]); their bytes are expected at their payload paths.
@@ -130,13 +134,8 @@ pub fn render_makefile(
                 });
             }
             let label = format!("{}: {}", each.name, test.name);
-            let _ = writeln!(
-                out,
-                "\t@if sh -c {} >/dev/null 2>&1; then echo {}; else echo {}; touch {TEST_FAILURE_MARKER}; fi",
-                make_escape(&shell_quote(command)),
-                make_escape(&shell_quote(&format!("ok   {label}"))),
-                make_escape(&shell_quote(&format!("FAIL {label}"))),
-            );
+            let script = test_script(&label, command, TEST_TIMEOUT_S);
+            let _ = writeln!(out, "\t@{}", make_escape(&script));
         }
     }
     let _ = writeln!(
@@ -144,6 +143,21 @@ pub fn render_makefile(
         "\t@if [ -e {TEST_FAILURE_MARKER} ]; then rm -f {TEST_FAILURE_MARKER}; exit 1; fi"
     );
     Ok(out)
+}
+
+/// One test as a shell line: run bounded by `timeout_s`, then `ok   LABEL`, or `FAIL LABEL`, why
+/// (its exit status, or that it was stopped) and its output indented, leaving the failure marker.
+fn test_script(label: &str, command: &str, timeout_s: u32) -> String {
+    format!(
+        "out=$(timeout -k 5 {timeout_s} sh -c {} 2>&1 </dev/null); status=$?; \
+         if [ $status -eq 0 ]; then echo {}; else \
+         if [ $status -eq 124 ] || [ $status -eq 137 ]; then echo {}; else echo {}\" (exit status $status)\"; fi; \
+         [ -z \"$out\" ] || printf '%s\\n' \"$out\" | sed 's/^/    /'; touch {TEST_FAILURE_MARKER}; fi",
+        shell_quote(command),
+        shell_quote(&format!("ok   {label}")),
+        shell_quote(&format!("FAIL {label} (still running after {timeout_s} s, stopped)")),
+        shell_quote(&format!("FAIL {label}")),
+    )
 }
 
 /// Whether a line of `makefile` starts the rule `target:` (not an assignment `target := …`).
@@ -246,11 +260,53 @@ mod tests {
         );
     }
 
+    /// Runs one test's line for real in a scratch directory: what it prints, and whether it left
+    /// the failure marker.
+    fn run_test_script(command: &str, timeout_s: u32) -> (String, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(test_script("web: answers", command, timeout_s))
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            dir.path().join(TEST_FAILURE_MARKER).exists(),
+        )
+    }
+
+    #[test]
+    fn a_test_reports_its_name_and_on_failure_its_output() {
+        assert_eq!(
+            run_test_script("echo fine", 5),
+            ("ok   web: answers\n".into(), false)
+        );
+        assert_eq!(
+            run_test_script("echo 'no page'; echo 'at all' >&2; exit 3", 5),
+            (
+                "FAIL web: answers (exit status 3)\n    no page\n    at all\n".into(),
+                true
+            )
+        );
+    }
+
+    #[test]
+    fn a_hanging_test_is_stopped_and_named() {
+        let (said, failed) = run_test_script("echo started; sleep 30", 1);
+        assert_eq!(
+            said,
+            "FAIL web: answers (still running after 1 s, stopped)\n    started\n"
+        );
+        assert!(failed);
+    }
+
     #[test]
     fn tests_all_run_and_report() {
         let text = makefile("web:\n").unwrap();
         assert!(
-            text.contains("\t@if sh -c 'curl -s http://localhost/ | grep -q '\\''www'\\''' >/dev/null 2>&1; then echo 'ok   web: answers'; else echo 'FAIL web: answers'; touch .trog-tests-failed; fi\n"),
+            text.contains("\t@out=$$(timeout -k 5 120 sh -c 'curl -s http://localhost/ | grep -q '\\''www'\\''' 2>&1 </dev/null); status=$$?;"),
             "{text}"
         );
         assert!(text.find("fw: on").unwrap() < text.find("web: answers").unwrap());
