@@ -115,8 +115,8 @@ fn configuration_facts(
         )),
         Err(error) => FileFact::Invalid(error.to_string()),
     };
-    let (recipes_yaml, mirror, cache) = if !paths.recipes_yaml.exists() {
-        (FileFact::Missing, None, None)
+    let (recipes_yaml, mirror) = if !paths.recipes_yaml.exists() {
+        (FileFact::Missing, None)
     } else {
         match load_recipes_yaml(paths) {
             Ok(recipes) => (
@@ -130,9 +130,8 @@ fn configuration_facts(
                     }
                 )),
                 Some(recipes.base.global.contains_key("mirror")),
-                Some(recipes.base.global.contains_key("cache")),
             ),
-            Err(error) => (FileFact::Invalid(error.to_string()), None, None),
+            Err(error) => (FileFact::Invalid(error.to_string()), None),
         }
     };
     let guests = list_domains(paths)
@@ -161,7 +160,6 @@ fn configuration_facts(
         recipes_yaml,
         guests,
         mirror,
-        cache,
     }
 }
 

@@ -178,7 +178,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::Url,
         Presence::Optional,
         Scope::Installation,
-        "A package mirror (an `aptmirror` guest) the guests install from.",
+        "A package mirror or caching proxy (apt-cacher-ng) the guests install from, first boot included.",
     ),
     setting(
         "security_mirror",
@@ -186,13 +186,6 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         Presence::Optional,
         Scope::Installation,
         "Where the guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too.",
-    ),
-    setting(
-        "cache",
-        SettingType::Url,
-        Presence::Optional,
-        Scope::Installation,
-        "A cache (a `fetchcache` guest) for what recipes download.",
     ),
     setting(
         "timezone",
@@ -290,13 +283,6 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         "Packages to install beyond those the recipes ask for.",
     ),
     setting(
-        "depends_on",
-        SettingType::DomainName,
-        Presence::Optional,
-        Scope::Guest,
-        "A guest this one needs; it is provisioned first.",
-    ),
-    setting(
         "hypervisor",
         SettingType::HypervisorName,
         Presence::Optional,
@@ -315,7 +301,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::ListOf(&SettingType::DomainName),
         Presence::Optional,
         Scope::Guest,
-        "Other fully qualified names the guest answers to.",
+        "Other fully qualified names the guest answers to (the nginx recipe serves the site under them too).",
     ),
     SettingDeclaration {
         key: "libvirt_uri",

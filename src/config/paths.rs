@@ -24,7 +24,7 @@ pub struct InstallationPaths {
     /// `_base` and its `_global`: the installation's settings and the recipes every guest gets.
     pub recipes_yaml: PathBuf,
     /// One `<fqdn>.yaml` per guest, and beside it an optional `<fqdn>/` folder of site files
-    /// (`users.yaml`, `data.tar.gz`, `mounts.txt`).
+    /// (`users.yaml`, `data.tar.gz`).
     pub recipes_d: PathBuf,
     /// The KeePass (KDBX4) secret store.
     pub secrets_kdbx: PathBuf,
@@ -74,7 +74,7 @@ impl InstallationPaths {
         self.recipes_d.join(format!("{domain}.yaml"))
     }
 
-    /// The folder of the guest's site files (`users.yaml`, `data.tar.gz`, `mounts.txt`).
+    /// The folder of the guest's site files (`users.yaml`, `data.tar.gz`).
     pub fn site_dir(&self, domain: &crate::model::names::DomainName) -> PathBuf {
         self.recipes_d.join(domain.as_str())
     }

@@ -52,7 +52,6 @@ pub struct GuestSettings {
     pub mirror: Option<String>,
     /// `None`: `mirror` serves the security suite too.
     pub security_mirror: Option<String>,
-    pub cache: Option<String>,
     pub timezone: String,
     pub network: String,
     pub bridge: Option<String>,
@@ -68,7 +67,6 @@ pub struct GuestSettings {
     pub cpus: u32,
     pub image: Option<ImageSource>,
     pub packages: Vec<String>,
-    pub depends_on: Option<DomainName>,
     pub hypervisor: Option<HypervisorName>,
     pub cpu_mode: String,
     pub aliases: Vec<DomainName>,
@@ -283,7 +281,6 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         release: text(take("release")),
         mirror: text(take("mirror")),
         security_mirror: text(take("security_mirror")),
-        cache: text(take("cache")),
         timezone: text(take("timezone")).unwrap_or_default(),
         network: text(take("network")).unwrap_or_default(),
         bridge: text(take("bridge")),
@@ -333,10 +330,6 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
             .into_iter()
             .filter_map(|item| text(Some(item)))
             .collect(),
-        depends_on: match take("depends_on") {
-            Some(TypedValue::Domain(domain)) => Some(domain),
-            _ => None,
-        },
         hypervisor: match take("hypervisor") {
             Some(TypedValue::Hypervisor(name)) => Some(name),
             _ => None,

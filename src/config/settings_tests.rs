@@ -44,11 +44,11 @@ fn every_setting_is_read_into_its_field() {
     let digest = "0123456789abcdef".repeat(4);
     let yaml = format!(
         "{MINIMAL}distro: debian\nrelease: bookworm\nmirror: http://m.example.test/debian\n\
-         cache: https://c.example.test\ntimezone: Europe/Berlin\nnetwork: lan\nbridge: br0\n\
+         timezone: Europe/Berlin\nnetwork: lan\nbridge: br0\n\
          gateway: 192.0.2.1\nresolvers: [192.0.2.53, \"2001:db8::53\"]\nsearch_domains: [example.test, lan]\n\
          ips: [192.0.2.10/24, \"2001:db8::10/64\"]\nsize: 20G\nmemory: 2G\ncpus: 4\n\
          image: {{url: \"https://img.example.test/b.qcow2\", sha256: {digest}}}\npackages: [htop]\n\
-         depends_on: db.example.test\nhypervisor: hv1\ncpu_mode: host-model\n\
+         hypervisor: hv1\ncpu_mode: host-model\n\
          aliases: [www.example.test]\nlibvirt_uri: \"qemu+ssh://root@hv1.example.test/system\"\n"
     );
     let (settings, deprecations) = settings(&yaml).unwrap();
@@ -58,7 +58,6 @@ fn every_setting_is_read_into_its_field() {
         settings.mirror.as_deref(),
         Some("http://m.example.test/debian")
     );
-    assert_eq!(settings.cache.as_deref(), Some("https://c.example.test"));
     assert_eq!(settings.timezone, "Europe/Berlin");
     assert_eq!(
         (settings.network.as_str(), settings.bridge.as_deref()),
@@ -74,14 +73,13 @@ fn every_setting_is_read_into_its_field() {
     );
     assert_eq!(settings.image.unwrap().sha256, digest);
     assert_eq!(settings.packages, ["htop"]);
-    assert_eq!(settings.depends_on.unwrap().as_str(), "db.example.test");
     assert_eq!(settings.hypervisor.unwrap().as_str(), "hv1");
     assert_eq!(settings.cpu_mode, "host-model");
     assert_eq!(settings.aliases[0].as_str(), "www.example.test");
     assert!(settings.libvirt_uri.is_some());
     assert_eq!(deprecations.len(), 1);
     assert_eq!(deprecations[0].key, "libvirt_uri");
-    assert_eq!(deprecations[0].origin.line, 23);
+    assert_eq!(deprecations[0].origin.line, 21);
 }
 
 #[test]
@@ -189,4 +187,21 @@ fn settings_serialize_as_the_templates_global() {
     assert_eq!(global["size"], 1024 * 1024 * 1024);
     assert_eq!(global["distro"], "ubuntu");
     assert_eq!(global["release"], serde_json::Value::Null);
+}
+
+#[test]
+fn settings_that_would_do_nothing_are_refused() {
+    for gone in [
+        "cache: https://c.example.test",
+        "depends_on: db.example.test",
+    ] {
+        let problems = settings(&format!("{MINIMAL}{gone}\n")).unwrap_err();
+        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let key = gone.split(':').next().unwrap();
+        assert!(
+            said.iter()
+                .any(|line| line.contains(&format!("`_global.{key}` is not a setting"))),
+            "{said:?}"
+        );
+    }
 }

@@ -59,7 +59,7 @@ impl crate::diagnose::Diagnose for FinishError {
 
     fn hint(&self) -> Option<String> {
         if let FinishError::CloudInit { .. } | FinishError::CloudInitUnknown { .. } = self {
-            return Some("the guest's /var/log/cloud-init.log says why; fix the seed's input (users.yaml, packages, mirror) and provision again".into());
+            return Some("an `Err:` or `Failed to fetch` line above names a package mirror the guest could not reach (_global's mirror); otherwise the guest's /var/log/cloud-init.log says why; fix the seed's input (users.yaml, packages, mirror) and provision again".into());
         }
         Some(format!(
             "the whole log is {GUEST_STATE_DIR}/finish.log on the guest; fix the recipe or the site's Makefile and run provision again: it finishes again without rebuilding the disk"
@@ -74,13 +74,21 @@ pub struct FinishReport {
     pub tests_output: String,
 }
 
+/// Where cloud-init writes what its modules print: apt's own lines among them.
+const CLOUD_INIT_OUTPUT_LOG: &str = "/var/log/cloud-init-output.log";
+
 /// Waits for cloud-init to finish every stage, so the Makefile never races its package installs
 /// (the apt lock) or the SSH restart it makes when it changes sshd's configuration. Prints
-/// cloud-init's long status when it did not end cleanly.
-fn cloud_init_script() -> &'static str {
-    "command -v cloud-init >/dev/null || exit 0; \
-     cloud-init status --wait >/dev/null 2>&1 && exit 0; \
-     cloud-init status --long; exit 1"
+/// cloud-init's long status when it did not end cleanly, then apt's errors from the first boot:
+/// a mirror the guest cannot reach is named there (`Err:` / `Failed to fetch` with its URL), and
+/// the guest's sources list no other archive to fall back to.
+fn cloud_init_script() -> String {
+    format!(
+        "command -v cloud-init >/dev/null || exit 0; \
+         cloud-init status --wait >/dev/null 2>&1 && exit 0; \
+         cloud-init status --long; \
+         grep -E '^(Err:|E: |W: Failed to fetch)' {CLOUD_INIT_OUTPUT_LOG} 2>/dev/null | tail -n 8; exit 1"
+    )
 }
 
 /// The shell that unpacks the payload into a fresh directory, replacing the previous one only
@@ -114,7 +122,7 @@ pub fn finish(
     pause: &dyn Fn(Duration),
 ) -> Result<FinishReport, FinishError> {
     let name = guest.describe();
-    let settled = MachineCommand::shell(cloud_init_script())
+    let settled = MachineCommand::shell(&cloud_init_script())
         .as_root(true)
         .timeout(CLOUD_INIT_TIMEOUT);
     let output = guest
@@ -298,9 +306,16 @@ mod tests {
     }
 
     /// Runs the cloud-init wait against a stand-in `cloud-init` that answers `status --wait` with
-    /// `wait_status` and `status --long` with a line the error must carry.
+    /// `wait_status` and `status --long` with a line the error must carry, and a stand-in output
+    /// log holding `output_log`.
     fn cloud_init_wait_with(wait_status: i32) -> (Option<i32>, String) {
+        cloud_init_wait_logged(wait_status, "")
+    }
+
+    fn cloud_init_wait_logged(wait_status: i32, output_log: &str) -> (Option<i32>, String) {
         let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("cloud-init-output.log");
+        std::fs::write(&log, output_log).unwrap();
         let fake = dir.path().join("cloud-init");
         std::fs::write(&fake, format!("#!/bin/sh\ncase \"$2\" in --wait) exit {wait_status};; --long) echo 'status: error';; esac\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -308,7 +323,7 @@ mod tests {
         let script = format!(
             "PATH={}:$PATH; {}",
             dir.path().display(),
-            cloud_init_script()
+            cloud_init_script().replace(CLOUD_INIT_OUTPUT_LOG, log.to_str().unwrap())
         );
         let output = LocalMachine.run(&MachineCommand::shell(&script)).unwrap();
         (output.status, output.stdout_text())
@@ -321,6 +336,25 @@ mod tests {
             cloud_init_wait_with(1),
             (Some(1), "status: error\n".to_string())
         );
+    }
+
+    #[test]
+    fn an_unreachable_mirror_is_named_when_first_boot_failed() {
+        let log = "Reading package lists...\n\
+                   Err:1 http://192.0.2.1:3142/deb.debian.org/debian bookworm InRelease\n  Could not connect to 192.0.2.1:3142\n\
+                   W: Failed to fetch http://192.0.2.1:3142/deb.debian.org/debian/dists/bookworm/InRelease  Could not connect\n\
+                   E: Unable to locate package nginx\n";
+        let (status, said) = cloud_init_wait_logged(1, log);
+        assert_eq!(status, Some(1));
+        assert_eq!(
+            said,
+            "status: error\n\
+             Err:1 http://192.0.2.1:3142/deb.debian.org/debian bookworm InRelease\n\
+             W: Failed to fetch http://192.0.2.1:3142/deb.debian.org/debian/dists/bookworm/InRelease  Could not connect\n\
+             E: Unable to locate package nginx\n"
+        );
+        // A first boot that went well says nothing, whatever its log holds.
+        assert_eq!(cloud_init_wait_logged(0, log), (Some(0), String::new()));
     }
 
     #[test]

@@ -8,7 +8,9 @@ use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::model::units::Bytes;
 use crate::plan::{resource_names, DesiredGuest, DesiredVolume, GuestTag};
-use crate::render::domain_xml::{DiskCache, DiskSpec, DomainSpec, Firmware, NetworkAttachment};
+use crate::render::domain_xml::{
+    DiskBus, DiskCache, DiskSpec, DomainSpec, Firmware, NetworkAttachment,
+};
 use serde_json::Value;
 
 /// Where the serial console of a guest is copied to on its hypervisor: read back when a guest
@@ -100,6 +102,15 @@ pub fn domain_spec(
         vcpus: settings.cpus,
         domain_type: hypervisor.domain_type,
         cpu_mode: generated.cpu_mode.clone(),
+        machine_type: machine
+            .get("machine_type")
+            .and_then(Value::as_str)
+            .unwrap_or("q35")
+            .to_string(),
+        disk_bus: match machine.get("disk_bus").and_then(Value::as_str) {
+            Some("scsi") => DiskBus::Scsi,
+            _ => DiskBus::Virtio,
+        },
         firmware: if machine.get("firmware").and_then(Value::as_str) == Some("uefi") {
             Firmware::Uefi
         } else {

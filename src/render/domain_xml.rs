@@ -6,7 +6,10 @@
 //! a value no XML 1.0 document can carry (a control character) fails the render.
 //!
 //! The shape of every guest, and why:
-//! - machine `q35`, so BIOS and UEFI guests share one device layout;
+//! - machine `q35` unless the vm recipe's `machine_type` names another, so BIOS and UEFI guests
+//!   share one device layout;
+//! - the root and data disks on the vm recipe's `disk_bus`: virtio (`vda`, `vdb`) or the
+//!   virtio-scsi controller (`sdb`, `sdc`), which passes discard through;
 //! - the seed ISO is a read-only cdrom on a virtio-scsi controller, because cloud kernels ship
 //!   virtio drivers but no AHCI;
 //! - serial port 0 is a pty (for `virsh console`) whose output libvirt also appends to a log
@@ -124,7 +127,25 @@ impl DiskCache {
     }
 }
 
-/// A disk on the virtio bus, backed by a volume of a storage pool. Disks name their volume, not
+/// The bus the root and data disks sit on. (SATA is not offered: cloud kernels have no AHCI.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskBus {
+    Virtio,
+    /// The virtio-scsi controller the seed cdrom is on too.
+    Scsi,
+}
+
+impl DiskBus {
+    /// The bus and the device names of the root and data disks (on SCSI, `sda` is the seed).
+    fn layout(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            DiskBus::Virtio => ("virtio", "vda", "vdb"),
+            DiskBus::Scsi => ("scsi", "sdb", "sdc"),
+        }
+    }
+}
+
+/// A disk backed by a volume of a storage pool. Disks name their volume, not
 /// a path: libvirt resolves it when the guest starts, so the XML is right whatever directory
 /// the pool actually has.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,9 +228,13 @@ pub struct DomainSpec {
     pub domain_type: DomainType,
     pub cpu_mode: CpuMode,
     pub firmware: Firmware,
-    /// The root disk (`vda`), a qcow2 overlay on the base image.
+    /// The qemu machine type (`q35`, `pc`, `pc-q35-8.2`).
+    pub machine_type: String,
+    /// The bus of the root and data disks.
+    pub disk_bus: DiskBus,
+    /// The root disk, a qcow2 overlay on the base image.
     pub root_disk: DiskSpec,
-    /// A data volume that outlives the root disk (`vdb`).
+    /// A data volume that outlives the root disk.
     pub data_disk: Option<DiskSpec>,
     /// The seed ISO volume (in the root disk's pool), attached read-only as a SCSI cdrom.
     pub seed_volume: String,
@@ -300,6 +325,10 @@ pub struct DomainContext {
     cpu_mode: &'static str,
     cpu_model: Option<String>,
     uefi: bool,
+    machine_type: String,
+    disk_bus: &'static str,
+    root_dev: &'static str,
+    data_dev: &'static str,
     partition: Option<String>,
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
@@ -324,7 +353,12 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         NetworkAttachment::Network(name) => ("network", name.clone()),
         NetworkAttachment::Bridge(bridge) => ("bridge", bridge.clone()),
     };
+    let (disk_bus, root_dev, data_dev) = spec.disk_bus.layout();
     DomainContext {
+        machine_type: spec.machine_type.clone(),
+        disk_bus,
+        root_dev,
+        data_dev,
         domain_type: spec.domain_type.as_str(),
         name: spec.name.as_str().to_string(),
         uuid: spec.uuid.hyphenated().to_string(),

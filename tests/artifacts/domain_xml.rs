@@ -4,7 +4,7 @@ use trog::model::names::DomainName;
 use trog::model::units::MiB;
 use trog::plan::GuestTag;
 use trog::render::domain_xml::{
-    mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskCache, DiskSpec,
+    mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskBus, DiskCache, DiskSpec,
     DomainSpec, Firmware, NetworkAttachment, DEFAULT_DOMAIN_TEMPLATE,
 };
 
@@ -19,6 +19,8 @@ fn representative_guest() -> DomainSpec {
         domain_type: DomainType::Kvm,
         cpu_mode: CpuMode::HostPassthrough,
         firmware: Firmware::Bios,
+        machine_type: "q35".to_string(),
+        disk_bus: DiskBus::Virtio,
         root_disk: DiskSpec::qcow2("trog", "web.example.test-root.qcow2"),
         data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
         seed_volume: "web.example.test-seed.iso".to_string(),
@@ -97,11 +99,34 @@ fn libvirt_accepts_every_variant() {
     let mut host_model = representative_guest();
     host_model.cpu_mode = CpuMode::HostModel;
     variants.push(host_model);
+    let mut scsi_pc = representative_guest();
+    scsi_pc.machine_type = "pc".to_string();
+    scsi_pc.disk_bus = DiskBus::Scsi;
+    variants.push(scsi_pc);
 
     for spec in &variants {
         let xml = render_domain_xml(spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
         assert_valid_domain(&xml);
     }
+}
+
+#[test]
+fn machine_type_and_disk_bus_are_what_the_vm_recipe_says() {
+    let mut spec = representative_guest();
+    spec.machine_type = "pc".to_string();
+    spec.disk_bus = DiskBus::Scsi;
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(xpath_value(&xml, "/domain/os/type/@machine"), "pc");
+    for (volume, dev) in [("root", "sdb"), ("data", "sdc")] {
+        let disk =
+            format!("/domain/devices/disk[source/@volume='web.example.test-{volume}.qcow2']");
+        assert_eq!(xpath_value(&xml, &format!("{disk}/target/@bus")), "scsi");
+        assert_eq!(xpath_value(&xml, &format!("{disk}/target/@dev")), dev);
+    }
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/disk[@device='cdrom']/target/@dev"),
+        "sda"
+    );
 }
 
 #[test]

@@ -35,7 +35,7 @@ fn sample_args(recipe: &str) -> Value {
             json!({"databases": [{"name": "app", "owner": "app", "password": "another long one"}]})
         }
         "mounts" => {
-            json!({"entries": ["share /srv/share", "LABEL=extra /srv/extra defaults,noatime"]})
+            json!({"entries": ["LABEL=extra /srv/extra defaults,noatime"]})
         }
         "cron" => {
             json!({"jobs": [{"name": "tidy", "schedule": "@daily", "command": "find /tmp -mtime +7 -delete # 100%"}]})
