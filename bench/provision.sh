@@ -35,8 +35,10 @@ trap cleanup EXIT
 python3 - "$work/mirror" <<'PY'
 import hashlib, os, sys
 root, empty = sys.argv[1], hashlib.sha256(b"").hexdigest()
-for suite in ["bookworm", "bookworm-updates", "bookworm-security", "bookworm-backports"]:
-    dists = f"{root}/debian/dists/{suite}"
+# Debian keeps the security suite in an archive of its own beside the main one.
+for archive, suite in [("debian", "bookworm"), ("debian", "bookworm-updates"),
+                       ("debian-security", "bookworm-security"), ("debian", "bookworm-backports")]:
+    dists = f"{root}/{archive}/dists/{suite}"
     for index in ["main/binary-amd64/Packages", "main/source/Sources"]:
         os.makedirs(os.path.dirname(f"{dists}/{index}"), exist_ok=True)
         open(f"{dists}/{index}", "w").close()

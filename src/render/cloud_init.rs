@@ -124,9 +124,29 @@ fn user_data(input: &SeedInput) -> Value {
         // the internet for security updates has not got a mirror.
         let archive = |uri: &str| json!([{ "arches": ["default"], "uri": uri }]);
         let security = input.apt_security_mirror.as_deref().unwrap_or(mirror);
+        // Debian's images set `preserve_sources_list: true` in their cloud.cfg, and user data
+        // merges into it: without saying false here the image's sources (the distribution's own
+        // servers) stay, and the mirror is never used.
         document.insert(
             "apt".into(),
-            json!({ "primary": archive(mirror), "security": archive(security) }),
+            json!({
+                "preserve_sources_list": false,
+                "primary": archive(mirror),
+                "security": archive(security),
+            }),
+        );
+        // An image may also carry its sources as a deb822 file beside sources.list; removed
+        // before cloud-init writes the mirror's list (bootcmd runs before apt is configured), so
+        // the mirror is the only archive apt knows and an unreachable one is an error, never a
+        // silent fetch from the internet.
+        document.insert(
+            "bootcmd".into(),
+            json!([[
+                "rm",
+                "-f",
+                "/etc/apt/sources.list.d/debian.sources",
+                "/etc/apt/sources.list.d/ubuntu.sources"
+            ]]),
         );
     }
     if !input.packages.is_empty() {

@@ -311,11 +311,11 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     assert!(page.contains(PAGE_MARK), "{page}");
 
-    // The databases take a login with the password from the secret store, over TCP, and hold the
+    // The databases take a login with the password from the secret store and hold the
     // rows the site's Makefile (run by the data recipe) loaded.
     let shop = installation.must(
         &address,
-        "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -h 127.0.0.1 -u shop shop -Nse 'SELECT body FROM notes'; s=$?; rm -f \"$f\"; exit $s",
+        "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -u shop shop -Nse 'SELECT body FROM notes'; s=$?; rm -f \"$f\"; exit $s",
         &format!("[client]\npassword={}\n", installation.password("shop")),
     );
     assert_eq!(shop.trim(), "restored into mariadb");
@@ -327,7 +327,7 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     assert_eq!(blog.trim(), "restored into postgres");
     let (refused, said) = installation.on_guest(
         &address,
-        "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -h 127.0.0.1 -u shop shop -Nse 'SELECT 1'; s=$?; rm -f \"$f\"; exit $s",
+        "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -u shop shop -Nse 'SELECT 1'; s=$?; rm -f \"$f\"; exit $s",
         "[client]\npassword=not-the-stored-one\n",
     );
     assert!(!refused, "mariadb took a wrong password: {said}");
