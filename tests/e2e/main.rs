@@ -43,7 +43,7 @@ fn installation(mirror_url: &str) -> Installation {
     std::fs::write(
         dir.path().join("hypervisors.conf"),
         format!(
-            "# This machine, under software emulation: KVM does not work here.\n[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n",
+            "# This machine, under software emulation: KVM does not work here. Other work on its\n# libvirtd may hold many defined guests: their CPUs must not make this one unplaceable.\n[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
             pool_path.display()
         ),
     )

@@ -99,7 +99,9 @@ fn installation(mirror_url: &str) -> Installation {
     std::fs::write(
         dir.path().join("hypervisors.conf"),
         format!(
-            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n",
+            // Other work on this machine's libvirtd may hold many defined guests: their CPUs must
+            // not make this one unplaceable.
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
             dir.path().join("pool").display()
         ),
     )
