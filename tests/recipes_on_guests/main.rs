@@ -36,18 +36,17 @@ const BLOCKED_CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 /// What the site's page carries, so the request is known to reach the restored site.
 const PAGE_MARK: &str = "served from the restored site";
 
-/// The mirror URL of the caching apt proxy the test services run on the bridge.
+/// The mirror URL of the caching apt proxy the test services run on the bridge; started again
+/// when it is not answering (its `start` keeps an instance that answers).
 fn apt_proxy_url() -> String {
-    if let Ok(url) = std::env::var("TROG_TEST_MIRROR") {
-        return url;
-    }
     let output = Command::new(checkout().join("tests/services/apt-proxy.sh"))
-        .arg("url")
+        .arg("start")
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "the caching apt proxy is not answering: start the test services (tests/services/start.sh)"
+        "the caching apt proxy does not answer and cannot be started (tests/services/apt-proxy.sh start):\n{}",
+        text(&output.stderr)
     );
     text(&output.stdout).trim().to_string()
 }

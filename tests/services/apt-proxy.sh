@@ -74,7 +74,8 @@ start() {
   fi
   # Debian's configuration directory supplies the remapping and backend files; everything this
   # instance writes is redirected to its own directories, and it listens on the bridge only.
-  "${as_user[@]}" apt-cacher-ng -c /etc/apt-cacher-ng \
+  # In a session of its own: it outlives the shell (and any job control) that started it.
+  setsid "${as_user[@]}" apt-cacher-ng -c /etc/apt-cacher-ng \
     ForeGround=0 BindAddress="$address" Port="$port" \
     CacheDir="$cache_dir" LogDir="$state_dir/log" PidFile="$pid_file" \
     SocketPath="$state_dir/socket" ReportPage=acng-report.html </dev/null
