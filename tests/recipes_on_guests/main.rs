@@ -108,7 +108,7 @@ fn installation(mirror_url: &str) -> Installation {
     std::fs::write(
         dir.path().join("recipes.yaml"),
         format!(
-            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n"
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    security_mirror: {mirror_url}-security\n    upgrade: false\n"
         ),
     )
     .unwrap();
