@@ -1,8 +1,9 @@
-//! A guest's screen as libvirt hands it over (QEMU writes a binary PPM, `P6`) into a PNG.
+//! A guest's screen as libvirt hands it over into a PNG: QEMU writes a binary PPM (`P6`), or in
+//! newer versions a PNG.
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScreenError {
-    #[error("the screenshot is not a binary PPM image: {0}")]
+    #[error("the screenshot is neither a PNG nor a binary PPM image: {0}")]
     NotPpm(String),
     #[error("the screenshot could not be encoded as PNG: {0}")]
     Encode(String),
@@ -73,6 +74,24 @@ pub fn parse_ppm(bytes: &[u8]) -> Result<Screen, ScreenError> {
     })
 }
 
+/// The 8 bytes every PNG file starts with.
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+/// A screenshot as a PNG and its size: QEMU hands libvirt a PPM (converted here), or, in newer
+/// versions, already a PNG (checked by decoding its header, and kept as it is).
+pub fn screenshot_to_png(bytes: &[u8]) -> Result<(u32, u32, Vec<u8>), ScreenError> {
+    if bytes.starts_with(PNG_SIGNATURE) {
+        let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+        let reader = decoder
+            .read_info()
+            .map_err(|error| ScreenError::NotPpm(format!("a PNG that does not decode: {error}")))?;
+        let info = reader.info();
+        return Ok((info.width, info.height, bytes.to_vec()));
+    }
+    let screen = parse_ppm(bytes)?;
+    Ok((screen.width, screen.height, to_png(&screen)?))
+}
+
 /// Encodes `screen` as a PNG.
 pub fn to_png(screen: &Screen) -> Result<Vec<u8>, ScreenError> {
     let encode = |error: png::EncodingError| ScreenError::Encode(error.to_string());
@@ -104,6 +123,18 @@ mod tests {
         let info = reader.next_frame(&mut buffer).unwrap();
         assert_eq!((info.width, info.height), (3, 2));
         assert_eq!(&buffer[..info.buffer_size()], &pixels[..]);
+    }
+
+    #[test]
+    fn a_png_from_libvirt_is_kept_and_a_ppm_converted() {
+        let ppm = [b"P6\n2 1\n255\n".to_vec(), vec![7; 6]].concat();
+        let (width, height, png_bytes) = screenshot_to_png(&ppm).unwrap();
+        assert_eq!((width, height), (2, 1));
+        assert_eq!(
+            screenshot_to_png(&png_bytes).unwrap(),
+            (2, 1, png_bytes.clone())
+        );
+        assert!(screenshot_to_png(&png_bytes[..20]).is_err());
     }
 
     #[test]

@@ -182,7 +182,8 @@ impl DebugDomain {
             .map_err(|error| self.failed("start", error))
     }
 
-    /// The screen as it is now, in the format libvirt hands over (QEMU: PPM).
+    /// The screen as it is now, in the format libvirt hands over (QEMU: PPM, or PNG in newer
+    /// versions).
     pub fn screenshot(&self, connection: &Connect) -> Result<Vec<u8>, DebugDomainError> {
         let stream = virt::stream::Stream::new(connection, 0)
             .map_err(|error| self.failed("open a stream for the screen of", error))?;

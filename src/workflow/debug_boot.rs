@@ -14,7 +14,7 @@ use crate::debug_boot::domain_edit::{
     DebugChange, EditError,
 };
 use crate::debug_boot::keys::KeyEvent;
-use crate::debug_boot::screen::{parse_ppm, to_png, ScreenError};
+use crate::debug_boot::screen::{screenshot_to_png, ScreenError};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::debug_boot::DebugDomain;
@@ -272,8 +272,7 @@ pub fn debug_boot(
             DebugOutcome::Fetch { capture, lines }
         }
         DebugAction::Shot => {
-            let screen = parse_ppm(&domain.screenshot(connection)?)
-                .and_then(|screen| to_png(&screen).map(|png| (screen.width, screen.height, png)));
+            let screen = screenshot_to_png(&domain.screenshot(connection)?);
             let (width, height, png) = screen.map_err(|source| DebugBootError::Screen {
                 domain: name.to_string(),
                 source,

@@ -64,7 +64,7 @@ fn run_id(domain: &str) -> Option<u32> {
     connection().lookup_domain_by_name(domain).unwrap().id()
 }
 
-/// The display's size as libvirt's own screenshot says (the PPM header), the oracle for --shot.
+/// The display's size as libvirt's own screenshot says, the oracle for --shot.
 fn display_size(domain: &str) -> (u32, u32) {
     let connection = connection();
     let domain = connection.lookup_domain_by_name(domain).unwrap();
@@ -80,6 +80,13 @@ fn display_size(domain: &str) -> (u32, u32) {
         bytes.extend_from_slice(&buffer[..count as usize]);
     }
     stream.finish().unwrap();
+    // QEMU hands over a PPM, or in newer versions a PNG.
+    if bytes.starts_with(b"\x89PNG") {
+        let reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .unwrap();
+        return (reader.info().width, reader.info().height);
+    }
     let header = String::from_utf8_lossy(&bytes[..32.min(bytes.len())]).into_owned();
     let words: Vec<&str> = header.split_whitespace().collect();
     assert_eq!(words[0], "P6", "{header:?}");
