@@ -18,7 +18,8 @@ pub const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// What every built image holds besides the base system: what boots it like a cloud image
 /// (kernel, initramfs, systemd, cloud-init and its disk grower) and what trog needs to reach and
-/// finish a guest (SSH, sudo, the guest agent, make and at, certificates for https mirrors).
+/// finish a guest (SSH, sudo, the guest agent, make and at, certificates for https mirrors), and
+/// the time zone database cloud-init's `timezone` needs (without it the whole seed fails).
 pub const BASE_PACKAGES: &[&str] = &[
     "linux-image-cloud-amd64",
     "initramfs-tools",
@@ -37,6 +38,7 @@ pub const BASE_PACKAGES: &[&str] = &[
     "make",
     "at",
     "ca-certificates",
+    "tzdata",
 ];
 
 /// The distributions trog can build images of.
@@ -253,7 +255,7 @@ mod tests {
         fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
             let out = Path::new(&command.argv[4]);
             assert_eq!(command.argv[5], "bookworm");
-            assert!(command.argv[8].ends_with(",ca-certificates,nginx"));
+            assert!(command.argv[8].ends_with(",ca-certificates,tzdata,nginx"));
             if !self.fail {
                 std::fs::write(out.join("image.qcow2"), b"qcow2 bytes").unwrap();
                 std::fs::write(out.join("packages"), "nginx 1.22.1-9\n").unwrap();
