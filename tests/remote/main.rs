@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use support::*;
 
-/// The guest's static address on libvirt's default network: reachable from here, since this
+/// The one address of the installation's `address_range` on libvirt's default network, which trog
+/// hands the guest (no `ips` written by hand): reachable from here, since this
 /// machine is the hypervisor, and unlikely to be leased by dnsmasq to anyone else meanwhile.
 const GUEST_ADDRESS: &str = "192.168.122.243";
 /// How long a run without a sudo password may take to refuse (key generation and the seed are
@@ -101,7 +102,7 @@ impl Installation {
         std::fs::write(
             dir.path().join("recipes.yaml"),
             format!(
-                "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n    gateway: 192.168.122.1\n    resolvers: [192.168.122.1]\n"
+                "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n    gateway: 192.168.122.1\n    resolvers: [192.168.122.1]\n    address_range: {GUEST_ADDRESS}-{GUEST_ADDRESS}/24\n"
             ),
         )
         .unwrap();
@@ -110,7 +111,7 @@ impl Installation {
         std::fs::write(
             recipes_d.join(format!("{domain}.yaml")),
             format!(
-                "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    ips: [{GUEST_ADDRESS}/24]\n    image:\n      url: {image_url}\n      sha256: {image_sha256}\n"
+                "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    image:\n      url: {image_url}\n      sha256: {image_sha256}\n"
             ),
         )
         .unwrap();
@@ -233,7 +234,8 @@ fn provision_and_destroy(installation: &Installation, credentials: &str) -> Vec<
         "{stdout}"
     );
     assert!(domain_exists(domain));
-    let destroy = installation.run("destroy", &[domain], &keepass_only());
+    // --purge: the address handed out goes back to its range and its DHCP reservation goes.
+    let destroy = installation.run("destroy", &["--purge", "--yes", domain], &keepass_only());
     assert!(
         destroy.status.success(),
         "{}\n{}",
