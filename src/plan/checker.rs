@@ -5,7 +5,7 @@
 use crate::plan::action::{Action, Plan};
 use crate::plan::conflict::Resolution;
 use crate::plan::desired::DesiredGuest;
-use crate::plan::observed::ObservedGuest;
+use crate::plan::observed::{ObservedGuest, PoolState};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the plan for {domain} breaks a rule trog keeps ({rule}); nothing was changed")]
@@ -24,6 +24,9 @@ impl crate::diagnose::Diagnose for PlanViolation {
     }
 }
 
+/// Refuses `plan` when it breaks an invariant, replaying it over `observed`: what each step
+/// needs (a pool, a defined domain, a stopped guest, --force, --destroy-data) must hold when the
+/// step comes.
 pub fn check_plan(
     plan: &Plan,
     desired: &DesiredGuest,
@@ -40,29 +43,74 @@ pub fn check_plan(
         .data_volume
         .as_ref()
         .map(|volume| volume.name.as_str());
+    let foreign_domain = observed
+        .domain
+        .as_ref()
+        .is_some_and(|domain| domain.tag.is_none());
+    let mut pool_active = observed.pool == PoolState::Active;
+    let mut pool_defined = observed.pool != PoolState::Absent;
     let mut domain_defined = observed.domain.is_some();
+    let mut running = observed
+        .domain
+        .as_ref()
+        .is_some_and(|domain| domain.running);
     let mut root_present = observed.root_volume.is_some();
     let mut seed_present = observed.seed_volume.is_some();
+    let mut data_present = observed.data_volume.is_some();
     let mut base_present = observed.base_image_present;
     let mut waited = false;
     let mut snapshots_present = observed
         .domain
         .as_ref()
         .is_some_and(|domain| !domain.snapshots.is_empty());
-    let mut running = observed
-        .domain
-        .as_ref()
-        .is_some_and(|domain| domain.running);
     for action in &plan.actions {
+        let makes_a_volume = matches!(
+            action,
+            Action::UploadBaseImage { .. }
+                | Action::CreateRootVolume { .. }
+                | Action::CreateDataVolume { .. }
+                | Action::UploadSeed { .. }
+        );
+        if makes_a_volume && !pool_active {
+            return refuse("volumes are made only in a pool that is defined and started");
+        }
+        let touches_the_domain = matches!(
+            action,
+            Action::DefineDomain { .. }
+                | Action::AdoptDomain { .. }
+                | Action::StopDomain
+                | Action::DeleteSnapshots { .. }
+                | Action::SetAutostart
+                | Action::StartDomain
+        );
+        if touches_the_domain && foreign_domain && !resolution.force {
+            return refuse("a domain trog did not create is touched only with --force");
+        }
         match action {
-            Action::StopDomain => running = false,
-            Action::StartDomain if root_present && seed_present => running = true,
-            Action::DeleteVolume { volume, .. } => {
-                if Some(volume.as_str()) == data_volume && !resolution.destroy_data {
-                    return refuse("a data volume is deleted only with --destroy-data");
+            Action::DefinePool { .. } => pool_defined = true,
+            Action::StartPool { .. } => {
+                if !pool_defined {
+                    return refuse("a pool is started only once it is defined");
                 }
-                if Some(volume.as_str()) == data_volume && running {
-                    return refuse("a data volume is deleted only while its guest is stopped");
+                pool_active = true;
+            }
+            Action::DeleteVolume { volume, .. } => {
+                let own = *volume == desired.root_volume.name
+                    || *volume == desired.seed_volume
+                    || Some(volume.as_str()) == data_volume;
+                if !own {
+                    return refuse(
+                        "only the guest's own root disk, seed and data volume are deleted",
+                    );
+                }
+                if running {
+                    return refuse("a guest's volume is deleted only once the guest is stopped");
+                }
+                if Some(volume.as_str()) == data_volume {
+                    if !resolution.destroy_data {
+                        return refuse("a data volume is deleted only with --destroy-data");
+                    }
+                    data_present = false;
                 }
                 if *volume == desired.root_volume.name {
                     if snapshots_present {
@@ -82,7 +130,24 @@ pub fn check_plan(
                 }
                 snapshots_present = false;
             }
-            Action::DefineDomain { .. } => domain_defined = true,
+            Action::AdoptDomain { .. } => {
+                if !resolution.force {
+                    return refuse("a domain is adopted only with --force");
+                }
+                domain_defined = true;
+            }
+            Action::DefineDomain { redefine, .. } => {
+                if *redefine != domain_defined {
+                    return refuse("a domain is defined when absent and redefined when present");
+                }
+                domain_defined = true;
+            }
+            Action::StopDomain => {
+                if !domain_defined {
+                    return refuse("only a defined domain is stopped");
+                }
+                running = false;
+            }
             Action::UploadBaseImage { .. } => base_present = true,
             Action::CreateRootVolume { .. } => {
                 if !domain_defined {
@@ -91,25 +156,61 @@ pub fn check_plan(
                 if !base_present {
                     return refuse("a root disk is made over a base image that is present");
                 }
+                if root_present {
+                    return refuse("a root disk is made only where there is none");
+                }
                 root_present = true;
             }
-            Action::UploadSeed { .. } | Action::CreateDataVolume { .. } => {
+            Action::CreateDataVolume { .. } => {
                 if !domain_defined {
                     return refuse("the domain is defined before any of its volumes is made");
                 }
-                if matches!(action, Action::UploadSeed { .. }) {
-                    seed_present = true;
+                if data_present {
+                    return refuse("a data volume is never made over one that exists");
                 }
+                data_present = true;
             }
-            Action::StartDomain if !(root_present && seed_present) => {
-                return refuse("a guest is started only with its root disk and seed in place");
+            Action::UploadSeed { .. } => {
+                if !domain_defined {
+                    return refuse("the domain is defined before any of its volumes is made");
+                }
+                seed_present = true;
             }
-            Action::WaitForSsh => waited = true,
-            Action::Finish { .. } if !waited => {
-                return refuse("a guest is finished only once SSH answers");
+            Action::SetAutostart if !domain_defined => {
+                return refuse("autostart is set only on a defined domain");
+            }
+            Action::StartDomain => {
+                if !domain_defined {
+                    return refuse("a guest is started only once its domain is defined");
+                }
+                if !(root_present && seed_present) {
+                    return refuse("a guest is started only with its root disk and seed in place");
+                }
+                if desired.data_volume.is_some() && !data_present {
+                    return refuse("a guest is started only with its data volume in place");
+                }
+                running = true;
+            }
+            Action::WaitForSsh => {
+                if !running {
+                    return refuse("SSH is waited for only on a guest that runs");
+                }
+                waited = true;
+            }
+            Action::Finish { .. } => {
+                if !waited {
+                    return refuse("a guest is finished only once SSH answers");
+                }
+                if !running {
+                    return refuse("a guest is finished only while it runs");
+                }
             }
             _ => {}
         }
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "checker_tests.rs"]
+mod tests;

@@ -202,6 +202,10 @@ pub fn plan(
     }
     if !seed_matches {
         if seed_present {
+            if running {
+                actions.push(Action::StopDomain);
+                running = false;
+            }
             actions.push(delete(
                 &desired.seed_volume,
                 "its contents differ from the declared seed",
