@@ -77,7 +77,6 @@ pub fn check_plan(
         let touches_the_domain = matches!(
             action,
             Action::DefineDomain { .. }
-                | Action::AdoptDomain { .. }
                 | Action::StopDomain
                 | Action::DeleteSnapshots { .. }
                 | Action::SetAutostart
@@ -129,12 +128,6 @@ pub fn check_plan(
                     return refuse("snapshots are deleted only with --force");
                 }
                 snapshots_present = false;
-            }
-            Action::AdoptDomain { .. } => {
-                if !resolution.force {
-                    return refuse("a domain is adopted only with --force");
-                }
-                domain_defined = true;
             }
             Action::DefineDomain { redefine, .. } => {
                 if *redefine != domain_defined {

@@ -415,13 +415,6 @@ fn hand_built_bad_plans_are_refused_for_the_rule_they_break() {
             "only where there is none",
         ),
         (
-            "adopting without --force",
-            vec![Action::AdoptDomain { tag: tag() }],
-            &foreign,
-            PLAIN,
-            "--force",
-        ),
-        (
             "redefining a foreign domain without --force",
             vec![Action::StopDomain, redefine()],
             &foreign,
