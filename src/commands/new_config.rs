@@ -10,7 +10,7 @@ use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
-use crate::provision::inputs::{domain_argument, load_guest_inputs};
+use crate::provision::inputs::{domain_argument, load_guest_inputs, StoreUse};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -60,7 +60,7 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         &global.installation_paths(),
         &domain,
         &mut credentials,
-        &global.locks("new_config"),
+        StoreUse::Write(&global.locks("new_config")),
         AddressPolicy::ReadOnly,
     )?;
     let generated = &inputs.generated;

@@ -10,14 +10,16 @@ use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
 use crate::libvirt::{observe_for_placement, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
 use crate::model::names::HypervisorName;
-use crate::output::events::Event;
+use crate::output::events::{Event, GuestKey};
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::{place_guests, render_decision, GuestDemand};
 use crate::plan::{Action, Resolution};
 use crate::provision::inputs::{
     domain_argument, generate_guest_inputs, load_guest_configured, GuestConfigured, GuestInputs,
+    StoreUse,
 };
 use crate::provision::{check_reachable, execute, prepare, ready_to_execute, GuestOnHypervisor};
+use crate::secrets::KeypairOrigin;
 use crate::workflow::lock::take_guest_lock;
 use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::io::Write;
@@ -118,11 +120,12 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let paths = global.installation_paths();
     let locks = global.locks("provision");
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
-    // A dry run changes nothing, ips.db included: it shows the address a guest already holds.
-    let addresses = if args.dry_run {
-        AddressPolicy::ReadOnly
+    // A dry run changes nothing, ips.db and the secret store included: it shows the address a
+    // guest already holds, and a guest without a key as new.
+    let (addresses, store_use) = if args.dry_run {
+        (AddressPolicy::ReadOnly, StoreUse::ReadOnly)
     } else {
-        AddressPolicy::Record
+        (AddressPolicy::Record, StoreUse::Write(&locks))
     };
     let configured: Vec<GuestConfigured> = domains
         .iter()
@@ -158,7 +161,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         .collect::<Result<Vec<_>, _>>()?;
     let guests: Vec<GuestInputs> = configured
         .into_iter()
-        .map(|guest| generate_guest_inputs(guest, &mut credentials, &locks, addresses))
+        .map(|guest| generate_guest_inputs(guest, &mut credentials, store_use, addresses))
         .collect::<Result<_, _>>()?;
 
     let image_cache = default_cache_dir(
@@ -194,14 +197,26 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         };
         let mut prepared = prepare(&on_hypervisor, resolution)?;
 
+        let guest_key = if guest.keypair.origin() == KeypairOrigin::Unsaved {
+            GuestKey::New
+        } else {
+            GuestKey::Stored
+        };
         if global.json {
             progress.event(&Event::Plan {
                 guest: guest.config.domain.as_str(),
+                guest_key,
                 placement: decision,
                 plan: &prepared.plan,
             });
         } else {
             println!("{}", render_decision(decision));
+            if guest_key == GuestKey::New {
+                println!(
+                    "{}: new, no SSH key yet (the first run that builds it makes one)",
+                    guest.config.domain
+                );
+            }
             print!("{}", prepared.plan);
             let _ = std::io::stdout().flush();
         }

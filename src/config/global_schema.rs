@@ -188,6 +188,13 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         "Where the guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too.",
     ),
     setting(
+        "keepass_key_file",
+        SettingType::Text,
+        Presence::Optional,
+        Scope::Installation,
+        "A KeePassXC key file (mode 0600) that unlocks secrets.kdbx instead of the passphrase, or with it; relative to the configuration directory.",
+    ),
+    setting(
         "timezone",
         SettingType::Timezone,
         Presence::Default("Etc/UTC"),

@@ -52,6 +52,10 @@ pub struct GuestSettings {
     pub mirror: Option<String>,
     /// `None`: `mirror` serves the security suite too.
     pub security_mirror: Option<String>,
+    /// Where the secret store's key file is, as written (relative to the configuration
+    /// directory); the store's business, not the guest's, so templates do not see it.
+    #[serde(skip)]
+    pub keepass_key_file: Option<String>,
     pub timezone: String,
     pub network: String,
     pub bridge: Option<String>,
@@ -281,6 +285,7 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         release: text(take("release")),
         mirror: text(take("mirror")),
         security_mirror: text(take("security_mirror")),
+        keepass_key_file: text(take("keepass_key_file")),
         timezone: text(take("timezone")).unwrap_or_default(),
         network: text(take("network")).unwrap_or_default(),
         bridge: text(take("bridge")),

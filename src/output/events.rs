@@ -38,6 +38,7 @@ pub enum Event<'a> {
     /// `provision`: where a guest goes and what will be done to it (the whole of a dry run).
     Plan {
         guest: &'a str,
+        guest_key: GuestKey,
         placement: &'a Decision,
         plan: &'a Plan,
     },
@@ -102,6 +103,14 @@ pub enum Event<'a> {
     AddressAssigned(&'a AssignedAddresses),
     /// `addresses`: every range, its holders and what is free.
     Addresses(&'a AddressListing),
+}
+
+/// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestKey {
+    Stored,
+    New,
 }
 
 /// How a run failed, for programs: the exit status it ends with, every message from the outermost

@@ -14,7 +14,21 @@ use crate::generate::{
 };
 use crate::lock::Locks;
 use crate::model::names::DomainName;
-use crate::secrets::{guest_keypair, EntryPath, FieldName, GuestKeypair, SecretStore, StoreKdf};
+use crate::secrets::{
+    guest_keypair, stored_keypair, unsaved_guest_keypair, EntryPath, FieldName, GuestKeypair,
+    SecretStore, SecretsError, StoreKdf,
+};
+use std::path::PathBuf;
+
+/// Whether the verb may write the secret store (create it, or a guest's key in it), under the
+/// store's writer lock. Verbs that change nothing (`status`, `provision --dry-run`) write nothing;
+/// a guest without a key is then generated with one kept nowhere
+/// ([`KeypairOrigin::Unsaved`](crate::secrets::KeypairOrigin)).
+#[derive(Debug, Clone, Copy)]
+pub enum StoreUse<'a> {
+    Write(&'a Locks),
+    ReadOnly,
+}
 
 /// A guest's configuration and everything generated from it.
 pub struct GuestInputs {
@@ -25,17 +39,74 @@ pub struct GuestInputs {
     pub generated: GeneratedGuest,
 }
 
-/// Looks up a recipe's `secret:` references in the unlocked store.
-struct StoreLookup<'a>(&'a SecretStore);
+/// Looks up a recipe's `secret:` references in the unlocked store (none yet: every reference is
+/// missing).
+struct StoreLookup<'a> {
+    store: Option<&'a SecretStore>,
+    path: &'a std::path::Path,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the secret store {} does not exist yet", .0.display())]
+struct NoStoreYet(PathBuf);
 
 impl SecretLookup for StoreLookup<'_> {
     fn resolve(
         &mut self,
         reference: &crate::cookbook::args_schema::SecretReference,
     ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+        let Some(store) = self.store else {
+            return Err(Box::new(NoStoreYet(self.path.to_path_buf())));
+        };
         let entry = EntryPath::new(reference.group.split('/'), reference.entry.clone());
-        let secret = self.0.get(&entry, &FieldName::parse(&reference.field))?;
+        let secret = store.get(&entry, &FieldName::parse(&reference.field))?;
         Ok(secret.expose().to_string())
+    }
+}
+
+/// The installation's key file for the store, when `keepass_key_file` names one.
+fn key_file(paths: &InstallationPaths, config: &GuestConfig) -> Option<PathBuf> {
+    config
+        .settings
+        .keepass_key_file
+        .as_deref()
+        .map(|written| paths.dir.join(written))
+}
+
+/// The store and the guest's key: made and saved when `store_use` allows, looked up otherwise.
+fn store_and_keypair(
+    paths: &InstallationPaths,
+    config: &GuestConfig,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    store_use: StoreUse,
+) -> Result<(Option<SecretStore>, GuestKeypair), SecretsError> {
+    let key_file = key_file(paths, config);
+    let domain = &config.domain;
+    match store_use {
+        StoreUse::Write(locks) => {
+            let mut store = SecretStore::unlock_with(
+                &paths.secrets_kdbx,
+                key_file.as_deref(),
+                credentials,
+                StoreKdf::RECOMMENDED,
+            )?;
+            store.use_locks(locks.clone());
+            let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
+            Ok((Some(store), keypair))
+        }
+        StoreUse::ReadOnly => {
+            let store =
+                SecretStore::open_existing(&paths.secrets_kdbx, key_file.as_deref(), credentials)?;
+            let stored = match &store {
+                Some(store) => stored_keypair(store, domain)?,
+                None => None,
+            };
+            let keypair = match stored {
+                Some(keypair) => keypair,
+                None => unsaved_guest_keypair(domain, &mut rand::rngs::OsRng)?,
+            };
+            Ok((store, keypair))
+        }
     }
 }
 
@@ -90,12 +161,12 @@ pub fn load_guest_configured(
 }
 
 /// Unlocks the store (`credentials` supplies its passphrase), takes the guest's key pair from it
-/// (made and saved, under the store's writer lock from `locks`, when it has none) and generates
-/// the guest's artifacts.
+/// (made and saved, under the store's writer lock, when it has none and `store_use` allows) and
+/// generates the guest's artifacts.
 pub fn generate_guest_inputs(
     configured: GuestConfigured,
     credentials: &mut CredentialSource<TerminalPrompter>,
-    locks: &Locks,
+    store_use: StoreUse,
     addresses: AddressPolicy,
 ) -> Result<GuestInputs, Failure> {
     let GuestConfigured {
@@ -107,15 +178,16 @@ pub fn generate_guest_inputs(
     // Before generating: the address settled here is written into the seed as a static one. It
     // comes after placement, so a refused run records no address in ips.db.
     settle_addresses(&paths.ips_db, &mut config, addresses)?;
-    let mut store = SecretStore::unlock(&paths.secrets_kdbx, credentials, StoreKdf::RECOMMENDED)?;
-    store.use_locks(locks.clone());
-    let keypair = guest_keypair(&mut store, &config.domain, &mut rand::rngs::OsRng)?;
+    let (store, keypair) = store_and_keypair(&paths, &config, credentials, store_use)?;
     let generated = generate(
         &config,
         &cookbook,
         &site,
         keypair.public_key_openssh(),
-        &mut StoreLookup(&store),
+        &mut StoreLookup {
+            store: store.as_ref(),
+            path: &paths.secrets_kdbx,
+        },
     )?;
     Ok(GuestInputs {
         paths,
@@ -127,20 +199,20 @@ pub fn generate_guest_inputs(
 }
 
 /// Reads and generates everything for `domain`; `credentials` supplies the store's passphrase,
-/// and `locks` the secret store's writer lock for a key made now. `addresses` says whether the
+/// and `store_use` says whether the store may be written (under which lock). `addresses` says whether the
 /// guest's address may be recorded in ips.db (handed out, or its hand-written `ips` checked and
 /// recorded) or only read from it.
 pub fn load_guest_inputs(
     paths: &InstallationPaths,
     domain: &DomainName,
     credentials: &mut CredentialSource<TerminalPrompter>,
-    locks: &Locks,
+    store_use: StoreUse,
     addresses: AddressPolicy,
 ) -> Result<GuestInputs, Failure> {
     generate_guest_inputs(
         load_guest_configured(paths, domain)?,
         credentials,
-        locks,
+        store_use,
         addresses,
     )
 }

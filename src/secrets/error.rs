@@ -35,6 +35,16 @@ pub enum SecretsError {
     #[error("the secret store {} is larger than {} MiB, far more than any store trog writes", .path.display(), .limit / (1024 * 1024))]
     TooLarge { path: PathBuf, limit: u64 },
 
+    #[error("cannot read the secret store's key file {}", .path.display())]
+    ReadKeyFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("the secret store's key file {} may be read by others (mode {mode:o})", .path.display())]
+    KeyFileNotPrivate { path: PathBuf, mode: u32 },
+
     #[error("the passphrase does not unlock the secret store {}", .path.display())]
     WrongPassphrase { path: PathBuf, handed_in: bool },
 
@@ -108,7 +118,9 @@ impl Diagnose for SecretsError {
         match self {
             SecretsError::Credentials(error) => error.exit_status(),
             SecretsError::Locked(error) => error.exit_status(),
-            SecretsError::WrongPassphrase { .. } => ExitStatus::Credentials,
+            SecretsError::WrongPassphrase { .. }
+            | SecretsError::ReadKeyFile { .. }
+            | SecretsError::KeyFileNotPrivate { .. } => ExitStatus::Credentials,
             SecretsError::GroupMissing { .. }
             | SecretsError::EntryMissing { .. }
             | SecretsError::Ambiguous { .. }
@@ -131,6 +143,15 @@ impl Diagnose for SecretsError {
         match self {
             SecretsError::Credentials(error) => error.hint(),
             SecretsError::Locked(error) => error.hint(),
+            SecretsError::ReadKeyFile { .. } => Some(
+                "the `keepass_key_file` setting in recipes.yaml names it; check the path and that \
+                 this user may read it"
+                    .to_string(),
+            ),
+            SecretsError::KeyFileNotPrivate { path, .. } => Some(format!(
+                "it alone may unlock the store: `chmod 600 {}` (owned by the user trog runs as)",
+                path.display()
+            )),
             SecretsError::WrongPassphrase { path, handed_in: true } => Some(format!(
                 "the `keepass` line handed in with --credentials is not this store's passphrase; \
                  try it with `keepassxc-cli ls {}` (if that fails with the right one too, the file is damaged)",
@@ -143,7 +164,7 @@ impl Diagnose for SecretsError {
             )),
             SecretsError::OpenStore { path, .. } => Some(format!(
                 "see what `keepassxc-cli db-info {}` says about it; trog reads KDBX 3.1 and 4 files \
-                 protected by a passphrase alone (no key file). Restore it from a backup, or move it \
+                 protected by a passphrase, a key file or both. Restore it from a backup, or move it \
                  away to have a new store made (the guests' SSH keys in it are then lost)",
                 path.display()
             )),

@@ -30,6 +30,9 @@ pub const PUBLIC_KEY_FIELD: &str = "PublicKey";
 pub enum KeypairOrigin {
     Stored,
     Created,
+    /// Made for a verb that changes nothing and kept nowhere ([`unsaved_guest_keypair`]): the
+    /// guest has no key yet, and the first run that builds it makes the real one.
+    Unsaved,
 }
 
 /// A guest's key pair, as kept in the store.
@@ -92,8 +95,19 @@ pub fn guest_keypair(
     })
 }
 
-/// `domain`'s key pair when the store has one, checked to be a pair.
-fn stored_keypair(
+/// A stand-in pair for a guest that has none yet, kept nowhere: what a dry run or `status`
+/// generates the guest's artifacts with, without writing the store.
+pub fn unsaved_guest_keypair(
+    domain: &DomainName,
+    rng: &mut impl CryptoRngCore,
+) -> Result<GuestKeypair, SecretsError> {
+    let mut keypair = generate(domain, rng)?;
+    keypair.origin = KeypairOrigin::Unsaved;
+    Ok(keypair)
+}
+
+/// `domain`'s key pair when the store has one, checked to be a pair; changes nothing.
+pub fn stored_keypair(
     store: &SecretStore,
     domain: &DomainName,
 ) -> Result<Option<GuestKeypair>, SecretsError> {

@@ -13,6 +13,13 @@
 //!   exactly, and two groups or entries of the same name in one place are an error rather than a
 //!   guess.
 //!
+//! - A key file (KeePassXC's format, named by the `keepass_key_file` setting) unlocks the store
+//!   instead of the passphrase, or together with it: a passphrase is part of the key only when one
+//!   is handed in, or asked for after the key file alone did not open an existing store. So a run
+//!   with a key file and nothing on standard input needs no one. A key file others can read is
+//!   refused: it is the whole key.
+//! - [`SecretStore::open_existing`] opens the store only when it exists, for verbs that change
+//!   nothing and so must not create it.
 //! - Runs overlap: every change is made by [`SecretStore::update`], which takes the store's
 //!   writer lock (`locks/secret-store.lock` beside the file, see [`crate::lock`]), re-reads the
 //!   file, applies the change and saves before letting go, so two runs adding keys never lose
@@ -72,9 +79,50 @@ const KDBX4_MINOR_VERSION: u16 = 1;
 pub struct SecretStore {
     path: PathBuf,
     database: Database,
-    passphrase: Secret,
+    key: StoreKey,
     /// The writer lock's place and wait.
     locks: Locks,
+}
+
+/// What the store is encrypted with: a passphrase, a key file's contents, or both.
+#[derive(Clone)]
+struct StoreKey {
+    passphrase: Option<Secret>,
+    key_file: Option<zeroize::Zeroizing<Vec<u8>>>,
+}
+
+impl StoreKey {
+    fn database_key(&self) -> DatabaseKey {
+        let mut key = DatabaseKey::new();
+        if let Some(passphrase) = &self.passphrase {
+            key = key.with_password(passphrase.expose());
+        }
+        if let Some(contents) = &self.key_file {
+            key = key
+                .with_keyfile(&mut contents.as_slice())
+                .expect("reading a key file from memory cannot fail");
+        }
+        key
+    }
+}
+
+/// The key file's contents, refused when anyone but its owner may read it: it alone may unlock
+/// the store.
+fn read_key_file(path: &Path) -> Result<zeroize::Zeroizing<Vec<u8>>, SecretsError> {
+    let fail = |source| SecretsError::ReadKeyFile {
+        path: path.into(),
+        source,
+    };
+    let mode = std::fs::metadata(path).map_err(fail)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(SecretsError::KeyFileNotPrivate {
+            path: path.into(),
+            mode: mode & 0o777,
+        });
+    }
+    std::fs::read(path)
+        .map(zeroize::Zeroizing::new)
+        .map_err(fail)
 }
 
 /// Shows the file only: the database's own Debug would print every unprotected field.
@@ -96,15 +144,70 @@ impl SecretStore {
         credentials: &mut CredentialSource<P>,
         kdf_for_a_new_store: StoreKdf,
     ) -> Result<SecretStore, SecretsError> {
-        const ATTEMPTS: usize = 3;
+        SecretStore::unlock_with(path, None, credentials, kdf_for_a_new_store)
+    }
+
+    /// [`unlock`](SecretStore::unlock), with the installation's key file when it names one.
+    pub fn unlock_with<P: Prompter>(
+        path: &Path,
+        key_file: Option<&Path>,
+        credentials: &mut CredentialSource<P>,
+        kdf_for_a_new_store: StoreKdf,
+    ) -> Result<SecretStore, SecretsError> {
+        let key_file = key_file.map(read_key_file).transpose()?;
         if !path.exists() {
             let purpose = format!("to create the new secret store {}", path.display());
-            credentials.get(CredentialName::Keepass, &purpose)?;
-            credentials.confirm(CredentialName::Keepass, &purpose)?;
-            let passphrase = credentials.get(CredentialName::Keepass, &purpose)?.clone();
-            match SecretStore::create(path, &passphrase, kdf_for_a_new_store) {
+            let passphrase = match key_file {
+                Some(_) if !credentials.was_handed_in(CredentialName::Keepass) => None,
+                _ => {
+                    credentials.get(CredentialName::Keepass, &purpose)?;
+                    credentials.confirm(CredentialName::Keepass, &purpose)?;
+                    Some(credentials.get(CredentialName::Keepass, &purpose)?.clone())
+                }
+            };
+            let key = StoreKey {
+                passphrase,
+                key_file: key_file.clone(),
+            };
+            match SecretStore::create_with(path, key, kdf_for_a_new_store) {
                 // Another run made it meanwhile: open that one.
                 Err(SecretsError::StoreExists { .. }) => {}
+                result => return result,
+            }
+        }
+        SecretStore::unlock_file(path, key_file, credentials)
+    }
+
+    /// Opens the store when its file exists, and creates nothing when it does not: for verbs that
+    /// change nothing.
+    pub fn open_existing<P: Prompter>(
+        path: &Path,
+        key_file: Option<&Path>,
+        credentials: &mut CredentialSource<P>,
+    ) -> Result<Option<SecretStore>, SecretsError> {
+        let key_file = key_file.map(read_key_file).transpose()?;
+        if !path.exists() {
+            return Ok(None);
+        }
+        SecretStore::unlock_file(path, key_file, credentials).map(Some)
+    }
+
+    /// Unlocks the existing file: with the key file alone first when there is one and no
+    /// passphrase was handed in, then with the passphrase (and the key file), asked again after a
+    /// wrong one typed on a terminal, up to three times.
+    fn unlock_file<P: Prompter>(
+        path: &Path,
+        key_file: Option<zeroize::Zeroizing<Vec<u8>>>,
+        credentials: &mut CredentialSource<P>,
+    ) -> Result<SecretStore, SecretsError> {
+        const ATTEMPTS: usize = 3;
+        if key_file.is_some() && !credentials.was_handed_in(CredentialName::Keepass) {
+            let key = StoreKey {
+                passphrase: None,
+                key_file: key_file.clone(),
+            };
+            match SecretStore::open_with(path, key) {
+                Err(SecretsError::WrongPassphrase { .. }) => {}
                 result => return result,
             }
         }
@@ -113,7 +216,11 @@ impl SecretStore {
         loop {
             let passphrase = credentials.get(CredentialName::Keepass, &purpose)?.clone();
             let handed_in = credentials.was_handed_in(CredentialName::Keepass);
-            match SecretStore::open(path, &passphrase) {
+            let key = StoreKey {
+                passphrase: Some(passphrase),
+                key_file: key_file.clone(),
+            };
+            match SecretStore::open_with(path, key) {
                 Err(SecretsError::WrongPassphrase { path, .. }) => {
                     credentials.forget(CredentialName::Keepass);
                     if handed_in || attempt == ATTEMPTS {
@@ -128,9 +235,16 @@ impl SecretStore {
 
     /// Opens the store at `path` with `passphrase`.
     pub fn open(path: &Path, passphrase: &Secret) -> Result<SecretStore, SecretsError> {
+        let key = StoreKey {
+            passphrase: Some(passphrase.clone()),
+            key_file: None,
+        };
+        SecretStore::open_with(path, key)
+    }
+
+    fn open_with(path: &Path, key: StoreKey) -> Result<SecretStore, SecretsError> {
         let bytes = read_store_file(path)?;
-        let key = DatabaseKey::new().with_password(passphrase.expose());
-        let database = Database::parse(&bytes, key).map_err(|source| {
+        let database = Database::parse(&bytes, key.database_key()).map_err(|source| {
             if is_wrong_passphrase(&source, &bytes) {
                 SecretsError::WrongPassphrase {
                     path: path.into(),
@@ -146,7 +260,7 @@ impl SecretStore {
         Ok(SecretStore {
             path: path.into(),
             database,
-            passphrase: passphrase.clone(),
+            key,
             locks: default_locks(path),
         })
     }
@@ -157,6 +271,14 @@ impl SecretStore {
         passphrase: &Secret,
         kdf: StoreKdf,
     ) -> Result<SecretStore, SecretsError> {
+        let key = StoreKey {
+            passphrase: Some(passphrase.clone()),
+            key_file: None,
+        };
+        SecretStore::create_with(path, key, kdf)
+    }
+
+    fn create_with(path: &Path, key: StoreKey, kdf: StoreKdf) -> Result<SecretStore, SecretsError> {
         let locks = default_locks(path);
         let _writer = locks.acquire(&Subject::SecretStore, &mut announce)?;
         if path.exists() {
@@ -170,7 +292,7 @@ impl SecretStore {
         let store = SecretStore {
             path: path.into(),
             database,
-            passphrase: passphrase.clone(),
+            key,
             locks,
         };
         store.save()?;
@@ -194,7 +316,7 @@ impl SecretStore {
         change: impl FnOnce(&mut SecretStore) -> Result<T, SecretsError>,
     ) -> Result<T, SecretsError> {
         let _writer = self.locks.acquire(&Subject::SecretStore, &mut announce)?;
-        self.database = SecretStore::open(&self.path, &self.passphrase)?.database;
+        self.database = SecretStore::open_with(&self.path, self.key.clone())?.database;
         let result = change(self)?;
         self.save()?;
         Ok(result)
@@ -297,9 +419,8 @@ impl SecretStore {
         let mut database = self.database.clone();
         database.config.version = DatabaseVersion::KDB4(KDBX4_MINOR_VERSION);
         let mut encrypted = Vec::new();
-        let key = DatabaseKey::new().with_password(self.passphrase.expose());
         database
-            .save(&mut encrypted, key)
+            .save(&mut encrypted, self.key.database_key())
             .map_err(|source| SecretsError::EncryptStore {
                 path: self.path.clone(),
                 source,

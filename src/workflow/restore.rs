@@ -11,7 +11,7 @@ use crate::libvirt::guest_state::stopped_state;
 use crate::libvirt::snapshot::GuestSnapshots;
 use crate::lock::Locks;
 use crate::output::progress::Progress;
-use crate::provision::inputs::load_guest_inputs;
+use crate::provision::inputs::{load_guest_inputs, StoreUse};
 use crate::provision::reach::{address_source, SshProbe};
 use crate::secrets::PrivateKeyFile;
 use crate::snapshot::{choose, Capture, Which};
@@ -54,7 +54,7 @@ pub fn restore(
         paths,
         guest.domain,
         credentials,
-        locks,
+        StoreUse::Write(locks),
         AddressPolicy::ReadOnly,
     )?;
     let (opened, guest_lock) =

@@ -11,7 +11,7 @@ use crate::lock::{HeldLock, Locks};
 use crate::model::names::DomainName;
 use crate::plan::GuestTag;
 use crate::provision::desired::desired_guest;
-use crate::provision::inputs::load_guest_inputs;
+use crate::provision::inputs::{load_guest_inputs, StoreUse};
 use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotRecord};
 use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
@@ -136,7 +136,7 @@ pub fn list_snapshots(
         paths,
         guest.domain,
         credentials,
-        locks,
+        StoreUse::ReadOnly,
         AddressPolicy::ReadOnly,
     ) {
         Ok(inputs) => {

@@ -8,7 +8,7 @@ use crate::diagnose::Failure;
 use crate::libvirt::{find_guest, LibvirtObserver};
 use crate::model::names::DomainName;
 use crate::plan::Resolution;
-use crate::provision::inputs::{generate_guest_inputs, load_guest_configured};
+use crate::provision::inputs::{generate_guest_inputs, load_guest_configured, StoreUse};
 use crate::provision::{prepare, GuestOnHypervisor};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, open_hypervisor};
@@ -73,7 +73,12 @@ pub fn guest_status(
             unreachable,
         });
     }
-    let inputs = generate_guest_inputs(configured, credentials, locks, AddressPolicy::ReadOnly)?;
+    let inputs = generate_guest_inputs(
+        configured,
+        credentials,
+        StoreUse::ReadOnly,
+        AddressPolicy::ReadOnly,
+    )?;
     // Only libvirt is asked: a status needs no shell on the hypervisor.
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
     let on_hypervisor = GuestOnHypervisor {

@@ -2,6 +2,8 @@
 //! by trog, files trog writes are read by `keepassxc-cli`, and guest keys are checked with
 //! `ssh-keygen`. Passphrases go to the tools on their standard input, never on a command line.
 
+mod key_file_unlock;
+
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::io::Write;
