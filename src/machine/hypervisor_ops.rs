@@ -106,8 +106,6 @@ pub enum HypervisorOp {
     RealTpm,
     /// Whether `swtpm`, which gives a guest an emulated TPM, is installed.
     Swtpm,
-    /// Whether libguestfs's tools (`guestfish`, `virt-cat`) are installed, for `debug_boot`.
-    Libguestfs,
     /// The filesystem holding a directory (the storage pool's): mount point, type, size and
     /// free space in bytes, as `findmnt` reports them on one line.
     FilesystemOf { path: String },
@@ -138,9 +136,6 @@ impl HypervisorOp {
                 MachineCommand::shell("test -c /dev/tpmrm0 || test -c /dev/tpm0")
             }
             HypervisorOp::Swtpm => MachineCommand::shell("command -v swtpm"),
-            HypervisorOp::Libguestfs => {
-                MachineCommand::shell("command -v guestfish && command -v virt-cat")
-            }
             HypervisorOp::FilesystemOf { path } => MachineCommand::new([
                 "findmnt",
                 "--noheadings",
@@ -249,7 +244,6 @@ mod tests {
             HypervisorOp::RootAccess,
             HypervisorOp::RealTpm,
             HypervisorOp::Swtpm,
-            HypervisorOp::Libguestfs,
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog { path: path.clone() },
             HypervisorOp::KvmWorks,
