@@ -219,7 +219,13 @@ fn keepass_only() -> String {
     format!("keepass: {PASSPHRASE}\n\n")
 }
 
-fn provision_and_destroy(installation: &Installation, credentials: &str) -> Vec<String> {
+/// Provisions the guest on the remote host and destroys it; with `snapshot`, a snapshot of the
+/// running guest is taken and restored in between (through qemu+ssh, with the same credentials).
+fn provision_and_destroy(
+    installation: &Installation,
+    credentials: &str,
+    snapshot: bool,
+) -> Vec<String> {
     let domain = installation.domain.as_str();
     let listings = ProcessListings::start();
     let provision = installation.run("provision", &[domain], credentials);
@@ -234,6 +240,26 @@ fn provision_and_destroy(installation: &Installation, credentials: &str) -> Vec<
         "{stdout}"
     );
     assert!(domain_exists(domain));
+    if snapshot {
+        let taken = installation.run("snapshot", &["--name", "remote-1", domain], credentials);
+        let said = format!("{}\n{}", text(&taken.stdout), text(&taken.stderr));
+        assert!(taken.status.success(), "{said}");
+        assert!(
+            said.contains(&format!(
+                "{domain}: snapshot remote-1 taken on remote (with memory)"
+            )),
+            "{said}"
+        );
+        let restored = installation.run("restore", &["--latest", domain], credentials);
+        let said = format!("{}\n{}", text(&restored.stdout), text(&restored.stderr));
+        assert!(restored.status.success(), "{said}");
+        assert!(
+            said.contains(&format!(
+                "{domain}: running, SSH answers at {GUEST_ADDRESS}"
+            )),
+            "{said}"
+        );
+    }
     // --purge: the address handed out goes back to its range and its DHCP reservation goes.
     let destroy = installation.run("destroy", &["--purge", "--yes", domain], &keepass_only());
     assert!(
@@ -269,7 +295,7 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
 
     // Passwordless sudo.
     installation.hypervisor(&host.uri(&host.user_nopasswd, "/system"));
-    provision_and_destroy(&installation, &keepass_only());
+    provision_and_destroy(&installation, &keepass_only(), false);
 
     // sudo with a password, handed in: it appears in no process listing, nor does the passphrase.
     installation.hypervisor(&host.uri(&host.user_password, "/system"));
@@ -277,6 +303,7 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
     let seen = provision_and_destroy(
         &installation,
         &format!("keepass: {PASSPHRASE}\nsudo: {password}\n\n"),
+        true,
     );
     assert!(seen.len() > 100, "too few process listings were taken");
     assert!(
