@@ -6,6 +6,7 @@
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
 //! guest behind but its data volume, which `--purge` removes too.
 
+mod snapshots;
 mod support;
 
 use std::io::Read;
@@ -92,6 +93,16 @@ fn installation(mirror_url: &str) -> Installation {
 
 /// Runs a command on the guest as its admin, with its key from the secret store.
 fn on_guest(installation: &Installation, address: &str, command: &str) -> String {
+    try_on_guest(installation, address, command)
+        .unwrap_or_else(|stderr| panic!("`{command}` on the guest: {stderr}"))
+}
+
+/// Runs a command on the guest; `Err` carries its stderr.
+fn try_on_guest(
+    installation: &Installation,
+    address: &str,
+    command: &str,
+) -> Result<String, String> {
     let store = SecretStore::open(
         &installation.dir.path().join("secrets.kdbx"),
         &Secret::new(PASSPHRASE),
@@ -110,6 +121,8 @@ fn on_guest(installation: &Installation, address: &str, command: &str) -> String
             "UserKnownHostsFile=/dev/null",
             "-o",
             "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=10",
             "-i",
         ])
         .arg(key.path())
@@ -117,12 +130,11 @@ fn on_guest(installation: &Installation, address: &str, command: &str) -> String
         .arg(command)
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "`{command}` on the guest: {}",
-        text(&output.stderr)
-    );
-    text(&output.stdout)
+    if output.status.success() {
+        Ok(text(&output.stdout))
+    } else {
+        Err(text(&output.stderr))
+    }
 }
 
 fn volumes(pool: &str) -> Vec<String> {
@@ -364,11 +376,21 @@ fn provision_converge_and_destroy_a_real_guest() {
         format!("{domain}: on local, converged\n")
     );
 
-    // 4. Destroyed: no domain, no disk, no seed; the data volume and the shared base image stay
-    //    until --purge, which takes the data volume too.
+    // 4. Snapshots of the running and the shut-off guest, restored; the guest is left running
+    //    with two snapshots.
+    snapshots::snapshot_and_restore(&installation, &address);
+
+    // 5. Destroyed: no domain, no disk, no snapshot, no seed; the data volume and the shared base
+    //    image stay until --purge, which takes the data volume too.
     let destroy = run_verb("destroy", config, &[domain]);
     let said = format!("{}\n{}", text(&destroy.stdout), text(&destroy.stderr));
     assert!(destroy.status.success(), "{said}");
+    for snapshot in ["running-1", "off-1"] {
+        assert!(
+            said.contains(&format!("removed  snapshot {snapshot}")),
+            "{said}"
+        );
+    }
     assert!(
         said.contains(&format!("kept     data volume {data}")),
         "{said}"
