@@ -2,7 +2,7 @@
 //! refused), its definition as libvirt keeps it, redefining it, restarting it, its screen, its
 //! keyboard, and where its VNC display listens.
 
-use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
+use crate::libvirt::trog_tag::is_trogs;
 use std::io::Read;
 use std::time::Duration;
 use virt::connect::Connect;
@@ -94,15 +94,7 @@ impl DebugDomain {
                 })
             }
         };
-        let tagged = domain
-            .metadata(
-                virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                Some(TAG_NAMESPACE),
-                virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
-            )
-            .ok()
-            .and_then(|element| parse_tag(&element))
-            .is_some();
+        let tagged = is_trogs(&domain);
         if !tagged {
             return Err(DebugDomainError::Foreign {
                 domain: name.to_string(),

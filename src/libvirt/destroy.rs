@@ -2,9 +2,9 @@
 //! and seed, and keep its data volume unless asked to purge. A failed step does not stop the
 //! rest; the outcome names everything left behind.
 
+use crate::libvirt::trog_tag::is_trogs;
 use crate::model::names::DomainName;
 use crate::plan::resource_names;
-use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
 use std::time::{Duration, Instant};
 use virt::connect::Connect;
 use virt::error::ErrorNumber;
@@ -65,15 +65,7 @@ pub fn destroy_guest(
     let mut outcome = DestroyOutcome::default();
     match connection.lookup_domain_by_name(domain.as_str()) {
         Ok(found) => {
-            let tagged = found
-                .metadata(
-                    virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                    Some(TAG_NAMESPACE),
-                    virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
-                )
-                .ok()
-                .and_then(|element| parse_tag(&element))
-                .is_some();
+            let tagged = is_trogs(&found);
             if !tagged {
                 return Err(DestroyRefusal::Foreign {
                     domain: domain.to_string(),

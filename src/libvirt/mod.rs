@@ -17,6 +17,7 @@ pub mod guest_state;
 pub mod observe;
 pub mod reservation;
 pub mod snapshot;
+pub mod trog_tag;
 
 pub use concurrent::{
     ask_fleet, find_guest, observe_fleet, observe_for_placement, GuestWhereabouts,

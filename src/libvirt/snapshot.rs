@@ -4,6 +4,7 @@
 //! snapshot is written into the guest's own overlay, never into it. Why internal and not external
 //! overlays is in docs/BACKUPS.md.
 
+use crate::libvirt::trog_tag::is_trogs;
 use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
 use crate::snapshot::{Capture, SnapshotRecord};
 use virt::domain::Domain;
@@ -76,15 +77,7 @@ impl<'a> GuestSnapshots<'a> {
                     operation: "look up the domain".into(),
                     source,
                 })?;
-        let tagged = domain
-            .metadata(
-                virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                Some(TAG_NAMESPACE),
-                virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
-            )
-            .ok()
-            .and_then(|element| parse_tag(&element))
-            .is_some();
+        let tagged = is_trogs(&domain);
         if !tagged {
             return Err(SnapshotError::Foreign {
                 hypervisor: hypervisor.to_string(),

@@ -1,0 +1,23 @@
+//! Whether a domain is trog's: it carries trog's tag in its persistent `<metadata>`. Every verb
+//! that changes an existing guest (destroy, snapshot, debug_boot) refuses a domain without it.
+
+use crate::plan::GuestTag;
+use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
+use virt::domain::Domain;
+
+/// The tag trog wrote into `domain`'s persistent definition, if it carries one.
+pub fn read_tag(domain: &Domain) -> Option<GuestTag> {
+    domain
+        .metadata(
+            virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+            Some(TAG_NAMESPACE),
+            virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+        )
+        .ok()
+        .and_then(|element| parse_tag(&element))
+}
+
+/// Whether trog made `domain` (a same-named domain without the tag is someone else's).
+pub fn is_trogs(domain: &Domain) -> bool {
+    read_tag(domain).is_some()
+}
