@@ -285,18 +285,11 @@ mod tests {
     /// download ends as stalled after the stall bound, and keeps nothing.
     #[test]
     fn a_stalled_download_ends_and_keeps_nothing() {
-        use std::io::{BufRead, BufReader};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         let (done_sender, done) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap() > 2 {
-                line.clear();
-            }
-            let mut stream = stream;
+            let mut stream = accept_request(&listener);
             write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
@@ -324,19 +317,24 @@ mod tests {
         assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
     }
 
+    /// Accepts one HTTP request on `listener` and reads past its headers, ready for the answer.
+    fn accept_request(listener: &std::net::TcpListener) -> std::net::TcpStream {
+        use std::io::{BufRead, BufReader};
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap() > 2 {
+            line.clear();
+        }
+        stream
+    }
+
     /// Serves `body` once over HTTP on loopback and returns the URL.
     fn serve_once(body: &'static [u8]) -> String {
-        use std::io::{BufRead, BufReader};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap() > 2 {
-                line.clear();
-            }
-            let mut stream = stream;
+            let mut stream = accept_request(&listener);
             write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
