@@ -1,32 +1,13 @@
-//! `preflight [--hypervisor NAME]`: whether a run is worth starting. Every check is made even
-//! after one fails; each hypervisor is asked in a thread of its own, so a fleet takes as long as
-//! its slowest member. Never prompts: a sudo password is only used when handed in with
-//! `--credentials`.
+//! `preflight [--hypervisor NAME]`: whether a run is worth starting. The questions are asked by
+//! `workflow::preflight`; this prints the report (or its event) and exits 0 or 1.
 
 use crate::cli::GlobalArgs;
-use crate::config::hypervisors_conf::{
-    fleet_to_build_on, load_installation_fleet, Fleet, HypervisorsConfError,
-};
-use crate::config::load::{list_domains, load_guest_with_recipe_settings, load_recipes_yaml};
-use crate::config::paths::InstallationPaths;
-use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::{CredentialName, CredentialSource, Secret};
-use crate::diagnose::{Diagnose, Failure};
+use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::generate::recipe_settings;
-use crate::libvirt::facts::{libvirt_facts, linked_library_version};
-use crate::machine::hypervisor_ops::{kvm_verdict, HypervisorMachine, HypervisorOp};
-use crate::machine::ssh::SudoPassword;
-use crate::machine::MachineError;
-use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::output::events::{emit, Event};
-use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
 use crate::preflight::render::render_report;
-use crate::preflight::{
-    ConfigurationFacts, FileFact, GuestListingProblem, HypervisorFacts, HypervisorReport,
-    PreflightReport, SudoFact,
-};
-use crate::provision::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
+use crate::workflow::preflight::preflight_report;
 
 #[derive(Debug, clap::Args)]
 pub struct PreflightArgs {
@@ -38,6 +19,7 @@ pub struct PreflightArgs {
 pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failure> {
     let paths = global.installation_paths();
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
+    // preflight never prompts: a sudo password counts only when it was handed in.
     let handed_in_sudo: Option<Secret> = if credentials.was_handed_in(CredentialName::Sudo) {
         credentials
             .get(CredentialName::Sudo, "for sudo on the hypervisor")
@@ -46,43 +28,7 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
     } else {
         None
     };
-    let fleet_file = load_installation_fleet(&paths);
-    // A fleet file named on the command line that is not there leaves nothing to check: checking
-    // this machine instead would answer a question nobody asked.
-    if let Err(HypervisorsConfError::NamedFileMissing { path }) = &fleet_file {
-        return Err(HypervisorsConfError::NamedFileMissing { path: path.clone() }.into());
-    }
-    let configuration = configuration_facts(&paths, &fleet_file);
-    let fleet = fleet_to_build_on(&paths.hypervisors_conf, fleet_file.ok().flatten(), None);
-    let hypervisors: Vec<&HypervisorConfig> = match &args.hypervisor {
-        Some(name) => vec![fleet.hypervisor_named(name)?],
-        None => fleet.fleet.hypervisors.iter().collect(),
-    };
-    let linked_version = linked_library_version();
-    let facts: Vec<HypervisorFacts> = std::thread::scope(|scope| {
-        let asks: Vec<_> = hypervisors
-            .iter()
-            .map(|hypervisor| {
-                let sudo = handed_in_sudo.clone();
-                scope.spawn(move || hypervisor_facts(hypervisor, sudo, linked_version))
-            })
-            .collect();
-        asks.into_iter()
-            .map(|ask| ask.join().expect("a preflight thread does not panic"))
-            .collect()
-    });
-    let report = PreflightReport {
-        configuration_dir: paths.dir.display().to_string(),
-        configuration: configuration_checks(&configuration),
-        hypervisors: facts
-            .iter()
-            .map(|facts| HypervisorReport {
-                name: facts.name.clone(),
-                uri: facts.uri.clone(),
-                checks: hypervisor_checks(facts),
-            })
-            .collect(),
-    };
+    let report = preflight_report(&paths, args.hypervisor.as_deref(), handed_in_sudo)?;
     if global.json {
         emit(&Event::Preflight {
             report: &report,
@@ -96,190 +42,4 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
     } else {
         ExitStatus::Failure
     })
-}
-
-fn configuration_facts(
-    paths: &InstallationPaths,
-    fleet_file: &Result<Option<Fleet>, crate::config::hypervisors_conf::HypervisorsConfError>,
-) -> ConfigurationFacts {
-    let hypervisors_conf = match fleet_file {
-        Ok(None) => FileFact::Missing,
-        Ok(Some(fleet)) => FileFact::Loaded(format!(
-            "{} hypervisor{}",
-            fleet.hypervisors.len(),
-            if fleet.hypervisors.len() == 1 {
-                ""
-            } else {
-                "s"
-            }
-        )),
-        Err(error) => FileFact::Invalid(error.to_string()),
-    };
-    let (recipes_yaml, mirror) = if !paths.recipes_yaml.exists() {
-        (FileFact::Missing, None)
-    } else {
-        match load_recipes_yaml(paths) {
-            Ok(recipes) => (
-                FileFact::Loaded(format!(
-                    "{} recipe{} every guest gets",
-                    recipes.base.recipes.len(),
-                    if recipes.base.recipes.len() == 1 {
-                        ""
-                    } else {
-                        "s"
-                    }
-                )),
-                Some(recipes.base.global.contains_key("mirror")),
-            ),
-            Err(error) => (FileFact::Invalid(error.to_string()), None),
-        }
-    };
-    let guests = list_domains(paths)
-        .map_err(|error| GuestListingProblem {
-            why: error.to_string(),
-            hint: error.hint().unwrap_or_default(),
-        })
-        .map(|domains| {
-            let settings = load_cookbook(&recipes_dir())
-                .map(|cookbook| recipe_settings(&cookbook))
-                .unwrap_or_default();
-            domains
-                .iter()
-                .map(|domain| {
-                    let error = load_guest_with_recipe_settings(paths, domain, &settings)
-                        .err()
-                        .map(|error| error.to_string());
-                    (domain.to_string(), error)
-                })
-                .collect()
-        });
-    ConfigurationFacts {
-        dir: paths.dir.display().to_string(),
-        dir_exists: paths.dir.is_dir(),
-        hypervisors_conf,
-        recipes_yaml,
-        guests,
-        mirror,
-    }
-}
-
-/// Asks one hypervisor everything preflight checks. Every question is asked whatever the
-/// previous ones answered.
-fn hypervisor_facts(
-    hypervisor: &HypervisorConfig,
-    handed_in_sudo: Option<Secret>,
-    linked_version: u32,
-) -> HypervisorFacts {
-    let uri = &hypervisor.libvirt_uri;
-    let (machine, expected_user, host): (Result<HypervisorMachine, String>, _, _) =
-        match &uri.transport {
-            Transport::Ssh { user, host, .. } => (
-                ssh_machine_for(uri)
-                    .map(|machine| machine.expect("an ssh transport").into_dyn())
-                    .map_err(|error| error.to_string()),
-                user.clone(),
-                host.clone(),
-            ),
-            Transport::Local => (
-                Ok(HypervisorMachine::local().into_dyn()),
-                None,
-                "this machine".to_string(),
-            ),
-            Transport::Test => (
-                Err("libvirt's test driver has no system to check".to_string()),
-                None,
-                "the test driver".to_string(),
-            ),
-        };
-    let login = machine.as_ref().map_err(Clone::clone).and_then(|machine| {
-        machine
-            .run(&HypervisorOp::LoginName)
-            .and_then(|output| output.success())
-            .map(|output| output.stdout_text().trim().to_string())
-            .map_err(|error| short_error(&error))
-    });
-    // A host that could not be reached is not asked again for each question.
-    let reached: Result<&HypervisorMachine, String> = match (&machine, &login) {
-        (Ok(machine), Ok(_)) => Ok(machine),
-        (_, Err(why)) => Err(format!("not reached ({why})")),
-        (Err(why), _) => Err(why.clone()),
-    };
-    let sudo = reached
-        .clone()
-        .and_then(|machine| sudo_fact(machine, uri, handed_in_sudo));
-    let ask = |op: HypervisorOp| -> Result<bool, String> {
-        reached.clone().map(|machine| machine.holds(&op))
-    };
-    let libvirt = libvirt_facts(uri, &hypervisor.pool_name).map_err(|error| error.to_string());
-    let pool_filesystem = libvirt
-        .as_ref()
-        .ok()
-        .and_then(|facts| facts.pool.as_ref())
-        .map(|pool| {
-            reached.clone().and_then(|machine| {
-                machine
-                    .run(&HypervisorOp::FilesystemOf {
-                        path: pool.path.clone(),
-                    })
-                    .and_then(|output| output.success())
-                    .map_err(|error| short_error(&error))
-                    .and_then(|output| {
-                        parse_findmnt(&output.stdout_text())
-                            .ok_or_else(|| "findmnt's answer was not understood".to_string())
-                    })
-            })
-        });
-    HypervisorFacts {
-        name: hypervisor.name.to_string(),
-        uri: uri.uri.clone(),
-        host,
-        expected_user,
-        login,
-        sudo,
-        libvirt,
-        linked_version,
-        pool_name: hypervisor.pool_name.clone(),
-        pool_filesystem,
-        real_tpm: ask(HypervisorOp::RealTpm),
-        swtpm: ask(HypervisorOp::Swtpm),
-        domain_type: hypervisor.domain_type,
-        kvm: reached.clone().and_then(kvm_verdict),
-    }
-}
-
-/// Whether sudo works: passwordless, or with the password handed in (tried on a connection of
-/// its own, so the machine the other questions use is left as it was).
-fn sudo_fact(
-    machine: &HypervisorMachine,
-    uri: &crate::model::hypervisor::LibvirtUri,
-    handed_in: Option<Secret>,
-) -> Result<SudoFact, String> {
-    match sudo_access(machine).map_err(|error| short_error(&error))? {
-        SudoAccess::Passwordless => Ok(SudoFact::Passwordless),
-        SudoAccess::Refused { detail } => Ok(SudoFact::Refused(detail)),
-        SudoAccess::WantsPassword => {
-            let (Some(password), Ok(Some(mut with_password))) = (handed_in, ssh_machine_for(uri))
-            else {
-                return Ok(SudoFact::WantsPassword);
-            };
-            with_password.remember_sudo_password(SudoPassword::new(password.expose().as_bytes()));
-            match with_password.run(&HypervisorOp::RootAccess) {
-                Ok(output) if output.status == Some(0) => Ok(SudoFact::PasswordHandedInWorks),
-                Ok(_) | Err(MachineError::SudoPasswordRefused { .. }) => {
-                    Ok(SudoFact::PasswordHandedInRefused)
-                }
-                Err(error) => Err(short_error(&error)),
-            }
-        }
-    }
-}
-
-/// An error as one line: its message, without the hint (the check gives its own advice).
-fn short_error(error: &MachineError) -> String {
-    error
-        .to_string()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
 }

@@ -9,6 +9,7 @@ pub mod desired;
 pub mod hypervisor_machine;
 pub mod inputs;
 pub mod reach;
+pub mod run;
 
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;

@@ -20,6 +20,7 @@ pub mod destroy;
 pub mod locate;
 pub mod lock;
 pub mod open;
+pub mod preflight;
 pub mod restore;
 pub mod snapshot;
 pub mod status;

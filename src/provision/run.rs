@@ -1,0 +1,205 @@
+//! The whole of a `provision` run over several guests, in the order the design requires:
+//! everything local first (configuration, placement, then secrets and artifacts of every guest),
+//! then one guest at a time on its hypervisor — open it with sudo settled, take the guest's lock,
+//! observe and plan, show the plan, and (unless it is a dry run) carry it out.
+//!
+//! What is shown and asked of the user goes through [`ProvisionOutput`], which the command
+//! implements: this module prints nothing itself.
+
+use crate::addresses::settle::AddressPolicy;
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
+use crate::config::paths::InstallationPaths;
+use crate::credentials::CredentialSource;
+use crate::diagnose::{Diagnose, Failure};
+use crate::exit_status::ExitStatus;
+use crate::libvirt::{observe_for_placement, LibvirtObserver};
+use crate::lock::Locks;
+use crate::model::names::{DomainName, HypervisorName};
+use crate::output::events::GuestKey;
+use crate::output::progress::Progress;
+use crate::placement::{place_guests, Decision, GuestDemand};
+use crate::plan::{Action, Plan, Resolution};
+use crate::provision::inputs::{
+    generate_guest_inputs, load_guest_configured, GuestConfigured, GuestInputs, StoreUse,
+};
+use crate::provision::{
+    check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
+};
+use crate::secrets::KeypairOrigin;
+use crate::workflow::lock::take_guest_lock;
+use crate::workflow::{open_hypervisor, HypervisorAccess};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a `provision` run was asked to do.
+pub struct ProvisionRequest {
+    pub domains: Vec<DomainName>,
+    /// Build there, skipping the search and the capacity checks.
+    pub hypervisor: Option<HypervisorName>,
+    pub resolution: Resolution,
+    /// Show the placement and the plan, and change nothing (ips.db and the secret store
+    /// included).
+    pub dry_run: bool,
+    /// How long each hypervisor has to answer when the fleet is observed.
+    pub answer_timeout: Duration,
+    /// Where verified base images are kept on this machine.
+    pub image_cache: PathBuf,
+}
+
+/// One guest's placement and plan, as shown before anything is done.
+pub struct PlannedGuest<'a> {
+    pub guest: &'a DomainName,
+    pub guest_key: GuestKey,
+    pub decision: &'a Decision,
+    pub plan: &'a Plan,
+}
+
+/// What a run shows and asks while it goes: the command decides how (text or JSON events).
+pub trait ProvisionOutput {
+    /// Something the user should know that does not stop the run.
+    fn warning(&mut self, progress: &mut Progress, text: &str);
+    /// A guest's placement and plan, before it is carried out (or, in a dry run, instead).
+    fn planned(&mut self, progress: &mut Progress, planned: &PlannedGuest<'_>);
+    /// Whether the user confirms that the plan recreates data volume `volume` empty.
+    fn confirm_data_loss(&mut self, volume: &str) -> bool;
+    /// A guest converged.
+    fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionRunError {
+    #[error("the plan recreates data volume {volume} empty, and that was not confirmed")]
+    DataLossNotConfirmed { volume: String },
+}
+
+impl Diagnose for ProvisionRunError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            ProvisionRunError::DataLossNotConfirmed { .. } => ExitStatus::Conflict,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ProvisionRunError::DataLossNotConfirmed { .. } => Some(
+                "on a terminal, retype the volume's name when asked; without one, add --yes".into(),
+            ),
+        }
+    }
+}
+
+/// Places, plans and (unless a dry run) converges every guest of `request`, in order; stops at
+/// the first guest that fails.
+pub fn provision_guests(
+    paths: &InstallationPaths,
+    locks: &Locks,
+    credentials: &mut CredentialSource,
+    request: &ProvisionRequest,
+    progress: &mut Progress,
+    output: &mut dyn ProvisionOutput,
+) -> Result<(), Failure> {
+    // What can be refused without the store is refused before it is unlocked, so a refused
+    // first run leaves no store and no key behind.
+    let (addresses, store_use) = if request.dry_run {
+        (AddressPolicy::ReadOnly, StoreUse::ReadOnly)
+    } else {
+        (AddressPolicy::Record, StoreUse::Write(locks))
+    };
+    let configured: Vec<GuestConfigured> = request
+        .domains
+        .iter()
+        .map(|domain| load_guest_configured(paths, domain))
+        .collect::<Result<_, _>>()?;
+
+    let fleet = fleet_to_build_on(
+        &paths.hypervisors_conf,
+        load_installation_fleet(paths)?,
+        configured[0].config.settings.libvirt_uri.as_ref(),
+    );
+    if let Some(warning) = &fleet.warning {
+        output.warning(progress, warning);
+    }
+    let observation = observe_for_placement(
+        &fleet,
+        request.hypervisor.as_ref(),
+        Arc::new(LibvirtObserver),
+        request.answer_timeout,
+    );
+    let demands: Vec<GuestDemand> = configured
+        .iter()
+        .map(|guest| GuestDemand {
+            domain: guest.config.domain.clone(),
+            memory: guest.config.settings.memory,
+            vcpus: guest.config.settings.cpus,
+            disk: guest.config.settings.size,
+            pinned_to: guest.config.settings.hypervisor.clone(),
+        })
+        .collect();
+    let decisions = place_guests(&demands, &observation, request.hypervisor.as_ref())
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    let guests: Vec<GuestInputs> = configured
+        .into_iter()
+        .map(|guest| generate_guest_inputs(guest, credentials, store_use, addresses))
+        .collect::<Result<_, _>>()?;
+
+    for (guest, decision) in guests.iter().zip(&decisions) {
+        let hypervisor = fleet
+            .fleet
+            .hypervisors
+            .iter()
+            .find(|h| h.name == decision.chosen)
+            .expect("placement chose a hypervisor of the fleet");
+        let opened = open_hypervisor(hypervisor, HypervisorAccess::WithSystem, credentials)?;
+        let on_hypervisor = GuestOnHypervisor {
+            inputs: guest,
+            hypervisor,
+            connection: &opened.connection,
+            hypervisor_machine: opened.machine.as_ref(),
+            locks,
+        };
+        check_reachable(&on_hypervisor)?;
+        // A dry run changes nothing, so it plans from what is there without waiting for a run
+        // that holds the guest; a real run plans and acts under the guest's lock.
+        let _guest_lock = if request.dry_run {
+            None
+        } else {
+            Some(take_guest_lock(locks, &guest.config.domain, &mut |text| {
+                progress.say(text)
+            })?)
+        };
+        let mut prepared = prepare(&on_hypervisor, request.resolution)?;
+        output.planned(
+            progress,
+            &PlannedGuest {
+                guest: &guest.config.domain,
+                guest_key: if guest.keypair.origin() == KeypairOrigin::Unsaved {
+                    GuestKey::New
+                } else {
+                    GuestKey::Stored
+                },
+                decision,
+                plan: &prepared.plan,
+            },
+        );
+        if request.dry_run {
+            continue;
+        }
+        if let Some(data) = &prepared.desired.data_volume {
+            let deletes_data = prepared.plan.actions.iter().any(
+                |action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data.name),
+            );
+            if deletes_data && !output.confirm_data_loss(&data.name) {
+                return Err(ProvisionRunError::DataLossNotConfirmed {
+                    volume: data.name.clone(),
+                }
+                .into());
+            }
+        }
+        ready_to_execute(&on_hypervisor, &mut prepared, &request.image_cache)?;
+        let report = execute(&on_hypervisor, &prepared, progress)?;
+        output.converged(progress, &report);
+    }
+    Ok(())
+}
