@@ -48,8 +48,12 @@ pub enum FinishError {
     },
     #[error("the Makefile on {guest} was still running after {}s; it goes on there, but this run stops waiting", waited.as_secs())]
     TimedOut { guest: String, waited: Duration },
-    #[error("the recipes' tests failed on {guest}:\n{output}")]
-    TestsFailed { guest: String, output: String },
+    #[error("the recipes' tests failed on {guest} (`make test` exited with {}):\n{output}", status.map(|code| format!("status {code}")).unwrap_or_else(|| "a signal".into()))]
+    TestsFailed {
+        guest: String,
+        status: Option<i32>,
+        output: String,
+    },
 }
 
 impl crate::diagnose::Diagnose for FinishError {
@@ -238,6 +242,7 @@ pub fn finish(
     if output.status != Some(0) {
         return Err(FinishError::TestsFailed {
             guest: name,
+            status: output.status,
             output: tests_output,
         });
     }
@@ -273,6 +278,10 @@ fn keep_log_tail(tail: &mut String, text: &str) {
         tail.drain(..cut);
     }
 }
+
+#[cfg(test)]
+#[path = "finish_fake_tests.rs"]
+mod fake_tests;
 
 #[cfg(test)]
 mod tests {

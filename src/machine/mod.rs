@@ -5,6 +5,8 @@
 //! This is the only part of trog that starts processes.
 
 pub mod command;
+#[cfg(test)]
+pub mod fake;
 pub mod hypervisor_ops;
 pub mod local;
 mod process;

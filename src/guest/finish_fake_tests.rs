@@ -1,0 +1,160 @@
+//! The finish's failure paths, against a fake guest.
+
+use super::*;
+use crate::machine::fake::{Answer, FakeMachine};
+
+const CLOUD_INIT: &str = "cloud-init status";
+const UNPACK: &str = "tar -xzf";
+const START: &str = "setsid";
+const LOG: &str = "tail -c +";
+const STATUS: &str = "cat /var/lib/trog/finish.status";
+const TESTS: &str = "make test";
+
+fn run(guest: &FakeMachine, timeout: Duration) -> (Result<FinishReport, FinishError>, String) {
+    let mut log = String::new();
+    let result = finish(
+        guest,
+        b"payload",
+        "digest",
+        timeout,
+        &mut |text| log.push_str(text),
+        &|_| {},
+    );
+    (result, log)
+}
+
+#[test]
+fn a_finish_that_goes_well_runs_every_stage_in_order() {
+    let guest = FakeMachine::new()
+        .answer(LOG, &[Answer::Exit(0, "building\n"), Answer::Exit(0, "")])
+        .answer(STATUS, &[Answer::Exit(0, ""), Answer::Exit(0, "0\n")])
+        .answer(TESTS, &[Answer::Exit(0, "ok nginx_answers\n")]);
+    let (result, log) = run(&guest, Duration::from_secs(60));
+    assert_eq!(result.unwrap().tests_output, "ok nginx_answers\n");
+    assert_eq!(log, "building\n");
+    let order: Vec<usize> = [CLOUD_INIT, UNPACK, START, STATUS, TESTS]
+        .iter()
+        .map(|needle| {
+            guest
+                .command_lines()
+                .iter()
+                .position(|line| line.contains(needle))
+                .unwrap()
+        })
+        .collect();
+    assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{order:?}");
+}
+
+#[test]
+fn a_failing_make_gives_its_status_and_the_end_of_its_log_and_runs_no_tests() {
+    let guest = FakeMachine::new()
+        .answer(
+            LOG,
+            &[
+                Answer::Exit(0, "apt-get install nginx\n"),
+                Answer::Exit(
+                    0,
+                    "E: Unable to locate package nginx\nmake: *** [all] Error 100\n",
+                ),
+                Answer::Exit(0, ""),
+            ],
+        )
+        .answer(STATUS, &[Answer::Exit(0, ""), Answer::Exit(0, "2\n")]);
+    let (result, log) = run(&guest, Duration::from_secs(60));
+    let error = result.unwrap_err();
+    assert!(matches!(&error, FinishError::MakeFailed { status, .. } if status == "2"));
+    let text = error.to_string();
+    assert!(
+        text.starts_with("the Makefile's default target failed on fake.example.test with status 2")
+            && text.contains("apt-get install nginx\nE: Unable to locate package nginx"),
+        "{text}"
+    );
+    assert!(log.ends_with("Error 100\n"), "{log}");
+    assert_eq!(guest.count(TESTS), 0);
+}
+
+#[test]
+fn a_failing_recipe_test_gives_its_status_its_name_and_output() {
+    let guest = FakeMachine::new()
+        .answer(STATUS, &[Answer::Exit(0, "0\n")])
+        .answer(
+            TESTS,
+            &[Answer::Exit(
+                2,
+                "ok base_ssh\nFAIL nginx_answers: curl: (7) Failed to connect to localhost port 80\n",
+            )],
+        );
+    let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
+    assert!(matches!(
+        &error,
+        FinishError::TestsFailed {
+            status: Some(2),
+            ..
+        }
+    ));
+    assert_eq!(
+        error.to_string(),
+        "the recipes' tests failed on fake.example.test (`make test` exited with status 2):\n\
+         ok base_ssh\nFAIL nginx_answers: curl: (7) Failed to connect to localhost port 80\n"
+    );
+    assert_eq!(
+        crate::diagnose::Failure::from(error).status,
+        crate::exit_status::ExitStatus::Guest
+    );
+}
+
+#[test]
+fn a_payload_upload_that_fails_stops_before_make_starts() {
+    for answer in [Answer::Unreachable, Answer::Exit(2, "")] {
+        let guest = FakeMachine::new().answer(UNPACK, &[answer]);
+        let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("cannot unpack the payload on fake.example.test"),
+            "{error}"
+        );
+        assert!(
+            std::error::Error::source(&error).is_some(),
+            "the cause is kept"
+        );
+        assert_eq!(guest.count(START), 0);
+        assert_eq!(guest.count(STATUS), 0);
+    }
+}
+
+#[test]
+fn a_make_that_never_ends_is_waited_for_a_bounded_time() {
+    let guest = FakeMachine::new();
+    let error = run(&guest, Duration::ZERO).0.unwrap_err();
+    assert!(matches!(error, FinishError::TimedOut { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("the Makefile on fake.example.test was still running after 0s"),
+        "{error}"
+    );
+    assert_eq!(guest.count(TESTS), 0);
+}
+
+#[test]
+fn a_connection_lost_while_following_is_named() {
+    let guest = FakeMachine::new().answer(LOG, &[Answer::TimedOut]);
+    let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "cannot follow the finish on fake.example.test"
+    );
+    assert_eq!(guest.count(TESTS), 0);
+}
+
+#[test]
+fn cloud_init_that_failed_stops_the_finish_before_the_payload() {
+    let guest = FakeMachine::new().answer(CLOUD_INIT, &[Answer::Exit(1, "status: error\n")]);
+    let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "cloud-init did not finish cleanly on fake.example.test:\nstatus: error"
+    );
+    assert_eq!(guest.count(UNPACK), 0);
+}

@@ -1,0 +1,385 @@
+//! Carrying out a prepared plan: its steps in order, the libvirt ones and the wait through
+//! [`GuestSteps`], then the finish over the [`Machine`] the wait connected to.
+//!
+//! The order and the bookkeeping (which step failed, which ran before it, what is recorded after a
+//! finish) live here, apart from libvirt: [`LibvirtSteps`] does the steps on a real hypervisor, and
+//! the unit tests (`execute_tests.rs`) stand a fake in its place to walk every failure path.
+
+use crate::diagnose::Failure;
+use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
+use crate::guest::wait::{wait_for_ssh, GuestProbe, DEFAULT_SSH_WAIT};
+use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
+use crate::libvirt::guest_state::stopped_state;
+use crate::libvirt::reservation::reserve_address;
+use crate::lock::Subject;
+use crate::machine::hypervisor_ops;
+use crate::machine::ssh::SshMachine;
+use crate::machine::Machine;
+use crate::output::progress::Progress;
+use crate::plan::{Action, GuestTag, Plan};
+use crate::provision::reach::{self, SshProbe};
+use crate::provision::{desired, ConvergeError, ConvergeReport, GuestOnHypervisor, PreparedGuest};
+use crate::secrets::PrivateKeyFile;
+use std::error::Error as StdError;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What a plan's steps do to the world, apart from the finish (which runs over the [`Machine`] the
+/// wait connected to).
+pub trait GuestSteps {
+    /// Reserves the guest's static address in the libvirt network it joins, before it boots;
+    /// returns the step's label when something changed.
+    fn reserve_address(&mut self) -> Result<Option<String>, Failure>;
+    /// Carries out one libvirt step of the plan (anything but the wait and the finish).
+    fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure>;
+    /// What the wait for SSH asks of the guest and its hypervisor.
+    fn reach<'s>(&'s mut self, progress: &'s Progress)
+        -> Result<Box<dyn ReachProbe + 's>, Failure>;
+    /// Records the domain's tag once the finish succeeded.
+    fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure>;
+}
+
+/// A [`GuestProbe`] that keeps the connection that answered.
+pub trait ReachProbe: GuestProbe {
+    /// The guest, once SSH answered.
+    fn connected(&mut self) -> Option<Box<dyn Machine>>;
+}
+
+/// How long the wait and the finish may take, and the clock they are measured with.
+pub struct Waits<'a> {
+    pub ssh: Duration,
+    pub finish: Duration,
+    pub clock: &'a dyn Fn() -> Instant,
+    pub pause: &'a dyn Fn(Duration),
+}
+
+/// The bounds and the clock of a real run.
+pub const REAL_WAITS: Waits<'static> = Waits {
+    ssh: DEFAULT_SSH_WAIT,
+    finish: DEFAULT_FINISH_TIMEOUT,
+    clock: &Instant::now,
+    pause: &std::thread::sleep,
+};
+
+/// The plan of one guest and what its wait and finish need.
+pub struct PlanToRun<'a> {
+    pub guest: &'a str,
+    pub hypervisor: &'a str,
+    pub mac: &'a str,
+    pub plan: &'a Plan,
+    pub payload: &'a [u8],
+    /// The tag the domain carries once the plan's domain steps ran; a finish records it with the
+    /// payload's digest.
+    pub tag: GuestTag,
+}
+
+/// A step of a plan failed: which one, and which ran before it (they are done, and a rerun finds
+/// them done).
+#[derive(Debug, thiserror::Error)]
+#[error("{guest}: step {number} of {total} failed: {step}{}", ran_before(.ran))]
+pub struct StepFailed {
+    pub guest: String,
+    pub step: String,
+    pub number: usize,
+    pub total: usize,
+    pub ran: Vec<String>,
+    #[source]
+    pub source: Box<dyn StdError + Send + Sync + 'static>,
+}
+
+fn ran_before(ran: &[String]) -> String {
+    if ran.is_empty() {
+        "\nno step ran before it".into()
+    } else {
+        format!("\nthe steps before it ran: {}", ran.join("; "))
+    }
+}
+
+impl StepFailed {
+    /// Wraps the step's own failure, keeping its exit status and hint.
+    fn of(
+        failure: Failure,
+        guest: &str,
+        step: &Action,
+        number: usize,
+        total: usize,
+        ran: &[(String, f64)],
+    ) -> Failure {
+        let status = failure.status;
+        let hint = failure.hint;
+        Failure::new(
+            StepFailed {
+                guest: guest.to_string(),
+                step: step.to_string(),
+                number,
+                total,
+                ran: ran.iter().map(|(label, _)| label.clone()).collect(),
+                source: failure.error,
+            },
+            status,
+            hint,
+        )
+    }
+}
+
+/// Carries out `run.plan` step by step; stops at the first step that fails, naming it and the
+/// steps that ran before it.
+pub fn execute_plan(
+    steps: &mut dyn GuestSteps,
+    run: &PlanToRun,
+    waits: &Waits,
+    progress: &mut Progress,
+) -> Result<ConvergeReport, Failure> {
+    let started = (waits.clock)();
+    let mut report = ConvergeReport {
+        guest: run.guest.to_string(),
+        hypervisor: run.hypervisor.to_string(),
+        address: None,
+        converged_already: run.plan.is_converged(),
+        steps: Vec::new(),
+        total_seconds: 0.0,
+    };
+    // Before the guest boots, so that dnsmasq never leases its address to another MAC.
+    let reserving = (waits.clock)();
+    if let Some(reserved) = steps.reserve_address()? {
+        report
+            .steps
+            .push((reserved, seconds((waits.clock)() - reserving)));
+    }
+    let mut connected: Option<Box<dyn Machine>> = None;
+    let total = run.plan.actions.len();
+    for (index, action) in run.plan.actions.iter().enumerate() {
+        progress.start(run.guest, index + 1, total, &action.to_string());
+        let outcome: Result<(), Failure> = match action {
+            Action::WaitForSsh => steps.reach(progress).and_then(|mut probe| {
+                let result = wait_for_ssh(
+                    probe.as_mut(),
+                    run.guest,
+                    run.mac,
+                    waits.ssh,
+                    waits.clock,
+                    waits.pause,
+                );
+                connected = probe.connected();
+                result
+                    .map(|address| report.address = Some(address))
+                    .map_err(Failure::from)
+            }),
+            Action::Finish { payload_digest } => match &connected {
+                None => Err(ConvergeError::NotConnected {
+                    guest: run.guest.to_string(),
+                }
+                .into()),
+                Some(machine) => {
+                    let mut on_log = |text: &str| progress.guest_output(text);
+                    finish(
+                        machine.as_ref(),
+                        run.payload,
+                        payload_digest,
+                        waits.finish,
+                        &mut on_log,
+                        waits.pause,
+                    )
+                    .map_err(Failure::from)
+                    .and_then(|_| {
+                        steps.record_tag(&GuestTag {
+                            payload_digest: Some(payload_digest.clone()),
+                            ..run.tag.clone()
+                        })
+                    })
+                }
+            },
+            _ => steps.libvirt_step(action, progress),
+        };
+        let elapsed = progress.finish(outcome.is_ok());
+        if let Err(failure) = outcome {
+            return Err(StepFailed::of(
+                failure,
+                run.guest,
+                action,
+                index + 1,
+                total,
+                &report.steps,
+            ));
+        }
+        report.steps.push((action.to_string(), seconds(elapsed)));
+    }
+    report.total_seconds = seconds((waits.clock)() - started);
+    Ok(report)
+}
+
+/// The steps on a real hypervisor: libvirt through the libvirt backend, the wait through its
+/// DHCP leases and OpenSSH.
+pub struct LibvirtSteps<'a> {
+    pub guest: &'a GuestOnHypervisor<'a>,
+    pub prepared: &'a PreparedGuest,
+    pub resources: GuestResources<'a>,
+    pub artifacts: BuiltArtifacts<'a>,
+    /// The guest's key and known-hosts file live only for this run, in private temporary places.
+    pub key_file: Option<PrivateKeyFile>,
+}
+
+impl GuestSteps for LibvirtSteps<'_> {
+    fn reserve_address(&mut self) -> Result<Option<String>, Failure> {
+        reserve_static_address(self.guest)
+    }
+
+    fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure> {
+        match action {
+            Action::UploadBaseImage { .. } | Action::RemovePartialBaseImage { .. } => {
+                // One upload of an image to a pool at a time from this machine: the others
+                // wait, then find it there (or find a dead run's partial upload to replace).
+                let subject = Subject::BaseImageUpload {
+                    hypervisor: self.guest.hypervisor.name.to_string(),
+                    pool: self.prepared.desired.pool_name.clone(),
+                    volume: self.prepared.desired.base_image_volume.clone(),
+                };
+                let _held = self
+                    .guest
+                    .locks
+                    .acquire(&subject, &mut |text| progress.say(text))?;
+                Ok(self.resources.execute(action, &self.artifacts)?)
+            }
+            _ => Ok(self.resources.execute(action, &self.artifacts)?),
+        }
+    }
+
+    fn reach<'s>(
+        &'s mut self,
+        progress: &'s Progress,
+    ) -> Result<Box<dyn ReachProbe + 's>, Failure> {
+        let inputs = self.guest.inputs;
+        let key = match &self.key_file {
+            Some(key) => key,
+            None => self
+                .key_file
+                .insert(PrivateKeyFile::write(&inputs.keypair)?),
+        };
+        let domain = self.prepared.desired.domain.to_string();
+        let connection = self.guest.connection;
+        let hypervisor_machine = self.guest.hypervisor_machine;
+        let console_path = desired::serial_log_path(&self.prepared.desired.domain);
+        let log_domain = self.prepared.desired.domain.clone();
+        Ok(Box::new(SshProbe {
+            source: reach::address_source(connection, inputs, &domain),
+            admin_user: inputs.config.settings.admin_user.clone(),
+            key_file: key.path().to_path_buf(),
+            known_hosts: key.directory().join("known_hosts"),
+            console: Box::new(move || {
+                hypervisor_machine
+                    .and_then(|machine| hypervisor_ops::serial_log(machine, &console_path))
+            }),
+            stopped: Box::new(move || stopped_state(connection, &domain)),
+            hypervisor_log: Box::new(move || {
+                hypervisor_machine
+                    .and_then(|machine| hypervisor_ops::qemu_log(machine, &log_domain))
+            }),
+            progress,
+            connected: None,
+        }))
+    }
+
+    fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure> {
+        Ok(self.resources.record_tag(tag)?)
+    }
+}
+
+impl ReachProbe for SshProbe<'_> {
+    fn connected(&mut self) -> Option<Box<dyn Machine>> {
+        self.connected
+            .take()
+            .map(|machine: SshMachine| Box::new(machine) as Box<dyn Machine>)
+    }
+}
+
+/// Carries out a prepared plan on the guest's hypervisor.
+pub fn execute(
+    guest: &GuestOnHypervisor,
+    prepared: &PreparedGuest,
+    progress: &mut Progress,
+) -> Result<ConvergeReport, Failure> {
+    let no_file = PathBuf::new();
+    let mut steps = LibvirtSteps {
+        guest,
+        prepared,
+        resources: GuestResources {
+            connection: guest.connection,
+            hypervisor: guest.hypervisor.name.as_str(),
+            desired: &prepared.desired,
+        },
+        artifacts: BuiltArtifacts {
+            domain_xml: &prepared.domain_xml,
+            seed_iso: &guest.inputs.generated.seed_iso.bytes,
+            base_image_file: prepared.base_image.as_deref().unwrap_or(&no_file),
+        },
+        key_file: None,
+    };
+    let domain = prepared.desired.domain.to_string();
+    let mac = guest.inputs.generated.mac_address.to_string();
+    let run = PlanToRun {
+        guest: &domain,
+        hypervisor: guest.hypervisor.name.as_str(),
+        mac: &mac,
+        plan: &prepared.plan,
+        payload: &guest.inputs.generated.payload.bytes,
+        tag: current_tag(prepared),
+    };
+    execute_plan(&mut steps, &run, &REAL_WAITS, progress)
+}
+
+/// Reserves a guest's static address for its MAC in the libvirt network it joins, when that
+/// network hands out leases (a bridge has no DHCP of trog's to tell). Returns the step's label
+/// when something changed.
+fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, Failure> {
+    let settings = &guest.inputs.config.settings;
+    let address = settings.ips.iter().find_map(|cidr| match cidr.address {
+        std::net::IpAddr::V4(address) => Some(address),
+        std::net::IpAddr::V6(_) => None,
+    });
+    let (None, Some(address)) = (&settings.bridge, address) else {
+        return Ok(None);
+    };
+    let mac = guest.inputs.generated.mac_address.to_string();
+    let changed = reserve_address(
+        guest.connection,
+        &guest.hypervisor.libvirt_uri.uri,
+        &settings.network,
+        &mac,
+        address,
+    )?;
+    Ok(changed.then(|| {
+        format!(
+            "reserve {address} for {mac} in network {}",
+            settings.network
+        )
+    }))
+}
+
+/// The tag the domain carries once the plan's domain steps have run.
+fn current_tag(prepared: &PreparedGuest) -> GuestTag {
+    prepared
+        .plan
+        .actions
+        .iter()
+        .rev()
+        .find_map(|action| match action {
+            Action::DefineDomain { tag, .. } => Some(tag.clone()),
+            _ => None,
+        })
+        .or_else(|| {
+            prepared
+                .observed
+                .domain
+                .as_ref()
+                .and_then(|domain| domain.tag.clone())
+        })
+        .unwrap_or_else(|| prepared.desired.tag_before_finish())
+}
+
+fn seconds(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+#[path = "execute_tests.rs"]
+mod tests;

@@ -1,0 +1,431 @@
+//! The execution of a plan against fake steps and a fake guest: every failure path, without a
+//! hypervisor.
+
+use super::*;
+use crate::exit_status::ExitStatus;
+use crate::libvirt::guest_resources::GuestResourceError;
+use crate::machine::fake::{Answer, FakeMachine};
+use crate::model::units::Bytes;
+use crate::output::progress::ProgressMode;
+use std::cell::Cell;
+
+/// A guest during the wait, scripted by rounds.
+#[derive(Clone, Copy)]
+struct Boot {
+    /// The round from which the guest has an address.
+    address_from: usize,
+    /// The round from which SSH answers.
+    ssh_from: usize,
+    /// The round from which its domain no longer runs.
+    stops_from: usize,
+}
+
+const NEVER: usize = usize::MAX;
+
+/// The fake libvirt executor: records the steps asked of it and fails the one named.
+struct FakeSteps {
+    fail_step: Option<&'static str>,
+    boot: Boot,
+    guest: FakeMachine,
+    ran: Vec<String>,
+    tags: Vec<GuestTag>,
+    probes: usize,
+}
+
+impl FakeSteps {
+    fn new(boot: Boot, guest: FakeMachine) -> FakeSteps {
+        FakeSteps {
+            fail_step: None,
+            boot,
+            guest,
+            ran: Vec::new(),
+            tags: Vec::new(),
+            probes: 0,
+        }
+    }
+}
+
+impl GuestSteps for FakeSteps {
+    fn reserve_address(&mut self) -> Result<Option<String>, Failure> {
+        Ok(None)
+    }
+
+    fn libvirt_step(&mut self, action: &Action, _progress: &mut Progress) -> Result<(), Failure> {
+        let label = action.to_string();
+        self.ran.push(label.clone());
+        match self.fail_step {
+            Some(needle) if label.contains(needle) => Err(GuestResourceError {
+                hypervisor: "hv1".into(),
+                operation: label,
+                source: "Storage volume not found: no storage vol with matching path".into(),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn reach<'s>(
+        &'s mut self,
+        _progress: &'s Progress,
+    ) -> Result<Box<dyn ReachProbe + 's>, Failure> {
+        self.probes += 1;
+        Ok(Box::new(FakeProbe {
+            boot: self.boot,
+            round: 0,
+            guest: self.guest.clone(),
+            connected: false,
+        }))
+    }
+
+    fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure> {
+        self.tags.push(tag.clone());
+        Ok(())
+    }
+}
+
+struct FakeProbe {
+    boot: Boot,
+    round: usize,
+    guest: FakeMachine,
+    connected: bool,
+}
+
+impl GuestProbe for FakeProbe {
+    fn candidate_addresses(&mut self) -> Vec<String> {
+        self.round += 1;
+        if self.round >= self.boot.address_from {
+            vec!["192.168.122.60".into()]
+        } else {
+            vec![]
+        }
+    }
+    fn try_ssh(&mut self, _address: &str) -> Result<(), String> {
+        if self.round >= self.boot.ssh_from {
+            self.connected = true;
+            Ok(())
+        } else {
+            Err("Connection refused".into())
+        }
+    }
+    fn console(&mut self) -> Option<String> {
+        Some("[  OK  ] Reached target cloud-init.target".into())
+    }
+    fn stopped(&mut self) -> Option<String> {
+        (self.round >= self.boot.stops_from).then(|| "shut off (crashed)".into())
+    }
+    fn hypervisor_log(&mut self) -> Option<String> {
+        Some("qemu-system-x86_64: terminating on signal 15".into())
+    }
+}
+
+impl ReachProbe for FakeProbe {
+    fn connected(&mut self) -> Option<Box<dyn Machine>> {
+        self.connected
+            .then(|| Box::new(self.guest.clone()) as Box<dyn Machine>)
+    }
+}
+
+fn tag() -> GuestTag {
+    GuestTag {
+        boot_fingerprint: "b".repeat(64),
+        shape_fingerprint: "s".repeat(64),
+        payload_digest: None,
+    }
+}
+
+/// A fresh guest's plan.
+fn fresh_plan() -> Plan {
+    Plan {
+        domain: "www.example.test".into(),
+        actions: vec![
+            Action::DefinePool {
+                name: "trog".into(),
+                path: "/var/lib/trog/pool".into(),
+            },
+            Action::UploadBaseImage {
+                volume: "base-abc.qcow2".into(),
+                source: "/cache/abc.qcow2".into(),
+                digest: "a".repeat(64),
+            },
+            Action::DefineDomain {
+                tag: tag(),
+                redefine: false,
+            },
+            Action::CreateRootVolume {
+                volume: "www.example.test-root.qcow2".into(),
+                backing_volume: "base-abc.qcow2".into(),
+                capacity: Bytes(10 << 30),
+            },
+            Action::UploadSeed {
+                volume: "www.example.test-seed.iso".into(),
+                sha256: "c".repeat(64),
+            },
+            Action::StartDomain,
+            Action::WaitForSsh,
+            Action::Finish {
+                payload_digest: "d".repeat(64),
+            },
+        ],
+    }
+}
+
+/// A finish that goes well on the fake guest.
+fn healthy_guest() -> FakeMachine {
+    FakeMachine::new().answer("cat /var/lib/trog/finish.status", &[Answer::Exit(0, "0\n")])
+}
+
+const BOOTS: Boot = Boot {
+    address_from: 2,
+    ssh_from: 4,
+    stops_from: NEVER,
+};
+
+/// Runs `plan` with a clock that moves only when the run pauses: a five-minute wait takes no time.
+fn run(steps: &mut FakeSteps, plan: &Plan) -> Result<ConvergeReport, Failure> {
+    let start = Instant::now();
+    let offset = Cell::new(Duration::ZERO);
+    let clock = || start + offset.get();
+    let pause = |step: Duration| offset.set(offset.get() + step);
+    let waits = Waits {
+        ssh: Duration::from_secs(300),
+        finish: Duration::from_secs(3600),
+        clock: &clock,
+        pause: &pause,
+    };
+    let run = PlanToRun {
+        guest: "www.example.test",
+        hypervisor: "hv1",
+        mac: "52:54:00:aa:bb:cc",
+        plan,
+        payload: b"payload",
+        tag: tag(),
+    };
+    execute_plan(steps, &run, &waits, &mut Progress::new(ProgressMode::Plain))
+}
+
+fn labels(plan: &Plan, range: std::ops::Range<usize>) -> Vec<String> {
+    plan.actions[range].iter().map(Action::to_string).collect()
+}
+
+#[test]
+fn a_plan_that_goes_well_runs_every_step_then_records_the_finished_payload() {
+    let plan = fresh_plan();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    let report = run(&mut steps, &plan).unwrap();
+    assert_eq!(steps.ran, labels(&plan, 0..6));
+    assert_eq!(report.address.as_deref(), Some("192.168.122.60"));
+    let done: Vec<&str> = report
+        .steps
+        .iter()
+        .map(|(label, _)| label.as_str())
+        .collect();
+    assert_eq!(done, labels(&plan, 0..8));
+    assert_eq!(guest.count("make test"), 1);
+    assert_eq!(
+        steps.tags,
+        vec![GuestTag {
+            payload_digest: Some("d".repeat(64)),
+            ..tag()
+        }]
+    );
+}
+
+#[test]
+fn a_libvirt_step_failing_midway_is_named_with_what_ran_and_nothing_after_it_runs() {
+    let plan = fresh_plan();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    steps.fail_step = Some("create root disk");
+    let failure = run(&mut steps, &plan).unwrap_err();
+    let chain = failure.chain();
+    assert_eq!(
+        chain[0],
+        format!(
+            "www.example.test: step 4 of 8 failed: {}\nthe steps before it ran: {}",
+            plan.actions[3],
+            labels(&plan, 0..3).join("; ")
+        )
+    );
+    assert!(
+        chain[1].starts_with("libvirt on hv1 could not create root disk"),
+        "{chain:?}"
+    );
+    assert!(chain[2].contains("Storage volume not found"), "{chain:?}");
+    assert_eq!(
+        failure.status,
+        ExitStatus::Hypervisor,
+        "the step's own status"
+    );
+    assert!(failure
+        .hint
+        .unwrap()
+        .contains("rerunning `provision` continues"));
+    assert_eq!(
+        steps.ran,
+        labels(&plan, 0..4),
+        "no step after the failed one"
+    );
+    assert_eq!(steps.probes, 0);
+    assert!(guest.command_lines().is_empty());
+    assert!(steps.tags.is_empty());
+}
+
+#[test]
+fn a_failed_first_step_says_nothing_ran() {
+    let plan = fresh_plan();
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    steps.fail_step = Some("define storage pool");
+    let chain = run(&mut steps, &plan).unwrap_err().chain();
+    assert!(
+        chain[0]
+            .ends_with(": define storage pool trog at /var/lib/trog/pool\nno step ran before it"),
+        "{chain:?}"
+    );
+}
+
+#[test]
+fn an_upload_that_fails_stops_the_run_before_the_domain_is_defined() {
+    let plan = fresh_plan();
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    steps.fail_step = Some("upload base image");
+    let failure = run(&mut steps, &plan).unwrap_err();
+    assert!(failure.chain()[0]
+        .starts_with("www.example.test: step 2 of 8 failed: upload base image base-abc.qcow2"));
+    assert_eq!(steps.ran, labels(&plan, 0..2));
+}
+
+#[test]
+fn ssh_that_never_answers_ends_the_wait_at_its_bound_and_nothing_is_finished() {
+    let plan = fresh_plan();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(
+        Boot {
+            address_from: 1,
+            ssh_from: NEVER,
+            stops_from: NEVER,
+        },
+        guest.clone(),
+    );
+    let failure = run(&mut steps, &plan).unwrap_err();
+    let chain = failure.chain();
+    assert!(
+        chain[0].starts_with(
+            "www.example.test: step 7 of 8 failed: wait for the guest's address and SSH\n"
+        ),
+        "{chain:?}"
+    );
+    assert!(
+        chain[1].starts_with(
+            "www.example.test has 192.168.122.60 but SSH did not answer there: waited 300s"
+        ),
+        "{chain:?}"
+    );
+    assert_eq!(failure.status, ExitStatus::Guest);
+    assert!(failure.hint.unwrap().contains("Connection refused"));
+    assert!(guest.command_lines().is_empty(), "no finish without SSH");
+    assert!(steps.tags.is_empty());
+}
+
+#[test]
+fn a_guest_without_an_address_is_named_by_its_mac() {
+    let mut steps = FakeSteps::new(
+        Boot {
+            address_from: NEVER,
+            ssh_from: NEVER,
+            stops_from: NEVER,
+        },
+        healthy_guest(),
+    );
+    let chain = run(&mut steps, &fresh_plan()).unwrap_err().chain();
+    assert!(
+        chain[1].starts_with("www.example.test never asked for an address: waited 300s for a DHCP lease on MAC 52:54:00:aa:bb:cc"),
+        "{chain:?}"
+    );
+}
+
+#[test]
+fn a_domain_that_stops_during_the_wait_ends_it_at_once_with_its_reason() {
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(
+        Boot {
+            address_from: NEVER,
+            ssh_from: NEVER,
+            stops_from: 3,
+        },
+        guest.clone(),
+    );
+    let failure = run(&mut steps, &fresh_plan()).unwrap_err();
+    let chain = failure.chain();
+    assert!(chain[0].contains("step 7 of 8 failed: wait for the guest's address and SSH"));
+    assert!(
+        chain[1].starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed), after 4s")
+            && chain[1].contains("terminating on signal 15"),
+        "{chain:?}"
+    );
+    assert!(guest.command_lines().is_empty());
+}
+
+#[test]
+fn a_failing_finish_is_named_and_the_payload_is_not_recorded() {
+    let guest = FakeMachine::new()
+        .answer(
+            "tail -c +",
+            &[
+                Answer::Exit(0, "make: *** [all] Error 2\n"),
+                Answer::Exit(0, ""),
+            ],
+        )
+        .answer("cat /var/lib/trog/finish.status", &[Answer::Exit(0, "2\n")]);
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    let plan = fresh_plan();
+    let failure = run(&mut steps, &plan).unwrap_err();
+    let chain = failure.chain();
+    assert!(
+        chain[0].starts_with(&format!(
+            "www.example.test: step 8 of 8 failed: {}",
+            plan.actions[7]
+        )),
+        "{chain:?}"
+    );
+    assert!(
+        chain[0].ends_with(&labels(&plan, 0..7).join("; ")),
+        "{chain:?}"
+    );
+    assert!(
+        chain[1]
+            .starts_with("the Makefile's default target failed on fake.example.test with status 2")
+            && chain[1].contains("Error 2"),
+        "{chain:?}"
+    );
+    assert_eq!(failure.status, ExitStatus::Guest);
+    assert!(steps.tags.is_empty(), "a failed finish records no payload");
+}
+
+#[test]
+fn a_finish_whose_upload_fails_is_named() {
+    let guest = FakeMachine::new().answer("tar -xzf", &[Answer::Unreachable]);
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    let chain = run(&mut steps, &fresh_plan()).unwrap_err().chain();
+    assert!(chain[0].contains("step 8 of 8 failed: finish"), "{chain:?}");
+    assert_eq!(chain[1], "cannot unpack the payload on fake.example.test");
+    assert!(chain[2].contains("Connection reset by peer"), "{chain:?}");
+    assert_eq!(guest.count("setsid"), 0);
+    assert!(steps.tags.is_empty());
+}
+
+#[test]
+fn a_finish_without_a_wait_before_it_is_refused() {
+    let plan = Plan {
+        domain: "www.example.test".into(),
+        actions: vec![Action::Finish {
+            payload_digest: "d".repeat(64),
+        }],
+    };
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    let chain = run(&mut steps, &plan).unwrap_err().chain();
+    assert_eq!(
+        chain[1],
+        "the plan was to wait for www.example.test, but no connection to it was made"
+    );
+}
