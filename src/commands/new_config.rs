@@ -40,8 +40,12 @@ impl Diagnose for WriteError {
     }
 }
 
+/// Writes `path` through a new file beside it that has `mode` from the moment it is created (the
+/// seed and the payload hold secrets: never readable by others, not even for an instant), then
+/// renamed over the old one.
 fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let fail = |source| WriteError {
         path: path.to_path_buf(),
         source,
@@ -49,8 +53,22 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(fail)?;
     }
-    std::fs::write(path, bytes).map_err(fail)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(fail)
+    let mut new_name = path.as_os_str().to_owned();
+    new_name.push(".trog-new");
+    let new_path = PathBuf::from(new_name);
+    // One left by a run that was killed while writing.
+    match std::fs::remove_file(&new_path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(fail(error)),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&new_path)
+        .map_err(fail)?;
+    file.write_all(bytes).map_err(fail)?;
+    std::fs::rename(&new_path, path).map_err(fail)
 }
 
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
@@ -155,4 +173,27 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         );
     }
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_file_is_created_with_its_mode_and_replaces_a_more_open_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seed/user-data");
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        write(&path, b"first", 0o600).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write(&path, b"second", 0o600).unwrap();
+        assert_eq!(mode(&path), 0o600, "the old file's mode is not kept");
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        assert_eq!(
+            std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+            1
+        );
+    }
 }

@@ -46,12 +46,38 @@ impl SecretReference {
 }
 
 /// A recipe's arguments as its templates see them: the guest's values over the schema defaults.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// Once generation has put the secrets in place of their references, `value` holds them: its Debug
+/// shows `<redacted>` there.
+#[derive(Clone, PartialEq, serde::Serialize)]
 pub struct EffectiveArgs {
-    /// Always an object. Secret references are still in place, as their `secret:` text.
+    /// Always an object. Secret references are still in place, as their `secret:` text, until
+    /// generation resolves them.
     pub value: Value,
     /// Every secret reference in `value`, in document order.
     pub secrets: Vec<SecretReference>,
+}
+
+impl EffectiveArgs {
+    /// `value` with `<redacted>` wherever a secret (or its reference) is.
+    pub fn redacted(&self) -> Value {
+        let mut value = self.value.clone();
+        for reference in &self.secrets {
+            if let Some(slot) = value.pointer_mut(&reference.pointer) {
+                *slot = Value::String("<redacted>".into());
+            }
+        }
+        value
+    }
+}
+
+impl std::fmt::Debug for EffectiveArgs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("EffectiveArgs")
+            .field("value", &self.redacted())
+            .field("secrets", &self.secrets)
+            .finish()
+    }
 }
 
 /// One thing wrong with one argument.
@@ -341,6 +367,21 @@ pub fn validate_args(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_resolved_secret_does_not_show_in_debug() {
+        let reference = SecretReference::parse("/root_pw", "secret:Db/Root/Password").unwrap();
+        let args = EffectiveArgs {
+            value: json!({"root_pw": "planted-4711", "port": 3306}),
+            secrets: vec![reference],
+        };
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("planted-4711"), "{shown}");
+        assert!(
+            shown.contains("<redacted>") && shown.contains("3306"),
+            "{shown}"
+        );
+    }
 
     fn recipe() -> RecipeName {
         RecipeName::parse("mariadb").unwrap()

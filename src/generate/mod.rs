@@ -57,7 +57,7 @@ pub trait SecretLookup {
     fn resolve(
         &mut self,
         reference: &SecretReference,
-    ) -> Result<String, Box<dyn std::error::Error + Send + Sync>>;
+    ) -> Result<crate::credentials::Secret, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -247,7 +247,7 @@ pub fn generate(
                     source,
                 })?;
             if let Some(slot) = recipe.args.value.pointer_mut(&reference.pointer) {
-                *slot = Value::String(value);
+                *slot = Value::String(value.expose().to_string());
             }
         }
     }

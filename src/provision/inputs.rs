@@ -54,13 +54,13 @@ impl SecretLookup for StoreLookup<'_> {
     fn resolve(
         &mut self,
         reference: &crate::cookbook::args_schema::SecretReference,
-    ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<crate::credentials::Secret, Box<dyn std::error::Error + Send + Sync>> {
         let Some(store) = self.store else {
             return Err(Box::new(NoStoreYet(self.path.to_path_buf())));
         };
         let entry = EntryPath::new(reference.group.split('/'), reference.entry.clone());
         let secret = store.get(&entry, &FieldName::parse(&reference.field))?;
-        Ok(secret.expose().to_string())
+        Ok(secret)
     }
 }
 

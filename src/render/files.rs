@@ -12,8 +12,8 @@ use minijinja::Environment;
 /// Where rendered files sit inside the payload: `files/` followed by the guest path.
 pub const PAYLOAD_FILES_DIR: &str = "files";
 
-/// One file for the guest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One file for the guest. Its contents may hold resolved secrets: Debug shows their size only.
+#[derive(Clone, PartialEq, Eq)]
 pub struct RenderedFile {
     pub recipe: RecipeName,
     /// Absolute path on the guest.
@@ -23,6 +23,20 @@ pub struct RenderedFile {
     pub owner: String,
     pub group: String,
     pub contents: Vec<u8>,
+}
+
+impl std::fmt::Debug for RenderedFile {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RenderedFile")
+            .field("recipe", &self.recipe)
+            .field("guest_path", &self.guest_path)
+            .field("mode", &self.mode)
+            .field("owner", &self.owner)
+            .field("group", &self.group)
+            .field("contents", &format_args!("<{} bytes>", self.contents.len()))
+            .finish()
+    }
 }
 
 impl RenderedFile {
@@ -119,6 +133,21 @@ mod tests {
     use crate::model::names::DomainName;
     use crate::render::templates::template_environment;
     use serde_json::{json, Value};
+
+    #[test]
+    fn debug_shows_a_files_size_not_its_contents() {
+        let file = RenderedFile {
+            recipe: name("site"),
+            guest_path: "/etc/site.conf".into(),
+            mode: "0600".into(),
+            owner: "root".into(),
+            group: "root".into(),
+            contents: b"password=planted-4711\n".to_vec(),
+        };
+        let shown = format!("{file:?}");
+        assert!(!shown.contains("planted-4711"), "{shown}");
+        assert!(shown.contains("<22 bytes>"), "{shown}");
+    }
 
     const SITE: &str = r#"
 description: A site

@@ -33,8 +33,9 @@ pub struct GuestFacts {
     pub global: Value,
 }
 
-/// What a recipe's templates, fragment and test commands see.
-#[derive(Debug, Clone, Serialize)]
+/// What a recipe's templates, fragment and test commands see. The arguments hold resolved
+/// secrets: Debug leaves them out.
+#[derive(Clone, Serialize)]
 pub struct TemplateContext {
     /// The fully qualified domain name.
     pub domain: String,
@@ -52,6 +53,21 @@ pub struct TemplateContext {
     pub packages: Vec<String>,
     /// The name of the recipe being rendered.
     pub recipe: String,
+}
+
+impl std::fmt::Debug for TemplateContext {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TemplateContext")
+            .field("domain", &self.domain)
+            .field("recipe", &self.recipe)
+            .field("args", &format_args!("<redacted>"))
+            .field("recipes", &self.recipes.keys().collect::<Vec<_>>())
+            .field("distro", &self.distro)
+            .field("release", &self.release)
+            .field("packages", &self.packages)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The context for `recipe`, one of `resolved`'s recipes.
@@ -152,6 +168,25 @@ pub fn render_template(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_leaves_out_the_arguments_that_hold_secrets() {
+        let args = serde_json::json!({"root_pw": "planted-4711"});
+        let context = TemplateContext {
+            domain: "db.example.test".into(),
+            hostname: "db".into(),
+            global: Value::Null,
+            args: args.clone(),
+            recipes: [("mariadb".to_string(), args)].into_iter().collect(),
+            distro: "debian".into(),
+            release: "12".into(),
+            packages: vec![],
+            recipe: "mariadb".into(),
+        };
+        let shown = format!("{context:?}");
+        assert!(!shown.contains("planted-4711"), "{shown}");
+        assert!(shown.contains("mariadb"), "{shown}");
+    }
 
     #[test]
     fn environment_is_strict_and_keeps_the_final_newline() {
