@@ -15,10 +15,10 @@ use crate::generate::{
 use crate::lock::Locks;
 use crate::model::names::DomainName;
 use crate::secrets::{
-    guest_keypair, stored_keypair, unsaved_guest_keypair, EntryPath, FieldName, GuestKeypair,
-    SecretStore, SecretsError, StoreKdf,
+    guest_keypair, guest_keypair_entry, stored_keypair, unsaved_guest_keypair, EntryPath,
+    FieldName, GuestKeypair, KeypairOrigin, SecretStore, SecretsError, StoreKdf,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Whether the verb may write the secret store (create it, or a guest's key in it), under the
 /// store's writer lock. Verbs that change nothing (`status`, `provision --dry-run`) write nothing;
@@ -37,6 +37,59 @@ pub struct GuestInputs {
     pub config: GuestConfig,
     pub keypair: GuestKeypair,
     pub generated: GeneratedGuest,
+    /// What this run added to the secret store for this guest.
+    pub store_additions: StoreAdditions,
+}
+
+/// What a run added to the secret store. A run refused before it built anything with them takes
+/// them back ([`take_back`]): a refused first run leaves no store and no key behind.
+#[derive(Debug, Clone, Default)]
+pub struct StoreAdditions {
+    /// This run made the store's file.
+    pub made_store: bool,
+    /// The guest this run made a key pair for.
+    pub key_of: Option<DomainName>,
+}
+
+/// Takes back what `additions` added: the guests' new keys, and the store when this run made it
+/// and, as it is on disk now, nothing else is in it (another run's key keeps it).
+pub fn take_back(
+    paths: &InstallationPaths,
+    key_file: Option<&Path>,
+    locks: &Locks,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    additions: &[&StoreAdditions],
+) -> Result<(), SecretsError> {
+    let keys: Vec<&DomainName> = additions
+        .iter()
+        .filter_map(|added| added.key_of.as_ref())
+        .collect();
+    let made_store = additions.iter().any(|added| added.made_store);
+    if keys.is_empty() && !made_store {
+        return Ok(());
+    }
+    let Some(mut store) = SecretStore::open_existing(&paths.secrets_kdbx, key_file, credentials)?
+    else {
+        return Ok(());
+    };
+    store.use_locks(locks.clone());
+    if !keys.is_empty() {
+        store.update(|store| {
+            for domain in &keys {
+                store.remove_entry(&guest_keypair_entry(domain))?;
+            }
+            Ok(())
+        })?;
+    }
+    if made_store {
+        store.delete_if_empty()?;
+    }
+    Ok(())
+}
+
+/// The store's key file named by `config`, for [`take_back`].
+pub fn store_key_file(paths: &InstallationPaths, config: &GuestConfig) -> Option<PathBuf> {
+    key_file(paths, config)
 }
 
 /// Looks up a recipe's `secret:` references in the unlocked store (none yet: every reference is
@@ -79,11 +132,12 @@ fn store_and_keypair(
     config: &GuestConfig,
     credentials: &mut CredentialSource<TerminalPrompter>,
     store_use: StoreUse,
-) -> Result<(Option<SecretStore>, GuestKeypair), SecretsError> {
+) -> Result<(Option<SecretStore>, GuestKeypair, StoreAdditions), SecretsError> {
     let key_file = key_file(paths, config);
     let domain = &config.domain;
     match store_use {
         StoreUse::Write(locks) => {
+            let store_was_there = paths.secrets_kdbx.exists();
             let mut store = SecretStore::unlock_with(
                 &paths.secrets_kdbx,
                 key_file.as_deref(),
@@ -92,7 +146,11 @@ fn store_and_keypair(
             )?;
             store.use_locks(locks.clone());
             let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
-            Ok((Some(store), keypair))
+            let added = StoreAdditions {
+                made_store: !store_was_there,
+                key_of: (keypair.origin() == KeypairOrigin::Created).then(|| domain.clone()),
+            };
+            Ok((Some(store), keypair, added))
         }
         StoreUse::ReadOnly => {
             let store =
@@ -105,7 +163,7 @@ fn store_and_keypair(
                 Some(keypair) => keypair,
                 None => unsaved_guest_keypair(domain, &mut rand::rngs::OsRng)?,
             };
-            Ok((store, keypair))
+            Ok((store, keypair, StoreAdditions::default()))
         }
     }
 }
@@ -178,7 +236,8 @@ pub fn generate_guest_inputs(
     // Before generating: the address settled here is written into the seed as a static one. It
     // comes after placement, so a refused run records no address in ips.db.
     settle_addresses(&paths.ips_db, &mut config, addresses)?;
-    let (store, keypair) = store_and_keypair(&paths, &config, credentials, store_use)?;
+    let (store, keypair, store_additions) =
+        store_and_keypair(&paths, &config, credentials, store_use)?;
     let generated = generate(
         &config,
         &cookbook,
@@ -188,13 +247,33 @@ pub fn generate_guest_inputs(
             store: store.as_ref(),
             path: &paths.secrets_kdbx,
         },
-    )?;
+    );
+    drop(store);
+    let generated = match (generated, store_use) {
+        (Ok(generated), _) => generated,
+        (Err(error), StoreUse::ReadOnly) => return Err(error.into()),
+        (Err(error), StoreUse::Write(locks)) => {
+            // Refused: what this run put in the store for the guest goes again.
+            let key_file = key_file(&paths, &config);
+            if let Err(undo) = take_back(
+                &paths,
+                key_file.as_deref(),
+                locks,
+                credentials,
+                &[&store_additions],
+            ) {
+                eprintln!("warning: what this run added to the secret store stays: {undo}");
+            }
+            return Err(error.into());
+        }
+    };
     Ok(GuestInputs {
         paths,
         cookbook,
         config,
         keypair,
         generated,
+        store_additions,
     })
 }
 

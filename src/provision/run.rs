@@ -20,7 +20,8 @@ use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand};
 use crate::plan::{Action, Plan, Resolution};
 use crate::provision::inputs::{
-    generate_guest_inputs, load_guest_configured, GuestConfigured, GuestInputs, StoreUse,
+    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
+    GuestInputs, StoreAdditions, StoreUse,
 };
 use crate::provision::{
     check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
@@ -139,12 +140,69 @@ pub fn provision_guests(
     let decisions = place_guests(&demands, &observation, request.hypervisor.as_ref())
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
-    let guests: Vec<GuestInputs> = configured
-        .into_iter()
-        .map(|guest| generate_guest_inputs(guest, credentials, store_use, addresses))
-        .collect::<Result<_, _>>()?;
+    let mut guests: Vec<GuestInputs> = Vec::new();
+    for guest in configured {
+        match generate_guest_inputs(guest, credentials, store_use, addresses) {
+            Ok(inputs) => guests.push(inputs),
+            Err(failure) => {
+                return Err(refused(
+                    failure,
+                    paths,
+                    locks,
+                    credentials,
+                    &guests,
+                    true,
+                    output,
+                    progress,
+                ))
+            }
+        }
+    }
 
-    for (guest, decision) in guests.iter().zip(&decisions) {
+    // A run refused before a guest's first step takes back what it added to the secret store for
+    // the guests not yet built; a step that ran may have built with the key, which then stays.
+    let mut kept = 0;
+    let converged = converge_each(
+        &guests,
+        &decisions,
+        &fleet,
+        locks,
+        credentials,
+        request,
+        progress,
+        output,
+        &mut kept,
+    );
+    converged.map_err(|failure| {
+        refused(
+            failure,
+            paths,
+            locks,
+            credentials,
+            &guests[kept..],
+            kept == 0,
+            output,
+            progress,
+        )
+    })
+}
+
+/// Opens each guest's hypervisor, takes its lock, plans, shows the plan and (unless a dry run)
+/// carries it out; `kept` counts the guests whose key stays in the store whatever happens next:
+/// their steps began, or another run of the guest holds its lock (and may be building with it).
+#[allow(clippy::too_many_arguments)]
+fn converge_each(
+    guests: &[GuestInputs],
+    decisions: &[Decision],
+    fleet: &crate::config::hypervisors_conf::BuildFleet,
+    locks: &Locks,
+    credentials: &mut CredentialSource,
+    request: &ProvisionRequest,
+    progress: &mut Progress,
+    output: &mut dyn ProvisionOutput,
+    kept: &mut usize,
+) -> Result<(), Failure> {
+    for (guest, decision) in guests.iter().zip(decisions) {
         let hypervisor = fleet
             .fleet
             .hypervisors
@@ -165,9 +223,11 @@ pub fn provision_guests(
         let _guest_lock = if request.dry_run {
             None
         } else {
-            Some(take_guest_lock(locks, &guest.config.domain, &mut |text| {
-                progress.say(text)
-            })?)
+            let lock = take_guest_lock(locks, &guest.config.domain, &mut |text| progress.say(text));
+            if lock.is_err() {
+                *kept += 1;
+            }
+            Some(lock?)
         };
         let mut prepared = prepare(&on_hypervisor, request.resolution)?;
         output.planned(
@@ -198,8 +258,49 @@ pub fn provision_guests(
             }
         }
         ready_to_execute(&on_hypervisor, &mut prepared, &request.image_cache)?;
+        *kept += 1;
         let report = execute(&on_hypervisor, &prepared, progress)?;
         output.converged(progress, &report);
     }
     Ok(())
+}
+
+/// `failure` ends the run: first, what the run added to the secret store for `not_built` (and the
+/// store itself, when `store_too` and this run made it) is taken back. The refusal is what is
+/// reported; a failure to take back is a warning beside it.
+#[allow(clippy::too_many_arguments)]
+fn refused(
+    failure: Failure,
+    paths: &InstallationPaths,
+    locks: &Locks,
+    credentials: &mut CredentialSource,
+    not_built: &[GuestInputs],
+    store_too: bool,
+    output: &mut dyn ProvisionOutput,
+    progress: &mut Progress,
+) -> Failure {
+    let Some(first) = not_built.first() else {
+        return failure;
+    };
+    let additions: Vec<StoreAdditions> = not_built
+        .iter()
+        .map(|guest| StoreAdditions {
+            made_store: store_too && guest.store_additions.made_store,
+            key_of: guest.store_additions.key_of.clone(),
+        })
+        .collect();
+    let key_file = store_key_file(paths, &first.config);
+    if let Err(error) = take_back(
+        paths,
+        key_file.as_deref(),
+        locks,
+        credentials,
+        &additions.iter().collect::<Vec<_>>(),
+    ) {
+        output.warning(
+            progress,
+            &format!("what this run added to the secret store stays: {error}"),
+        );
+    }
+    failure
 }

@@ -17,7 +17,8 @@ pub mod store;
 pub use error::SecretsError;
 pub use key_file::PrivateKeyFile;
 pub use keypair::{
-    guest_keypair, stored_keypair, unsaved_guest_keypair, GuestKeypair, KeypairOrigin,
+    guest_keypair, guest_keypair_entry, stored_keypair, unsaved_guest_keypair, GuestKeypair,
+    KeypairOrigin,
 };
 pub use reference::{EntryPath, FieldName, ReferenceError, SecretReference};
 pub use store::{Protection, SecretStore, StoreKdf};

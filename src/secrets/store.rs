@@ -414,6 +414,40 @@ impl SecretStore {
         Ok(())
     }
 
+    /// Removes the entry at `entry` (every one of that title there); whether there was one.
+    /// Nothing is written until [`save`](Self::save).
+    pub fn remove_entry(&mut self, entry: &EntryPath) -> Result<bool, SecretsError> {
+        let shown = entry.to_string();
+        let group = match self.find_group(entry.groups(), &shown) {
+            Ok(group) => group,
+            Err(SecretsError::GroupMissing { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
+        let ids = self.entries_titled(group, entry.title());
+        for id in &ids {
+            self.database
+                .entry_mut(*id)
+                .expect("the id was just found in the database")
+                .remove();
+        }
+        Ok(!ids.is_empty())
+    }
+
+    /// Deletes the store's file when, as it is on disk now, it holds no entry at all; whether it
+    /// did. Under the writer lock, so an entry another run is adding is never lost.
+    pub fn delete_if_empty(self) -> Result<bool, SecretsError> {
+        let _writer = self.locks.acquire(&Subject::SecretStore, &mut announce)?;
+        let on_disk = SecretStore::open_with(&self.path, self.key.clone())?;
+        if on_disk.database.num_entries() > 0 {
+            return Ok(false);
+        }
+        std::fs::remove_file(&self.path).map_err(|source| SecretsError::WriteStore {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(true)
+    }
+
     /// Writes the store to its file, atomically, mode 0600.
     pub fn save(&self) -> Result<(), SecretsError> {
         let mut database = self.database.clone();

@@ -3,6 +3,7 @@
 //! `ssh-keygen`. Passphrases go to the tools on their standard input, never on a command line.
 
 mod key_file_unlock;
+mod refused_run;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
