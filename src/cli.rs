@@ -89,6 +89,9 @@ pub enum Command {
     Snapshot(commands::snapshot::SnapshotArgs),
     /// Return a guest to one of its snapshots: disks, definition, and memory when it has one.
     Restore(commands::restore::RestoreArgs),
+    /// Copy a guest's backed-up paths into an archive on this machine; `--sweep` deletes the
+    /// backups past their retention.
+    Backup(commands::backup::BackupArgs),
     /// Read a guest that will not boot: its console from the firmware on, its screen, its boot
     /// menu and keyboard.
     #[command(name = "debug_boot")]
@@ -122,6 +125,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Destroy(args) => commands::destroy::run(&cli.global, args),
         Command::Snapshot(args) => commands::snapshot::run(&cli.global, args),
         Command::Restore(args) => commands::restore::run(&cli.global, args),
+        Command::Backup(args) => commands::backup::run(&cli.global, args),
         Command::DebugBoot(args) => commands::debug_boot::run(&cli.global, args),
         Command::Status(args) => commands::status::run(&cli.global, args),
         Command::Fleet(args) => commands::fleet::run(&cli.global, args),

@@ -14,6 +14,7 @@ pub mod exit_status;
 
 // The pure core: data, configuration parsing, recipes, rendering, placement.
 pub mod addresses;
+pub mod backup;
 pub mod config;
 pub mod cookbook;
 pub mod debug_boot;

@@ -3,6 +3,7 @@
 
 pub mod addresses;
 pub mod assign_ip;
+pub mod backup;
 pub mod debug_boot;
 pub mod destroy;
 pub mod fleet;

@@ -195,6 +195,20 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         "A KeePassXC key file (mode 0600) that unlocks secrets.kdbx instead of the passphrase, or with it; relative to the configuration directory.",
     ),
     setting(
+        "backup_dir",
+        SettingType::Text,
+        Presence::Default("backups"),
+        Scope::Installation,
+        "Where `trog backup` keeps the guests' backups (`<dir>/<fqdn>/<UTC time>.tar.gz`); relative to the configuration directory. Backups hold site data: the folders are 0700 and the files 0600.",
+    ),
+    setting(
+        "backup_retention_days",
+        SettingType::Count { min: 0, max: 36500 },
+        Presence::Default("30"),
+        Scope::Installation,
+        "How many days a backup is kept before `trog backup --sweep` deletes it (counted from the time in its name); destroy and purge never delete backups.",
+    ),
+    setting(
         "timezone",
         SettingType::Timezone,
         Presence::Default("Etc/UTC"),

@@ -56,6 +56,10 @@ pub struct GuestSettings {
     /// directory); the store's business, not the guest's, so templates do not see it.
     #[serde(skip)]
     pub keepass_key_file: Option<String>,
+    /// Where backups are kept, as written (relative to the configuration directory).
+    pub backup_dir: String,
+    /// How many days `backup --sweep` keeps a backup.
+    pub backup_retention_days: u32,
     pub timezone: String,
     pub network: String,
     pub bridge: Option<String>,
@@ -286,6 +290,11 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         mirror: text(take("mirror")),
         security_mirror: text(take("security_mirror")),
         keepass_key_file: text(take("keepass_key_file")),
+        backup_dir: text(take("backup_dir")).unwrap_or_default(),
+        backup_retention_days: match take("backup_retention_days") {
+            Some(TypedValue::Count(days)) => days,
+            _ => crate::backup::DEFAULT_RETENTION_DAYS,
+        },
         timezone: text(take("timezone")).unwrap_or_default(),
         network: text(take("network")).unwrap_or_default(),
         bridge: text(take("bridge")),

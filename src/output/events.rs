@@ -17,6 +17,7 @@ use crate::plan::Plan;
 use crate::preflight::PreflightReport;
 use crate::provision::ConvergeReport;
 use crate::workflow::addresses::{AddressListing, AssignedAddresses};
+use crate::workflow::backup::{SweepReport, TakenBackup};
 use crate::workflow::debug_boot::DebugReport;
 use crate::workflow::destroy::DestroyReport;
 use crate::workflow::restore::RestoreReport;
@@ -78,6 +79,11 @@ pub enum Event<'a> {
         hypervisor: &'a str,
         name: &'a str,
     },
+    /// `backup`: a backup was taken: the archive, its sha256 and what it holds.
+    BackupTaken(&'a TakenBackup),
+    /// `backup --sweep`: the files of the backups past their retention that were deleted, and
+    /// those that could not be.
+    BackupsSwept(&'a SweepReport),
     /// `restore`: the guest is back at a snapshot; what `status` says now.
     Restored(&'a RestoreReport),
     /// `preflight`: every check, and whether a run is worth starting.

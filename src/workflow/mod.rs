@@ -14,6 +14,7 @@
 //! `provision/`.
 
 pub mod addresses;
+pub mod backup;
 pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod destroy;

@@ -127,6 +127,19 @@ fn names_and_arguments() -> Vec<Case> {
         case("unknown flag", "provision --dryrun example.test", USAGE).no_hint(),
         case("no domain", "provision --dry-run", USAGE).no_hint(),
         case("destroy, two domains", "destroy a.test b.test", USAGE).no_hint(),
+        case("backup, no domain nor --sweep", "backup", USAGE).no_hint(),
+        case(
+            "backup, --sweep with a domain",
+            "backup --sweep example.test",
+            USAGE,
+        )
+        .no_hint(),
+        case("backup, bad domain", "backup A.test", USAGE),
+        case(
+            "backup, unknown --hypervisor",
+            "backup --hypervisor hv9 example.test",
+            USAGE,
+        ),
         case("recipes, unknown recipe", "recipes nosuch", CONFIG).says("nosuch"),
         case("recipes, recipe with ;", "recipes ngi;nx", CONFIG),
         case(

@@ -273,3 +273,57 @@ fn preflight_prints_one_event() {
         insta::assert_snapshot!("preflight", pinned(&events, &fleet, dir.path()));
     });
 }
+
+/// `backup --sweep`: the files of the archives past retention (30 days by default, counted from
+/// the time in their names), of a configured guest and of one no longer configured, are deleted
+/// and each named; a recent archive and a file that is no archive stay.
+#[test]
+fn backup_sweep_names_every_file_past_retention_and_keeps_the_rest() {
+    let fleet = two_hypervisors();
+    let dir = installation(&fleet, "web.example.test", SMALL);
+    let backups = dir.path().join("backups");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let recent = trog::snapshot::utc_compact(now - 86_400);
+    let mut expected = Vec::new();
+    for (guest, stem, swept) in [
+        ("web.example.test", "20200101T000000Z", true),
+        ("web.example.test", recent.as_str(), false),
+        ("gone.example.test", "20200102T000000Z", true),
+    ] {
+        std::fs::create_dir_all(backups.join(guest)).unwrap();
+        for suffix in [".tar.gz", ".tar.gz.sha256", ".recipes"] {
+            let file = backups.join(guest).join(format!("{stem}{suffix}"));
+            std::fs::write(&file, "x").unwrap();
+            if swept {
+                expected.push(file.display().to_string());
+            }
+        }
+    }
+    std::fs::write(backups.join("web.example.test/notes.txt"), "mine").unwrap();
+    let output = trog(dir.path(), &["backup", "--sweep", "--json"], None);
+    assert!(output.status.success(), "{output:?}");
+    let events = events_of(&output);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["event"], "backups_swept");
+    let mut deleted: Vec<String> = events[0]["deleted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file.as_str().unwrap().to_string())
+        .collect();
+    deleted.sort();
+    expected.sort();
+    assert_eq!(deleted, expected);
+    assert!(backups
+        .join(format!("web.example.test/{recent}.tar.gz"))
+        .exists());
+    assert!(backups.join("web.example.test/notes.txt").exists());
+    let again = trog(dir.path(), &["backup", "--sweep"], None);
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        "no backup is past its retention\n"
+    );
+}

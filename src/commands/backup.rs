@@ -1,0 +1,96 @@
+//! `backup DOMAIN`: copies what the guest's recipes list under `backup:` (and the data recipe's
+//! site directory) from the running guest into an archive on this machine; `--sweep` deletes the
+//! backups past their retention instead.
+
+use crate::cli::GlobalArgs;
+use crate::credentials::CredentialSource;
+use crate::diagnose::Failure;
+use crate::exit_status::ExitStatus;
+use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::output::events::{emit, Event};
+use crate::provision::inputs::domain_argument;
+use crate::workflow::backup::{back_up, sweep};
+use crate::workflow::snapshot::GuestAddress;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, clap::Args)]
+pub struct BackupArgs {
+    /// The guest, fully qualified.
+    #[arg(required_unless_present = "sweep")]
+    pub domain: Option<String>,
+    /// Delete every backup older than its retention (`backup_retention_days`) instead, naming
+    /// each file.
+    #[arg(long, conflicts_with_all = ["domain", "hypervisor"])]
+    pub sweep: bool,
+    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
+    #[arg(long, value_name = "NAME")]
+    pub hypervisor: Option<String>,
+    /// Seconds each hypervisor has to answer when the guest is looked for.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
+    pub timeout: u64,
+}
+
+fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64)
+}
+
+pub fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, Failure> {
+    let paths = global.installation_paths();
+    if args.sweep {
+        let report = sweep(&paths, now_unix())?;
+        if global.json {
+            emit(&Event::BackupsSwept(&report));
+        } else {
+            if report.deleted.is_empty() && report.left.is_empty() {
+                println!("no backup is past its retention");
+            }
+            for file in &report.deleted {
+                println!("deleted  {}", file.display());
+            }
+            for (file, why) in &report.left {
+                println!("LEFT     {}: {why}", file.display());
+            }
+        }
+        return Ok(if report.left.is_empty() {
+            ExitStatus::Success
+        } else {
+            ExitStatus::Failure
+        });
+    }
+    let domain = domain_argument(args.domain.as_deref().unwrap_or_default())?;
+    let mut credentials = CredentialSource::for_run(global.credentials_input())?;
+    let taken = back_up(
+        &paths,
+        &GuestAddress {
+            domain: &domain,
+            hypervisor: args.hypervisor.as_deref(),
+            answer_timeout: Duration::from_secs(args.timeout),
+        },
+        now_unix(),
+        &mut credentials,
+        &global.locks("backup"),
+    )?;
+    if global.json {
+        emit(&Event::BackupTaken(&taken));
+    } else {
+        for skipped in &taken.skipped {
+            eprintln!("note: {skipped} is not on the root disk (the data volume keeps its own data): left out");
+        }
+        let held: Vec<&str> = taken.paths.iter().map(|path| path.path.as_str()).collect();
+        println!(
+            "{domain}: backed up {} from {} into {} ({} bytes, sha256 {})",
+            if held.is_empty() {
+                "nothing".to_string()
+            } else {
+                held.join(", ")
+            },
+            taken.hypervisor,
+            taken.archive.display(),
+            taken.bytes,
+            taken.sha256
+        );
+    }
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,317 @@
+//! Backing a guest up off its hypervisor: locate it, take its lock, reach it over SSH with its
+//! key from the store, read what its recipes list under `backup:` (and the data recipe's site
+//! directory) with `tar` on the guest, and file the archive on this machine. And the sweep,
+//! which deletes the backups past their retention.
+
+use crate::addresses::settle::AddressPolicy;
+use crate::backup::archive_dir::{guest_folders, GuestBackups, SweepOutcome};
+use crate::backup::{
+    archive_stem, backup_dir, backup_paths, guest_tar_script, recipes_file, skipped_paths,
+    BackupPath,
+};
+use crate::config::global_schema::declaration;
+use crate::config::guest::{list_domains, load_recipes_yaml};
+use crate::config::paths::InstallationPaths;
+use crate::config::values::{check_value, TypedValue};
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::diagnose::{Diagnose, Failure};
+use crate::exit_status::ExitStatus;
+use crate::libvirt::guest_address::leased_addresses;
+use crate::libvirt::guest_state::stopped_state;
+use crate::libvirt::trog_tag::is_trogs;
+use crate::lock::Locks;
+use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
+use crate::machine::{Machine, MachineCommand, MachineError};
+use crate::model::hypervisor::Transport;
+use crate::model::names::DomainName;
+use crate::provision::inputs::{load_guest_inputs, GuestInputs, StoreUse};
+use crate::secrets::{KeypairOrigin, PrivateKeyFile};
+use crate::workflow::snapshot::{open_guests_hypervisor, GuestAddress, GuestUse};
+use crate::workflow::OpenedHypervisor;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long one SSH attempt at a running guest may take: it answers at once when it is up.
+const SSH_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long reading the backed-up paths may take: a site's uploads and dumps of a few GiB over
+/// a slow link take minutes; one still going after half an hour has stalled.
+const TAR_TIMEOUT: Duration = Duration::from_secs(1800);
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("{guest} is not running ({state}): a backup is read from the running guest")]
+    NotRunning { guest: String, state: String },
+    #[error("{guest} has no domain that trog made (none, or one without trog's tag)")]
+    NotTrogs { guest: String },
+    #[error("{guest} is on libvirt's test driver, whose guests cannot be reached over SSH")]
+    TestDriver { guest: String },
+    #[error("the secret store holds no SSH key for {guest}, so it cannot be logged in to")]
+    NoKey { guest: String },
+    #[error("{guest} has no address to reach it at (no declared address, no DHCP lease)")]
+    NoAddress { guest: String },
+    #[error("{guest} did not answer SSH at {}: {why}", addresses.join(", "))]
+    Unreachable {
+        guest: String,
+        addresses: Vec<String>,
+        why: String,
+    },
+    #[error("cannot read the backed-up paths on {guest}")]
+    Read {
+        guest: String,
+        #[source]
+        source: MachineError,
+    },
+    #[error("tar failed on {guest} with status {status}: {stderr}")]
+    Tar {
+        guest: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("cannot read {setting} in {}", file.display())]
+    Setting {
+        setting: &'static str,
+        file: PathBuf,
+        why: String,
+    },
+}
+
+impl Diagnose for BackupError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            BackupError::Setting { .. } => ExitStatus::Configuration,
+            _ => ExitStatus::Guest,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            BackupError::NotRunning { .. } => "start it (`virsh start`, or `trog provision` for its domain), then run `trog backup` again".into(),
+            BackupError::NotTrogs { .. } => "`trog fleet` lists the guests trog made on each hypervisor".into(),
+            BackupError::TestDriver { .. } => "backups need a real guest on a real hypervisor".into(),
+            BackupError::NoKey { .. } => "a guest trog built has its key in secrets.kdbx; check that this is the installation that built it (TROG_PROVISIONER_CONFIG)".into(),
+            BackupError::NoAddress { .. } | BackupError::Unreachable { .. } => "`trog status` says whether the guest runs; `trog debug_boot --console` shows why it does not answer".into(),
+            BackupError::Read { .. } | BackupError::Tar { .. } => "check the guest's free space and its backup: paths (`trog recipes NAME` shows a recipe's)".into(),
+            BackupError::Setting { why, .. } => why.clone(),
+        })
+    }
+}
+
+/// A backup just taken.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TakenBackup {
+    pub guest: String,
+    pub hypervisor: String,
+    pub archive: PathBuf,
+    pub sha256: String,
+    pub bytes: u64,
+    /// What it holds, each path with the recipe that listed it.
+    pub paths: Vec<BackupPath>,
+    /// Listed paths left out because they are on another filesystem than the root disk's (the
+    /// data volume keeps its own data).
+    pub skipped: Vec<String>,
+}
+
+/// Backs up the guest `guest` names: located, locked, reached over SSH.
+pub fn back_up(
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    now_unix: i64,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
+) -> Result<TakenBackup, Failure> {
+    let (opened, _guest_lock) =
+        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
+    back_up_located(paths, &opened, guest.domain, now_unix, credentials)
+}
+
+/// Backs up a guest already located on `opened` (and locked by the caller).
+pub fn back_up_located(
+    paths: &InstallationPaths,
+    opened: &OpenedHypervisor,
+    domain: &DomainName,
+    now_unix: i64,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<TakenBackup, Failure> {
+    let guest = domain.to_string();
+    if opened.config.libvirt_uri.transport == Transport::Test {
+        return Err(BackupError::TestDriver { guest }.into());
+    }
+    let is_trogs = opened
+        .connection
+        .lookup_domain_by_name(domain.as_str())
+        .is_ok_and(|found| is_trogs(&found));
+    if !is_trogs {
+        return Err(BackupError::NotTrogs { guest }.into());
+    }
+    if let Some(state) = stopped_state(&opened.connection, domain.as_str()) {
+        return Err(BackupError::NotRunning { guest, state }.into());
+    }
+    let inputs = load_guest_inputs(
+        paths,
+        domain,
+        credentials,
+        StoreUse::ReadOnly,
+        AddressPolicy::ReadOnly,
+    )?;
+    let listed = backup_paths(&inputs.generated.resolved)?;
+    let (machine, _key) = reach_guest(opened, &inputs)?;
+    let tar = MachineCommand::shell(&guest_tar_script(&listed))
+        .as_root(true)
+        .timeout(TAR_TIMEOUT);
+    let output = machine.run(&tar).map_err(|source| BackupError::Read {
+        guest: guest.clone(),
+        source,
+    })?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    // tar's 1 is "some file changed while it was read": the archive is whole, that file as tar
+    // found it. Anything else is a failure.
+    if !matches!(output.status, Some(0 | 1)) {
+        return Err(BackupError::Tar {
+            guest,
+            status: output
+                .status
+                .map_or("unknown".to_string(), |code| code.to_string()),
+            stderr: stderr.trim().to_string(),
+        }
+        .into());
+    }
+    let skipped = skipped_paths(&stderr);
+    let kept: Vec<BackupPath> = listed
+        .into_iter()
+        .filter(|path| !skipped.contains(&path.path))
+        .collect();
+    let folder = GuestBackups::new(&backup_dir(paths, &inputs.config.settings), domain.as_str());
+    let written = folder.write(
+        &archive_stem(now_unix),
+        &output.stdout,
+        &recipes_file(&kept),
+    )?;
+    Ok(TakenBackup {
+        guest,
+        hypervisor: opened.config.name.to_string(),
+        archive: written.archive,
+        sha256: written.sha256,
+        bytes: written.bytes,
+        paths: kept,
+        skipped,
+    })
+}
+
+/// The guest over SSH, as its admin with its key from the store, at its declared address or its
+/// DHCP lease.
+/// The key file comes with it: it lives (and is deleted) with the connection.
+fn reach_guest(
+    opened: &OpenedHypervisor,
+    inputs: &GuestInputs,
+) -> Result<(SshMachine, PrivateKeyFile), Failure> {
+    let guest = inputs.config.domain.to_string();
+    if inputs.keypair.origin() != KeypairOrigin::Stored {
+        return Err(BackupError::NoKey { guest }.into());
+    }
+    let addresses = match inputs.config.settings.ips.first() {
+        Some(ip) => vec![ip.address.to_string()],
+        None => leased_addresses(
+            &opened.connection,
+            &guest,
+            &inputs.generated.mac_address.to_string(),
+        ),
+    };
+    if addresses.is_empty() {
+        return Err(BackupError::NoAddress { guest }.into());
+    }
+    let key = PrivateKeyFile::write(&inputs.keypair)?;
+    let mut why = String::new();
+    for address in &addresses {
+        let machine = SshMachine::new(
+            SshTarget {
+                user: Some(inputs.config.settings.admin_user.clone()),
+                host: address.clone(),
+                port: None,
+            },
+            Some(key.path().to_path_buf()),
+            HostKeys::AcceptNewInto(key.directory().join("known_hosts")),
+        )?;
+        let probe = MachineCommand::new(["true"]).timeout(SSH_ATTEMPT_TIMEOUT);
+        match machine.run(&probe) {
+            Ok(output) if output.status == Some(0) => return Ok((machine, key)),
+            Ok(output) => why = String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            Err(error) => why = error.to_string(),
+        }
+    }
+    Err(BackupError::Unreachable {
+        guest,
+        addresses,
+        why,
+    }
+    .into())
+}
+
+/// The backup directory and retention `_base` gives (recipes.yaml): where the sweep looks for
+/// the folders of guests that have no configuration any more.
+fn installation_backup_settings(paths: &InstallationPaths) -> Result<(PathBuf, u32), Failure> {
+    let recipes_yaml = load_recipes_yaml(paths)?;
+    let mut dir = crate::backup::DEFAULT_BACKUP_DIR.to_string();
+    let mut days = crate::backup::DEFAULT_RETENTION_DAYS;
+    for key in ["backup_dir", "backup_retention_days"] {
+        let Some(entry) = recipes_yaml.base.global.get(key) else {
+            continue;
+        };
+        let declared = declaration(key).expect("a declared setting");
+        let checked = check_value(declared.setting_type, &entry.value).map_err(|problem| {
+            BackupError::Setting {
+                setting: declared.key,
+                file: recipes_yaml.file.clone(),
+                why: format!("{}: {}", problem.origin, problem.why),
+            }
+        })?;
+        match checked {
+            TypedValue::Text(text) => dir = text,
+            TypedValue::Count(count) => days = count,
+            _ => {}
+        }
+    }
+    Ok((paths.dir.join(dir), days))
+}
+
+/// What a sweep did, folder by folder.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct SweepReport {
+    pub deleted: Vec<PathBuf>,
+    pub left: Vec<(PathBuf, String)>,
+}
+
+/// Deletes every backup past its retention at `now_unix`: a configured guest's by its own
+/// settings, the folder of a guest no longer configured by `_base`'s.
+pub fn sweep(paths: &InstallationPaths, now_unix: i64) -> Result<SweepReport, Failure> {
+    let (base_dir, base_days) = installation_backup_settings(paths)?;
+    let mut folders: Vec<(PathBuf, u32)> = Vec::new();
+    let mut configured: Vec<PathBuf> = Vec::new();
+    for domain in list_domains(paths)? {
+        // A guest whose file does not load now is swept by `_base`'s settings below.
+        if let Ok(config) = crate::config::guest::load_guest(paths, &domain) {
+            let folder = backup_dir(paths, &config.settings).join(domain.as_str());
+            configured.push(base_dir.join(domain.as_str()));
+            folders.push((folder, config.settings.backup_retention_days));
+        }
+    }
+    for name in guest_folders(&base_dir)? {
+        let folder = base_dir.join(&name);
+        if !configured.contains(&folder) {
+            folders.push((folder, base_days));
+        }
+    }
+    let mut report = SweepReport::default();
+    for (folder, days) in folders {
+        let SweepOutcome { deleted, left } = sweep_folder(&folder, now_unix, days)?;
+        report.deleted.extend(deleted);
+        report.left.extend(left);
+    }
+    Ok(report)
+}
+
+fn sweep_folder(folder: &Path, now_unix: i64, days: u32) -> Result<SweepOutcome, Failure> {
+    let backups = GuestBackups {
+        folder: folder.to_path_buf(),
+    };
+    Ok(backups.sweep(now_unix, days)?)
+}
