@@ -1,6 +1,8 @@
 //! Finishing a guest over SSH: the payload is poured into `tar` on the guest, the Makefile's
 //! default target runs detached (a dropped connection does not stop it), its log streams back,
-//! then the recipes' tests run.
+//! then the recipes' tests run. Their report (`ok   recipe: test` or `FAIL recipe: test` and its
+//! output, one line per test) follows the log when they all pass and is the error when one
+//! fails: which checks passed is what tells a person the guest is what its recipes say.
 
 use crate::machine::{Machine, MachineCommand, MachineError};
 use std::time::{Duration, Instant};
@@ -116,7 +118,7 @@ fn start_script(payload_digest: &str) -> String {
 }
 
 /// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
-/// as it arrives.
+/// as it arrives, then the tests' report.
 pub fn finish(
     guest: &dyn Machine,
     payload: &[u8],
@@ -240,12 +242,14 @@ pub fn finish(
     })?;
     let tests_output = output.stdout_text();
     if output.status != Some(0) {
+        // The error carries the whole report: every test, the failed ones with their output.
         return Err(FinishError::TestsFailed {
             guest: name,
             status: output.status,
             output: tests_output,
         });
     }
+    on_log(&tests_output);
     Ok(FinishReport {
         make_duration,
         tests_output,
