@@ -178,7 +178,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::Url,
         Presence::Optional,
         Scope::Installation,
-        "A package mirror or caching proxy (apt-cacher-ng) the guests install from, first boot included.",
+        "A package mirror or caching apt proxy (an `aptmirror` guest: `http://host:3142/deb.debian.org/debian`) the guests install from, first boot included.",
     ),
     setting(
         "security_mirror",
@@ -186,6 +186,13 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         Presence::Optional,
         Scope::Installation,
         "Where the guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too.",
+    ),
+    setting(
+        "cache",
+        SettingType::Url,
+        Presence::Optional,
+        Scope::Installation,
+        "A caching HTTP proxy (a `fetchcache` guest: `http://host:3128`) that every download of the guest's Makefile goes through (curl, wget, a site's own Makefile); the mirrors stay direct.",
     ),
     setting(
         "keepass_key_file",

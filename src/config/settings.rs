@@ -52,6 +52,8 @@ pub struct GuestSettings {
     pub mirror: Option<String>,
     /// `None`: `mirror` serves the security suite too.
     pub security_mirror: Option<String>,
+    /// A caching HTTP proxy the payload's Makefile downloads through.
+    pub cache: Option<String>,
     /// Where the secret store's key file is, as written (relative to the configuration
     /// directory); the store's business, not the guest's, so templates do not see it.
     #[serde(skip)]
@@ -289,6 +291,7 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         release: text(take("release")),
         mirror: text(take("mirror")),
         security_mirror: text(take("security_mirror")),
+        cache: text(take("cache")),
         keepass_key_file: text(take("keepass_key_file")),
         backup_dir: text(take("backup_dir")).unwrap_or_default(),
         backup_retention_days: match take("backup_retention_days") {

@@ -190,18 +190,28 @@ fn settings_serialize_as_the_templates_global() {
 }
 
 #[test]
-fn settings_that_would_do_nothing_are_refused() {
-    for gone in [
-        "cache: https://c.example.test",
-        "depends_on: db.example.test",
-    ] {
-        let problems = settings(&format!("{MINIMAL}{gone}\n")).unwrap_err();
-        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        let key = gone.split(':').next().unwrap();
-        assert!(
-            said.iter()
-                .any(|line| line.contains(&format!("`_global.{key}` is not a setting"))),
-            "{said:?}"
-        );
-    }
+fn a_cache_is_an_http_url() {
+    let (parsed, _) = settings(&format!("{MINIMAL}cache: http://hub.example.test:3128\n")).unwrap();
+    assert_eq!(
+        parsed.cache.as_deref(),
+        Some("http://hub.example.test:3128")
+    );
+    let problems = settings(&format!("{MINIMAL}cache: hub.example.test:3128\n")).unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|problem| problem.to_string().contains("_global.cache")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_setting_that_would_do_nothing_is_refused() {
+    let problems = settings(&format!("{MINIMAL}depends_on: db.example.test\n")).unwrap_err();
+    let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(
+        said.iter()
+            .any(|line| line.contains("`_global.depends_on` is not a setting")),
+        "{said:?}"
+    );
 }

@@ -304,7 +304,15 @@ pub fn configuration_checks(facts: &ConfigurationFacts) -> Vec<Check> {
         Some(true) => checks.push(Check::ok("A mirror is configured in _global")),
         Some(false) => checks.push(Check::note(
             "No mirror in _global: every guest installs its packages from the distribution's servers",
-            "each build downloads every package again, over the internet, and fails when that is slow or down; run a caching apt proxy (Debian's apt-cacher-ng) where the guests reach it and name it in _global's mirror (docs/CONFIGURATION.md)",
+            "each build downloads every package again, over the internet, and fails when that is slow or down; build a guest with the aptmirror recipe and name it in _global's mirror (docs/CONFIGURATION.md)",
+        )),
+        None => {}
+    }
+    match facts.cache {
+        Some(true) => checks.push(Check::ok("A download cache is configured in _global")),
+        Some(false) => checks.push(Check::note(
+            "No cache in _global: what recipes download is fetched from its origin on every build",
+            "build a guest with the fetchcache recipe and name it in _global's cache, so rebuilds do not depend on other people's servers (docs/CONFIGURATION.md)",
         )),
         None => {}
     }

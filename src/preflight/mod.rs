@@ -145,8 +145,9 @@ pub struct ConfigurationFacts {
     /// Every guest file of recipes.d: its name and the error when it does not load; or why
     /// recipes.d cannot be listed (unreadable, or a file in it not named after a guest).
     pub guests: Result<Vec<(String, Option<String>)>, GuestListingProblem>,
-    /// Whether `_global` of `_base` names a mirror (`None`: recipes.yaml unread).
+    /// Whether `_global` of `_base` names a mirror and a cache (`None`: recipes.yaml unread).
     pub mirror: Option<bool>,
+    pub cache: Option<bool>,
 }
 
 /// A whole preflight: the configuration, then each hypervisor.

@@ -42,6 +42,7 @@ pub fn render_makefile(
     );
     out.push_str("# Run as root from the payload directory: `make` sets the guest up, `make test` checks it.\n\n");
     out.push_str(".DEFAULT_GOAL := all\n");
+    out.push_str(&cache_exports(&guest.global));
     let _ = writeln!(out, ".PHONY: all files test {}\n", names.join(" "));
     let _ = writeln!(out, "all: {distro} files {}\n", rest.join(" "));
 
@@ -143,6 +144,50 @@ pub fn render_makefile(
         "\t@if [ -e {TEST_FAILURE_MARKER} ]; then rm -f {TEST_FAILURE_MARKER}; exit 1; fi"
     );
     Ok(out)
+}
+
+/// With `_global.cache` set, every download the Makefile's commands make (curl, wget, a site's
+/// Makefile) goes through that caching proxy; the package mirrors stay direct (`no_proxy`), since
+/// a mirror is already a cache and apt would otherwise fetch through both.
+fn cache_exports(global: &serde_json::Value) -> String {
+    let Some(cache) = global.get("cache").and_then(serde_json::Value::as_str) else {
+        return String::new();
+    };
+    let mut direct = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    for mirror in ["mirror", "security_mirror"] {
+        if let Some(host) = global
+            .get(mirror)
+            .and_then(serde_json::Value::as_str)
+            .and_then(url_host)
+        {
+            if !direct.iter().any(|known| known == host) {
+                direct.push(host.to_string());
+            }
+        }
+    }
+    let cache = make_escape(cache);
+    let direct = direct.join(",");
+    format!(
+        "\n# Downloads go through the fleet's cache (_global.cache); the mirrors and this guest do not.\n\
+         export http_proxy := {cache}\nexport https_proxy := {cache}\n\
+         export HTTP_PROXY := {cache}\nexport HTTPS_PROXY := {cache}\n\
+         export no_proxy := {direct}\nexport NO_PROXY := {direct}\n"
+    )
+}
+
+/// The host of an `http(s)://[user@]host[:port]/…` URL (an IPv6 address keeps its brackets).
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = if host_port.starts_with('[') {
+        host_port.split_inclusive(']').next()?
+    } else {
+        host_port.split(':').next()?
+    };
+    (!host.is_empty()).then_some(host)
 }
 
 /// One test as a shell line: run bounded by `timeout_s`, then `ok   LABEL`, or `FAIL LABEL`, why
@@ -339,5 +384,51 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote(""), "''");
         assert_eq!(make_escape("$x"), "$$x");
+    }
+
+    #[test]
+    fn a_cache_is_exported_to_every_command_and_the_mirrors_stay_direct() {
+        assert_eq!(
+            cache_exports(&json!({"mirror": "http://m.test/debian"})),
+            ""
+        );
+        let text = cache_exports(&json!({
+            "cache": "http://cache.example.test:3128",
+            "mirror": "http://apt.example.test:3142/deb.debian.org/debian",
+            "security_mirror": "http://apt.example.test:3142/deb.debian.org/debian-security",
+        }));
+        assert!(
+            text.contains("export http_proxy := http://cache.example.test:3128\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("export no_proxy := localhost,127.0.0.1,apt.example.test\n"),
+            "{text}"
+        );
+        // make hands the exports to the commands it runs.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Makefile"),
+            format!("{text}all:\n\t@echo \"$$http_proxy $$no_proxy\"\n"),
+        )
+        .unwrap();
+        let output = std::process::Command::new("make")
+            .arg("-s")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "http://cache.example.test:3128 localhost,127.0.0.1,apt.example.test\n"
+        );
+    }
+
+    #[test]
+    fn a_urls_host_is_found_behind_user_and_before_port() {
+        assert_eq!(url_host("http://m.test/debian"), Some("m.test"));
+        assert_eq!(url_host("http://u:p@m.test:3142/x"), Some("m.test"));
+        assert_eq!(url_host("http://[fd00::1]:3142/x"), Some("[fd00::1]"));
+        assert_eq!(url_host("http:///x"), None);
+        assert_eq!(url_host("m.test"), None);
     }
 }

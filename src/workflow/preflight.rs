@@ -87,8 +87,8 @@ fn configuration_facts(
         )),
         Err(error) => FileFact::Invalid(error.to_string()),
     };
-    let (recipes_yaml, mirror) = if !paths.recipes_yaml.exists() {
-        (FileFact::Missing, None)
+    let (recipes_yaml, mirror, cache) = if !paths.recipes_yaml.exists() {
+        (FileFact::Missing, None, None)
     } else {
         match load_recipes_yaml(paths) {
             Ok(recipes) => (
@@ -102,8 +102,9 @@ fn configuration_facts(
                     }
                 )),
                 Some(recipes.base.global.contains_key("mirror")),
+                Some(recipes.base.global.contains_key("cache")),
             ),
-            Err(error) => (FileFact::Invalid(error.to_string()), None),
+            Err(error) => (FileFact::Invalid(error.to_string()), None, None),
         }
     };
     let guests = list_domains(paths)
@@ -132,6 +133,7 @@ fn configuration_facts(
         recipes_yaml,
         guests,
         mirror,
+        cache,
     }
 }
 
