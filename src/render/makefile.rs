@@ -171,7 +171,7 @@ fn cache_exports(global: &serde_json::Value) -> String {
         "\n# Downloads go through the fleet's cache (_global.cache); the mirrors and this guest do not.\n\
          export http_proxy := {cache}\nexport https_proxy := {cache}\n\
          export HTTP_PROXY := {cache}\nexport HTTPS_PROXY := {cache}\n\
-         export no_proxy := {direct}\nexport NO_PROXY := {direct}\n"
+         export no_proxy := {direct}\nexport NO_PROXY := {direct}\n\n"
     )
 }
 

@@ -41,6 +41,8 @@ fn sample_args(recipe: &str) -> Value {
             json!({"jobs": [{"name": "tidy", "schedule": "@daily", "command": "find /tmp -mtime +7 -delete # 100%"}]})
         }
         "nginx" => json!({"server_names": ["example.test"]}),
+        "logshipper" => json!({"collector": "logs.example.test"}),
+        "aptmirror" => json!({"upstream": "http://proxy.example.test:3142"}),
         _ => json!({}),
     }
 }

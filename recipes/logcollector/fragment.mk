@@ -1,0 +1,6 @@
+# Checks the configuration, then restarts rsyslog so it listens.
+logcollector:
+	mkdir -p /var/log/remote
+	rsyslogd -N1
+	systemctl enable rsyslog
+	systemctl restart rsyslog

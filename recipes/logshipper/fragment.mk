@@ -1,0 +1,7 @@
+# Checks the configuration, then restarts the journal (so it forwards to rsyslog) and rsyslog (so
+# it starts sending).
+logshipper:
+	rsyslogd -N1
+	systemctl restart systemd-journald
+	systemctl enable rsyslog
+	systemctl restart rsyslog
