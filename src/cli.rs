@@ -113,6 +113,12 @@ pub enum Command {
     AssignIp(commands::assign_ip::AssignIpArgs),
     /// List the address ranges, who holds which address, and what is free.
     Addresses(commands::addresses::AddressesArgs),
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    #[command(hide = true)]
+    Completions(commands::shell_docs::CompletionsArgs),
+    /// Write the man pages (trog.1, trog-VERB.1) into a folder.
+    #[command(hide = true)]
+    Manpages(commands::shell_docs::ManpagesArgs),
 }
 
 /// Runs the verb the command line names.
@@ -133,6 +139,8 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Image(args) => commands::image::run(&cli.global, args),
         Command::AssignIp(args) => commands::assign_ip::run(&cli.global, args),
         Command::Addresses(args) => commands::addresses::run(&cli.global, args),
+        Command::Completions(args) => commands::shell_docs::completions(args),
+        Command::Manpages(args) => commands::shell_docs::manpages(args),
     }
 }
 

@@ -14,5 +14,6 @@ pub mod preflight;
 pub mod provision;
 pub mod recipes;
 pub mod restore;
+pub mod shell_docs;
 pub mod snapshot;
 pub mod status;

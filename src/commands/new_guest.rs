@@ -290,7 +290,7 @@ pub fn run(global: &GlobalArgs, args: NewGuestArgs) -> Result<ExitStatus, Failur
         return Err(NewGuestError::Exists { path: file }.into());
     }
 
-    let cookbook = load_cookbook(&recipes_dir())?;
+    let cookbook = load_cookbook(&recipes_dir()?)?;
     let recipes_yaml = load_recipes_yaml(&paths)?;
     let made = scaffold(&cookbook, &names, &base_as_json(&recipes_yaml))?;
     let text = guest_file_text(&domain, &shape, &made);

@@ -52,7 +52,7 @@ impl Diagnose for RecipesCommandError {
 }
 
 pub fn run(global: &GlobalArgs, args: RecipesArgs) -> Result<ExitStatus, Failure> {
-    let cookbook = load_cookbook(&recipes_dir())?;
+    let cookbook = load_cookbook(&recipes_dir()?)?;
     if args.scaffold {
         let paths = global.installation_paths();
         let base = installation_base(&paths)?;

@@ -1,9 +1,10 @@
 //! Reading every recipe folder into a [`Cookbook`]: the manifests and the text of every template
 //! and fragment they name, so rendering afterwards needs no file access.
 //!
-//! The only environment read is in [`recipes_dir`]; [`load_cookbook`] takes the path.
+//! The only environment read is in [`recipes_dir`] (the search order: [`crate::cookbook::search`]); [`load_cookbook`] takes the path.
 
 use crate::cookbook::manifest::{parse_manifest, ManifestError, RecipeKind, RecipeManifest};
+use crate::cookbook::search;
 use crate::model::names::{NameError, RecipeName};
 use indexmap::IndexMap;
 use std::path::{Path, PathBuf};
@@ -11,12 +12,30 @@ use std::path::{Path, PathBuf};
 /// The environment variable naming another recipe directory (tests, or a site's own recipes).
 pub const RECIPES_DIR_VARIABLE: &str = "TROG_RECIPES";
 
-/// The recipe directory: `TROG_RECIPES` when set, else the `recipes/` folder of this checkout.
-pub fn recipes_dir() -> PathBuf {
-    match std::env::var_os(RECIPES_DIR_VARIABLE) {
-        Some(value) if !value.is_empty() => PathBuf::from(value),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/recipes")),
-    }
+/// The checkout this binary was built from: read only by a binary running from inside it.
+const CHECKOUT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The recipe directory, in the order [`crate::cookbook::search`] documents: `TROG_RECIPES`,
+/// then `<prefix>/share/trog/recipes` beside the binary, then a development build's checkout.
+pub fn recipes_dir() -> Result<PathBuf, CookbookError> {
+    let from_environment = std::env::var_os(RECIPES_DIR_VARIABLE)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from);
+    // Resolved, so that a symlink (/usr/local/bin/trog → /opt/trog/bin/trog) finds its own tree.
+    let executable = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    search::find_recipes_dir(
+        from_environment,
+        executable.as_deref(),
+        Path::new(CHECKOUT),
+        Path::is_dir,
+    )
+    .map_err(|looked| CookbookError::NoRecipeDir {
+        looked: looked
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
 }
 
 /// One recipe: its manifest and the files in its folder that the manifest names.
@@ -115,6 +134,8 @@ impl Cookbook {
 /// Why the recipe directory could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum CookbookError {
+    #[error("no recipe directory found: {RECIPES_DIR_VARIABLE} is not set, and none of these is a folder: {looked}")]
+    NoRecipeDir { looked: String },
     #[error("cannot read the recipe directory {}", dir.display())]
     ReadDir {
         dir: PathBuf,
@@ -154,8 +175,11 @@ impl crate::diagnose::Diagnose for CookbookError {
 
     fn hint(&self) -> Option<String> {
         match self {
+            CookbookError::NoRecipeDir { .. } => Some(format!(
+                "install trog's package (its recipes go to /usr/share/trog/recipes), or set {RECIPES_DIR_VARIABLE} to a folder holding one folder per recipe"
+            )),
             CookbookError::ReadDir { .. } => Some(format!(
-                "set {RECIPES_DIR_VARIABLE} to a folder holding one folder per recipe, or unset it to use the checkout's recipes/"
+                "set {RECIPES_DIR_VARIABLE} to a folder holding one folder per recipe, or unset it to use the installed recipes"
             )),
             CookbookError::FolderName { .. } => Some("rename the folder: recipe names are lower case, digits, `_` and `-`".into()),
             CookbookError::ReadFile { .. } => Some("check the file's permissions".into()),

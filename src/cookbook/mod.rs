@@ -6,6 +6,7 @@ pub mod load;
 pub mod manifest;
 pub mod resolve;
 pub mod scaffold;
+pub mod search;
 
 #[cfg(test)]
 pub(crate) mod test_support;

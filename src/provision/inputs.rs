@@ -197,7 +197,7 @@ pub fn load_guest_configured(
     domain: &DomainName,
 ) -> Result<GuestConfigured, Failure> {
     let paths = paths.clone();
-    let cookbook = load_cookbook(&recipes_dir())?;
+    let cookbook = load_cookbook(&recipes_dir()?)?;
     let config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
     for deprecated in &config.deprecations {
         eprintln!(

@@ -5,7 +5,7 @@ use crate::credentials::CredentialsError;
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
@@ -45,8 +45,8 @@ pub enum SecretsError {
     #[error("the secret store's key file {} may be read by others (mode {mode:o})", .path.display())]
     KeyFileNotPrivate { path: PathBuf, mode: u32 },
 
-    #[error("the passphrase does not unlock the secret store {}", .path.display())]
-    WrongPassphrase { path: PathBuf, handed_in: bool },
+    #[error("{} does not unlock the secret store {}", .used, .path.display())]
+    WrongKey { path: PathBuf, used: UnlockKey },
 
     #[error("cannot create the secret store {}: a file is there already", .path.display())]
     StoreExists { path: PathBuf },
@@ -118,7 +118,7 @@ impl Diagnose for SecretsError {
         match self {
             SecretsError::Credentials(error) => error.exit_status(),
             SecretsError::Locked(error) => error.exit_status(),
-            SecretsError::WrongPassphrase { .. }
+            SecretsError::WrongKey { .. }
             | SecretsError::ReadKeyFile { .. }
             | SecretsError::KeyFileNotPrivate { .. } => ExitStatus::Credentials,
             SecretsError::GroupMissing { .. }
@@ -152,16 +152,7 @@ impl Diagnose for SecretsError {
                 "it alone may unlock the store: `chmod 600 {}` (owned by the user trog runs as)",
                 path.display()
             )),
-            SecretsError::WrongPassphrase { path, handed_in: true } => Some(format!(
-                "the `keepass` line handed in with --credentials is not this store's passphrase; \
-                 try it with `keepassxc-cli ls {}` (if that fails with the right one too, the file is damaged)",
-                path.display()
-            )),
-            SecretsError::WrongPassphrase { path, handed_in: false } => Some(format!(
-                "check the passphrase (try it with `keepassxc-cli ls {}`) and run again; \
-                 if KeePassXC cannot open it either with the right one, the file is damaged",
-                path.display()
-            )),
+            SecretsError::WrongKey { path, used } => Some(used.hint(path)),
             SecretsError::OpenStore { path, .. } => Some(format!(
                 "see what `keepassxc-cli db-info {}` says about it; trog reads KDBX 3.1 and 4 files \
                  protected by a passphrase, a key file or both. Restore it from a backup, or move it \
@@ -200,6 +191,69 @@ impl Diagnose for SecretsError {
             }
             SecretsError::WriteKeyFile { .. } => Some("check the temporary directory's permissions and free space".to_string()),
             SecretsError::EncryptStore { .. } | SecretsError::GenerateKeypair { .. } => None,
+        }
+    }
+}
+
+/// What was tried on a store that did not open, so the error names it rather than always blaming
+/// a passphrase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnlockKey {
+    /// A passphrase alone: handed in with --credentials, or typed on a terminal.
+    Passphrase { handed_in: bool },
+    /// The key file alone (no passphrase was handed in, and no terminal could ask for one).
+    KeyFile { key_file: PathBuf },
+    /// The key file together with a passphrase.
+    Both { key_file: PathBuf, handed_in: bool },
+}
+
+impl std::fmt::Display for UnlockKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnlockKey::Passphrase { .. } => write!(f, "the passphrase"),
+            UnlockKey::KeyFile { key_file } => {
+                write!(f, "the key file {} alone", key_file.display())
+            }
+            UnlockKey::Both { key_file, .. } => {
+                write!(
+                    f,
+                    "the passphrase together with the key file {}",
+                    key_file.display()
+                )
+            }
+        }
+    }
+}
+
+impl UnlockKey {
+    fn hint(&self, store: &Path) -> String {
+        let store = store.display();
+        let damaged = "if KeePassXC cannot open it either with the right key, the file is damaged";
+        match self {
+            UnlockKey::Passphrase { handed_in: true } => format!(
+                "the `keepass` line handed in with --credentials is not this store's passphrase; \
+                 try it with `keepassxc-cli ls {store}` ({damaged})"
+            ),
+            UnlockKey::Passphrase { handed_in: false } => format!(
+                "check the passphrase (try it with `keepassxc-cli ls {store}`) and run again; {damaged}"
+            ),
+            UnlockKey::KeyFile { key_file } => format!(
+                "if the store also needs a passphrase, hand it in on standard input with \
+                 --credentials (a line `keepass: …`); otherwise check that `keepass_key_file` in \
+                 recipes.yaml names this store's key file (try `keepassxc-cli ls --no-password \
+                 --key-file {} {store}`)",
+                key_file.display()
+            ),
+            UnlockKey::Both { key_file, handed_in } => format!(
+                "{}check that `keepass_key_file` in recipes.yaml names this store's key file; try \
+                 both with `keepassxc-cli ls --key-file {} {store}` ({damaged})",
+                if *handed_in {
+                    "the `keepass` line handed in with --credentials may be wrong, or "
+                } else {
+                    "the passphrase may be mistyped, or "
+                },
+                key_file.display()
+            ),
         }
     }
 }

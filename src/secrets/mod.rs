@@ -14,7 +14,7 @@ pub mod keypair;
 pub mod reference;
 pub mod store;
 
-pub use error::SecretsError;
+pub use error::{SecretsError, UnlockKey};
 pub use key_file::PrivateKeyFile;
 pub use keypair::{
     guest_keypair, guest_keypair_entry, stored_keypair, unsaved_guest_keypair, GuestKeypair,

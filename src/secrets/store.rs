@@ -25,9 +25,9 @@
 //!   file, applies the change and saves before letting go, so two runs adding keys never lose
 //!   one. Creating the store is done under the same lock.
 
-use super::error::SecretsError;
+use super::error::{SecretsError, UnlockKey};
 use super::reference::{EntryPath, FieldName, SecretReference};
-use crate::credentials::{CredentialName, CredentialSource, Prompter, Secret};
+use crate::credentials::{CredentialName, CredentialSource, CredentialsError, Prompter, Secret};
 use crate::lock::{lock_dir_for_store, Locks, Subject, DEFAULT_LOCK_WAIT};
 use keepass::config::{DatabaseVersion, KdfConfig};
 use keepass::db::{DatabaseOpenError, GroupId, Value};
@@ -154,7 +154,9 @@ impl SecretStore {
         credentials: &mut CredentialSource<P>,
         kdf_for_a_new_store: StoreKdf,
     ) -> Result<SecretStore, SecretsError> {
-        let key_file = key_file.map(read_key_file).transpose()?;
+        let key_file = key_file
+            .map(|file| read_key_file(file).map(|bytes| (file.to_path_buf(), bytes)))
+            .transpose()?;
         if !path.exists() {
             let purpose = format!("to create the new secret store {}", path.display());
             let passphrase = match key_file {
@@ -167,7 +169,7 @@ impl SecretStore {
             };
             let key = StoreKey {
                 passphrase,
-                key_file: key_file.clone(),
+                key_file: key_file.as_ref().map(|(_, bytes)| bytes.clone()),
             };
             match SecretStore::create_with(path, key, kdf_for_a_new_store) {
                 // Another run made it meanwhile: open that one.
@@ -185,7 +187,9 @@ impl SecretStore {
         key_file: Option<&Path>,
         credentials: &mut CredentialSource<P>,
     ) -> Result<Option<SecretStore>, SecretsError> {
-        let key_file = key_file.map(read_key_file).transpose()?;
+        let key_file = key_file
+            .map(|file| read_key_file(file).map(|bytes| (file.to_path_buf(), bytes)))
+            .transpose()?;
         if !path.exists() {
             return Ok(None);
         }
@@ -197,34 +201,55 @@ impl SecretStore {
     /// wrong one typed on a terminal, up to three times.
     fn unlock_file<P: Prompter>(
         path: &Path,
-        key_file: Option<zeroize::Zeroizing<Vec<u8>>>,
+        key_file: Option<(PathBuf, zeroize::Zeroizing<Vec<u8>>)>,
         credentials: &mut CredentialSource<P>,
     ) -> Result<SecretStore, SecretsError> {
         const ATTEMPTS: usize = 3;
+        let (key_file_path, key_file) = key_file.unzip();
+        let mut key_file_alone_failed = false;
         if key_file.is_some() && !credentials.was_handed_in(CredentialName::Keepass) {
             let key = StoreKey {
                 passphrase: None,
                 key_file: key_file.clone(),
             };
             match SecretStore::open_with(path, key) {
-                Err(SecretsError::WrongPassphrase { .. }) => {}
+                Err(SecretsError::WrongKey { .. }) => key_file_alone_failed = true,
                 result => return result,
             }
         }
         let purpose = format!("to unlock {}", path.display());
         let mut attempt = 1;
         loop {
-            let passphrase = credentials.get(CredentialName::Keepass, &purpose)?.clone();
+            let passphrase = match credentials.get(CredentialName::Keepass, &purpose) {
+                Ok(passphrase) => passphrase.clone(),
+                // Nobody can type a passphrase: what failed is the key file, so say that.
+                Err(CredentialsError::NoTerminal { .. }) if key_file_alone_failed => {
+                    return Err(SecretsError::WrongKey {
+                        path: path.into(),
+                        used: UnlockKey::KeyFile {
+                            key_file: key_file_path.unwrap_or_default(),
+                        },
+                    })
+                }
+                Err(error) => return Err(error.into()),
+            };
             let handed_in = credentials.was_handed_in(CredentialName::Keepass);
             let key = StoreKey {
                 passphrase: Some(passphrase),
                 key_file: key_file.clone(),
             };
             match SecretStore::open_with(path, key) {
-                Err(SecretsError::WrongPassphrase { path, .. }) => {
+                Err(SecretsError::WrongKey { path, .. }) => {
                     credentials.forget(CredentialName::Keepass);
                     if handed_in || attempt == ATTEMPTS {
-                        return Err(SecretsError::WrongPassphrase { path, handed_in });
+                        let used = match &key_file_path {
+                            Some(key_file) => UnlockKey::Both {
+                                key_file: key_file.clone(),
+                                handed_in,
+                            },
+                            None => UnlockKey::Passphrase { handed_in },
+                        };
+                        return Err(SecretsError::WrongKey { path, used });
                     }
                     attempt += 1;
                 }
@@ -246,9 +271,10 @@ impl SecretStore {
         let bytes = read_store_file(path)?;
         let database = Database::parse(&bytes, key.database_key()).map_err(|source| {
             if is_wrong_passphrase(&source, &bytes) {
-                SecretsError::WrongPassphrase {
+                // Which key was used is filled in by the caller, which knows.
+                SecretsError::WrongKey {
                     path: path.into(),
-                    handed_in: false,
+                    used: UnlockKey::Passphrase { handed_in: false },
                 }
             } else {
                 SecretsError::OpenStore {

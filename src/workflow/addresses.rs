@@ -35,7 +35,7 @@ pub fn assign_address(
     // ips.db's own transactions keep concurrent assignments apart; the guest's lock keeps this
     // one from racing a run that is changing the guest.
     let _guest_lock = take_guest_lock(locks, domain, &mut |text| eprintln!("{text}"))?;
-    let cookbook = load_cookbook(&recipes_dir())?;
+    let cookbook = load_cookbook(&recipes_dir()?)?;
     let config = load_guest_with_recipe_settings(paths, domain, &recipe_settings(&cookbook))?;
     let guest = domain.to_string();
     let file = config.domain_file.display().to_string();

@@ -113,7 +113,8 @@ fn configuration_facts(
             hint: error.hint().unwrap_or_default(),
         })
         .map(|domains| {
-            let settings = load_cookbook(&recipes_dir())
+            let settings = recipes_dir()
+                .and_then(|dir| load_cookbook(&dir))
                 .map(|cookbook| recipe_settings(&cookbook))
                 .unwrap_or_default();
             domains

@@ -145,9 +145,33 @@ fn a_key_file_and_a_passphrase_together() {
     let store = dir.path().join("secrets.kdbx");
     keepassxc_create(&store, &key_file(dir.path()), Some("both of them"));
 
-    // The key file alone does not open it, and without a terminal nobody can type the rest.
+    // The key file alone does not open it, and without a terminal nobody can type the rest: the
+    // error blames the key file it used, and says how to hand in the passphrase.
     let output = new_config(dir.path(), None);
     assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let named = format!(
+        "the key file {} alone does not unlock",
+        key_file(dir.path()).display()
+    );
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(
+        stderr.contains("hint: if the store also needs a passphrase, hand it in"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--credentials"), "{stderr}");
+
+    // A wrong passphrase with the key file: both are named.
+    let output = new_config(dir.path(), Some("keepass: not this one\n\n"));
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let named = format!(
+        "the passphrase together with the key file {} does not unlock",
+        key_file(dir.path()).display()
+    );
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(stderr.contains("--credentials may be wrong"), "{stderr}");
+    assert!(stderr.contains("keepassxc-cli ls --key-file"), "{stderr}");
 
     let output = new_config(dir.path(), Some("keepass: both of them\n\n"));
     assert!(output.status.success(), "{output:?}");
@@ -172,5 +196,34 @@ fn a_key_file_others_may_read_is_refused_with_a_hint() {
         stderr.contains("hint: it alone may unlock the store: `chmod 600"),
         "{stderr}"
     );
+    assert_eq!(std::fs::read(&store).unwrap(), before);
+}
+
+#[test]
+fn another_key_file_is_named_in_the_error_and_nothing_is_written() {
+    let dir = installation();
+    let store = dir.path().join("secrets.kdbx");
+    keepassxc_create(&store, &key_file(dir.path()), None);
+    // Another store's key file in its place.
+    let other = tempfile::tempdir().unwrap();
+    keepassxc_create(
+        &other.path().join("other.kdbx"),
+        &key_file(other.path()),
+        None,
+    );
+    std::fs::copy(key_file(other.path()), key_file(dir.path())).unwrap();
+    std::fs::set_permissions(key_file(dir.path()), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = std::fs::read(&store).unwrap();
+
+    let output = new_config(dir.path(), None);
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("the passphrase does not"), "{stderr}");
+    let named = format!(
+        "the key file {} alone does not unlock",
+        key_file(dir.path()).display()
+    );
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(stderr.contains("names this store's key file"), "{stderr}");
     assert_eq!(std::fs::read(&store).unwrap(), before);
 }

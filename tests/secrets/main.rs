@@ -19,7 +19,7 @@ use trog::exit_status::ExitStatus;
 use trog::model::names::DomainName;
 use trog::secrets::{
     guest_keypair, EntryPath, FieldName, KeypairOrigin, PrivateKeyFile, Protection,
-    SecretReference, SecretStore, SecretsError, StoreKdf,
+    SecretReference, SecretStore, SecretsError, StoreKdf, UnlockKey,
 };
 
 const PASSPHRASE: &str = "correct horse battery staple";
@@ -177,7 +177,13 @@ fn a_wrong_passphrase_is_a_credentials_error_with_a_hint() {
     let path = store_made_by_keepassxc(directory.path());
     let error = SecretStore::open(&path, &Secret::new("not the passphrase")).unwrap_err();
     assert!(
-        matches!(error, SecretsError::WrongPassphrase { .. }),
+        matches!(
+            &error,
+            SecretsError::WrongKey {
+                used: UnlockKey::Passphrase { handed_in: false },
+                ..
+            }
+        ),
         "{error:?}"
     );
     assert_eq!(error.exit_status(), ExitStatus::Credentials);
@@ -371,8 +377,8 @@ fn unlock_refuses_a_wrong_handed_in_passphrase_at_once_and_asks_again_on_a_termi
     assert!(
         matches!(
             error,
-            SecretsError::WrongPassphrase {
-                handed_in: true,
+            SecretsError::WrongKey {
+                used: UnlockKey::Passphrase { handed_in: true },
                 ..
             }
         ),
