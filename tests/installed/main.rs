@@ -1,0 +1,202 @@
+//! trog as a system tool: `packaging/build-deb` builds the Debian package from this build's
+//! binary, `dpkg -i` installs it on this machine (as root), and the installed pieces are checked
+//! (its Depends, a man page per verb, completions, the recipes under /usr/share/trog, the recipes
+//! found from another folder, a stray copy of the binary naming where it looked). Then the
+//! installed `contrib/reprovision` (the web button of docs/INTEGRATION.md) runs the INSTALLED
+//! `trog` from another folder without `TROG_RECIPES`, the passphrase piped from a root-only file,
+//! and its stream and outcome are checked for a guest the installation does not declare. The
+//! package is removed at the end.
+
+/// The test secret store's passphrase.
+const PASSPHRASE: &str = "installed-passphrase";
+
+fn checkout() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const INSTALLED_TROG: &str = "/usr/bin/trog";
+const INSTALLED_SCRIPT: &str = "/usr/share/trog/examples/reprovision";
+
+/// Removes the package when the test ends, whatever state it stopped in.
+struct InstalledPackage;
+
+impl Drop for InstalledPackage {
+    fn drop(&mut self) {
+        let _ = Command::new("dpkg")
+            .args(["--purge", "trog"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command:?}: {}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    output
+}
+
+/// An installation declaring one guest, with no secret store yet.
+fn write_installation(dir: &Path, domain: &str) {
+    std::fs::write(
+        dir.join("recipes.yaml"),
+        "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    upgrade: false\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("recipes.d")).unwrap();
+    std::fs::write(
+        dir.join("recipes.d").join(format!("{domain}.yaml")),
+        format!("{domain}:\n  nginx: {{}}\n"),
+    )
+    .unwrap();
+}
+
+/// Runs the installed reprovision script from `cwd`: its JSON lines and exit status.
+fn reprovision(
+    cwd: &Path,
+    installation: &Path,
+    credentials: &Path,
+    domain: &str,
+) -> (Vec<serde_json::Value>, Option<i32>, String) {
+    let output = Command::new(INSTALLED_SCRIPT)
+        .arg(domain)
+        .current_dir(cwd)
+        .env_remove("TROG_RECIPES")
+        .env_remove("TROG")
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("TROG_PROVISIONER_CONFIG", installation)
+        .env("TROG_CREDENTIALS_FILE", credentials)
+        .env("XDG_CACHE_HOME", installation.join("cache"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let events = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line:?}")))
+        .collect();
+    (events, output.status.code(), text(&output.stderr))
+}
+
+fn outcome(events: &[serde_json::Value]) -> &serde_json::Value {
+    let last = events.last().expect("the script printed nothing");
+    assert_eq!(last["event"], "outcome", "{events:?}");
+    last
+}
+
+#[test]
+fn the_installed_package_finds_its_recipes_and_serves_the_reprovision_script() {
+    // 1. Build the package from this build's binary, and install it.
+    let out = tempfile::tempdir().unwrap();
+    let built = run(Command::new(checkout().join("packaging/build-deb"))
+        .arg(env!("CARGO_BIN_EXE_trog"))
+        .arg(out.path()));
+    let deb = PathBuf::from(text(&built.stdout).trim());
+    let fields = text(
+        &run(Command::new("dpkg-deb")
+            .args(["-f"])
+            .arg(&deb)
+            .arg("Depends"))
+        .stdout,
+    );
+    for needed in ["libvirt0", "libc6", "openssh-client"] {
+        assert!(fields.contains(needed), "Depends: {fields}");
+    }
+    let _package = InstalledPackage;
+    run(Command::new("dpkg").arg("-i").arg(&deb));
+
+    // 2. What it installed: a man page per verb, completions that know every verb, the recipes.
+    let help = text(&run(Command::new(INSTALLED_TROG).arg("--help")).stdout);
+    let verbs: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|verb| *verb != "help")
+        .collect();
+    assert!(verbs.len() >= 15, "{help}");
+    let bash = std::fs::read_to_string("/usr/share/bash-completion/completions/trog").unwrap();
+    for verb in &verbs {
+        let page = format!("/usr/share/man/man1/trog-{verb}.1.gz");
+        assert!(Path::new(&page).is_file(), "no man page {page}");
+        assert!(bash.contains(verb), "bash completion lacks {verb}");
+    }
+    assert!(Path::new("/usr/share/man/man1/trog.1.gz").is_file());
+    assert!(Path::new("/usr/share/zsh/vendor-completions/_trog").is_file());
+    assert!(Path::new("/usr/share/trog/recipes/debian/recipe.yaml").is_file());
+    assert!(Path::new("/usr/share/trog/templates/domain.xml.j2").is_file());
+
+    // The installed binary lists the installed recipes from anywhere; a copy of it elsewhere,
+    // with no recipes beside it, says where it looked.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let listed = run(Command::new(INSTALLED_TROG)
+        .arg("recipes")
+        .current_dir(elsewhere.path())
+        .env_remove("TROG_RECIPES"));
+    assert!(
+        text(&listed.stdout).contains("nginx"),
+        "{}",
+        text(&listed.stdout)
+    );
+    let stray = elsewhere.path().join("bin/trog");
+    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+    std::fs::copy(INSTALLED_TROG, &stray).unwrap();
+    let lost = Command::new(&stray)
+        .arg("recipes")
+        .env_remove("TROG_RECIPES")
+        .output()
+        .unwrap();
+    let said = text(&lost.stderr);
+    assert_eq!(lost.status.code(), Some(3), "{said}");
+    let looked = elsewhere.path().join("share/trog/recipes");
+    assert!(said.contains(&looked.display().to_string()), "{said}");
+    assert!(said.contains("hint: install trog's package"), "{said}");
+
+    // 3. The web button through the installed script and binary, with the passphrase piped
+    //    from a root-only file: a guest the installation does not declare gives an error event
+    //    and an outcome that sends the user to an administrator rather than to the button again.
+    let installation = tempfile::tempdir().unwrap();
+    let config = installation.path();
+    let unique = std::process::id();
+    write_installation(config, &format!("declared-{unique}.test"));
+    let credentials = config.join("credentials");
+    std::fs::write(&credentials, format!("keepass: {PASSPHRASE}\n\n")).unwrap();
+    std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (events, status, _) = reprovision(
+        elsewhere.path(),
+        config,
+        &credentials,
+        &format!("missing-{unique}.test"),
+    );
+    assert_eq!(status, Some(3), "{events:#?}");
+    assert!(
+        events.iter().any(|event| event["event"] == "error"),
+        "{events:#?}"
+    );
+    assert!(
+        events[..events.len() - 1]
+            .iter()
+            .all(|event| event["schema"] == 1),
+        "{events:#?}"
+    );
+    let outcome_seen = outcome(&events);
+    assert_eq!(outcome_seen["outcome"], "configuration", "{outcome_seen}");
+    assert_eq!(outcome_seen["retry"], false);
+    assert!(
+        outcome_seen["detail"].as_str().unwrap().contains("hint:"),
+        "{outcome_seen}"
+    );
+}
