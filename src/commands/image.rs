@@ -43,6 +43,11 @@ pub struct BuildArgs {
     /// Further packages to install in the image (repeat, or separate with commas).
     #[arg(long = "include", value_name = "PACKAGE", value_delimiter = ',')]
     pub include: Vec<String>,
+    /// A directory laid out like the image's root, copied over it after the build's own
+    /// settings: an apt configuration or keyring for the site's mirror, a CA certificate,
+    /// cloud-init settings.
+    #[arg(long, value_name = "DIR")]
+    pub overlay: Option<std::path::PathBuf>,
 }
 
 pub fn run(global: &GlobalArgs, args: ImageArgs) -> Result<ExitStatus, Failure> {
@@ -70,6 +75,7 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
         mirror,
         security_mirror,
         extra_packages: args.include,
+        overlay: args.overlay,
     };
     check_recipe(&recipe)?;
     if !LocalMachine::running_as_root() {

@@ -16,30 +16,18 @@ const BUILD_DEBIAN_SCRIPT: &str = include_str!("build_debian.sh");
 /// mirror), so half an hour means a mirror that has stopped answering.
 pub const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// What every built image holds besides the base system: what boots it like a cloud image
-/// (kernel, initramfs, systemd, cloud-init and its disk grower) and what trog needs to reach and
-/// finish a guest (SSH, sudo, the guest agent, make and at, certificates for https mirrors), and
-/// the time zone database cloud-init's `timezone` needs (without it the whole seed fails).
-pub const BASE_PACKAGES: &[&str] = &[
-    "linux-image-cloud-amd64",
-    "initramfs-tools",
-    "systemd-sysv",
-    "systemd-resolved",
-    "udev",
-    "dbus",
-    "cloud-init",
-    "cloud-guest-utils",
-    "fdisk",
-    "e2fsprogs",
-    "iproute2",
-    "openssh-server",
-    "sudo",
-    "qemu-guest-agent",
-    "make",
-    "at",
-    "ca-certificates",
-    "tzdata",
-];
+/// What every built image holds besides the base system, one package a line: what boots it like
+/// a cloud image and what trog needs to reach and finish a guest. A file of its own, so the test
+/// image (tests/image/ensure-image.sh) knows when it must be built again.
+const BASE_PACKAGES: &str = include_str!("base_packages.txt");
+
+/// The packages of [`BASE_PACKAGES`], in order.
+pub fn base_packages() -> impl Iterator<Item = &'static str> {
+    BASE_PACKAGES
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+}
 
 /// The distributions trog can build images of.
 pub const BUILDABLE_DISTROS: &[&str] = &["debian"];
@@ -55,6 +43,10 @@ pub struct ImageRecipe {
     pub security_mirror: String,
     /// Packages installed besides [`BASE_PACKAGES`].
     pub extra_packages: Vec<String>,
+    /// A directory whose tree is copied over the image's root after the build's own settings
+    /// (an apt configuration or keyring for a site's mirror, a CA certificate, cloud-init
+    /// settings); its files are owned by root in the image and keep their modes.
+    pub overlay: Option<PathBuf>,
 }
 
 /// A built image, in the cache.
@@ -73,6 +65,12 @@ pub enum ImageBuildError {
     UnsupportedDistro { distro: String },
     #[error("`{name}` is not a package name")]
     BadPackageName { name: String },
+    #[error("the overlay {} is not a directory", path.display())]
+    Overlay {
+        path: PathBuf,
+        #[source]
+        source: Option<std::io::Error>,
+    },
     #[error("building an image needs root (mmdebstrap builds the system as root)")]
     NotRoot,
     #[error("cannot build {distro} {release} from {mirror}")]
@@ -94,9 +92,9 @@ pub enum ImageBuildError {
 impl crate::diagnose::Diagnose for ImageBuildError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
-            ImageBuildError::UnsupportedDistro { .. } | ImageBuildError::BadPackageName { .. } => {
-                crate::exit_status::ExitStatus::Usage
-            }
+            ImageBuildError::UnsupportedDistro { .. }
+            | ImageBuildError::BadPackageName { .. }
+            | ImageBuildError::Overlay { .. } => crate::exit_status::ExitStatus::Usage,
             _ => crate::exit_status::ExitStatus::Failure,
         }
     }
@@ -110,6 +108,10 @@ impl crate::diagnose::Diagnose for ImageBuildError {
             ImageBuildError::BadPackageName { .. } => {
                 Some("--include takes Debian package names: lower case, digits, + - .".into())
             }
+            ImageBuildError::Overlay { .. } => Some(
+                "--overlay takes a directory laid out like the image's root (DIR/etc/apt/apt.conf.d/…)"
+                    .into(),
+            ),
             ImageBuildError::NotRoot => Some("run it as root: sudo trog image build …".into()),
             ImageBuildError::Build { .. } => Some(
                 "the last lines above say what failed; check that --mirror and --security-mirror serve the release (http://MIRROR/dists/RELEASE/InRelease)"
@@ -136,15 +138,28 @@ pub fn check_recipe(recipe: &ImageRecipe) -> Result<(), ImageBuildError> {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
     };
-    match recipe.extra_packages.iter().find(|name| !valid(name)) {
-        Some(name) => Err(ImageBuildError::BadPackageName { name: name.clone() }),
+    if let Some(name) = recipe.extra_packages.iter().find(|name| !valid(name)) {
+        return Err(ImageBuildError::BadPackageName { name: name.clone() });
+    }
+    match &recipe.overlay {
+        Some(path) => match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => Err(ImageBuildError::Overlay {
+                path: path.clone(),
+                source: None,
+            }),
+            Err(source) => Err(ImageBuildError::Overlay {
+                path: path.clone(),
+                source: Some(source),
+            }),
+        },
         None => Ok(()),
     }
 }
 
 /// The comma-separated package list the build installs.
 fn package_list(recipe: &ImageRecipe) -> String {
-    let mut packages: Vec<&str> = BASE_PACKAGES.to_vec();
+    let mut packages: Vec<&str> = base_packages().collect();
     for extra in &recipe.extra_packages {
         if !packages.contains(&extra.as_str()) {
             packages.push(extra);
@@ -173,6 +188,17 @@ pub fn build_image(
         .tempdir_in(cache_dir)
         .map_err(cache_error)?;
     let out_dir = work.path().display().to_string();
+    // The script runs from wherever this process does, but says nothing of it: an absolute path.
+    let overlay = match &recipe.overlay {
+        Some(path) => std::path::absolute(path)
+            .map_err(|source| ImageBuildError::Overlay {
+                path: path.clone(),
+                source: Some(source),
+            })?
+            .display()
+            .to_string(),
+        None => String::new(),
+    };
     let command = MachineCommand::new([
         "bash",
         "-c",
@@ -183,6 +209,7 @@ pub fn build_image(
         &recipe.mirror,
         &recipe.security_mirror,
         &package_list(recipe),
+        &overlay,
     ])
     .timeout(BUILD_TIMEOUT);
     let build_error = |source| ImageBuildError::Build {
@@ -239,6 +266,7 @@ mod tests {
             mirror: "http://mirror.example.test/debian".into(),
             security_mirror: "http://mirror.example.test/debian-security".into(),
             extra_packages: vec!["nginx".into(), "sudo".into()],
+            overlay: None,
         }
     }
 
@@ -256,6 +284,7 @@ mod tests {
             let out = Path::new(&command.argv[4]);
             assert_eq!(command.argv[5], "bookworm");
             assert!(command.argv[8].ends_with(",ca-certificates,tzdata,nginx"));
+            assert_eq!(command.argv[9], "", "no overlay");
             if !self.fail {
                 std::fs::write(out.join("image.qcow2"), b"qcow2 bytes").unwrap();
                 std::fs::write(out.join("packages"), "nginx 1.22.1-9\n").unwrap();
@@ -312,5 +341,22 @@ mod tests {
             check_recipe(&odd),
             Err(ImageBuildError::BadPackageName { .. })
         ));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        for missing in [file.path().to_path_buf(), file.path().join("absent")] {
+            let mut overlaid = recipe();
+            overlaid.overlay = Some(missing);
+            let error = check_recipe(&overlaid).unwrap_err();
+            assert!(matches!(error, ImageBuildError::Overlay { .. }), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_base_packages_are_the_lines_of_their_list() {
+        let base: Vec<&str> = base_packages().collect();
+        assert_eq!(base.first(), Some(&"linux-image-cloud-amd64"));
+        assert!(base.contains(&"cloud-init") && base.contains(&"tzdata"));
+        assert!(base
+            .iter()
+            .all(|name| !name.contains(' ') && !name.starts_with('#')));
     }
 }

@@ -1,7 +1,10 @@
+#!/usr/bin/env bash
 # Builds a cloud-init-ready Debian image from a package mirror, run by `trog image build` with bash:
-#   bash build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES
+#   bash build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES [OVERLAY]
 # writes OUT_DIR/image.qcow2 and OUT_DIR/packages (every installed package and its version).
-# PACKAGES is a comma-separated list installed besides the base system.
+# PACKAGES is a comma-separated list installed besides the base system. OVERLAY, when given and not
+# empty, is a directory whose tree is copied over the image's root after the settings below (owned
+# by root, modes kept).
 #
 # The guest boots like Debian's own cloud images: BIOS, GRUB in the MBR gap, one ext4 partition
 # (grown to the disk by cloud-init), cloud-init with the NoCloud datasource, systemd-networkd for
@@ -12,8 +15,8 @@
 # Needs root, mmdebstrap, e2fsprogs, fdisk (sfdisk), grub-pc-bin, grub2-common, qemu-utils.
 set -euo pipefail
 
-[[ $# -eq 5 ]] || { echo "usage: build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES" >&2; exit 2; }
-out_dir=$1 release=$2 mirror=$3 security_mirror=$4 packages=$5
+[[ $# -eq 5 || $# -eq 6 ]] || { echo "usage: build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES [OVERLAY]" >&2; exit 2; }
+out_dir=$1 release=$2 mirror=$3 security_mirror=$4 packages=$5 overlay=${6:-}
 disk_size_mib=2048 # cloud-init grows the partition to the guest's disk; the image stays small
 partition_start_sector=2048 # 1 MiB: sectors 1..2047 hold GRUB's core image
 root_label=trog-root
@@ -85,6 +88,11 @@ rm -f "$rootfs"/etc/ssh/ssh_host_*_key "$rootfs"/etc/ssh/ssh_host_*_key.pub
 rm -f "$rootfs/var/lib/dbus/machine-id"
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/*.log \
   "$rootfs"/var/lib/cloud/*
+
+if [[ -n $overlay ]]; then
+  log "copying $overlay over the image's root"
+  cp -a --no-preserve=ownership "$overlay/." "$rootfs/"
+fi
 
 log "making the ext4 filesystem"
 fs_size_mib=$((disk_size_mib - 1))
