@@ -231,11 +231,22 @@ fn apply(root: &Path, edit: &Edit) {
                 std::fs::remove_file(path).unwrap();
             }
         }
+        // A link or a folder takes the place of a file the example installation has.
         Edit::Link(path, target) => {
             let target = target.replace("{ROOT}", &root.display().to_string());
-            std::os::unix::fs::symlink(target, placed(path)).unwrap()
+            let path = placed(path);
+            if path.is_file() {
+                std::fs::remove_file(&path).unwrap();
+            }
+            std::os::unix::fs::symlink(target, path).unwrap()
         }
-        Edit::Dir(path) => std::fs::create_dir_all(placed(path)).unwrap(),
+        Edit::Dir(path) => {
+            let path = placed(path);
+            if path.is_file() {
+                std::fs::remove_file(&path).unwrap();
+            }
+            std::fs::create_dir_all(path).unwrap()
+        }
     }
 }
 
