@@ -68,6 +68,8 @@ pub enum AddressError {
     },
     #[error("{guest} ({file}) declares `address_range` without `gateway`: a static address needs its default route")]
     RangeWithoutGateway { guest: String, file: String },
+    #[error("{guest} ({file}) sets `tenant` but has no static address: guests of other tenants are kept from it by its address")]
+    TenantWithoutAddress { guest: String, file: String },
 }
 
 impl Diagnose for AddressError {
@@ -92,6 +94,7 @@ impl Diagnose for AddressError {
             AddressError::HeldByAnother { .. } | AddressError::IsAGateway { .. } => "remove `ips` to be given a free address, or pick one that `trog addresses` lists as free".into(),
             AddressError::OutsideRanges { .. } => "declare an `address_range` that holds it, or pick an address `trog addresses` lists".into(),
             AddressError::RangeWithoutGateway { .. } => "set `gateway` beside `address_range`".into(),
+            AddressError::TenantWithoutAddress { .. } => "declare `address_range` and `gateway` in `_global` so trog hands it an address, or write its `ips` (docs/NETWORK.md)".into(),
             AddressError::Backup { .. } | AddressError::Database { .. } => return None,
         })
     }

@@ -9,6 +9,7 @@ use crate::addresses::store::{AddressBook, Claimant, Holding, RangeRecord};
 use crate::config::guest::GuestConfig;
 use crate::config::settings::GuestSettings;
 use crate::config::values::IpCidr;
+use crate::render::network_filter::TenantDirectory;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
@@ -56,9 +57,52 @@ pub fn declared_range(config: &GuestConfig) -> Result<Option<RangeRecord>, Addre
     }))
 }
 
-/// Settles `config`'s address under `policy`, writing an address it holds into its `ips`.
-/// Returns the address the guest was given or holds, when it has one from ips.db.
+/// Settles `config`'s address under `policy`, writing an address it holds into its `ips`, and
+/// (recording) the guest's tenant. Returns the address the guest was given or holds, when it
+/// has one from ips.db.
 pub fn settle_addresses(
+    ips_db: &Path,
+    config: &mut GuestConfig,
+    policy: AddressPolicy,
+) -> Result<Option<Holding>, AddressError> {
+    let held = settle_address(ips_db, config, policy)?;
+    let tenant = config
+        .settings
+        .tenant
+        .as_ref()
+        .map(|tenant| tenant.as_str());
+    // A tenant is kept apart by the addresses of the other tenants' guests, so a guest of one
+    // needs an address ips.db knows: one handed out, or written by hand. (A dry run of a new
+    // guest with a range has none yet, and will be given one.)
+    let will_have_one =
+        policy == AddressPolicy::ReadOnly && config.settings.address_range.is_some();
+    if tenant.is_some() && config.settings.ips.is_empty() && !will_have_one {
+        return Err(AddressError::TenantWithoutAddress {
+            guest: config.domain.to_string(),
+            file: config.domain_file.display().to_string(),
+        });
+    }
+    if policy == AddressPolicy::Record {
+        let book = match tenant {
+            Some(_) => Some(AddressBook::open(ips_db)?),
+            None => AddressBook::open_existing(ips_db)?,
+        };
+        if let Some(mut book) = book {
+            book.set_tenant(config.domain.as_str(), tenant)?;
+        }
+    }
+    Ok(held)
+}
+
+/// Every tenant with its guests' addresses, as ips.db records them (none without ips.db).
+pub fn tenant_directory(ips_db: &Path) -> Result<TenantDirectory, AddressError> {
+    match AddressBook::open_existing(ips_db)? {
+        Some(book) => book.tenant_directory(),
+        None => Ok(TenantDirectory::new()),
+    }
+}
+
+fn settle_address(
     ips_db: &Path,
     config: &mut GuestConfig,
     policy: AddressPolicy,

@@ -7,6 +7,7 @@
 
 use crate::addresses::error::AddressError;
 use crate::addresses::range::{lowest_free, AddressRange};
+use crate::render::network_filter::TenantDirectory;
 use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -19,7 +20,8 @@ use std::time::Duration;
 pub const BUSY_WAIT: Duration = Duration::from_secs(30);
 
 /// The schema, one step per version: `MIGRATIONS[n]` brings version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE ranges (
         network TEXT PRIMARY KEY,
         range TEXT NOT NULL,
@@ -36,7 +38,14 @@ const MIGRATIONS: &[&str] = &["
         origin TEXT NOT NULL CHECK (origin IN ('assigned', 'declared'))
     );
     CREATE INDEX holdings_by_guest ON holdings (guest);
-"];
+",
+    "
+    CREATE TABLE tenants (
+        guest TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL
+    );
+",
+];
 
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
@@ -357,7 +366,50 @@ impl AddressBook {
         Ok(recorded)
     }
 
-    /// Releases every address `guest` holds, returning what it held.
+    /// Records which tenant `guest` belongs to (`None`: none), as its configuration says today.
+    pub fn set_tenant(&mut self, guest: &str, tenant: Option<&str>) -> Result<(), AddressError> {
+        let path = self.path.clone();
+        let transaction = self.write()?;
+        let changed = match tenant {
+            Some(tenant) => transaction.execute(
+                "INSERT INTO tenants (guest, tenant) VALUES (?1, ?2)
+                 ON CONFLICT (guest) DO UPDATE SET tenant = excluded.tenant",
+                params![guest, tenant],
+            ),
+            None => transaction.execute("DELETE FROM tenants WHERE guest = ?1", params![guest]),
+        };
+        changed.map_err(|source| fail(&path, "write", source))?;
+        commit(transaction, &path)
+    }
+
+    /// Every tenant with the addresses its guests hold, lowest first.
+    pub fn tenant_directory(&self) -> Result<TenantDirectory, AddressError> {
+        let tenants: Vec<(String, String)> = {
+            let mut statement = self
+                .connection
+                .prepare("SELECT guest, tenant FROM tenants")
+                .map_err(|source| self.fail("read", source))?;
+            let rows = statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(|source| self.fail("read", source))?;
+            rows.collect::<Result<_, _>>()
+                .map_err(|source| self.fail("read", source))?
+        };
+        let held = holdings(&self.connection, &self.path)?;
+        let mut directory = TenantDirectory::new();
+        for (guest, tenant) in tenants {
+            let addresses = directory.entry(tenant).or_default();
+            addresses.extend(
+                held.iter()
+                    .filter(|holding| holding.guest == guest)
+                    .map(|holding| holding.address),
+            );
+            addresses.sort();
+        }
+        Ok(directory)
+    }
+
+    /// Releases every address `guest` holds (and its tenant), returning what it held.
     pub fn release(&mut self, guest: &str) -> Result<Vec<Holding>, AddressError> {
         let path = self.path.clone();
         let transaction = self.write()?;
@@ -367,6 +419,9 @@ impl AddressBook {
             .collect();
         transaction
             .execute("DELETE FROM holdings WHERE guest = ?1", params![guest])
+            .map_err(|source| fail(&path, "write", source))?;
+        transaction
+            .execute("DELETE FROM tenants WHERE guest = ?1", params![guest])
             .map_err(|source| fail(&path, "write", source))?;
         commit(transaction, &path)?;
         Ok(released)

@@ -21,6 +21,8 @@ pub enum SettingType {
     DomainName,
     /// The name of a block of `hypervisors.conf`.
     HypervisorName,
+    /// A tenant: lower-case letters, digits and `-`.
+    TenantName,
     /// A libvirt connection URI (local, ssh or test).
     LibvirtUri,
     /// Memory: a bare number is MiB, or a number with K/M/G/T.
@@ -60,6 +62,7 @@ impl SettingType {
                 .join(" or "),
             SettingType::DomainName => "fully qualified domain name".to_string(),
             SettingType::HypervisorName => "hypervisor name".to_string(),
+            SettingType::TenantName => "tenant name".to_string(),
             SettingType::LibvirtUri => "libvirt URI".to_string(),
             SettingType::Memory => "memory size (bare number: MiB)".to_string(),
             SettingType::DiskSize => "disk size (bare number: GiB)".to_string(),
@@ -249,6 +252,13 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         Presence::Optional,
         Scope::Installation,
         "The addresses trog hands out on the guest's network or bridge (ips.db); needs `gateway`.",
+    ),
+    setting(
+        "tenant",
+        SettingType::TenantName,
+        Presence::Optional,
+        Scope::Guest,
+        "The group the guest belongs to: guests of other tenants on its network cannot reach it (docs/NETWORK.md).",
     ),
     setting(
         "resolvers",

@@ -68,6 +68,8 @@ pub struct GuestSettings {
     pub gateway: Option<IpAddr>,
     /// The addresses trog hands out on the guest's network or bridge.
     pub address_range: Option<crate::addresses::AddressRange>,
+    /// The group the guest is kept in on its network; `None`: no group.
+    pub tenant: Option<crate::model::names::TenantName>,
     pub resolvers: Vec<IpAddr>,
     pub search_domains: Vec<String>,
     /// Empty: the guest takes a lease.
@@ -307,6 +309,10 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         },
         address_range: match take("address_range") {
             Some(TypedValue::Range(range)) => Some(range),
+            _ => None,
+        },
+        tenant: match take("tenant") {
+            Some(TypedValue::Tenant(tenant)) => Some(tenant),
             _ => None,
         },
         resolvers: list(take("resolvers"))

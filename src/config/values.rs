@@ -6,7 +6,7 @@
 use crate::config::global_schema::SettingType;
 use crate::config::yaml::{LocatedNode, Node, Origin};
 use crate::model::hypervisor::LibvirtUri;
-use crate::model::names::{DomainName, HypervisorName};
+use crate::model::names::{DomainName, HypervisorName, TenantName};
 use crate::model::units::{guest_disk_problem, guest_memory_problem, Bytes, MiB};
 use serde::Serialize;
 use std::fmt;
@@ -72,6 +72,7 @@ pub enum TypedValue {
     Cidr(IpCidr),
     Domain(DomainName),
     Hypervisor(HypervisorName),
+    Tenant(TenantName),
     Uri(LibvirtUri),
     Image(ImageSource),
     Range(crate::addresses::AddressRange),
@@ -224,6 +225,9 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
             .map_err(|error| error.to_string()),
         SettingType::HypervisorName => HypervisorName::parse(text)
             .map(TypedValue::Hypervisor)
+            .map_err(|error| error.to_string()),
+        SettingType::TenantName => TenantName::parse(text)
+            .map(TypedValue::Tenant)
             .map_err(|error| error.to_string()),
         SettingType::LibvirtUri => LibvirtUri::parse(text)
             .map(TypedValue::Uri)

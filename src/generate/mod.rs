@@ -352,6 +352,7 @@ pub fn generate(
         vcpus: settings.cpus,
         cpu_mode: cpu_mode.clone(),
         disk_size: settings.size,
+        tenant: settings.tenant.as_ref().map(ToString::to_string),
     })?;
     Ok(GeneratedGuest {
         resolved,

@@ -2,6 +2,7 @@
 //! and seed, and keep its data volume unless asked to purge. A failed step does not stop the
 //! rest; the outcome names everything left behind.
 
+use crate::libvirt::network_filter::remove_unused_filters;
 use crate::libvirt::trog_tag::is_trogs;
 use crate::model::names::DomainName;
 use crate::plan::resource_names;
@@ -90,6 +91,17 @@ pub fn destroy_guest(
                 Err(error) => outcome
                     .left_behind
                     .push((format!("domain {domain}"), error.to_string())),
+            }
+            // The guest's network filter goes when no other domain uses it.
+            match remove_unused_filters(connection, hypervisor) {
+                Ok(removed) => outcome.removed.extend(
+                    removed
+                        .into_iter()
+                        .map(|name| format!("network filter {name}")),
+                ),
+                Err(error) => outcome
+                    .left_behind
+                    .push(("trog's unused network filters".into(), error.to_string())),
             }
         }
         Err(error) if error.code().is(ErrorNumber::NoDomain) => {}

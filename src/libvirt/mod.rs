@@ -14,6 +14,7 @@ pub mod facts;
 pub mod guest_address;
 pub mod guest_resources;
 pub mod guest_state;
+pub mod network_filter;
 pub mod observe;
 pub mod reservation;
 pub mod snapshot;

@@ -12,6 +12,8 @@ pub enum NameError {
     Hypervisor { name: String, why: String },
     #[error("`{}` is not a valid recipe name: {why}", shown(name))]
     Recipe { name: String, why: String },
+    #[error("`{}` is not a valid tenant name: {why}", shown(name))]
+    Tenant { name: String, why: String },
 }
 
 /// A refused name as it can be printed: control characters (a newline, an escape) shown as
@@ -313,5 +315,73 @@ mod tests {
         assert!(HypervisorName::parse("hv 1").is_err());
         assert!(RecipeName::parse("mariadb").is_ok());
         assert!(RecipeName::parse("_global").is_err());
+    }
+}
+
+/// A group of guests kept apart from every other group on their network (`tenant` in `_global`).
+/// It becomes part of libvirt network filter names, so it is short and plain: lower-case
+/// letters, digits and `-`, starting with a letter.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct TenantName(String);
+
+impl TenantName {
+    /// The longest tenant name: filter names stay well inside what libvirt and ebtables take.
+    pub const LONGEST: usize = 32;
+
+    pub fn parse(name: &str) -> Result<TenantName, NameError> {
+        let refuse = |why: String| {
+            Err(NameError::Tenant {
+                name: name.to_string(),
+                why,
+            })
+        };
+        if name.is_empty() {
+            return refuse("it is empty".into());
+        }
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+        {
+            return refuse(refused_character(
+                bad,
+                "tenant names hold only lower-case letters, digits and `-`",
+            ));
+        }
+        if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+            return refuse("it does not start with a letter".into());
+        }
+        if name.len() > TenantName::LONGEST {
+            return refuse(format!(
+                "it is {} characters long; at most {} are allowed",
+                name.len(),
+                TenantName::LONGEST
+            ));
+        }
+        Ok(TenantName(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TenantName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tenant_tests {
+    use super::TenantName;
+
+    #[test]
+    fn tenant_names_are_plain_and_short() {
+        assert_eq!(TenantName::parse("shop-2").unwrap().as_str(), "shop-2");
+        for bad in ["", "Shop", "2shop", "a b", "a;b", "a_b", &"x".repeat(33)] {
+            assert!(TenantName::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        let why = TenantName::parse("a;b").unwrap_err().to_string();
+        assert!(why.contains("`;`"), "{why}");
     }
 }

@@ -11,6 +11,7 @@ use crate::plan::{resource_names, DesiredGuest, DesiredVolume, GuestTag};
 use crate::render::domain_xml::{
     DiskBus, DiskCache, DiskSpec, DomainSpec, Firmware, NetworkAttachment,
 };
+use crate::render::network_filter::interface_filter;
 use serde_json::Value;
 
 /// Where the serial console of a guest is copied to on its hypervisor: read back when a guest
@@ -133,6 +134,15 @@ pub fn domain_spec(
                     .to_string(),
             ),
         },
+        network_filter: interface_filter(
+            settings.tenant.as_ref(),
+            &settings
+                .ips
+                .iter()
+                .filter(|cidr| cidr.address.is_ipv4())
+                .map(|cidr| cidr.address.to_string())
+                .collect::<Vec<_>>(),
+        ),
         serial_log_path: serial_log_path(&desired.domain),
         tpm,
         partition: hypervisor.partition.clone(),

@@ -5,11 +5,13 @@
 //! finish) live here, apart from libvirt: [`LibvirtSteps`] does the steps on a real hypervisor, and
 //! the unit tests (`execute_tests.rs`) stand a fake in its place to walk every failure path.
 
+use crate::addresses::settle::tenant_directory;
 use crate::diagnose::Failure;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, GuestProbe, DEFAULT_SSH_WAIT};
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
 use crate::libvirt::guest_state::stopped_state;
+use crate::libvirt::network_filter::{define_filters, tenants_with_filters};
 use crate::libvirt::reservation::reserve_address;
 use crate::lock::Subject;
 use crate::machine::hypervisor_ops;
@@ -19,6 +21,7 @@ use crate::output::progress::Progress;
 use crate::plan::{Action, GuestTag, Plan};
 use crate::provision::reach::{self, SshProbe};
 use crate::provision::{desired, ConvergeError, ConvergeReport, GuestOnHypervisor, PreparedGuest};
+use crate::render::network_filter::filters_for;
 use crate::secrets::PrivateKeyFile;
 use std::error::Error as StdError;
 use std::path::PathBuf;
@@ -27,6 +30,9 @@ use std::time::{Duration, Instant};
 /// What a plan's steps do to the world, apart from the finish (which runs over the [`Machine`] the
 /// wait connected to).
 pub trait GuestSteps {
+    /// Defines the guest's network filter (and refreshes the tenants' filters on its hypervisor)
+    /// before its domain is defined; returns the step's label when it did.
+    fn apply_network_filters(&mut self) -> Result<Option<String>, Failure>;
     /// Reserves the guest's static address in the libvirt network it joins, before it boots;
     /// returns the step's label when something changed.
     fn reserve_address(&mut self) -> Result<Option<String>, Failure>;
@@ -139,6 +145,14 @@ pub fn execute_plan(
         steps: Vec::new(),
         total_seconds: 0.0,
     };
+    // Before the domain is defined: its interface references the filter, and the other tenants'
+    // filters learn this guest's address before it can send anything.
+    let filtering = (waits.clock)();
+    if let Some(filtered) = steps.apply_network_filters()? {
+        report
+            .steps
+            .push((filtered, seconds((waits.clock)() - filtering)));
+    }
     // Before the guest boots, so that dnsmasq never leases its address to another MAC.
     let reserving = (waits.clock)();
     if let Some(reserved) = steps.reserve_address()? {
@@ -220,6 +234,10 @@ pub struct LibvirtSteps<'a> {
 }
 
 impl GuestSteps for LibvirtSteps<'_> {
+    fn apply_network_filters(&mut self) -> Result<Option<String>, Failure> {
+        apply_network_filters(self.guest, self.prepared)
+    }
+
     fn reserve_address(&mut self) -> Result<Option<String>, Failure> {
         reserve_static_address(self.guest)
     }
@@ -330,6 +348,37 @@ pub fn execute(
 /// Reserves a guest's static address for its MAC in the libvirt network it joins, when that
 /// network hands out leases (a bridge has no DHCP of trog's to tell). Returns the step's label
 /// when something changed.
+/// Defines the guest's network filter, and refreshes every tenant's filter on the hypervisor
+/// with the addresses ips.db holds now, when the plan defines or starts the domain (a
+/// converged guest's run changes nothing). ips.db is read here, not when the run began, so
+/// that runs of several guests at once each see the others' addresses.
+fn apply_network_filters(
+    guest: &GuestOnHypervisor,
+    prepared: &PreparedGuest,
+) -> Result<Option<String>, Failure> {
+    let defines_or_starts = prepared
+        .plan
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::DefineDomain { .. } | Action::StartDomain));
+    // libvirt's test driver has no network filters (and its guests never run).
+    if !defines_or_starts
+        || guest.hypervisor.libvirt_uri.transport == crate::model::hypervisor::Transport::Test
+    {
+        return Ok(None);
+    }
+    let hypervisor = guest.hypervisor.name.as_str();
+    let mut tenants = tenants_with_filters(guest.connection, hypervisor)?;
+    if let Some(own) = &guest.inputs.config.settings.tenant {
+        tenants.push(own.to_string());
+    }
+    let directory = tenant_directory(&guest.inputs.paths.ips_db)?;
+    let filters = filters_for(&directory, &tenants);
+    define_filters(guest.connection, hypervisor, &filters)?;
+    let names: Vec<&str> = filters.iter().map(|filter| filter.name.as_str()).collect();
+    Ok(Some(format!("network filters {}", names.join(", "))))
+}
+
 fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, Failure> {
     let settings = &guest.inputs.config.settings;
     let address = settings.ips.iter().find_map(|cidr| match cidr.address {

@@ -46,6 +46,10 @@ impl FakeSteps {
 }
 
 impl GuestSteps for FakeSteps {
+    fn apply_network_filters(&mut self) -> Result<Option<String>, Failure> {
+        Ok(None)
+    }
+
     fn reserve_address(&mut self) -> Result<Option<String>, Failure> {
         Ok(None)
     }

@@ -240,6 +240,8 @@ pub struct DomainSpec {
     pub seed_volume: String,
     pub mac_address: MacAddress,
     pub network: NetworkAttachment,
+    /// The network filter the interface carries (`render::network_filter`).
+    pub network_filter: crate::render::network_filter::InterfaceFilter,
     /// The file on the hypervisor the serial console is copied to (appended, never truncated).
     pub serial_log_path: String,
     /// An emulated TPM 2.0 (swtpm); only when the hypervisor has a real TPM to protect its state.
@@ -337,6 +339,8 @@ pub struct DomainContext {
     mac_address: String,
     network_kind: &'static str,
     network_source: String,
+    network_filter: String,
+    network_filter_addresses: Vec<String>,
     serial_log_path: String,
     tpm: bool,
     metadata_namespace: &'static str,
@@ -375,6 +379,8 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         mac_address: spec.mac_address.to_string(),
         network_kind,
         network_source,
+        network_filter: spec.network_filter.name.clone(),
+        network_filter_addresses: spec.network_filter.addresses.clone(),
         serial_log_path: spec.serial_log_path.clone(),
         tpm: spec.tpm,
         metadata_namespace: TAG_NAMESPACE,

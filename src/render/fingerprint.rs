@@ -8,8 +8,9 @@
 //!   changed declaration means), the seed ISO's sha256 (every cloud-init input: users, keys,
 //!   hostname, network; cloud-init applies most of it only on first boot, so a new seed needs a
 //!   new disk), and the root disk's size;
-//! - the **shape**, whose change means "redefine and restart": memory, vCPUs and the declared
-//!   `cpu_mode`.
+//! - the **shape**, whose change means "redefine and restart": memory, vCPUs, the declared
+//!   `cpu_mode`, and the `tenant` when one is set (it names the network filter the interface
+//!   carries; absent, it adds nothing, so guests without one keep the fingerprints they had).
 //!
 //! Both go into [`ProvisionFingerprint::value`], the digest a converged guest matches; the root
 //! disk part is also kept alone in [`ProvisionFingerprint::root_disk`], so that a planner seeing a
@@ -47,6 +48,8 @@ pub struct BootInputs {
     pub vcpus: u32,
     pub cpu_mode: CpuMode,
     pub disk_size: Bytes,
+    /// The guest's tenant, which picks its interface's network filter.
+    pub tenant: Option<String>,
 }
 
 /// Two sha256 digests in lower-case hex: the whole fingerprint, and its root disk part.
@@ -142,6 +145,9 @@ fn canonical_encodings(inputs: &BootInputs) -> Result<(String, String), Fingerpr
     push_field(&mut shape, "memory_mib", &inputs.memory.0.to_string());
     push_field(&mut shape, "vcpus", &inputs.vcpus.to_string());
     push_field(&mut shape, "cpu_mode", inputs.cpu_mode.as_declared());
+    if let Some(tenant) = &inputs.tenant {
+        push_field(&mut shape, "tenant", tenant);
+    }
     Ok((root_disk, shape))
 }
 
@@ -174,6 +180,7 @@ mod tests {
             vcpus: 2,
             cpu_mode: CpuMode::HostPassthrough,
             disk_size: Bytes::from_gib(10),
+            tenant: None,
         }
     }
 
@@ -215,6 +222,7 @@ mod tests {
             |i| i.vcpus = 4,
             |i| i.cpu_mode = CpuMode::HostModel,
             |i| i.cpu_mode = CpuMode::Named("Skylake-Client".to_string()),
+            |i| i.tenant = Some("shop".to_string()),
         ];
         for change in changes {
             let mut changed = inputs();

@@ -6,6 +6,7 @@ pub mod domain_xml;
 pub mod files;
 pub mod fingerprint;
 pub mod makefile;
+pub mod network_filter;
 pub mod payload;
 pub mod seed_iso;
 pub mod templates;

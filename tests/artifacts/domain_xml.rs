@@ -25,6 +25,10 @@ fn representative_guest() -> DomainSpec {
         data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
         seed_volume: "web.example.test-seed.iso".to_string(),
         network: NetworkAttachment::Network("default".to_string()),
+        network_filter: trog::render::network_filter::interface_filter(
+            None,
+            &["192.0.2.10".to_string()],
+        ),
         serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
         tpm: false,
         partition: None,
@@ -253,4 +257,39 @@ fn a_template_naming_an_unknown_value_or_printing_a_missing_one_fails() {
     let mut without_partition = spec.clone();
     without_partition.partition = None;
     assert!(render_domain_xml(&without_partition, "<domain>{{ partition }}</domain>\n").is_err());
+}
+
+#[test]
+fn the_interface_carries_trogs_network_filter_with_the_guests_address() {
+    let xml = render_domain_xml(&representative_guest(), DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_valid_domain(&xml);
+    assert_eq!(
+        xpath_value(&xml, "/domain/devices/interface/filterref/@filter"),
+        "trog-isolated"
+    );
+    assert_eq!(
+        xpath_value(
+            &xml,
+            "/domain/devices/interface/filterref/parameter[@name='IP']/@value"
+        ),
+        "192.0.2.10"
+    );
+}
+
+#[test]
+fn trogs_network_filters_are_valid_for_libvirt() {
+    use trog::render::network_filter::{isolated_filter, tenant_filter};
+    let directory = tempfile::tempdir().unwrap();
+    for filter in [
+        isolated_filter(),
+        tenant_filter("shop", &[]),
+        tenant_filter(
+            "shop",
+            &["192.0.2.11".parse().unwrap(), "192.0.2.12".parse().unwrap()],
+        ),
+    ] {
+        let path = directory.path().join(format!("{}.xml", filter.name));
+        std::fs::write(&path, &filter.xml).unwrap();
+        run("virt-xml-validate", &[arg(&path), "nwfilter"]);
+    }
 }

@@ -1,0 +1,253 @@
+//! trog's network filters on a hypervisor: defined (or refreshed) before a guest's domain is,
+//! and removed once no domain uses them. A filter is trog's when its UUID is the one trog derives
+//! from its name (`render::network_filter::filter_uuid`); any other filter is left alone.
+
+use crate::diagnose::Diagnose;
+use crate::exit_status::ExitStatus;
+use crate::render::network_filter::{
+    filter_uuid, tenant_of_filter, NetworkFilter, ISOLATED_FILTER, TENANT_FILTER_PREFIX,
+};
+use std::collections::BTreeSet;
+use std::ffi::CString;
+use virt::connect::Connect;
+use virt::nwfilter::NWFilter;
+use virt::sys;
+
+// virt 0.5 wraps neither looking a filter up by name nor defining one: both are one call into
+// libvirt, made here with the ownership rules libvirt documents (the caller owns the returned
+// reference, which `NWFilter` frees when dropped).
+
+fn lookup_filter(connection: &Connect, name: &str) -> Result<NWFilter, virt::error::Error> {
+    let name = CString::new(name).expect("trog's filter names hold no NUL");
+    // SAFETY: a valid connection pointer and a NUL-terminated name, both alive for the call.
+    let filter = unsafe { sys::virNWFilterLookupByName(connection.as_ptr(), name.as_ptr()) };
+    if filter.is_null() {
+        return Err(virt::error::Error::last_error());
+    }
+    // SAFETY: libvirt returned a new reference, which `NWFilter` now owns.
+    Ok(unsafe { NWFilter::from_ptr(filter) })
+}
+
+fn define_filter(connection: &Connect, xml: &str) -> Result<NWFilter, virt::error::Error> {
+    let xml = CString::new(xml).expect("trog's filter XML holds no NUL");
+    // SAFETY: as in `lookup_filter`.
+    let filter = unsafe { sys::virNWFilterDefineXML(connection.as_ptr(), xml.as_ptr()) };
+    if filter.is_null() {
+        return Err(virt::error::Error::last_error());
+    }
+    // SAFETY: as in `lookup_filter`.
+    Ok(unsafe { NWFilter::from_ptr(filter) })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkFilterError {
+    #[error("{hypervisor} has a network filter named {name} that trog did not make (its UUID is {found})")]
+    Foreign {
+        hypervisor: String,
+        name: String,
+        found: String,
+    },
+    #[error("libvirt on {hypervisor} could not {doing} the network filter {name}: {message}")]
+    Filter {
+        hypervisor: String,
+        name: String,
+        doing: &'static str,
+        message: String,
+    },
+    #[error("libvirt on {hypervisor} could not list {what}: {message}")]
+    List {
+        hypervisor: String,
+        what: &'static str,
+        message: String,
+    },
+}
+
+impl Diagnose for NetworkFilterError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            NetworkFilterError::Foreign { .. } => ExitStatus::Conflict,
+            _ => ExitStatus::Hypervisor,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            NetworkFilterError::Foreign { name, .. } => Some(format!(
+                "trog's filter names start with `trog-`: rename the filter {name} you made, or give the guest another `tenant`"
+            )),
+            NetworkFilterError::Filter { .. } => Some(
+                "libvirt's nwfilter driver needs ebtables on the hypervisor (Debian: ebtables); `trog preflight` checks libvirt".into(),
+            ),
+            NetworkFilterError::List { .. } => None,
+        }
+    }
+}
+
+/// The tenants whose filters trog has defined on `connection`.
+pub fn tenants_with_filters(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<Vec<String>, NetworkFilterError> {
+    Ok(trogs_filters(connection, hypervisor)?
+        .into_iter()
+        .filter_map(|name| tenant_of_filter(&name).map(str::to_string))
+        .collect())
+}
+
+/// Defines each of `filters` (in order: a filter is defined after those it references), or
+/// redefines it when trog's already (libvirt then applies the new rules to every interface that
+/// uses it). Refuses, before changing anything, when a filter of one of those names is not
+/// trog's.
+pub fn define_filters(
+    connection: &Connect,
+    hypervisor: &str,
+    filters: &[NetworkFilter],
+) -> Result<(), NetworkFilterError> {
+    for filter in filters {
+        if let Ok(existing) = lookup_filter(connection, &filter.name) {
+            let found = existing.uuid_string().unwrap_or_default();
+            if found != filter.uuid.to_string() {
+                return Err(NetworkFilterError::Foreign {
+                    hypervisor: hypervisor.to_string(),
+                    name: filter.name.clone(),
+                    found,
+                });
+            }
+        }
+    }
+    for filter in filters {
+        define_filter(connection, &filter.xml).map_err(|error| NetworkFilterError::Filter {
+            hypervisor: hypervisor.to_string(),
+            name: filter.name.clone(),
+            doing: "define",
+            message: error.message().to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Undefines trog's filters that no domain on `connection` uses any more (a tenant's filter
+/// first, then the one every guest's builds on), returning their names.
+pub fn remove_unused_filters(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<Vec<String>, NetworkFilterError> {
+    let used = filters_in_use(connection, hypervisor)?;
+    let trogs = trogs_filters(connection, hypervisor)?;
+    let mut removed = Vec::new();
+    let mut tenant_filters_left = false;
+    for name in trogs
+        .iter()
+        .filter(|name| name.starts_with(TENANT_FILTER_PREFIX))
+    {
+        if used.contains(name) {
+            tenant_filters_left = true;
+            continue;
+        }
+        undefine(connection, hypervisor, name)?;
+        removed.push(name.clone());
+    }
+    let isolated = ISOLATED_FILTER.to_string();
+    if trogs.contains(&isolated) && !tenant_filters_left && !used.contains(&isolated) {
+        undefine(connection, hypervisor, &isolated)?;
+        removed.push(isolated);
+    }
+    Ok(removed)
+}
+
+fn undefine(connection: &Connect, hypervisor: &str, name: &str) -> Result<(), NetworkFilterError> {
+    let fail = |doing, error: virt::error::Error| NetworkFilterError::Filter {
+        hypervisor: hypervisor.to_string(),
+        name: name.to_string(),
+        doing,
+        message: error.message().to_string(),
+    };
+    lookup_filter(connection, name)
+        .map_err(|error| fail("look up", error))?
+        .undefine()
+        .map_err(|error| fail("undefine", error))
+}
+
+/// The names of the filters on `connection` that are trog's.
+fn trogs_filters(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<Vec<String>, NetworkFilterError> {
+    let filters = match connection.list_all_nw_filters(0) {
+        Ok(filters) => filters,
+        // A driver without network filters (libvirt's test driver) holds none of trog's.
+        Err(error) if error.code().is(virt::error::ErrorNumber::NoSupport) => return Ok(Vec::new()),
+        Err(error) => {
+            return Err(NetworkFilterError::List {
+                hypervisor: hypervisor.to_string(),
+                what: "its network filters",
+                message: error.message().to_string(),
+            })
+        }
+    };
+    let mut names: Vec<String> = filters
+        .iter()
+        .filter_map(|filter| {
+            let name = filter.name().ok()?;
+            let uuid = filter.uuid_string().ok()?;
+            (uuid == filter_uuid(&name).to_string()).then_some(name)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Every filter an interface of a domain on `connection` references, running or not.
+fn filters_in_use(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<BTreeSet<String>, NetworkFilterError> {
+    let domains = connection
+        .list_all_domains(0)
+        .map_err(|error| NetworkFilterError::List {
+            hypervisor: hypervisor.to_string(),
+            what: "its domains",
+            message: error.message().to_string(),
+        })?;
+    let mut used = BTreeSet::new();
+    for domain in domains {
+        // Both the running definition and the one it starts from next time.
+        for flags in [0, sys::VIR_DOMAIN_XML_INACTIVE] {
+            if let Ok(xml) = domain.xml_desc(flags) {
+                used.extend(referenced_filters(&xml));
+            }
+        }
+    }
+    Ok(used)
+}
+
+/// The filters a domain's XML references on its interfaces.
+pub fn referenced_filters(domain_xml: &str) -> Vec<String> {
+    let Ok(document) = roxmltree::Document::parse(domain_xml) else {
+        return Vec::new();
+    };
+    document
+        .descendants()
+        .filter(|node| node.has_tag_name("filterref"))
+        .filter(|node| {
+            node.parent()
+                .is_some_and(|parent| parent.has_tag_name("interface"))
+        })
+        .filter_map(|node| node.attribute("filter").map(str::to_string))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filters_an_interface_references_are_read_from_the_domain() {
+        let xml = "<domain><devices><interface type='network'><filterref filter='trog-tenant-a'>\
+                   <parameter name='IP' value='192.0.2.1'/></filterref></interface>\
+                   <interface type='bridge'><filterref filter='clean-traffic'/></interface>\
+                   </devices></domain>";
+        assert_eq!(referenced_filters(xml), ["trog-tenant-a", "clean-traffic"]);
+        assert!(referenced_filters("not xml").is_empty());
+    }
+}

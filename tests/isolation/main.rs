@@ -1,0 +1,405 @@
+//! Addresses and isolation on real guests: three guests provisioned at once on libvirt's NAT
+//! network, each given its own address from the installation's range (two of tenant `shop`, one
+//! of tenant `blog`). Each answers SSH at its address; the two of `shop` reach each other by ICMP
+//! and TCP, the one of `blog` reaches neither and is reached by neither (tried from both sides);
+//! every guest reaches its gateway; a guest sending from an address that is not its own gets no
+//! answer; a root-disk rebuild keeps the guest's address; destroy removes trog's network filters
+//! once no domain uses them.
+
+#[allow(dead_code)]
+#[path = "../e2e/support.rs"]
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use support::*;
+use trog::credentials::Secret;
+use trog::model::names::DomainName;
+use trog::secrets::{guest_keypair, PrivateKeyFile, SecretStore};
+
+/// The addresses this test hands out: kept apart from the other tests' ranges on the shared
+/// default network.
+const RANGE: &str = "192.168.122.230-192.168.122.237/24";
+/// An address of the range no guest holds: what a guest pretending to be another sends from.
+const UNHELD: &str = "192.168.122.237";
+const GATEWAY: &str = "192.168.122.1";
+
+/// Pings (ICMP echo) or connects (TCP) from the guest, optionally from a given source
+/// address, and prints `yes` or `no`. The test image has python3 (cloud-init's) but no ping.
+const PROBE: &str = r#"
+import os, socket, struct, sys, time
+def checksum(data):
+    if len(data) % 2: data += b"\0"
+    total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    total = (total >> 16) + (total & 0xffff); total += total >> 16
+    return ~total & 0xffff
+def ping(target, source):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.settimeout(1)
+    if source: s.bind((source, 0))
+    ident = os.getpid() & 0xffff
+    for seq in range(3):
+        body = b"trog"
+        packet = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + body
+        packet = struct.pack("!BBHHH", 8, 0, checksum(packet), ident, seq) + body
+        s.sendto(packet, (target, 0))
+        until = time.time() + 1
+        while time.time() < until:
+            try: reply, sender = s.recvfrom(2048)
+            except socket.timeout: break
+            if sender[0] == target and reply[20] == 0 and struct.unpack("!H", reply[24:26])[0] == ident:
+                return True
+    return False
+def tcp(target, source):
+    s = socket.socket(); s.settimeout(3)
+    if source: s.bind((source, 0))
+    try: s.connect((target, 22)); return True
+    except OSError: return False
+kind, target = sys.argv[1], sys.argv[2]
+source = sys.argv[3] if len(sys.argv) > 3 else None
+print("yes" if (ping if kind == "ping" else tcp)(target, source) else "no")
+"#;
+
+struct Installation {
+    dir: tempfile::TempDir,
+    pool: String,
+    guests: Vec<DomainName>,
+}
+
+fn installation(unique: u32) -> Installation {
+    let dir = tempfile::Builder::new()
+        .prefix("trog-isolation-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pool = format!("trog-iso-{unique}");
+    let pool_path = dir.path().join("pool");
+    let image = test_image();
+    std::fs::write(
+        dir.path().join("hypervisors.conf"),
+        format!(
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
+            pool_path.display()
+        ),
+    )
+    .unwrap();
+    // The empty archive's URL is filled in by the caller (the mirror server's port).
+    let guests: Vec<DomainName> = ["shop-a", "shop-b", "blog-a"]
+        .iter()
+        .map(|name| DomainName::parse(&format!("{name}-{unique}.test")).unwrap())
+        .collect();
+    let recipes_d = dir.path().join("recipes.d");
+    std::fs::create_dir_all(&recipes_d).unwrap();
+    for guest in &guests {
+        let tenant = guest.as_str().split('-').next().unwrap();
+        std::fs::write(
+            recipes_d.join(format!("{guest}.yaml")),
+            guest_file(guest, tenant, "4G", &image),
+        )
+        .unwrap();
+    }
+    Installation { dir, pool, guests }
+}
+
+fn guest_file(guest: &DomainName, tenant: &str, size: &str, image: &Path) -> String {
+    format!(
+        "{guest}:\n  _global:\n    tenant: {tenant}\n    memory: 640\n    cpus: 1\n    size: {size}\n    image:\n      url: file://{}\n      sha256: {}\n",
+        image.display(),
+        sha256_file(image)
+    )
+}
+
+fn write_recipes_yaml(installation: &Installation, mirror_url: &str) {
+    std::fs::write(
+        installation.dir.path().join("recipes.yaml"),
+        format!(
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n    network: default\n    address_range: {RANGE}\n    gateway: {GATEWAY}\n    resolvers: [{GATEWAY}]\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// Runs `command` on `guest` (at `address`) as its admin, with its key from the secret store.
+fn on_guest(
+    installation: &Installation,
+    guest: &DomainName,
+    address: &str,
+    command: &str,
+) -> String {
+    let mut store = SecretStore::open(
+        &installation.dir.path().join("secrets.kdbx"),
+        &Secret::new(PASSPHRASE),
+    )
+    .unwrap();
+    let keypair = guest_keypair(&mut store, guest, &mut rand::rngs::OsRng).unwrap();
+    let key = PrivateKeyFile::write(&keypair).unwrap();
+    let output = std::process::Command::new("ssh")
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=10",
+            "-i",
+        ])
+        .arg(key.path())
+        .arg(format!("trogadmin@{address}"))
+        .arg(command)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "`{command}` on {guest} ({address}): {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+/// Whether `from` reaches `target` by `kind` (`ping` or `tcp`), sending from `source` if given.
+fn reaches(
+    installation: &Installation,
+    from: &(DomainName, String),
+    kind: &str,
+    target: &str,
+    source: Option<&str>,
+) -> bool {
+    let probe = PROBE.replace('\'', "'\\''");
+    let answer = on_guest(
+        installation,
+        &from.0,
+        &from.1,
+        &format!(
+            "sudo python3 -c '{probe}' {kind} {target} {}",
+            source.unwrap_or_default()
+        ),
+    );
+    match answer.trim() {
+        "yes" => true,
+        "no" => false,
+        other => panic!("the probe on {} answered {other:?}", from.0),
+    }
+}
+
+fn address_in(stdout: &str, guest: &DomainName) -> String {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{guest} is on local at ")))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no address for {guest} in:\n{stdout}"))
+        .to_string()
+}
+
+fn network_filters() -> Vec<String> {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    connection
+        .list_all_nw_filters(0)
+        .unwrap()
+        .iter()
+        .map(|filter| filter.name().unwrap())
+        .collect()
+}
+
+/// Whether any domain on this libvirtd (other work's included) references `filter`.
+fn filter_in_use(filter: &str) -> bool {
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    connection
+        .list_all_domains(0)
+        .unwrap()
+        .iter()
+        .any(|domain| {
+            domain
+                .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
+                .is_ok_and(|xml| xml.contains(&format!("filter='{filter}'")))
+        })
+}
+
+struct Cleanup<'a> {
+    installation: &'a Installation,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        for guest in &self.installation.guests {
+            let _ = run_verb(
+                "destroy",
+                self.installation.dir.path(),
+                &["--purge", "--yes", guest.as_str()],
+            );
+        }
+        let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+        if let Ok(pool) = connection.lookup_storage_pool_by_name(&self.installation.pool) {
+            if let Ok(volumes) = pool.list_all_volumes(0) {
+                for volume in volumes {
+                    let _ = volume.delete(0);
+                }
+            }
+            let _ = pool.destroy();
+            let _ = pool.undefine();
+        }
+    }
+}
+
+#[test]
+fn tenants_are_kept_apart_on_real_guests() {
+    let unique = std::process::id();
+    let mirror_root = tempfile::tempdir().unwrap();
+    write_empty_archive(mirror_root.path());
+    let mirror = MirrorServer::start(mirror_root.path(), 19000 + (unique % 1000) as u16);
+    let installation = installation(unique);
+    write_recipes_yaml(&installation, &mirror.url);
+    let _cleanup = Cleanup {
+        installation: &installation,
+    };
+    let config = installation.dir.path();
+
+    // The first run makes the secret store alone; then the three at once (each its own run:
+    // ips.db hands out three addresses, and each run's filters learn the others').
+    let first = run_verb("provision", config, &[installation.guests[0].as_str()]);
+    assert!(
+        first.status.success(),
+        "{}\n{}",
+        text(&first.stdout),
+        text(&first.stderr)
+    );
+    let runs: Vec<_> = installation.guests[1..]
+        .iter()
+        .map(|guest| spawn_verb("provision", config, &[guest.as_str()]))
+        .collect();
+    let mut stdout = text(&first.stdout);
+    for run in runs {
+        let output = run.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}\n{}",
+            text(&output.stdout),
+            text(&output.stderr)
+        );
+        stdout.push_str(&text(&output.stdout));
+    }
+    let guests: Vec<(DomainName, String)> = installation
+        .guests
+        .iter()
+        .map(|guest| (guest.clone(), address_in(&stdout, guest)))
+        .collect();
+    let [shop_a, shop_b, blog_a] = [&guests[0], &guests[1], &guests[2]];
+    let mut addresses: Vec<&String> = guests.iter().map(|(_, address)| address).collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 3, "{guests:?}");
+    for (guest, address) in &guests {
+        assert!(address.starts_with("192.168.122.23"), "{guest}: {address}");
+        // Reached over SSH at its assigned address, which it also carries.
+        assert!(
+            on_guest(&installation, guest, address, "ip -4 -o addr show")
+                .contains(&format!("{address}/24"))
+        );
+    }
+    let filters = network_filters();
+    for filter in ["trog-isolated", "trog-tenant-shop", "trog-tenant-blog"] {
+        assert!(filters.contains(&filter.to_string()), "{filters:?}");
+    }
+
+    // Tenants: shop's guests reach each other; blog's reaches neither, nor is reached; all reach
+    // the gateway.
+    for kind in ["ping", "tcp"] {
+        assert!(
+            reaches(&installation, shop_a, kind, &shop_b.1, None),
+            "{kind} shop-a → shop-b"
+        );
+        assert!(
+            reaches(&installation, shop_b, kind, &shop_a.1, None),
+            "{kind} shop-b → shop-a"
+        );
+        for shop in [shop_a, shop_b] {
+            assert!(
+                !reaches(&installation, blog_a, kind, &shop.1, None),
+                "{kind} blog → {}",
+                shop.0
+            );
+            assert!(
+                !reaches(&installation, shop, kind, &blog_a.1, None),
+                "{kind} {} → blog",
+                shop.0
+            );
+        }
+    }
+    for guest in &guests {
+        assert!(
+            reaches(&installation, guest, "ping", GATEWAY, None),
+            "{} → gateway",
+            guest.0
+        );
+    }
+
+    // A foreign source address: blog's guest takes an address that is not its own (one no
+    // guest holds, then shop-a's) and gets nothing through, not even from its gateway.
+    let interface = on_guest(
+        &installation,
+        &blog_a.0,
+        &blog_a.1,
+        "ip -o route get 192.168.122.1 | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'",
+    );
+    let interface = interface.trim();
+    for foreign in [UNHELD, shop_a.1.as_str()] {
+        on_guest(
+            &installation,
+            &blog_a.0,
+            &blog_a.1,
+            &format!("sudo ip addr add {foreign}/32 dev {interface}"),
+        );
+        assert!(
+            !reaches(&installation, blog_a, "ping", GATEWAY, Some(foreign)),
+            "spoofed {foreign} → gateway"
+        );
+        assert!(
+            !reaches(&installation, blog_a, "ping", &shop_b.1, Some(foreign)),
+            "spoofed {foreign} → shop-b"
+        );
+        on_guest(
+            &installation,
+            &blog_a.0,
+            &blog_a.1,
+            &format!("sudo ip addr del {foreign}/32 dev {interface}"),
+        );
+    }
+    assert!(reaches(&installation, blog_a, "ping", GATEWAY, None));
+
+    // A root-disk rebuild (a new disk size) keeps shop-a's address, and its isolation.
+    std::fs::write(
+        config.join("recipes.d").join(format!("{}.yaml", shop_a.0)),
+        guest_file(&shop_a.0, "shop", "5G", &test_image()),
+    )
+    .unwrap();
+    let rebuilt = run_verb("provision", config, &[shop_a.0.as_str()]);
+    let said = format!("{}\n{}", text(&rebuilt.stdout), text(&rebuilt.stderr));
+    assert!(rebuilt.status.success(), "{said}");
+    assert!(
+        said.contains("root"),
+        "the plan did not rebuild the root disk:\n{said}"
+    );
+    assert_eq!(address_in(&text(&rebuilt.stdout), &shop_a.0), shop_a.1);
+    assert!(reaches(&installation, shop_b, "tcp", &shop_a.1, None));
+    assert!(!reaches(&installation, blog_a, "tcp", &shop_a.1, None));
+
+    // Destroyed: the tenants' filters go with their last guests.
+    for guest in &installation.guests {
+        let destroy = run_verb("destroy", config, &["--purge", "--yes", guest.as_str()]);
+        assert!(destroy.status.success(), "{}", text(&destroy.stderr));
+    }
+    let filters = network_filters();
+    assert!(
+        !filters.iter().any(|name| name.starts_with("trog-tenant-")),
+        "{filters:?}"
+    );
+    assert_eq!(
+        filters.contains(&"trog-isolated".to_string()),
+        filter_in_use("trog-isolated"),
+        "trog-isolated stays exactly while another domain uses it: {filters:?}"
+    );
+}
