@@ -13,9 +13,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 use support::*;
-use trog::credentials::Secret;
 use trog::model::names::DomainName;
-use trog::secrets::{guest_keypair, PrivateKeyFile, SecretStore};
 
 /// How long a killed run is given to reach the step it is killed in.
 const REACH_STEP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -103,38 +101,12 @@ fn try_on_guest(
     address: &str,
     command: &str,
 ) -> Result<String, String> {
-    let store = SecretStore::open(
-        &installation.dir.path().join("secrets.kdbx"),
-        &Secret::new(PASSPHRASE),
+    ssh_as_admin(
+        installation.dir.path(),
+        &installation.domain,
+        address,
+        command,
     )
-    .unwrap();
-    let mut store = store;
-    let keypair = guest_keypair(&mut store, &installation.domain, &mut rand::rngs::OsRng).unwrap();
-    let key = PrivateKeyFile::write(&keypair).unwrap();
-    let output = std::process::Command::new("ssh")
-        .args([
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-o",
-            "ConnectTimeout=10",
-            "-i",
-        ])
-        .arg(key.path())
-        .arg(format!("trogadmin@{address}"))
-        .arg(command)
-        .output()
-        .unwrap();
-    if output.status.success() {
-        Ok(text(&output.stdout))
-    } else {
-        Err(text(&output.stderr))
-    }
 }
 
 fn volumes(pool: &str) -> Vec<String> {

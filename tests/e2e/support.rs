@@ -145,3 +145,44 @@ impl Drop for LibvirtLeftovers {
         }
     }
 }
+
+/// Runs `command` on the guest `domain` at `address` as its admin (`trogadmin`), with the guest's
+/// key read from the installation's secret store; `Err` carries ssh's stderr.
+pub fn ssh_as_admin(
+    installation: &Path,
+    domain: &trog::model::names::DomainName,
+    address: &str,
+    command: &str,
+) -> Result<String, String> {
+    let mut store = trog::secrets::SecretStore::open(
+        &installation.join("secrets.kdbx"),
+        &trog::credentials::Secret::new(PASSPHRASE),
+    )
+    .unwrap();
+    let keypair = trog::secrets::guest_keypair(&mut store, domain, &mut rand::rngs::OsRng).unwrap();
+    let key = trog::secrets::PrivateKeyFile::write(&keypair).unwrap();
+    let output = Command::new("ssh")
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=10",
+            "-i",
+        ])
+        .arg(key.path())
+        .arg(format!("trogadmin@{address}"))
+        .arg(command)
+        .output()
+        .unwrap();
+    if output.status.success() {
+        Ok(text(&output.stdout))
+    } else {
+        Err(text(&output.stderr))
+    }
+}

@@ -13,9 +13,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use support::*;
-use trog::credentials::Secret;
 use trog::model::names::DomainName;
-use trog::secrets::{guest_keypair, PrivateKeyFile, SecretStore};
 
 /// The addresses this test hands out: kept apart from the other tests' ranges on the shared
 /// default network.
@@ -126,38 +124,8 @@ fn on_guest(
     address: &str,
     command: &str,
 ) -> String {
-    let mut store = SecretStore::open(
-        &installation.dir.path().join("secrets.kdbx"),
-        &Secret::new(PASSPHRASE),
-    )
-    .unwrap();
-    let keypair = guest_keypair(&mut store, guest, &mut rand::rngs::OsRng).unwrap();
-    let key = PrivateKeyFile::write(&keypair).unwrap();
-    let output = std::process::Command::new("ssh")
-        .args([
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-o",
-            "ConnectTimeout=10",
-            "-i",
-        ])
-        .arg(key.path())
-        .arg(format!("trogadmin@{address}"))
-        .arg(command)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "`{command}` on {guest} ({address}): {}",
-        text(&output.stderr)
-    );
-    text(&output.stdout)
+    ssh_as_admin(installation.dir.path(), guest, address, command)
+        .unwrap_or_else(|stderr| panic!("`{command}` on {guest} ({address}): {stderr}"))
 }
 
 /// Whether `from` reaches `target` by `kind` (`ping` or `tcp`), sending from `source` if given.
