@@ -3,13 +3,12 @@
 //! none answered.
 
 use crate::cli::GlobalArgs;
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::libvirt::{observe_fleet, LibvirtObserver, DEFAULT_ANSWER_TIMEOUT};
+use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::output::events::{emit, Event};
-use crate::placement::fleet_table::{render_fleet, summarise_fleet, SummaryState};
-use std::sync::Arc;
+use crate::placement::fleet_table::{render_fleet, SummaryState};
+use crate::workflow::fleet::fleet_summary;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -20,18 +19,10 @@ pub struct FleetArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: FleetArgs) -> Result<ExitStatus, Failure> {
-    let paths = global.installation_paths();
-    let fleet = fleet_to_build_on(
-        &paths.hypervisors_conf,
-        load_installation_fleet(&paths)?,
-        None,
-    );
-    let observation = observe_fleet(
-        &fleet,
-        Arc::new(LibvirtObserver),
+    let summary = fleet_summary(
+        &global.installation_paths(),
         Duration::from_secs(args.timeout),
-    );
-    let summary = summarise_fleet(&observation);
+    )?;
     if global.json {
         emit(&Event::Fleet(&summary));
     } else {

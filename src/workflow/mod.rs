@@ -18,6 +18,7 @@ pub mod backup;
 pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod destroy;
+pub mod fleet;
 pub mod locate;
 pub mod lock;
 pub mod open;
