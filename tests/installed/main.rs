@@ -1,26 +1,20 @@
-//! trog as a system tool: `packaging/build-deb` builds the Debian package from this build's
-//! binary, `dpkg -i` installs it on this machine (as root), and the installed pieces are checked
-//! (its Depends, a man page per verb, completions, the recipes under /usr/share/trog, the recipes
-//! found from another folder, a stray copy of the binary naming where it looked). Then the
-//! installed `contrib/reprovision` (the web button of docs/INTEGRATION.md) runs the INSTALLED
-//! `trog` from another folder without `TROG_RECIPES`, the passphrase piped from a root-only file,
-//! and its stream and outcome are checked for a guest the installation does not declare. The
-//! package is removed at the end.
+//! trog as a system tool, for real: `packaging/build-deb` builds the Debian package from this
+//! build's binary, `dpkg -i` installs it on this machine, and the installed pieces are checked (a
+//! man page per verb, completions, recipes under /usr/share/trog). Then the installed
+//! `contrib/reprovision` (the web button of docs/INTEGRATION.md) runs the INSTALLED `trog`, from
+//! another folder and without `TROG_RECIPES`, with the passphrase piped from a root-only file:
+//! one real guest is provisioned from the offline test image, the script's stream of events and
+//! its outcome for the user are checked, a misnamed guest's outcome too, then the guest is
+//! destroyed and the package removed.
 
-/// The test secret store's passphrase.
-const PASSPHRASE: &str = "installed-passphrase";
-
-fn checkout() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+#[path = "../e2e/support.rs"]
+#[allow(dead_code)]
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use support::*;
 
 const INSTALLED_TROG: &str = "/usr/bin/trog";
 const INSTALLED_SCRIPT: &str = "/usr/share/trog/examples/reprovision";
@@ -49,17 +43,32 @@ fn run(command: &mut Command) -> Output {
     output
 }
 
-/// An installation declaring one guest, with no secret store yet.
-fn write_installation(dir: &Path, domain: &str) {
+/// The installation: this machine under software emulation, the test image, the mirror.
+fn write_installation(dir: &Path, domain: &str, pool: &str, mirror_url: &str) {
+    let image = test_image();
+    std::fs::write(
+        dir.join("hypervisors.conf"),
+        format!(
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
+            dir.join("pool").display()
+        ),
+    )
+    .unwrap();
     std::fs::write(
         dir.join("recipes.yaml"),
-        "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    upgrade: false\n",
+        format!(
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n"
+        ),
     )
     .unwrap();
     std::fs::create_dir_all(dir.join("recipes.d")).unwrap();
     std::fs::write(
         dir.join("recipes.d").join(format!("{domain}.yaml")),
-        format!("{domain}:\n  nginx: {{}}\n"),
+        format!(
+            "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    image:\n      url: file://{}\n      sha256: {}\n",
+            image.display(),
+            sha256_file(&image)
+        ),
     )
     .unwrap();
 }
@@ -97,7 +106,7 @@ fn outcome(events: &[serde_json::Value]) -> &serde_json::Value {
 }
 
 #[test]
-fn the_installed_package_finds_its_recipes_and_serves_the_reprovision_script() {
+fn the_installed_package_provisions_through_the_reprovision_script() {
     // 1. Build the package from this build's binary, and install it.
     let out = tempfile::tempdir().unwrap();
     let built = run(Command::new(checkout().join("packaging/build-deb"))
@@ -165,16 +174,61 @@ fn the_installed_package_finds_its_recipes_and_serves_the_reprovision_script() {
     assert!(said.contains(&looked.display().to_string()), "{said}");
     assert!(said.contains("hint: install trog's package"), "{said}");
 
-    // 3. The web button through the installed script and binary, with the passphrase piped
-    //    from a root-only file: a guest the installation does not declare gives an error event
-    //    and an outcome that sends the user to an administrator rather than to the button again.
-    let installation = tempfile::tempdir().unwrap();
+    // 3. The web button: one real provision through the installed script and binary.
+    let mirror_root = tempfile::tempdir().unwrap();
+    write_empty_archive(mirror_root.path());
+    let mirror = MirrorServer::start(
+        mirror_root.path(),
+        19000 + (std::process::id() % 1000) as u16,
+    );
+    let installation = tempfile::Builder::new()
+        .prefix("trog-installed-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     let config = installation.path();
+    // qemu runs as its own user and must reach the pool's directory.
+    std::fs::set_permissions(config, std::fs::Permissions::from_mode(0o755)).unwrap();
     let unique = std::process::id();
-    write_installation(config, &format!("declared-{unique}.test"));
+    let domain = format!("installed-{unique}.test");
+    let pool = format!("trog-installed-{unique}");
+    let _leftovers = LibvirtLeftovers {
+        domain: domain.clone(),
+        pool: pool.clone(),
+    };
+    write_installation(config, &domain, &pool, &mirror.url);
     let credentials = config.join("credentials");
     std::fs::write(&credentials, format!("keepass: {PASSPHRASE}\n\n")).unwrap();
     std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let (events, status, stderr) = reprovision(elsewhere.path(), config, &credentials, &domain);
+    assert_eq!(status, Some(0), "{events:#?}\n{stderr}");
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert!(names.contains(&"plan"), "{names:?}");
+    assert!(names.contains(&"step_started"), "{names:?}");
+    assert!(names.contains(&"step_finished"), "{names:?}");
+    let done = events
+        .iter()
+        .find(|event| event["event"] == "done")
+        .expect("a done event");
+    assert_eq!(done["report"]["guest"], domain.as_str());
+    assert!(events[..events.len() - 1]
+        .iter()
+        .all(|event| event["schema"] == 1));
+    let outcome_seen = outcome(&events);
+    assert_eq!(outcome_seen["outcome"], "succeeded", "{outcome_seen}");
+    assert_eq!(outcome_seen["exit_status"], 0);
+    assert_eq!(outcome_seen["retry"], false);
+    let address = done["report"]["address"].as_str().unwrap();
+    assert!(
+        outcome_seen["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{domain} on local at {address}")),
+        "{outcome_seen}"
+    );
+
+    // A guest the installation does not declare: an error event, and an outcome that sends the
+    // user to an administrator rather than to the button again.
     let (events, status, _) = reprovision(
         elsewhere.path(),
         config,
@@ -186,12 +240,6 @@ fn the_installed_package_finds_its_recipes_and_serves_the_reprovision_script() {
         events.iter().any(|event| event["event"] == "error"),
         "{events:#?}"
     );
-    assert!(
-        events[..events.len() - 1]
-            .iter()
-            .all(|event| event["schema"] == 1),
-        "{events:#?}"
-    );
     let outcome_seen = outcome(&events);
     assert_eq!(outcome_seen["outcome"], "configuration", "{outcome_seen}");
     assert_eq!(outcome_seen["retry"], false);
@@ -199,4 +247,16 @@ fn the_installed_package_finds_its_recipes_and_serves_the_reprovision_script() {
         outcome_seen["detail"].as_str().unwrap().contains("hint:"),
         "{outcome_seen}"
     );
+
+    // 4. The installed trog destroys the guest; the package goes when `_package` is dropped.
+    let destroyed = Command::new(INSTALLED_TROG)
+        .args(["--credentials", "destroy", "--purge", "--yes", &domain])
+        .current_dir(elsewhere.path())
+        .env_remove("TROG_RECIPES")
+        .env("TROG_PROVISIONER_CONFIG", config)
+        .stdin(std::fs::File::open(&credentials).unwrap())
+        .output()
+        .unwrap();
+    assert!(destroyed.status.success(), "{}", text(&destroyed.stderr));
+    drop(mirror);
 }
