@@ -89,6 +89,15 @@ rm -f "$rootfs/var/lib/dbus/machine-id"
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/*.log \
   "$rootfs"/var/lib/cloud/*
 
+# GRUB's configuration, read at every boot from the guest's filesystem (see the core image below).
+mkdir -p "$rootfs/boot/grub"
+cat >"$rootfs/boot/grub/grub.cfg" <<GRUB
+set timeout=0
+linux /boot/$kernel root=LABEL=$root_label ro console=tty0 console=ttyS0,115200n8 net.ifnames=1
+initrd /boot/$initrd
+boot
+GRUB
+
 if [[ -n $overlay ]]; then
   log "copying $overlay over the image's root"
   cp -a --no-preserve=ownership "$overlay/." "$rootfs/"
@@ -104,15 +113,15 @@ truncate -s "${disk_size_mib}M" "$raw"
 echo "start=$partition_start_sector, type=83, bootable" | sfdisk --quiet --label dos "$raw"
 dd if="$work/root.ext4" of="$raw" bs=1M seek=1 conv=notrunc,sparse status=none
 
+# The kernel command line lives in the guest's own /boot/grub/grub.cfg (written above, before
+# the filesystem was made), where `trog debug_boot --single` can change it; the configuration
+# embedded in GRUB's core image only finds and runs that file.
 cat >"$work/grub-embedded.cfg" <<GRUB
 set root=(hd0,msdos1)
-set timeout=0
-linux /boot/$kernel root=LABEL=$root_label ro console=tty0 console=ttyS0,115200n8 net.ifnames=1
-initrd /boot/$initrd
-boot
+configfile /boot/grub/grub.cfg
 GRUB
 grub-mkimage -O i386-pc -o "$work/core.img" -c "$work/grub-embedded.cfg" \
-  -p '(hd0,msdos1)/boot/grub' biosdisk part_msdos ext2 linux boot
+  -p '(hd0,msdos1)/boot/grub' biosdisk part_msdos ext2 linux boot normal configfile
 core_sectors=$(( ($(stat -c %s "$work/core.img") + 511) / 512 ))
 ((core_sectors < partition_start_sector)) || { echo "GRUB's core image is too large" >&2; exit 1; }
 # boot.img's code (first 440 bytes) goes into the MBR, keeping the partition table; it loads the
