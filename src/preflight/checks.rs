@@ -174,6 +174,18 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
     // Hardware virtualisation, against the configured domain_type.
     checks.push(kvm_check(facts));
 
+    // libguestfs, for debug_boot.
+    checks.push(match &facts.libguestfs {
+        Ok(true) => Check::ok("libguestfs is there"),
+        Ok(false) => Check::note(
+            "No libguestfs: debug_boot cannot read a guest's disk",
+            "install libguestfs-tools there; without it debug_boot has all but --cat, --ls and --single",
+        ),
+        Err(why) => Check::note(
+            format!("libguestfs not checked: {why}"),
+            "fix the connection first",
+        ),
+    });
     checks
 }
 
@@ -349,6 +361,7 @@ mod tests {
             })),
             real_tpm: Ok(true),
             swtpm: Ok(true),
+            libguestfs: Ok(true),
             domain_type: crate::model::hypervisor::DomainType::Kvm,
             kvm: Ok(crate::machine::hypervisor_ops::KvmVerdict::Works),
         }
@@ -365,7 +378,7 @@ mod tests {
             checks.iter().all(|c| c.outcome == Outcome::Ok),
             "{checks:#?}"
         );
-        assert_eq!(checks.len(), 8);
+        assert_eq!(checks.len(), 9);
     }
 
     #[test]
@@ -377,6 +390,7 @@ mod tests {
             pool_filesystem: None,
             real_tpm: Err("not reached".into()),
             swtpm: Err("not reached".into()),
+            libguestfs: Err("not reached".into()),
             kvm: Err("not reached".into()),
             ..healthy()
         };
@@ -389,6 +403,7 @@ mod tests {
                 Outcome::Failed,
                 Outcome::Failed,
                 Outcome::Failed,
+                Outcome::Note,
                 Outcome::Note,
                 Outcome::Note
             ]

@@ -113,6 +113,7 @@ pub struct HypervisorFacts {
     pub pool_filesystem: Option<Result<FilesystemFacts, String>>,
     pub real_tpm: Result<bool, String>,
     pub swtpm: Result<bool, String>,
+    pub libguestfs: Result<bool, String>,
     /// The `domain_type` hypervisors.conf gives it.
     pub domain_type: crate::model::hypervisor::DomainType,
     /// Whether KVM actually works there (a guest started under it).

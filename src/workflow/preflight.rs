@@ -217,6 +217,7 @@ fn hypervisor_facts(
         pool_filesystem,
         real_tpm: ask(HypervisorOp::RealTpm),
         swtpm: ask(HypervisorOp::Swtpm),
+        libguestfs: ask(HypervisorOp::Libguestfs),
         domain_type: hypervisor.domain_type,
         kvm: reached.clone().and_then(kvm_verdict),
     }
