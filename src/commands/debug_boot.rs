@@ -12,14 +12,14 @@ use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::output::events::{emit, Event};
 use crate::provision::inputs::domain_argument;
 use crate::workflow::debug_boot::{
-    debug_boot, DebugAction, DebugOutcome, DebugReport, DebugRequest,
+    debug_boot, DebugAction, DebugOutcome, DebugReport, DebugRequest, GrubCheck,
 };
 use crate::workflow::debug_boot_console::ConsoleBounds;
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("action").required(true).args(["console", "fetch", "shot", "hold", "keys", "restore", "vnc"])))]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["console", "fetch", "shot", "hold", "keys", "restore", "vnc", "cat", "ls", "single"])))]
 pub struct DebugBootArgs {
     /// The guest, fully qualified.
     pub domain: String,
@@ -40,7 +40,18 @@ pub struct DebugBootArgs {
     /// text:WORDS.
     #[arg(long, value_name = "KEY", num_args = 1..)]
     pub keys: Option<Vec<String>>,
-    /// Put the serial port and the boot menu back as provision made them.
+    /// Print a file of the shut-off guest's disks (libguestfs on the hypervisor).
+    #[arg(long, value_name = "PATH")]
+    pub cat: Option<String>,
+    /// List a directory of the shut-off guest's disks (libguestfs on the hypervisor).
+    #[arg(long, value_name = "PATH")]
+    pub ls: Option<String>,
+    /// Put `single` on the kernel command line of the shut-off guest's GRUB configuration
+    /// (libguestfs on the hypervisor) and start it into rescue mode.
+    #[arg(long)]
+    pub single: bool,
+    /// Put the serial port, the boot menu and the guest's GRUB configuration back as provision
+    /// made them.
     #[arg(long)]
     pub restore: bool,
     /// Print the address of the guest's VNC display; for a remote hypervisor, the local end of
@@ -69,6 +80,11 @@ pub enum DebugBootCommandError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot write the file to standard output")]
+    WriteStdout {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Diagnose for DebugBootCommandError {
@@ -77,7 +93,12 @@ impl Diagnose for DebugBootCommandError {
     }
 
     fn hint(&self) -> Option<String> {
-        Some("name a file in a directory you can write to".into())
+        match self {
+            DebugBootCommandError::WriteShot { .. } => {
+                Some("name a file in a directory you can write to".into())
+            }
+            DebugBootCommandError::WriteStdout { .. } => None,
+        }
     }
 }
 
@@ -97,6 +118,12 @@ fn action(args: &DebugBootArgs) -> Result<DebugAction, Failure> {
         DebugAction::Keys(parse_keys(keys)?)
     } else if args.vnc {
         DebugAction::Vnc
+    } else if let Some(path) = &args.cat {
+        DebugAction::Cat(path.clone())
+    } else if let Some(path) = &args.ls {
+        DebugAction::Ls(path.clone())
+    } else if args.single {
+        DebugAction::Single
     } else {
         DebugAction::Restore
     })
@@ -183,13 +210,43 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
             }
             let _ = std::io::Write::flush(&mut std::io::stdout());
         }
-        DebugOutcome::Restore { undone } if undone.is_empty() => {
-            println!("{guest}: nothing to restore, its definition is as provision made it");
+        DebugOutcome::Restore { undone, grub } => {
+            if undone.is_empty() {
+                println!("{guest}: nothing to restore, it is as provision made it");
+            } else {
+                println!("{guest} restored as provision made it (from its next start):");
+                for change in undone {
+                    println!("  undone: {change}");
+                }
+            }
+            match grub {
+                GrubCheck::Checked | GrubCheck::NoSystem => {}
+                GrubCheck::GuestRunning => eprintln!(
+                    "debug_boot: {guest} runs, so its GRUB configuration (which --single changes) was not looked at; shut it off and run --restore again to check it"
+                ),
+                GrubCheck::NoLibguestfs => eprintln!(
+                    "debug_boot: no libguestfs on {hypervisor}, so {guest}'s GRUB configuration (which only --single changes) was not looked at"
+                ),
+            }
         }
-        DebugOutcome::Restore { undone } => {
-            println!("{guest} restored as provision made it (from its next start):");
-            for change in undone {
-                println!("  undone: {change}");
+        DebugOutcome::Cat { bytes, .. } => {
+            std::io::Write::write_all(&mut std::io::stdout(), bytes)
+                .map_err(|source| DebugBootCommandError::WriteStdout { source })?;
+        }
+        DebugOutcome::Ls { names, .. } => {
+            for name in names {
+                println!("{name}");
+            }
+        }
+        DebugOutcome::Single { written } => {
+            if *written {
+                println!(
+                    "{guest} started with `single` on its kernel command line, into rescue mode; {RESTORE_NOTE}."
+                );
+            } else {
+                println!(
+                    "{guest} started; its kernel command line already had `single`; {RESTORE_NOTE}."
+                );
             }
         }
     }

@@ -40,6 +40,8 @@ pub enum DebugChange {
     ConsoleCapture,
     /// `--hold`: the firmware's boot menu waits for a key.
     BootMenu,
+    /// `--single`: the guest's GRUB configuration puts `single` on the kernel command line.
+    SingleUser,
 }
 
 impl std::fmt::Display for DebugChange {
@@ -49,6 +51,9 @@ impl std::fmt::Display for DebugChange {
                 "the serial port writes to the capture file, and the firmware writes to it too"
             }
             DebugChange::BootMenu => "the firmware's boot menu is on",
+            DebugChange::SingleUser => {
+                "the guest's GRUB configuration boots the kernel with `single` (rescue mode)"
+            }
         })
     }
 }

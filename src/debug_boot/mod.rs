@@ -4,5 +4,6 @@
 
 pub mod console;
 pub mod domain_edit;
+pub mod guest_disk;
 pub mod keys;
 pub mod screen;

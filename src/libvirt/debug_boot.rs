@@ -2,6 +2,7 @@
 //! refused), its definition as libvirt keeps it, redefining it, restarting it, its screen, its
 //! keyboard, and where its VNC display listens.
 
+use crate::debug_boot::guest_disk::{DiskFile, DomainDisk};
 use crate::libvirt::trog_tag::is_trogs;
 use std::io::Read;
 use std::time::Duration;
@@ -162,6 +163,28 @@ impl DebugDomain {
         self.domain
             .create()
             .map_err(|error| self.failed("start", error))
+    }
+
+    /// The files of the domain's disks on the hypervisor, with the format libvirt reads each in.
+    pub fn disk_files(
+        &self,
+        connection: &Connect,
+        disks: &[DomainDisk],
+    ) -> Result<Vec<DiskFile>, DebugDomainError> {
+        disks
+            .iter()
+            .map(|disk| {
+                let path = connection
+                    .lookup_storage_pool_by_name(&disk.pool)
+                    .and_then(|pool| pool.lookup_storage_vol_by_name(&disk.volume))
+                    .and_then(|volume| volume.path())
+                    .map_err(|error| self.failed("find the disk files of", error))?;
+                Ok(DiskFile {
+                    path,
+                    format: disk.format.clone(),
+                })
+            })
+            .collect()
     }
 
     /// Starts the guest if it is off.

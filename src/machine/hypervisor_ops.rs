@@ -4,6 +4,7 @@
 //! [`HypervisorOp`], and the command of an operation is private to this module. A new kind of work
 //! on a hypervisor is a new variant here, reviewed as such; nothing else can compose one.
 
+use crate::debug_boot::guest_disk::DiskFile;
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{PortForward, SshMachine, SshTarget, SudoPassword};
 use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
@@ -83,6 +84,15 @@ impl<M: Machine + ?Sized> HypervisorMachine<M> {
         self.machine.run(&op.command())
     }
 
+    /// Runs `op` with `input` on its standard input (the new bytes of a file it replaces).
+    pub fn run_with_input(
+        &self,
+        op: &HypervisorOp,
+        input: Vec<u8>,
+    ) -> Result<CommandOutput, MachineError> {
+        self.machine.run(&op.command().stdin(input))
+    }
+
     /// Runs a yes-or-no operation: `true` when it exited 0. A host that cannot be asked answers
     /// no, and the caller decides what no costs.
     pub fn holds(&self, op: &HypervisorOp) -> bool {
@@ -106,6 +116,8 @@ pub enum HypervisorOp {
     RealTpm,
     /// Whether `swtpm`, which gives a guest an emulated TPM, is installed.
     Swtpm,
+    /// Whether libguestfs's `guestfish` is installed, for `debug_boot`'s reads of a guest's disk.
+    Libguestfs,
     /// The filesystem holding a directory (the storage pool's): mount point, type, size and
     /// free space in bytes, as `findmnt` reports them on one line.
     FilesystemOf { path: String },
@@ -122,6 +134,64 @@ pub enum HypervisorOp {
     /// like the serial log; read again and again while the guest boots, so only what is new
     /// crosses the link.
     ReadConsoleCapture { path: String, from_byte: u64 },
+    /// A file in a shut-off guest, read through libguestfs as root (the disks are libvirt's):
+    /// prints `true` and the file's bytes as they are (`download`; `cat` would add a newline),
+    /// or `false` when the guest has no such file.
+    GuestCat { guest: GuestDisks, path: String },
+    /// A directory in a shut-off guest, listed through libguestfs as root: prints `true` and
+    /// the names, or `false` when the guest has no such directory.
+    GuestLs { guest: GuestDisks, path: String },
+    /// A file in a shut-off guest replaced by standard input through libguestfs, its old bytes
+    /// first copied (with owner, mode and times) to `keep_at` beside it.
+    GuestReplace {
+        guest: GuestDisks,
+        path: String,
+        keep_at: String,
+    },
+    /// The copy kept by [`HypervisorOp::GuestReplace`] moved back over the file: prints `true`
+    /// when there was one, `false` (exiting 1) when there was none.
+    GuestPutBack {
+        guest: GuestDisks,
+        path: String,
+        kept_at: String,
+    },
+}
+
+/// A guest's disks as libguestfs opens them, and how it starts its appliance there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestDisks {
+    pub disks: Vec<DiskFile>,
+    /// Run libguestfs's appliance under software emulation: on a hypervisor whose guests run
+    /// as `domain_type = qemu`, KVM does not work, and QEMU would abort trying it.
+    pub software_only: bool,
+}
+
+/// How long one libguestfs run may take: its appliance boots a small kernel (seconds under KVM,
+/// about twenty under software emulation on a loaded host, building it on first use adds a
+/// minute), then one read or write.
+const GUESTFS_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl GuestDisks {
+    /// `guestfish` on these disks (read-only unless `write`), inspecting the guest to mount its
+    /// filesystems as it does, then `commands` (words; `:` separates commands).
+    fn guestfish(&self, write: bool, commands: &[&str]) -> MachineCommand {
+        let mut argv: Vec<String> = vec!["env".into(), "LIBGUESTFS_BACKEND=direct".into()];
+        if self.software_only {
+            argv.push("LIBGUESTFS_BACKEND_SETTINGS=force_tcg".into());
+        }
+        argv.push("guestfish".into());
+        argv.push(if write { "--rw" } else { "--ro" }.into());
+        for disk in &self.disks {
+            argv.push(format!("--format={}", disk.format));
+            argv.push("-a".into());
+            argv.push(disk.path.clone());
+        }
+        argv.push("-i".into());
+        argv.extend(commands.iter().map(|word| word.to_string()));
+        MachineCommand::new(argv)
+            .as_root(true)
+            .timeout(GUESTFS_TIMEOUT)
+    }
 }
 
 impl HypervisorOp {
@@ -129,6 +199,36 @@ impl HypervisorOp {
     /// [`HypervisorMachine`] runs it.
     fn command(&self) -> MachineCommand {
         let command = match self {
+            HypervisorOp::GuestCat { guest, path } => {
+                return guest.guestfish(
+                    false,
+                    &[
+                        "is-file",
+                        path,
+                        "followsymlinks:true",
+                        ":",
+                        "download",
+                        path,
+                        "-",
+                    ],
+                )
+            }
+            HypervisorOp::GuestLs { guest, path } => {
+                return guest.guestfish(
+                    false,
+                    &["is-dir", path, "followsymlinks:true", ":", "ls", path],
+                )
+            }
+            HypervisorOp::GuestReplace {
+                guest,
+                path,
+                keep_at,
+            } => return guest.guestfish(true, &["cp-a", path, keep_at, ":", "upload", "-", path]),
+            HypervisorOp::GuestPutBack {
+                guest,
+                path,
+                kept_at,
+            } => return guest.guestfish(true, &["is-file", kept_at, ":", "mv", kept_at, path]),
             HypervisorOp::LoginName => MachineCommand::new(["id", "-un"]),
             HypervisorOp::PasswordlessSudo => MachineCommand::new(["sudo", "-n", "true"]),
             HypervisorOp::RootAccess => MachineCommand::new(["true"]).as_root(true),
@@ -136,6 +236,7 @@ impl HypervisorOp {
                 MachineCommand::shell("test -c /dev/tpmrm0 || test -c /dev/tpm0")
             }
             HypervisorOp::Swtpm => MachineCommand::shell("command -v swtpm"),
+            HypervisorOp::Libguestfs => MachineCommand::shell("command -v guestfish"),
             HypervisorOp::FilesystemOf { path } => MachineCommand::new([
                 "findmnt",
                 "--noheadings",
@@ -236,22 +337,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_logs_and_the_sudo_and_kvm_probes_run_as_root() {
+    fn only_the_logs_the_sudo_and_kvm_probes_and_libguestfs_run_as_root() {
         let path = "/x".to_string();
+        let guest = GuestDisks {
+            disks: vec![],
+            software_only: false,
+        };
         let every_operation = [
             HypervisorOp::LoginName,
             HypervisorOp::PasswordlessSudo,
             HypervisorOp::RootAccess,
             HypervisorOp::RealTpm,
             HypervisorOp::Swtpm,
+            HypervisorOp::Libguestfs,
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog { path: path.clone() },
             HypervisorOp::KvmWorks,
             HypervisorOp::ReadQemuLog {
                 domain: DomainName::parse("www.example.test").unwrap(),
             },
-            HypervisorOp::ReadConsoleCapture { path, from_byte: 0 },
+            HypervisorOp::ReadConsoleCapture {
+                path: path.clone(),
+                from_byte: 0,
+            },
+            HypervisorOp::GuestCat {
+                guest: guest.clone(),
+                path: path.clone(),
+            },
+            HypervisorOp::GuestLs {
+                guest: guest.clone(),
+                path: path.clone(),
+            },
+            HypervisorOp::GuestReplace {
+                guest: guest.clone(),
+                path: path.clone(),
+                keep_at: path.clone(),
+            },
+            HypervisorOp::GuestPutBack {
+                guest: guest.clone(),
+                path: path.clone(),
+                kept_at: path,
+            },
         ];
+        let (libguestfs_ops, every_operation): (Vec<_>, Vec<_>) =
+            every_operation.into_iter().partition(|op| {
+                matches!(
+                    op,
+                    HypervisorOp::GuestCat { .. }
+                        | HypervisorOp::GuestLs { .. }
+                        | HypervisorOp::GuestReplace { .. }
+                        | HypervisorOp::GuestPutBack { .. }
+                )
+            });
+        assert_eq!(libguestfs_ops.len(), 4);
         let as_root: Vec<_> = every_operation
             .into_iter()
             .filter(|op| op.command().as_root)
@@ -271,6 +409,36 @@ mod tests {
                 },
             ]
         );
+        assert!(libguestfs_ops.iter().all(|op| op.command().as_root));
+    }
+
+    #[test]
+    fn libguestfs_opens_each_disk_in_its_format_and_under_software_emulation_when_told() {
+        let guest = GuestDisks {
+            disks: vec![
+                DiskFile {
+                    path: "/p/g.qcow2".into(),
+                    format: "qcow2".into(),
+                },
+                DiskFile {
+                    path: "/p/g data".into(),
+                    format: "raw".into(),
+                },
+            ],
+            software_only: true,
+        };
+        let command = HypervisorOp::GuestCat {
+            guest,
+            path: "/etc/a b".into(),
+        }
+        .command();
+        assert_eq!(
+            command.to_shell_line(),
+            "env LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg guestfish --ro \
+             --format=qcow2 -a /p/g.qcow2 --format=raw -a '/p/g data' -i \
+             is-file '/etc/a b' followsymlinks:true : download '/etc/a b' -"
+        );
+        assert_eq!(command.timeout, GUESTFS_TIMEOUT);
     }
 
     #[test]

@@ -19,12 +19,13 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::debug_boot::DebugDomain;
 use crate::lock::Locks;
-use crate::machine::hypervisor_ops::HypervisorMachine;
+use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::ssh::PortForward;
 use crate::model::names::DomainName;
 use crate::provision::desired::serial_log_path;
 use crate::provision::hypervisor_machine::ssh_machine_for;
 use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, ConsoleBounds};
+use crate::workflow::debug_boot_disk::GuestOnDisk;
 use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
@@ -49,6 +50,13 @@ pub enum DebugAction {
     /// Where a VNC viewer reaches the guest's display: for a remote hypervisor, through an SSH
     /// tunnel from this machine, held open by the report.
     Vnc,
+    /// A file of the shut-off guest's disks, through libguestfs.
+    Cat(String),
+    /// A directory of the shut-off guest's disks, through libguestfs.
+    Ls(String),
+    /// `single` on the kernel command line of the shut-off guest's GRUB configuration, and the
+    /// guest started into rescue mode.
+    Single,
 }
 
 impl DebugAction {
@@ -60,13 +68,19 @@ impl DebugAction {
                 | DebugAction::Hold
                 | DebugAction::Keys(_)
                 | DebugAction::Restore
+                | DebugAction::Single
         )
     }
 
     /// Whether the action works on the hypervisor's own system (reading the capture there).
     fn access(&self) -> HypervisorAccess {
         match self {
-            DebugAction::Console(_) | DebugAction::Fetch => HypervisorAccess::WithSystem,
+            DebugAction::Console(_)
+            | DebugAction::Fetch
+            | DebugAction::Cat(_)
+            | DebugAction::Ls(_)
+            | DebugAction::Single
+            | DebugAction::Restore => HypervisorAccess::WithSystem,
             _ => HypervisorAccess::LibvirtOnly,
         }
     }
@@ -99,11 +113,44 @@ pub enum DebugOutcome {
     Hold { menu_timeout_ms: u32 },
     /// The keys sent, in order.
     Keys { sent: Vec<String> },
-    /// The changes taken back (none when there were none).
-    Restore { undone: Vec<DebugChange> },
+    /// The changes taken back (none when there were none), and whether the guest's GRUB
+    /// configuration was looked at.
+    Restore {
+        undone: Vec<DebugChange>,
+        grub: GrubCheck,
+    },
+    /// The bytes of a file in the guest.
+    Cat {
+        path: String,
+        /// As text in `--json` (bytes that are not UTF-8 shown as U+FFFD); as they are otherwise.
+        #[serde(rename = "content", serialize_with = "lossy_text")]
+        bytes: Vec<u8>,
+    },
+    /// The names in a directory of the guest.
+    Ls { path: String, names: Vec<String> },
+    /// `single` is on the guest's kernel command line (`written` is false when it was already)
+    /// and the guest was started.
+    Single { written: bool },
     /// The address to point a VNC viewer at; `tunneled` when it is this machine's end of an SSH
     /// tunnel to the hypervisor.
     Vnc { address: String, tunneled: bool },
+}
+
+fn lossy_text<S: serde::Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&String::from_utf8_lossy(bytes))
+}
+
+/// Whether `--restore` could look at the guest's GRUB configuration (which only `--single`
+/// changes), and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrubCheck {
+    Checked,
+    /// libguestfs reads the disks of a shut-off guest only.
+    GuestRunning,
+    NoLibguestfs,
+    /// libvirt's test driver: no system, no disks.
+    NoSystem,
 }
 
 #[derive(Debug, Serialize)]
@@ -298,12 +345,44 @@ pub fn debug_boot(
         }
         DebugAction::Restore => {
             let before = domain.definition()?;
-            let undone = debug_changes(&before, &capture);
+            let mut undone = debug_changes(&before, &capture);
             let restored = as_provisioned(&before, &provisioned_log, &capture);
             if restored != before {
                 domain.redefine(connection, &restored)?;
             }
-            DebugOutcome::Restore { undone }
+            let grub = match &opened.machine {
+                None => GrubCheck::NoSystem,
+                Some(_) if domain.is_running()? => GrubCheck::GuestRunning,
+                Some(machine) if !machine.holds(&HypervisorOp::Libguestfs) => {
+                    GrubCheck::NoLibguestfs
+                }
+                Some(machine) => {
+                    if GuestOnDisk::open(&opened, machine, &domain)?.put_back_grub()? {
+                        undone.push(DebugChange::SingleUser);
+                    }
+                    GrubCheck::Checked
+                }
+            };
+            DebugOutcome::Restore { undone, grub }
+        }
+        DebugAction::Cat(path) => {
+            let bytes = GuestOnDisk::open(&opened, system()?, &domain)?.cat(&path)?;
+            DebugOutcome::Cat { path, bytes }
+        }
+        DebugAction::Ls(path) => {
+            let names = GuestOnDisk::open(&opened, system()?, &domain)?.ls(&path)?;
+            DebugOutcome::Ls { path, names }
+        }
+        DebugAction::Single => {
+            let guest = GuestOnDisk::open(&opened, system()?, &domain)?;
+            let written = guest.write_single()?;
+            // A guest that will not start is not left with a changed configuration.
+            domain.start().inspect_err(|_| {
+                if written {
+                    let _ = guest.put_back_grub();
+                }
+            })?;
+            DebugOutcome::Single { written }
         }
         DebugAction::Vnc => {
             let (listen, port) = domain.vnc_display()?;

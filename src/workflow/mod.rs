@@ -17,6 +17,7 @@ pub mod addresses;
 pub mod backup;
 pub mod debug_boot;
 pub mod debug_boot_console;
+pub mod debug_boot_disk;
 pub mod destroy;
 pub mod fleet;
 pub mod locate;
