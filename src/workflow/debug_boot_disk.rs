@@ -261,3 +261,58 @@ impl<'a> GuestOnDisk<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_libguestfs_the_error_says_what_to_install_and_what_still_works() {
+        let error = DebugDiskError::NoLibguestfs {
+            hypervisor: "hv1".into(),
+        };
+        assert_eq!(error.exit_status(), ExitStatus::Hypervisor);
+        let hint = error.hint().unwrap();
+        assert!(hint.contains("apt-get install libguestfs-tools"), "{hint}");
+        for action in [
+            "--console",
+            "--fetch",
+            "--shot",
+            "--hold",
+            "--keys",
+            "--vnc",
+        ] {
+            assert!(hint.contains(action), "{hint}");
+        }
+    }
+
+    #[test]
+    fn a_missing_path_is_named_and_its_parent_offered_to_list() {
+        let error = DebugDiskError::Missing {
+            domain: "g.test".into(),
+            what: "file",
+            path: "/etc/nope".into(),
+        };
+        assert_eq!(error.to_string(), "g.test has no file /etc/nope");
+        assert_eq!(
+            error.hint().unwrap(),
+            "see what is there: trog debug_boot --ls /etc g.test"
+        );
+        let top = DebugDiskError::Missing {
+            domain: "g.test".into(),
+            what: "directory",
+            path: "/nope".into(),
+        };
+        assert!(top.hint().unwrap().ends_with("--ls / g.test"));
+    }
+
+    #[test]
+    fn a_running_guest_is_refused_with_how_to_shut_it_off() {
+        let error = DebugDiskError::Running {
+            domain: "g.test".into(),
+        };
+        assert_eq!(error.exit_status(), ExitStatus::Conflict);
+        assert!(error.to_string().contains("nothing was read or written"));
+        assert!(error.hint().unwrap().contains("virsh shutdown g.test"));
+    }
+}
