@@ -175,7 +175,7 @@ fn guestfish(disk: &str, mode: &str, commands: &[&str], input: &[u8]) -> Vec<u8>
     output.stdout
 }
 
-/// A guest made unbootable (its kernel told to run an init that does not exist), read without
+/// A guest made unbootable (its kernel told to run inits that do not exist), read without
 /// booting it, mended, booted into rescue mode with --single, and restored byte for byte.
 fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned: &str) {
     force_off(domain);
@@ -192,7 +192,12 @@ fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned: &s
     );
     let grub = String::from_utf8(provisioned_grub.clone()).unwrap();
     assert!(grub.contains("\nlinux /boot/vmlinuz"), "{grub}");
-    let broken = grub.replace(" net.ifnames=1", " net.ifnames=1 init=/nonexistent");
+    // Both inits: initramfs-tools would fall back to /sbin/init for a missing `init=`; without
+    // its initramfs's own init the kernel mounts the root itself, cannot by LABEL, and panics.
+    let broken = grub.replace(
+        " net.ifnames=1",
+        " net.ifnames=1 rdinit=/nonexistent init=/nonexistent",
+    );
     assert_ne!(broken, grub);
     guestfish(
         &disk,
