@@ -1,7 +1,7 @@
 //! Backups as data: which paths of a guest a backup holds (what its recipes list under
 //! `backup:`, and the data recipe's site directory), how archives are named by their UTC time,
 //! which one is the newest, which ones a sweep deletes, and the shell that reads those paths on
-//! the guest. No I/O here; `archive_dir` keeps the files.
+//! the guest and the one that puts them back. No I/O here; `archive_dir` keeps the files.
 
 pub mod archive_dir;
 
@@ -233,6 +233,22 @@ pub fn skipped_paths(stderr: &str) -> Vec<String> {
         .collect()
 }
 
+/// The data recipe's record of the site archive it unpacked (in the site directory).
+const DATA_RECIPE_MARK: &str = ".trog-data-sha256";
+
+/// The shell that puts a backup back on a guest (run as root, the gzip archive on its standard
+/// input): every file in it replaces the guest's, owners, modes and times as they were. Left out:
+/// login keys, since who may log in is the declaration's to say (users.yaml, the guest's key in
+/// the store), not an old backup's; and the data recipe's mark of the site archive it unpacked,
+/// so that on the new root disk the site's Makefile runs again (the recipe unpacks its archive
+/// keeping the restored files that are newer than the archive's copies).
+pub fn guest_restore_script() -> String {
+    format!(
+        "tar --extract --gzip --file=- -C / --numeric-owner --preserve-permissions \
+         --wildcards --exclude='*/.ssh/authorized_keys' --exclude='*/{DATA_RECIPE_MARK}'"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +379,50 @@ mod tests {
             .map(|entry| entry.unwrap().path().unwrap().display().to_string())
             .collect();
         assert_eq!(names, ["srv/site/", "srv/site/a.txt", "srv/site/b.txt"]);
+    }
+
+    /// A backup unpacked over a scratch root: files back with their times, login keys and the
+    /// data recipe's mark left out.
+    #[test]
+    fn the_restore_script_leaves_out_login_keys_and_the_site_mark() {
+        let source = tempfile::tempdir().unwrap();
+        let root = source.path();
+        for file in [
+            "srv/site/index.html",
+            "srv/site/.trog-data-sha256",
+            "home/admin/.ssh/authorized_keys",
+            "home/admin/notes",
+        ] {
+            std::fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            std::fs::write(root.join(file), file).unwrap();
+        }
+        let tar = LocalMachine
+            .run(&MachineCommand::shell(&format!(
+                "cd {} && tar -czf - srv home",
+                root.display()
+            )))
+            .unwrap()
+            .success()
+            .unwrap()
+            .stdout;
+        let target = tempfile::tempdir().unwrap();
+        let script =
+            guest_restore_script().replace("-C /", &format!("-C {}", target.path().display()));
+        LocalMachine
+            .run(&MachineCommand::shell(&script).stdin(tar))
+            .unwrap()
+            .success()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(target.path().join("srv/site/index.html")).unwrap(),
+            "srv/site/index.html"
+        );
+        assert!(target.path().join("home/admin/notes").exists());
+        assert!(!target
+            .path()
+            .join("home/admin/.ssh/authorized_keys")
+            .exists());
+        assert!(!target.path().join("srv/site/.trog-data-sha256").exists());
     }
 
     #[test]

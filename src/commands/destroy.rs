@@ -11,7 +11,7 @@ use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::DomainName;
 use crate::output::events::{emit, Event};
 use crate::provision::inputs::domain_argument;
-use crate::workflow::destroy::{destroy, DestroyRequest};
+use crate::workflow::destroy::{destroy, DestroyRequest, LastBackup};
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -72,6 +72,9 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
             hypervisor: args.hypervisor.as_deref(),
             purge: args.purge,
             answer_timeout: Duration::from_secs(args.timeout),
+            now_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_secs() as i64),
         },
         &mut credentials,
         &global.locks("destroy"),
@@ -83,6 +86,14 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
     if global.json {
         emit(&Event::Destroyed(&report));
     } else {
+        match &report.last_backup {
+            LastBackup::Taken(taken) => {
+                println!("backed up {}", taken.archive.display())
+            }
+            LastBackup::NotTaken { why } => {
+                println!("no last backup: {why}")
+            }
+        }
         if outcome.removed.is_empty() && outcome.left_behind.is_empty() {
             println!("{domain}: nothing of it on {}", report.hypervisor);
         }

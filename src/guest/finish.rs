@@ -117,16 +117,9 @@ fn start_script(payload_digest: &str) -> String {
     )
 }
 
-/// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
-/// as it arrives, then the tests' report.
-pub fn finish(
-    guest: &dyn Machine,
-    payload: &[u8],
-    payload_digest: &str,
-    timeout: Duration,
-    on_log: &mut dyn FnMut(&str),
-    pause: &dyn Fn(Duration),
-) -> Result<FinishReport, FinishError> {
+/// Waits (bounded) until cloud-init has finished every stage on the guest, and says how it ended
+/// when not cleanly.
+pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
     let name = guest.describe();
     let settled = MachineCommand::shell(&cloud_init_script())
         .as_root(true)
@@ -143,6 +136,21 @@ pub fn finish(
             status: output.stdout_text().trim().to_string(),
         });
     }
+    Ok(())
+}
+
+/// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
+/// as it arrives, then the tests' report.
+pub fn finish(
+    guest: &dyn Machine,
+    payload: &[u8],
+    payload_digest: &str,
+    timeout: Duration,
+    on_log: &mut dyn FnMut(&str),
+    pause: &dyn Fn(Duration),
+) -> Result<FinishReport, FinishError> {
+    let name = guest.describe();
+    wait_for_cloud_init(guest)?;
     let unpack = MachineCommand::shell(&unpack_script())
         .as_root(true)
         .stdin(payload.to_vec());

@@ -1,4 +1,6 @@
-//! A freshly built guest: waiting until it can be reached, and finishing it over SSH.
+//! A freshly built guest: waiting until it can be reached, restoring its newest backup, and finishing it over
+//! SSH.
 
+pub mod backup;
 pub mod finish;
 pub mod wait;

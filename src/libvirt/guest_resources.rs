@@ -376,7 +376,7 @@ impl GuestResources<'_> {
                     domain.create().map_err(self.fail("start the guest"))?;
                 }
             }
-            Action::WaitForSsh | Action::Finish { .. } => {
+            Action::WaitForSsh | Action::RestoreBackup { .. } | Action::Finish { .. } => {
                 unreachable!("{action} is not a libvirt action")
             }
         }

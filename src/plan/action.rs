@@ -63,6 +63,11 @@ pub enum Action {
     StartDomain,
     /// Finds the guest's address and waits until SSH answers.
     WaitForSsh,
+    /// Puts the guest's newest backup (an archive on this machine) back on a guest whose root
+    /// disk is new, before it is finished.
+    RestoreBackup {
+        archive: String,
+    },
     /// Sends the payload, runs the Makefile's default target and the recipes' tests, and
     /// records the payload digest in the tag.
     Finish {
@@ -126,6 +131,12 @@ impl fmt::Display for Action {
             Action::SetAutostart => write!(f, "start the guest with the hypervisor"),
             Action::StartDomain => write!(f, "start the guest"),
             Action::WaitForSsh => write!(f, "wait for the guest's address and SSH"),
+            Action::RestoreBackup { archive } => {
+                write!(
+                    f,
+                    "restore the newest backup {archive} (the root disk is new)"
+                )
+            }
             Action::Finish { payload_digest } => {
                 write!(
                     f,

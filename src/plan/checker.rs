@@ -59,6 +59,7 @@ pub fn check_plan(
     let mut data_present = observed.data_volume.is_some();
     let mut base_present = observed.base_image_present;
     let mut waited = false;
+    let mut finished = false;
     let mut snapshots_present = observed
         .domain
         .as_ref()
@@ -190,6 +191,14 @@ pub fn check_plan(
                 }
                 waited = true;
             }
+            Action::RestoreBackup { .. } => {
+                if !waited || !running {
+                    return refuse("a backup is restored only on a running guest once SSH answers");
+                }
+                if finished {
+                    return refuse("a backup is restored before the guest is finished, never over a finished one");
+                }
+            }
             Action::Finish { .. } => {
                 if !waited {
                     return refuse("a guest is finished only once SSH answers");
@@ -197,6 +206,7 @@ pub fn check_plan(
                 if !running {
                     return refuse("a guest is finished only while it runs");
                 }
+                finished = true;
             }
             _ => {}
         }

@@ -7,6 +7,7 @@
 //! a tagged domain is known to be trog's.
 
 mod action;
+mod backup_restore;
 mod checker;
 mod conflict;
 mod desired;
@@ -15,6 +16,7 @@ mod planner;
 pub mod resource_names;
 
 pub use action::{Action, Plan};
+pub use backup_restore::with_backup_restore;
 pub use checker::{check_plan, PlanViolation};
 pub use conflict::{Conflict, Conflicts, Resolution};
 pub use desired::{DesiredGuest, DesiredVolume, GuestTag};

@@ -236,7 +236,7 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
             }
             Action::SetAutostart => observed.domain.as_mut().unwrap().autostart = true,
             Action::StartDomain => observed.domain.as_mut().unwrap().running = true,
-            Action::WaitForSsh => {}
+            Action::WaitForSsh | Action::RestoreBackup { .. } => {}
             Action::Finish { payload_digest } => {
                 tag_mut(&mut observed).payload_digest = Some(payload_digest.clone())
             }

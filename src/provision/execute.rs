@@ -7,6 +7,7 @@
 
 use crate::addresses::settle::tenant_directory;
 use crate::diagnose::Failure;
+use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, GuestProbe, DEFAULT_SSH_WAIT};
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
@@ -179,6 +180,14 @@ pub fn execute_plan(
                     .map(|address| report.address = Some(address))
                     .map_err(Failure::from)
             }),
+            Action::RestoreBackup { archive } => match &connected {
+                None => Err(ConvergeError::NotConnected {
+                    guest: run.guest.to_string(),
+                }
+                .into()),
+                Some(machine) => restore_backup(machine.as_ref(), std::path::Path::new(archive))
+                    .map_err(Failure::from),
+            },
             Action::Finish { payload_digest } => match &connected {
                 None => Err(ConvergeError::NotConnected {
                     guest: run.guest.to_string(),

@@ -433,3 +433,54 @@ fn a_finish_without_a_wait_before_it_is_refused() {
         "the plan was to wait for www.example.test, but no connection to it was made"
     );
 }
+
+/// The fresh plan with the restore of `archive` just before its finish.
+fn fresh_plan_restoring(archive: &std::path::Path) -> Plan {
+    let mut plan = fresh_plan();
+    let finish = plan.actions.len() - 1;
+    plan.actions.insert(
+        finish,
+        Action::RestoreBackup {
+            archive: archive.display().to_string(),
+        },
+    );
+    plan
+}
+
+#[test]
+fn a_backup_is_unpacked_on_the_guest_before_its_payload_and_a_changed_one_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let backups = crate::backup::archive_dir::GuestBackups::new(dir.path(), "www.example.test");
+    let written = backups
+        .write("20261201T010203Z", b"tar bytes", "data /srv/site\n")
+        .unwrap();
+    let plan = fresh_plan_restoring(&written.archive);
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    run(&mut steps, &plan).unwrap();
+    let lines = guest.command_lines();
+    let restored = lines
+        .iter()
+        .position(|line| line.contains("tar --extract --gzip --file=- -C /"))
+        .expect("the backup was unpacked");
+    let unpacked = lines
+        .iter()
+        .position(|line| line.contains("payload.new"))
+        .expect("the payload was unpacked");
+    assert!(restored < unpacked, "{lines:?}");
+
+    // An archive that no longer matches its sha256: the step fails, nothing is unpacked and the
+    // guest is not finished.
+    std::fs::write(&written.archive, b"changed").unwrap();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    let failure = run(&mut steps, &plan).unwrap_err();
+    assert!(
+        failure.chain()[0].contains("step 8 of 9 failed: restore the newest backup"),
+        "{:?}",
+        failure.chain()
+    );
+    assert_eq!(guest.count("tar --extract"), 0);
+    assert_eq!(guest.count("make test"), 0);
+    assert!(steps.tags.is_empty());
+}

@@ -14,6 +14,8 @@ pub mod run;
 
 pub use execute::execute;
 
+use crate::backup::archive_dir::GuestBackups;
+use crate::backup::backup_dir;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::images::ensure_image;
@@ -21,7 +23,9 @@ use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::{self, HypervisorMachine};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
-use crate::plan::{check_plan, plan, Action, DesiredGuest, ObservedGuest, Plan, Resolution};
+use crate::plan::{
+    check_plan, plan, with_backup_restore, Action, DesiredGuest, ObservedGuest, Plan, Resolution,
+};
 use crate::render::domain_xml::{render_domain_xml, DEFAULT_DOMAIN_TEMPLATE};
 use inputs::GuestInputs;
 use std::path::{Path, PathBuf};
@@ -121,7 +125,16 @@ pub fn prepare(
         desired: &desired,
     };
     let observed = resources.observe()?;
-    let plan = plan(&desired, &observed, resolution)?;
+    let newest_backup = GuestBackups::new(
+        &backup_dir(&inputs.paths, settings),
+        inputs.config.domain.as_str(),
+    )
+    .newest()?;
+    let plan = with_backup_restore(
+        plan(&desired, &observed, resolution)?,
+        &observed,
+        newest_backup.as_deref().and_then(Path::to_str),
+    );
     check_plan(&plan, &desired, &observed, resolution)?;
     let tag = plan
         .actions

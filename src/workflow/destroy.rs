@@ -9,6 +9,7 @@ use crate::libvirt::destroy::{destroy_guest, DestroyOutcome};
 use crate::libvirt::reservation::release_reservation;
 use crate::lock::Locks;
 use crate::model::names::DomainName;
+use crate::workflow::backup::{back_up_located, TakenBackup};
 use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
@@ -22,6 +23,16 @@ pub struct DestroyRequest<'a> {
     /// Delete the data volume too (already confirmed by the caller).
     pub purge: bool,
     pub answer_timeout: Duration,
+    /// Now, for the name of the last backup.
+    pub now_unix: i64,
+}
+
+/// The backup `destroy` takes first, or why it could not (which never stops the destroy).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LastBackup {
+    Taken(TakenBackup),
+    NotTaken { why: String },
 }
 
 /// A finished destroy: where the guest was, and what was removed, kept and left behind.
@@ -29,6 +40,7 @@ pub struct DestroyRequest<'a> {
 pub struct DestroyReport {
     pub guest: String,
     pub hypervisor: String,
+    pub last_backup: LastBackup,
     pub outcome: DestroyOutcome,
     /// A warning about the fleet to show the user (`warning: …`).
     #[serde(skip)]
@@ -99,6 +111,20 @@ pub fn destroy(
     )?;
     let _guest_lock = take_guest_lock(locks, request.domain, &mut |text| eprintln!("{text}"))?;
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
+    // Before anything of the guest is gone, while it may still answer: what its recipes back up
+    // is kept off the hypervisor for `backup_retention_days`, a rebuild restores it.
+    let last_backup = match back_up_located(
+        paths,
+        &opened,
+        request.domain,
+        request.now_unix,
+        credentials,
+    ) {
+        Ok(taken) => LastBackup::Taken(taken),
+        Err(failure) => LastBackup::NotTaken {
+            why: failure.chain().join(": "),
+        },
+    };
     let mut outcome = destroy_guest(
         &opened.connection,
         opened.config.name.as_str(),
@@ -116,6 +142,7 @@ pub fn destroy(
     Ok(DestroyReport {
         guest: request.domain.to_string(),
         hypervisor: opened.config.name.to_string(),
+        last_backup,
         outcome,
         fleet_warning: fleet.warning.clone(),
     })

@@ -6,6 +6,7 @@
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
 //! guest behind but its data volume, which `--purge` removes too.
 
+mod backups;
 mod snapshots;
 mod support;
 
@@ -347,6 +348,9 @@ fn provision_converge_and_destroy_a_real_guest() {
         text(&status.stdout),
         format!("{domain}: on local, converged\n")
     );
+
+    // 3b. Backed up, destroyed and built again: the backup is back on the new root disk.
+    let address = backups::survive_destroy(&installation, &address);
 
     // 4. Snapshots of the running and the shut-off guest, restored; the guest is left running
     //    with two snapshots.

@@ -2,6 +2,8 @@
 //! a pool in a temporary directory, a real qcow2 base image uploaded through a stream, an
 //! overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
 
+mod snapshot_failure;
+
 use sha2::{Digest, Sha256};
 use std::process::Command;
 use trog::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
