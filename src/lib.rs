@@ -26,6 +26,7 @@ pub mod preflight;
 pub mod provision;
 pub mod render;
 pub mod snapshot;
+pub mod snapshot_space;
 
 // The workflows of the verbs that act on an existing guest: locate it, open its hypervisor, act.
 pub mod workflow;

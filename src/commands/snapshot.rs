@@ -9,6 +9,7 @@ use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::output::events::{emit, Event};
 use crate::provision::inputs::domain_argument;
 use crate::snapshot::utc_compact;
+use crate::snapshot_space::human_bytes;
 use crate::workflow::snapshot::{
     delete_snapshot, list_snapshots, take_snapshot, GuestAddress, SnapshotListing,
 };
@@ -108,8 +109,13 @@ fn print_listing(listing: &SnapshotListing, json: bool) {
             Some(false) => "differs from today's declaration",
             None => "declaration unread",
         };
+        let memory = match listed.memory_bytes {
+            Some(0) => "no memory".to_string(),
+            Some(bytes) => format!("memory {}", human_bytes(bytes)),
+            None => "size unread".to_string(),
+        };
         println!(
-            "{:<24} {}  {:<8} {:<12} {matches}",
+            "{:<24} {}  {:<8} {:<12} {memory:<18} {matches}",
             record.name,
             utc_compact(record.created_unix),
             if record.running {
@@ -120,7 +126,21 @@ fn print_listing(listing: &SnapshotListing, json: bool) {
             record.capture.to_string(),
         );
     }
+    if let Some(bytes) = listing.disk_bytes {
+        println!(
+            "{}: its disks take {} on {} (its current state and every snapshot together)",
+            listing.guest,
+            human_bytes(bytes),
+            listing.hypervisor
+        );
+    }
     if let Some(why) = &listing.declaration_unread {
         eprintln!("warning: the snapshots were not compared with the declaration: {why}");
+    }
+    if let Some(why) = &listing.sizes_unread {
+        eprintln!(
+            "warning: the sizes on {} were not read: {why}",
+            listing.hypervisor
+        );
     }
 }

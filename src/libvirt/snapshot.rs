@@ -133,6 +133,29 @@ impl<'a> GuestSnapshots<'a> {
             .collect()
     }
 
+    /// The files of the guest's disks (root and data, not the seed) on the hypervisor, as their
+    /// pools name them.
+    pub fn disk_paths(
+        &self,
+        connection: &virt::connect::Connect,
+    ) -> Result<Vec<String>, SnapshotError> {
+        let xml = self
+            .domain
+            .xml_desc(0)
+            .map_err(self.fail("read the domain's definition"))?;
+        let disks = crate::debug_boot::guest_disk::domain_disks(&xml).unwrap_or_default();
+        disks
+            .iter()
+            .map(|disk| {
+                connection
+                    .lookup_storage_pool_by_name(&disk.pool)
+                    .and_then(|pool| pool.lookup_storage_vol_by_name(&disk.volume))
+                    .and_then(|volume| volume.path())
+                    .map_err(self.fail(format!("find the file of volume {}", disk.volume)))
+            })
+            .collect()
+    }
+
     pub fn is_running(&self) -> Result<bool, SnapshotError> {
         self.domain
             .is_active()

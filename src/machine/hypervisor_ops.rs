@@ -155,6 +155,11 @@ pub enum HypervisorOp {
         path: String,
         kept_at: String,
     },
+    /// What QEMU's image tool tells of a disk image (`qemu-img info --output=json`), read as root
+    /// (the pool's files are libvirt's): its space on the hypervisor and its internal snapshots
+    /// with the memory each one holds. Shared (`-U`) because a running guest's QEMU holds the
+    /// image's lock; the snapshot table and the allocation are read, never written.
+    DiskImageInfo { path: String },
 }
 
 /// A guest's disks as libguestfs opens them, and how it starts its appliance there.
@@ -237,6 +242,10 @@ impl HypervisorOp {
             }
             HypervisorOp::Swtpm => MachineCommand::shell("command -v swtpm"),
             HypervisorOp::Libguestfs => MachineCommand::shell("command -v guestfish"),
+            HypervisorOp::DiskImageInfo { path } => {
+                MachineCommand::new(["qemu-img", "info", "--output=json", "-U", path.as_str()])
+                    .as_root(true)
+            }
             HypervisorOp::FilesystemOf { path } => MachineCommand::new([
                 "findmnt",
                 "--noheadings",
@@ -337,7 +346,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_logs_the_sudo_and_kvm_probes_and_libguestfs_run_as_root() {
+    fn only_the_logs_the_sudo_and_kvm_probes_libguestfs_and_image_info_run_as_root() {
         let path = "/x".to_string();
         let guest = GuestDisks {
             disks: vec![],
@@ -376,8 +385,9 @@ mod tests {
             HypervisorOp::GuestPutBack {
                 guest: guest.clone(),
                 path: path.clone(),
-                kept_at: path,
+                kept_at: path.clone(),
             },
+            HypervisorOp::DiskImageInfo { path },
         ];
         let (libguestfs_ops, every_operation): (Vec<_>, Vec<_>) =
             every_operation.into_iter().partition(|op| {
@@ -407,6 +417,7 @@ mod tests {
                     path: "/x".into(),
                     from_byte: 0
                 },
+                HypervisorOp::DiskImageInfo { path: "/x".into() },
             ]
         );
         assert!(libguestfs_ops.iter().all(|op| op.command().as_root));

@@ -1,6 +1,8 @@
 //! Snapshots of a guest wherever it is: locate it, open its hypervisor's libvirt, then take,
 //! list or delete. Everything goes through libvirt, so a remote hypervisor works the same as this
-//! machine and nothing needs sudo there.
+//! machine and nothing needs sudo there, but for the sizes `--list` shows: libvirt has none per
+//! snapshot, so they are read with `qemu-img info` on the hypervisor (as root), and a listing
+//! whose sizes cannot be read says why and goes on without them.
 
 use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
@@ -8,11 +10,14 @@ use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::libvirt::snapshot::GuestSnapshots;
 use crate::lock::{HeldLock, Locks};
+use crate::machine::hypervisor_ops::HypervisorOp;
 use crate::model::names::DomainName;
 use crate::plan::GuestTag;
 use crate::provision::desired::desired_guest;
+use crate::provision::hypervisor_machine::open_hypervisor_machine;
 use crate::provision::inputs::{load_guest_inputs, StoreUse};
 use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotRecord};
+use crate::snapshot_space::{parse_image_info, snapshot_space, SnapshotSpace};
 use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor, OpenedHypervisor};
@@ -110,6 +115,9 @@ pub struct ListedSnapshot {
     /// gives (boot inputs, shape and payload alike): restoring it leaves the guest converged.
     /// `None` when today's declaration could not be read.
     pub matches_declaration: Option<bool>,
+    /// The memory the snapshot holds on the hypervisor (0 for one taken shut off); `None` when
+    /// the sizes could not be read.
+    pub memory_bytes: Option<u64>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -119,6 +127,11 @@ pub struct SnapshotListing {
     pub snapshots: Vec<ListedSnapshot>,
     /// Why the snapshots could not be compared with today's declaration, if they could not.
     pub declaration_unread: Option<String>,
+    /// The space the guest's disks take on the hypervisor: its current state and every snapshot
+    /// together (qcow2 cannot tell one snapshot's share of the disks); `None` when unread.
+    pub disk_bytes: Option<u64>,
+    /// Why the sizes could not be read, if they could not.
+    pub sizes_unread: Option<String>,
 }
 
 /// The guest's snapshots, oldest first, each compared with today's declaration.
@@ -154,6 +167,10 @@ pub fn list_snapshots(
         }
         Err(failure) => (None, Some(failure.chain().join(": "))),
     };
+    let (space, sizes_unread) = match read_snapshot_space(&opened, &snapshots, credentials) {
+        Ok(space) => (Some(space), None),
+        Err(why) => (None, Some(why)),
+    };
     let listed = by_age(&records)
         .into_iter()
         .map(|record| ListedSnapshot {
@@ -161,6 +178,9 @@ pub fn list_snapshots(
             matches_declaration: declared
                 .as_ref()
                 .map(|declared| record.tag.as_ref() == Some(declared)),
+            memory_bytes: space
+                .as_ref()
+                .and_then(|space| space.memory_bytes.get(&record.name).copied()),
         })
         .collect();
     Ok(SnapshotListing {
@@ -168,7 +188,38 @@ pub fn list_snapshots(
         hypervisor,
         snapshots: listed,
         declaration_unread,
+        disk_bytes: space.map(|space| space.disk_bytes),
+        sizes_unread,
     })
+}
+
+/// The space of the guest's disks and its snapshots' memory, from `qemu-img info` on each disk on
+/// the hypervisor (as root: the pool's files are libvirt's, so sudo is settled first); `Err` says
+/// why it could not be read.
+fn read_snapshot_space(
+    opened: &OpenedHypervisor,
+    snapshots: &GuestSnapshots,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<SnapshotSpace, String> {
+    let machine = open_hypervisor_machine(&opened.config.libvirt_uri, credentials)
+        .map_err(|failure| failure.chain().join(": "))?
+        .ok_or_else(|| "libvirt's test driver has no hypervisor system to ask".to_string())?;
+    let paths = snapshots
+        .disk_paths(&opened.connection)
+        .map_err(|error| error.to_string())?;
+    let images = paths
+        .into_iter()
+        .map(|path| {
+            let output = machine
+                .run(&HypervisorOp::DiskImageInfo { path: path.clone() })
+                .and_then(|output| output.success())
+                .map_err(|error| {
+                    format!("qemu-img info {path} on {}: {error}", machine.describe())
+                })?;
+            parse_image_info(&output.stdout_text())
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(snapshot_space(&images))
 }
 
 /// Deletes the guest's snapshot `name`; an unknown name lists the ones there are.

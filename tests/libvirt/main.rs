@@ -502,6 +502,56 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
             ("second".to_string(), false, "offline".to_string())
         ]
     );
+    // Sizes, against qemu-img reading the disks itself: each snapshot's memory (none for the
+    // shut-off one), and the disks' space on the hypervisor.
+    let disk_paths = [&guest.desired.root_volume.name, &data_volume].map(|name| {
+        pool.lookup_storage_vol_by_name(name)
+            .unwrap()
+            .path()
+            .unwrap()
+    });
+    let image_info = |path: &str| -> serde_json::Value {
+        let output = Command::new("qemu-img")
+            .args(["info", "--output=json", "-U", path])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let recorded_memory = |name: &str| -> u64 {
+        disk_paths
+            .iter()
+            .map(|path| {
+                image_info(path)["snapshots"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|snapshot| snapshot["name"] == name)
+                    .map_or(0, |snapshot| snapshot["vm-state-size"].as_u64().unwrap())
+            })
+            .sum()
+    };
+    assert!(recorded_memory("first") > 0);
+    assert_eq!(
+        snapshots[0]["memory_bytes"].as_u64(),
+        Some(recorded_memory("first"))
+    );
+    assert_eq!(snapshots[1]["memory_bytes"].as_u64(), Some(0));
+    let allocated: u64 = disk_paths
+        .iter()
+        .map(|path| image_info(path)["actual-size"].as_u64().unwrap())
+        .sum();
+    assert_eq!(listing["disk_bytes"].as_u64(), Some(allocated), "{listing}");
+    assert!(listing["sizes_unread"].is_null(), "{listing}");
+    let listed_text = trog_on_pool(pool_name, &["snapshot", "--list", domain]);
+    assert!(
+        String::from_utf8_lossy(&listed_text.stdout).contains(&format!(
+            "{domain}: its disks take {} on local",
+            trog::snapshot_space::human_bytes(allocated)
+        )),
+        "{}",
+        say(&listed_text)
+    );
 
     // Restored to the running snapshot: the guest runs again; to the shut-off one: it stops.
     let backend =
