@@ -17,6 +17,7 @@ set -euo pipefail
 
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
 libvirt_uri=qemu:///system
+virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
 libvirtd_conf=$state_dir/libvirtd.conf
 libvirtd_pid=$state_dir/libvirtd.pid
 virtlogd_pid=$state_dir/virtlogd.pid
@@ -54,7 +55,7 @@ auth_unix_rw = "none"
 EOF
 
 if [[ -d /run/systemd/system ]]; then
-  if ! virsh -c "$libvirt_uri" version >/dev/null 2>&1; then
+  if ! timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" version >/dev/null 2>&1; then
     systemctl enable --now virtlogd libvirtd >/dev/null 2>&1 || die "systemctl could not start libvirtd"
     say "started virtlogd and libvirtd through systemd"
   fi
@@ -97,20 +98,24 @@ else
 fi
 
 deadline=$((SECONDS + socket_wait_s))
-until virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
-  ((SECONDS < deadline)) || die "libvirtd did not answer on $libvirt_uri within ${socket_wait_s} s"
+until timeout 5 virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
+  if ((SECONDS >= deadline)); then
+    hung=$(running_pid libvirtd)
+    [[ -z $hung ]] || die "libvirtd (pid $hung) runs but did not answer on $libvirt_uri within ${socket_wait_s} s: it is stuck; restart it: kill -9 $hung, then run this again"
+    die "libvirtd did not answer on $libvirt_uri within ${socket_wait_s} s"
+  fi
   sleep 0.2
 done
-say "libvirt answers: $(virsh -c "$libvirt_uri" version 2>/dev/null | grep -i 'running hypervisor' | sed 's/^ *//')"
+say "libvirt answers: $(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" version 2>/dev/null | grep -i 'running hypervisor' | sed 's/^ *//')"
 
 # --- the default NAT network ---
-if ! virsh -c "$libvirt_uri" net-info default >/dev/null 2>&1; then
-  virsh -c "$libvirt_uri" net-define /usr/share/libvirt/networks/default.xml >/dev/null
+if ! timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default >/dev/null 2>&1; then
+  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-define /usr/share/libvirt/networks/default.xml >/dev/null
   touch "$state_dir/defined-network"
   say "defined network default"
 fi
-if [[ $(virsh -c "$libvirt_uri" net-info default | awk '/^Active:/ {print $2}') != yes ]]; then
-  virsh -c "$libvirt_uri" net-start default >/dev/null
+if [[ $(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default | awk '/^Active:/ {print $2}') != yes ]]; then
+  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-start default >/dev/null
   touch "$state_dir/started-network"
   say "started network default"
 else

@@ -13,6 +13,7 @@
 # USER_PASSWORD) for a caller to read. `remote-host.sh stop` undoes all of it.
 # Needs libvirtd started by tests/services/start.sh (group-libvirt socket, no polkit).
 set -euo pipefail
+virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
 
 namespace=trog-remote
 host_side=trogr-h
@@ -138,7 +139,7 @@ for _ in $(seq 50); do
   ssh -o BatchMode=yes -o ConnectTimeout=2 -i "$state/id_ed25519" "$user_nopasswd@$address" true 2>/dev/null && break
   sleep 0.1
 done
-virsh -c "qemu+ssh://$user_nopasswd@$address/system?keyfile=$state/id_ed25519&no_tty=1" version >/dev/null ||
+timeout "$virsh_timeout_s" virsh -c "qemu+ssh://$user_nopasswd@$address/system?keyfile=$state/id_ed25519&no_tty=1" version >/dev/null ||
   die "libvirt does not answer through qemu+ssh://$user_nopasswd@$address/system"
 say "ready: qemu+ssh://$user_nopasswd@$address/system"
 

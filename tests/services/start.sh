@@ -11,6 +11,7 @@ set -euo pipefail
 
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
 libvirt_uri=qemu:///system
+virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
 
 say() { printf '[services] %s\n' "$*"; }
 die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
@@ -23,7 +24,7 @@ mkdir -p "$state_dir"
 
 "$(dirname "${BASH_SOURCE[0]}")/libvirt.sh"
 
-bridge=$(virsh -c "$libvirt_uri" net-info default | awk '/^Bridge:/ {print $2}')
+bridge=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default | awk '/^Bridge:/ {print $2}')
 [[ -n $bridge ]] || die "network default has no bridge"
 
 # --- guard rules: guests may talk to the host bridge, nothing beyond ---
