@@ -44,7 +44,7 @@ pub fn libvirt_facts(uri: &LibvirtUri, pool_name: &str) -> Result<LibvirtFacts, 
 }
 
 /// The `<target><path>` of a pool's XML.
-fn target_path(xml: &str) -> Option<String> {
+pub(crate) fn target_path(xml: &str) -> Option<String> {
     let target = &xml[xml.find("<target>")?..];
     let start = target.find("<path>")? + "<path>".len();
     let end = target[start..].find("</path>")? + start;

@@ -2,6 +2,9 @@
 //! libvirt actions. Every step here is safe to repeat: an interrupted run is rerun, re-observed
 //! and re-planned, and each step finds what its earlier attempt left.
 
+use crate::machine::command::Input;
+use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp, Placement};
+use crate::model::digest::ImageDigest;
 use crate::model::units::Bytes;
 use crate::plan::{
     Action, DesiredGuest, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState,
@@ -58,6 +61,12 @@ pub struct GuestResources<'a> {
     pub connection: &'a Connect,
     pub hypervisor: &'a str,
     pub desired: &'a DesiredGuest,
+    /// The hypervisor's own system, through which the base image and the seed are written into
+    /// the pool's directory ([`HypervisorOp::PlaceInPool`]). `None` only for libvirt's test
+    /// driver, which has no system: there they go through a libvirt upload stream, harmless in
+    /// its process. A real libvirtd is never sent a stream, because a client killed while one
+    /// is open can deadlock it.
+    pub machine: Option<&'a HypervisorMachine>,
 }
 
 fn is(error: &virt::error::Error, number: ErrorNumber) -> bool {
@@ -344,23 +353,34 @@ impl GuestResources<'_> {
                 );
                 self.create_volume_if_absent(volume, &xml)?;
             }
-            Action::UploadSeed { volume, .. } => {
-                self.delete_volume(volume)?;
-                let xml = format!(
-                    "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='raw'/></target></volume>",
-                    xml_escape(volume),
-                    artifacts.seed_iso.len()
-                );
-                let pool = self.active_pool()?;
-                let created = StorageVol::create_xml(&pool, &xml, 0)
-                    .map_err(self.fail(format!("create volume {volume}")))?;
-                self.upload(
-                    &created,
-                    artifacts.seed_iso.len() as u64,
-                    &mut &artifacts.seed_iso[..],
+            Action::UploadSeed { volume, sha256 } => match self.machine {
+                Some(machine) => self.place_in_pool(
+                    machine,
+                    &format!("{volume}.part"),
                     volume,
-                )?;
-            }
+                    Input::Bytes(artifacts.seed_iso.to_vec()),
+                    artifacts.seed_iso.len() as u64,
+                    sha256,
+                    Placement::Replace,
+                )?,
+                None => {
+                    self.delete_volume(volume)?;
+                    let xml = format!(
+                        "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='raw'/></target></volume>",
+                        xml_escape(volume),
+                        artifacts.seed_iso.len()
+                    );
+                    let pool = self.active_pool()?;
+                    let created = StorageVol::create_xml(&pool, &xml, 0)
+                        .map_err(self.fail(format!("create volume {volume}")))?;
+                    self.upload(
+                        &created,
+                        artifacts.seed_iso.len() as u64,
+                        &mut &artifacts.seed_iso[..],
+                        volume,
+                    )?;
+                }
+            },
             Action::SetAutostart => {
                 let domain = self.require_domain()?;
                 domain
@@ -507,7 +527,53 @@ impl GuestResources<'_> {
             .map_err(self.fail(format!("finish uploading {name}")))
     }
 
-    /// Uploads under a temporary name, then copies to the final name: a volume under the final
+    /// Writes a file of the pool through the hypervisor's own system: `partial` first, then,
+    /// checked against `digest_hex`, under `name`. The pool is refreshed after, so that libvirt
+    /// lists the volume.
+    #[allow(clippy::too_many_arguments)]
+    fn place_in_pool(
+        &self,
+        machine: &HypervisorMachine,
+        partial: &str,
+        name: &str,
+        input: Input,
+        length: u64,
+        digest_hex: &str,
+        placement: Placement,
+    ) -> Result<(), GuestResourceError> {
+        let pool = self.active_pool()?;
+        let xml = pool
+            .xml_desc(0)
+            .map_err(self.fail("read the storage pool's XML"))?;
+        let dir = crate::libvirt::facts::target_path(&xml).ok_or_else(|| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation: format!(
+                "find the directory of storage pool {}",
+                self.desired.pool_name
+            ),
+            source: "its XML names no target path".into(),
+        })?;
+        let digest = ImageDigest::from_hex(digest_hex).ok_or_else(|| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation: format!("check {name}"),
+            source: format!("`{digest_hex}` is not a sha256 or sha512 digest").into(),
+        })?;
+        machine
+            .run(&HypervisorOp::PlaceInPool {
+                dir: dir.clone(),
+                partial: partial.to_string(),
+                name: name.to_string(),
+                input,
+                length,
+                digest,
+                placement,
+            })
+            .and_then(|output| output.success())
+            .map_err(self.fail(format!("write {name} into {dir}")))?;
+        self.refresh(&pool)
+    }
+
+    /// Uploads under a temporary name, then gives it the final name: a volume under the final
     /// name is therefore always complete, which is what lets observation trust the name.
     ///
     /// Runs under the upload's lock (see `provision::execute`): a volume under this machine's
@@ -524,6 +590,31 @@ impl GuestResources<'_> {
         let length = std::fs::metadata(file)
             .map_err(self.fail(format!("read {}", file.display())))?
             .len();
+        match self.machine {
+            Some(machine) => self.place_in_pool(
+                machine,
+                &partial,
+                volume,
+                Input::File(file.to_path_buf()),
+                length,
+                &self.desired.base_image_digest,
+                Placement::KeepExisting,
+            ),
+            None => self.stream_base_image(volume, &partial, file, length),
+        }
+    }
+
+    /// The test driver's way to [`upload_base_image`](Self::upload_base_image): a libvirt
+    /// upload stream to the partial volume, then a copy under the final name.
+    fn stream_base_image(
+        &self,
+        volume: &str,
+        partial: &str,
+        file: &Path,
+        length: u64,
+    ) -> Result<(), GuestResourceError> {
+        let pool = self.active_pool()?;
+        let partial = partial.to_string();
         let xml = format!(
             "<volume><name>{}</name><capacity unit='bytes'>{length}</capacity><target><format type='raw'/></target></volume>",
             xml_escape(&partial)

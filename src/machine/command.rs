@@ -1,5 +1,6 @@
 //! A command to run on a machine, its output, and how running it can fail.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long a command may run when its caller says nothing: long enough for a package install,
@@ -12,8 +13,8 @@ pub struct MachineCommand {
     pub argv: Vec<String>,
     /// Run through `sudo -n` (or with the run's sudo password, when one was handed in).
     pub as_root: bool,
-    /// Bytes poured into the command's standard input; `None` gives it an empty one.
-    pub stdin: Option<Vec<u8>>,
+    /// What is poured into the command's standard input; `None` gives it an empty one.
+    pub stdin: Option<Input>,
     pub timeout: Duration,
 }
 
@@ -23,7 +24,7 @@ impl std::fmt::Debug for MachineCommand {
         f.debug_struct("MachineCommand")
             .field("argv", &self.argv)
             .field("as_root", &self.as_root)
-            .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
+            .field("stdin", &self.stdin)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -54,7 +55,14 @@ impl MachineCommand {
     }
 
     pub fn stdin(mut self, bytes: Vec<u8>) -> MachineCommand {
-        self.stdin = Some(bytes);
+        self.stdin = Some(Input::Bytes(bytes));
+        self
+    }
+
+    /// Streams the file at `path` into the command's standard input, read as it goes (a base
+    /// image is hundreds of megabytes: it is never held in memory).
+    pub fn stdin_file(mut self, path: PathBuf) -> MachineCommand {
+        self.stdin = Some(Input::File(path));
         self
     }
 
@@ -70,6 +78,25 @@ impl MachineCommand {
             .map(|word| shell_quote(word))
             .collect::<Vec<_>>()
             .join(" ")
+    }
+}
+
+/// A command's standard input.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Bytes held in memory: a payload, a seed, a file's new contents.
+    Bytes(Vec<u8>),
+    /// A local file, read while it is poured in.
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for Input {
+    // The bytes may be a payload or a key: only their size, or the file's path, is ever shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::Bytes(bytes) => write!(f, "{} bytes", bytes.len()),
+            Input::File(path) => write!(f, "the file {}", path.display()),
+        }
     }
 }
 
@@ -145,6 +172,14 @@ pub enum MachineError {
     SudoNeedsPassword { host: String, user: String },
     #[error("sudo on {host} refused the password handed in for {user}")]
     SudoPasswordRefused { host: String, user: String },
+    #[error("cannot read {} to pour into `{command}` on {host}", path.display())]
+    ReadInput {
+        host: String,
+        command: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot exchange data with `{command}` on {host}")]
     Pipe {
         host: String,
@@ -193,5 +228,6 @@ mod tests {
     fn debug_never_shows_standard_input() {
         let command = MachineCommand::new(["cat"]).stdin(b"private key".to_vec());
         assert!(!format!("{command:?}").contains("private key"));
+        assert!(format!("{command:?}").contains("11 bytes"));
     }
 }

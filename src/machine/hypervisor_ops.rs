@@ -5,9 +5,11 @@
 //! on a hypervisor is a new variant here, reviewed as such; nothing else can compose one.
 
 use crate::debug_boot::guest_disk::DiskFile;
+use crate::machine::command::Input;
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{PortForward, SshMachine, SshTarget, SudoPassword};
 use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
+use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::model::names::DomainName;
 use std::time::Duration;
 
@@ -18,6 +20,40 @@ const QUESTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The KVM probe (bin/setup runs the same file): exits 0 when a guest ran under KVM with the
 /// host's CPU, 1 with the reason on stdout when it did not, 2 when the host cannot be asked.
 const KVM_PROBE_SCRIPT: &str = include_str!("kvm_probe.sh");
+
+/// Fills a pool's file from standard input and puts it in place once whole (see the script).
+const PLACE_IN_POOL_SCRIPT: &str = include_str!("place_in_pool.sh");
+
+/// The slowest link a pool's file is still copied over: 1 MiB/s, about a 10 Mbit/s line. The
+/// copy of a file may take as long as its size at that rate, plus [`PLACE_IN_POOL_ALLOWANCE`];
+/// a copy slower than that has stalled, and is stopped rather than waited for.
+const PLACE_IN_POOL_MIN_RATE: u64 = 1024 * 1024;
+/// What a copy into a pool may take beyond its bytes' time: the login, sudo, checking the
+/// digest and syncing the file to disk (seconds for a base image on a hypervisor's disk).
+const PLACE_IN_POOL_ALLOWANCE: Duration = Duration::from_secs(120);
+
+/// A script's lines without its comments, which would only lengthen every message naming it.
+fn without_comments(script: &str) -> String {
+    script
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+/// How long copying `length` bytes into a pool may take.
+fn place_in_pool_timeout(length: u64) -> Duration {
+    PLACE_IN_POOL_ALLOWANCE + Duration::from_secs(length.div_ceil(PLACE_IN_POOL_MIN_RATE))
+}
+
+/// What happens when a pool's file already exists under the final name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// It stays: its name is its digest, so it holds the same bytes (another run's copy won).
+    KeepExisting,
+    /// It is replaced, in one rename (a guest's seed, rebuilt when its contents change).
+    Replace,
+}
 
 /// A hypervisor's own system: this machine or an SSH login to it. It runs the operations of
 /// [`HypervisorOp`] and nothing else; the machine inside is never handed out.
@@ -160,6 +196,20 @@ pub enum HypervisorOp {
     /// with the memory each one holds. Shared (`-U`) because a running guest's QEMU holds the
     /// image's lock; the snapshot table and the allocation are read, never written.
     DiskImageInfo { path: String },
+    /// Writes `input` as root into `<dir>/<partial>` of a storage pool's directory, checks it
+    /// against `digest`, and puts it in place under `name` as `placement` says. This, not a
+    /// libvirt upload stream, is how a base image and a seed reach a pool: a run killed during
+    /// a stream can leave libvirtd deadlocked; killed here, it leaves a partial file.
+    PlaceInPool {
+        dir: String,
+        partial: String,
+        name: String,
+        input: Input,
+        /// The input's size in bytes, which bounds how long the copy may take.
+        length: u64,
+        digest: ImageDigest,
+        placement: Placement,
+    },
 }
 
 /// A guest's disks as libguestfs opens them, and how it starts its appliance there.
@@ -270,6 +320,41 @@ impl HypervisorOp {
                 let from = format!("+{}", from_byte + 1);
                 MachineCommand::new(["tail", "-c", from.as_str(), path.as_str()]).as_root(true)
             }
+            HypervisorOp::PlaceInPool {
+                dir,
+                partial,
+                name,
+                input,
+                length,
+                digest,
+                placement,
+            } => {
+                let sum = match digest.algorithm {
+                    DigestAlgorithm::Sha256 => "sha256sum",
+                    DigestAlgorithm::Sha512 => "sha512sum",
+                };
+                let placement = match placement {
+                    Placement::KeepExisting => "keep",
+                    Placement::Replace => "replace",
+                };
+                let script = without_comments(PLACE_IN_POOL_SCRIPT);
+                let mut command = MachineCommand::new([
+                    "sh",
+                    "-c",
+                    &script,
+                    "trog-place-in-pool",
+                    dir,
+                    partial,
+                    name,
+                    sum,
+                    &digest.hex,
+                    placement,
+                ])
+                .as_root(true)
+                .timeout(place_in_pool_timeout(*length));
+                command.stdin = Some(input.clone());
+                return command;
+            }
         };
         command.timeout(QUESTION_TIMEOUT)
     }
@@ -346,7 +431,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_logs_the_sudo_and_kvm_probes_libguestfs_and_image_info_run_as_root() {
+    fn only_the_logs_the_probes_libguestfs_image_info_and_the_pool_writes_run_as_root() {
         let path = "/x".to_string();
         let guest = GuestDisks {
             disks: vec![],
@@ -388,6 +473,12 @@ mod tests {
                 kept_at: path.clone(),
             },
             HypervisorOp::DiskImageInfo { path },
+            place(
+                "/pool",
+                Input::Bytes(Vec::new()),
+                &"00".repeat(32),
+                Placement::Replace,
+            ),
         ];
         let (libguestfs_ops, every_operation): (Vec<_>, Vec<_>) =
             every_operation.into_iter().partition(|op| {
@@ -418,6 +509,12 @@ mod tests {
                     from_byte: 0
                 },
                 HypervisorOp::DiskImageInfo { path: "/x".into() },
+                place(
+                    "/pool",
+                    Input::Bytes(Vec::new()),
+                    &"00".repeat(32),
+                    Placement::Replace,
+                ),
             ]
         );
         assert!(libguestfs_ops.iter().all(|op| op.command().as_root));
@@ -514,5 +611,147 @@ mod tests {
         command.as_root = false;
         let output = crate::machine::local::LocalMachine.run(&command).unwrap();
         assert_eq!(output.stdout_text(), "Linux");
+    }
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(bytes))
+    }
+
+    fn place(dir: &str, input: Input, digest_hex: &str, placement: Placement) -> HypervisorOp {
+        let length = match &input {
+            Input::Bytes(bytes) => bytes.len() as u64,
+            Input::File(path) => std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0),
+        };
+        HypervisorOp::PlaceInPool {
+            dir: dir.into(),
+            partial: "image.part-here".into(),
+            name: "image".into(),
+            input,
+            length,
+            digest: ImageDigest::from_hex(digest_hex).expect("a digest"),
+            placement,
+        }
+    }
+
+    /// Runs `op` here as the test's own user (the pool is a temporary directory of its own).
+    fn run_here(op: &HypervisorOp) -> CommandOutput {
+        let mut command = op.command();
+        command.as_root = false;
+        crate::machine::local::LocalMachine.run(&command).unwrap()
+    }
+
+    #[test]
+    fn a_pool_write_passes_its_names_as_arguments_and_its_bytes_on_standard_input() {
+        let digest = sha256_hex(b"seed");
+        let op = place(
+            "/pool dir;x",
+            Input::Bytes(b"seed".to_vec()),
+            &digest,
+            Placement::Replace,
+        );
+        let command = op.command();
+        assert_eq!(command.argv[..2], ["sh", "-c"]);
+        assert!(!command.argv[2].contains('#'), "comments left out");
+        assert_eq!(
+            command.argv[3..],
+            [
+                "trog-place-in-pool",
+                "/pool dir;x",
+                "image.part-here",
+                "image",
+                "sha256sum",
+                digest.as_str(),
+                "replace"
+            ]
+        );
+        assert_eq!(command.stdin, Some(Input::Bytes(b"seed".to_vec())));
+        let sha512 = ImageDigest::from_hex(&"ab".repeat(64)).unwrap();
+        let HypervisorOp::PlaceInPool { digest, .. } = &op else {
+            unreachable!()
+        };
+        assert_eq!(digest.algorithm, DigestAlgorithm::Sha256);
+        assert_eq!(sha512.algorithm, DigestAlgorithm::Sha512);
+    }
+
+    #[test]
+    fn a_pool_write_may_take_as_long_as_its_size_at_the_slowest_link() {
+        assert_eq!(place_in_pool_timeout(0), PLACE_IN_POOL_ALLOWANCE);
+        let image = 600 * 1024 * 1024;
+        assert_eq!(
+            place_in_pool_timeout(image),
+            PLACE_IN_POOL_ALLOWANCE + Duration::from_secs(600)
+        );
+        let op = place(
+            "/p",
+            Input::Bytes(vec![0; 3 << 20]),
+            &"ab".repeat(32),
+            Placement::Replace,
+        );
+        assert_eq!(
+            op.command().timeout,
+            PLACE_IN_POOL_ALLOWANCE + Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn a_pool_file_appears_under_its_name_only_whole_and_checked() {
+        let pool = tempfile::tempdir().unwrap();
+        let dir = pool.path().display().to_string();
+        let image = pool.path().join("image");
+        let partial = pool.path().join("image.part-here");
+        let source = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(source.path(), b"the verified base image").unwrap();
+        let digest = sha256_hex(b"the verified base image");
+
+        // Bytes that do not match the digest are never given the final name.
+        let output = run_here(&place(
+            &dir,
+            Input::Bytes(b"the verified base im".to_vec()),
+            &digest,
+            Placement::KeepExisting,
+        ));
+        assert_ne!(output.status, Some(0));
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("does not match its digest"),
+            "{output:?}"
+        );
+        assert!(!image.exists());
+        assert!(partial.exists(), "left for the next run to remove");
+
+        // Streamed from the file, checked, put in place; the partial name is gone.
+        let op = place(
+            &dir,
+            Input::File(source.path().to_path_buf()),
+            &digest,
+            Placement::KeepExisting,
+        );
+        run_here(&op).success().unwrap();
+        assert_eq!(std::fs::read(&image).unwrap(), b"the verified base image");
+        assert!(!partial.exists());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&image).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+
+        // A file already under the digest's name is another run's whole copy: it stays.
+        std::fs::write(&image, b"another run's copy").unwrap();
+        run_here(&op).success().unwrap();
+        assert_eq!(std::fs::read(&image).unwrap(), b"another run's copy");
+        assert!(!partial.exists());
+
+        // A seed replaces the one under its name.
+        let seed = b"new seed".to_vec();
+        run_here(&place(
+            &dir,
+            Input::Bytes(seed.clone()),
+            &sha256_hex(&seed),
+            Placement::Replace,
+        ))
+        .success()
+        .unwrap();
+        assert_eq!(std::fs::read(&image).unwrap(), seed);
+        assert!(!partial.exists());
     }
 }

@@ -1,7 +1,7 @@
 //! This machine, as a [`Machine`]: commands are local processes.
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
-use crate::machine::process::run_process;
+use crate::machine::process::{run_process, Feed};
 use crate::machine::Machine;
 
 #[derive(Debug, Default)]
@@ -34,7 +34,10 @@ impl Machine for LocalMachine {
         run_process(
             program,
             args,
-            command.stdin.as_deref(),
+            command.stdin.as_ref().map(|input| Feed {
+                prefix: &[],
+                input: Some(input),
+            }),
             command.timeout,
             &self.describe(),
             &command.to_shell_line(),
@@ -53,6 +56,24 @@ mod tests {
             .run(&MachineCommand::new(["tr", "a-z", "A-Z"]).stdin(b"hello".to_vec()))
             .unwrap();
         assert_eq!(output.success().unwrap().stdout, b"HELLO");
+    }
+
+    #[test]
+    fn a_file_is_streamed_into_standard_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("input");
+        std::fs::write(&path, b"from a file").unwrap();
+        let output = LocalMachine
+            .run(&MachineCommand::new(["tr", "a-z", "A-Z"]).stdin_file(path.clone()))
+            .unwrap();
+        assert_eq!(output.success().unwrap().stdout, b"FROM A FILE");
+        let missing = LocalMachine
+            .run(&MachineCommand::new(["cat"]).stdin_file(dir.path().join("gone")))
+            .unwrap_err();
+        assert!(
+            matches!(missing, MachineError::ReadInput { .. }),
+            "{missing}"
+        );
     }
 
     #[test]

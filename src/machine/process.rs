@@ -1,7 +1,7 @@
 //! Running one local process with a deadline: standard input poured in from a thread, output
 //! collected from threads, and the process killed when the deadline passes.
 
-use crate::machine::command::{CommandOutput, MachineError};
+use crate::machine::command::{CommandOutput, Input, MachineError};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,18 +10,67 @@ use std::time::{Duration, Instant};
 /// latency to quick commands, long enough to cost nothing.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
+/// What a process's standard input gets: `prefix` (a sudo password line, which the program in
+/// front reads first), then the command's own input.
+pub struct Feed<'a> {
+    pub prefix: &'a [u8],
+    pub input: Option<&'a Input>,
+}
+
+/// The standard input, owned, ready to be poured from a thread.
+enum Source {
+    Bytes(zeroize::Zeroizing<Vec<u8>>),
+    File(zeroize::Zeroizing<Vec<u8>>, std::fs::File),
+}
+
+impl Source {
+    /// Opens the file to pour before anything starts, so that a missing one is this command's
+    /// error rather than a command fed nothing.
+    fn open(feed: &Feed, host: &str, command_line: &str) -> Result<Source, MachineError> {
+        let mut bytes = zeroize::Zeroizing::new(feed.prefix.to_vec());
+        match feed.input {
+            None => Ok(Source::Bytes(bytes)),
+            Some(Input::Bytes(input)) => {
+                bytes.extend_from_slice(input);
+                Ok(Source::Bytes(bytes))
+            }
+            Some(Input::File(path)) => std::fs::File::open(path)
+                .map(|file| Source::File(bytes, file))
+                .map_err(|source| MachineError::ReadInput {
+                    host: host.to_string(),
+                    command: command_line.to_string(),
+                    path: path.clone(),
+                    source,
+                }),
+        }
+    }
+
+    fn pour(self, pipe: &mut impl Write) -> std::io::Result<()> {
+        match self {
+            Source::Bytes(bytes) => pipe.write_all(&bytes),
+            Source::File(prefix, mut file) => {
+                pipe.write_all(&prefix)?;
+                std::io::copy(&mut file, pipe).map(|_| ())
+            }
+        }
+    }
+}
+
 /// Runs `program` with `args`; `host` and `command_line` name it in errors.
 pub fn run_process(
     program: &str,
     args: &[String],
-    stdin: Option<&[u8]>,
+    stdin: Option<Feed>,
     timeout: Duration,
     host: &str,
     command_line: &str,
 ) -> Result<CommandOutput, MachineError> {
+    let source = stdin
+        .map(|feed| Source::open(&feed, host, command_line))
+        .transpose()?;
     let mut child = Command::new(program)
         .args(args)
-        .stdin(if stdin.is_some() {
+        .stdin(if source.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -34,11 +83,8 @@ pub fn run_process(
             source,
         })?;
 
-    let feeder = match (stdin, child.stdin.take()) {
-        (Some(bytes), Some(mut pipe)) => {
-            let bytes = bytes.to_vec();
-            Some(std::thread::spawn(move || pipe.write_all(&bytes)))
-        }
+    let feeder = match (source, child.stdin.take()) {
+        (Some(source), Some(mut pipe)) => Some(std::thread::spawn(move || source.pour(&mut pipe))),
         _ => None,
     };
     let stdout_reader = collect(child.stdout.take());

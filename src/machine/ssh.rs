@@ -6,7 +6,7 @@
 //! after [`MASTER_IDLE_LIMIT`] if the run was killed before it could.
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
-use crate::machine::process::run_process;
+use crate::machine::process::{run_process, Feed};
 use crate::machine::Machine;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,8 +53,11 @@ pub enum HostKeys {
 pub struct SudoPassword(zeroize::Zeroizing<Vec<u8>>);
 
 impl SudoPassword {
+    /// Held as the line sudo reads: the password and its newline.
     pub fn new(password: impl Into<Vec<u8>>) -> SudoPassword {
-        SudoPassword(zeroize::Zeroizing::new(password.into()))
+        let mut line = password.into();
+        line.push(b'\n');
+        SudoPassword(zeroize::Zeroizing::new(line))
     }
 }
 
@@ -149,23 +152,23 @@ impl SshMachine {
         options
     }
 
-    fn remote_line(&self, command: &MachineCommand) -> (String, Option<Vec<u8>>) {
+    /// The line the remote shell runs, and what goes into ssh's standard input before the
+    /// command's own: the sudo password line, when one was handed in.
+    fn remote_line(&self, command: &MachineCommand) -> (String, &[u8]) {
         let line = command.to_shell_line();
         if !command.as_root {
-            return (line, command.stdin.clone());
+            return (line, &[]);
         }
         match &self.sudo_password {
-            None => (format!("sudo -n -- {line}"), command.stdin.clone()),
-            Some(SudoPassword(password)) => {
-                // sudo -S reads the password line from standard input one byte at a time, so
-                // whatever follows the newline is left for the command itself.
-                // -k: cached credentials are ignored, so sudo always reads the password line
-                // and never leaves it for the command.
-                let mut stdin = password.to_vec();
-                stdin.push(b'\n');
-                stdin.extend(command.stdin.as_deref().unwrap_or_default());
-                (format!("sudo -S -k -p '' -- {line}"), Some(stdin))
-            }
+            None => (format!("sudo -n -- {line}"), &[]),
+            // sudo -S reads the password line from standard input one byte at a time, so
+            // whatever follows the newline is left for the command itself.
+            // -k: cached credentials are ignored, so sudo always reads the password line
+            // and never leaves it for the command.
+            Some(SudoPassword(line_with_newline)) => (
+                format!("sudo -S -k -p '' -- {line}"),
+                line_with_newline.as_slice(),
+            ),
         }
     }
 
@@ -266,13 +269,17 @@ impl Machine for SshMachine {
     }
 
     fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
-        let (line, stdin) = self.remote_line(command);
+        let (line, prefix) = self.remote_line(command);
         let mut args = self.ssh_options();
-        args.extend([self.target.login(), "--".into(), line.clone()]);
+        args.extend([self.target.login(), "--".into(), line]);
+        let stdin = (!prefix.is_empty() || command.stdin.is_some()).then_some(Feed {
+            prefix,
+            input: command.stdin.as_ref(),
+        });
         let output = run_process(
             "ssh",
             &args,
-            stdin.as_deref(),
+            stdin,
             command.timeout,
             &self.describe(),
             &command.to_shell_line(),

@@ -63,6 +63,13 @@ impl ImageDigest {
         })
     }
 
+    /// A digest already in its one spelling (lower-case hex), its algorithm told by its length.
+    pub fn from_hex(hex: &str) -> Option<ImageDigest> {
+        [DigestAlgorithm::Sha256, DigestAlgorithm::Sha512]
+            .into_iter()
+            .find_map(|algorithm| ImageDigest::parse(algorithm, hex).ok())
+    }
+
     /// The digest of `bytes` with this digest's algorithm.
     pub fn hasher(&self) -> Box<dyn sha2::digest::DynDigest> {
         match self.algorithm {

@@ -22,7 +22,8 @@ pub enum Action {
     RemovePartialBaseImage {
         volume: String,
     },
-    /// Uploads the verified base image through the libvirt connection.
+    /// Copies the verified base image into the pool (on a real hypervisor through its own
+    /// system, `HypervisorOp::PlaceInPool`; never a libvirt stream there).
     UploadBaseImage {
         volume: String,
         source: String,

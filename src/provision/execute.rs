@@ -333,6 +333,7 @@ pub fn execute(
             connection: guest.connection,
             hypervisor: guest.hypervisor.name.as_str(),
             desired: &prepared.desired,
+            machine: guest.hypervisor_machine,
         },
         artifacts: BuiltArtifacts {
             domain_xml: &prepared.domain_xml,

@@ -123,6 +123,7 @@ pub fn prepare(
         connection: guest.connection,
         hypervisor: guest.hypervisor.name.as_str(),
         desired: &desired,
+        machine: guest.hypervisor_machine,
     };
     let observed = resources.observe()?;
     let newest_backup = GuestBackups::new(

@@ -1,12 +1,13 @@
 //! The libvirt guest-resource steps against this machine's real libvirtd (`qemu:///system`):
-//! a pool in a temporary directory, a real qcow2 base image uploaded through a stream, an
-//! overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
+//! a pool in a temporary directory, a real qcow2 base image written into it through the
+//! hypervisor's own system (as trog does on a real libvirtd, never a stream), an overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
 
 mod snapshot_failure;
 
 use sha2::{Digest, Sha256};
 use std::process::Command;
 use trog::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
+use trog::machine::hypervisor_ops::HypervisorMachine;
 use trog::model::names::DomainName;
 use trog::model::units::Bytes;
 use trog::plan::{
@@ -56,6 +57,7 @@ struct TestGuest {
     seed_iso: Vec<u8>,
     desired: DesiredGuest,
     xml: String,
+    machine: HypervisorMachine,
 }
 
 impl TestGuest {
@@ -128,6 +130,7 @@ impl TestGuest {
             seed_iso,
             desired,
             xml,
+            machine: HypervisorMachine::local().into_dyn(),
         }
     }
 
@@ -136,6 +139,7 @@ impl TestGuest {
             connection,
             hypervisor: "localhost",
             desired: &self.desired,
+            machine: Some(&self.machine),
         }
     }
 
@@ -239,6 +243,100 @@ fn plan_steps_converge_against_real_libvirt() {
     assert_eq!(
         resources.observe().unwrap().domain.unwrap().tag,
         Some(finished)
+    );
+}
+
+/// What a run killed while writing the base image into the pool leaves (a partial file, seen
+/// by libvirt as a volume) is found, removed and written again; the image written is the very
+/// file that was verified, and a seed changed since is replaced under its name.
+#[test]
+fn a_partial_base_image_left_by_a_killed_write_is_replaced() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system"))
+        .expect("libvirtd runs (tests/services/start.sh)");
+    let guest = TestGuest::new("killedwrite", false);
+    let resources = guest.resources(&connection);
+    let artifacts = BuiltArtifacts {
+        domain_xml: &guest.xml,
+        seed_iso: &guest.seed_iso,
+        base_image_file: &guest.base,
+    };
+    let first = plan::plan(
+        &guest.desired,
+        &resources.observe().unwrap(),
+        Resolution::default(),
+    )
+    .unwrap();
+    for action in first
+        .actions
+        .iter()
+        .take_while(|action| matches!(action, Action::DefinePool { .. } | Action::StartPool { .. }))
+    {
+        resources.execute(action, &artifacts).unwrap();
+    }
+    let pool_dir = std::path::Path::new(&guest.desired.pool_path);
+    let partial = pool_dir.join(&guest.desired.partial_base_image_volume);
+    let base = std::fs::read(&guest.base).unwrap();
+    std::fs::write(&partial, &base[..base.len() / 2]).unwrap();
+
+    let observed = resources.observe().unwrap();
+    assert!(observed.partial_base_image_present);
+    assert!(!observed.base_image_present);
+    let rerun = plan::plan(&guest.desired, &observed, Resolution::default()).unwrap();
+    assert!(
+        rerun
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::RemovePartialBaseImage { .. })),
+        "{:?}",
+        rerun.actions
+    );
+    guest.build_without_starting(&connection);
+    assert!(!partial.exists(), "the partial file is gone");
+    let placed = pool_dir.join(&guest.desired.base_image_volume);
+    assert_eq!(
+        std::fs::read(&placed).unwrap(),
+        base,
+        "the verified file itself"
+    );
+    let observed = resources.observe().unwrap();
+    assert!(observed.base_image_present && !observed.partial_base_image_present);
+
+    // A seed whose contents changed is written again and replaces the old one under its name.
+    let new_seed = b"a seed rebuilt with new contents".to_vec();
+    let mut desired = guest.desired.clone();
+    desired.seed_sha256 = hex::encode(Sha256::digest(&new_seed));
+    let resources = GuestResources {
+        desired: &desired,
+        ..guest.resources(&connection)
+    };
+    let steps = plan::plan(
+        &desired,
+        &resources.observe().unwrap(),
+        Resolution::default(),
+    )
+    .unwrap();
+    let upload = steps
+        .actions
+        .iter()
+        .find(|action| matches!(action, Action::UploadSeed { .. }))
+        .expect("the changed seed is uploaded again");
+    resources
+        .execute(
+            upload,
+            &BuiltArtifacts {
+                seed_iso: &new_seed,
+                ..artifacts
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        std::fs::read(pool_dir.join(&desired.seed_volume)).unwrap(),
+        new_seed
+    );
+    assert_eq!(
+        resources.observe().unwrap().seed_volume.unwrap().sha256,
+        Some(desired.seed_sha256.clone())
     );
 }
 

@@ -1,0 +1,22 @@
+# Fills one file of a storage pool from standard input, as root on the hypervisor, and puts it in
+# place only once it is whole: written under a partial name, checked against its digest, synced,
+# then given its final name. A run killed midway leaves only the partial file.
+# Arguments: pool directory, partial name, final name, checksum program, digest, keep|replace.
+set -eu
+dir=$1 partial=$2 name=$3 sum=$4 digest=$5 placement=$6
+umask 077
+cat >"$dir/$partial"
+if ! printf '%s  %s\n' "$digest" "$dir/$partial" | "$sum" --check --status; then
+	echo "what arrived in $dir/$partial does not match its digest $digest: the transfer was cut short or changed on the way" >&2
+	exit 1
+fi
+sync -- "$dir/$partial"
+if [ "$placement" = keep ]; then
+	# The final name is the digest: a file already under it holds the same bytes and stays.
+	if [ ! -e "$dir/$name" ] && ! ln -T -- "$dir/$partial" "$dir/$name" && [ ! -e "$dir/$name" ]; then
+		exit 1
+	fi
+	rm -f -- "$dir/$partial"
+else
+	mv -f -T -- "$dir/$partial" "$dir/$name"
+fi
