@@ -570,7 +570,15 @@ impl GuestResources<'_> {
             })
             .and_then(|output| output.success())
             .map_err(self.fail(format!("write {name} into {dir}")))?;
-        self.refresh(&pool)
+        self.refresh(&pool)?;
+        match self.volume(&pool, name)? {
+            Some(_) => Ok(()),
+            None => Err(GuestResourceError {
+                hypervisor: self.hypervisor.to_string(),
+                operation: format!("find {name} in storage pool {}", self.desired.pool_name),
+                source: format!("it was written into {dir}, but the pool does not list it").into(),
+            }),
+        }
     }
 
     /// Uploads under a temporary name, then gives it the final name: a volume under the final
@@ -657,3 +665,7 @@ fn xml_escape(value: &str) -> String {
         .replace('\'', "&apos;")
         .replace('"', "&quot;")
 }
+
+#[cfg(test)]
+#[path = "guest_resources_tests.rs"]
+mod tests;

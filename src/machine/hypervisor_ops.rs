@@ -100,6 +100,16 @@ impl HypervisorMachine<SshMachine> {
     }
 }
 
+#[cfg(test)]
+impl HypervisorMachine<crate::machine::fake::FakeMachine> {
+    /// A scripted hypervisor for unit tests.
+    pub fn fake(machine: crate::machine::fake::FakeMachine) -> HypervisorMachine {
+        HypervisorMachine {
+            machine: Box::new(machine),
+        }
+    }
+}
+
 impl<M: Machine + 'static> HypervisorMachine<M> {
     /// The same hypervisor, whatever kind of machine it is.
     pub fn into_dyn(self) -> HypervisorMachine {
