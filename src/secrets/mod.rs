@@ -1,6 +1,7 @@
 //! The secret store (KeePass KDBX4) and the guests' SSH key pairs kept in it.
 //!
-//! - [`store`]: open, create, read and write `secrets.kdbx`, atomically.
+//! - [`store`]: open, create, read and write `secrets.kdbx`, atomically (its file on disk in
+//!   `store_file`: read with a size limit, replaced atomically).
 //! - [`reference`]: `secret:Group/Entry/Field` references and entry addresses (pure).
 //! - [`keypair`]: each guest's Ed25519 key pair, made once and kept in the store.
 //! - [`key_file`]: the private key in a private file for OpenSSH, for as long as a run needs it.
@@ -13,6 +14,7 @@ pub mod key_file;
 pub mod keypair;
 pub mod reference;
 pub mod store;
+mod store_file;
 
 pub use error::{SecretsError, UnlockKey};
 pub use key_file::PrivateKeyFile;
