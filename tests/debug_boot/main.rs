@@ -1,9 +1,11 @@
 //! `debug_boot` on real guests (this machine's libvirtd, software emulation). One guest carries
-//! every check, to keep to one provision and two boots: its console from the firmware to the
-//! login prompt, the same capture fetched without a restart, its screen as a PNG of the display's
+//! every check, to keep to one provision: its console from the firmware to the login prompt, the
+//! same capture fetched without a restart and as JSON events, its screen as a PNG of the display's
 //! size, the boot menu held, opened with a key and seen on the console, and a restore that gives
-//! back the domain's definition byte for byte with `status` saying converged. A domain trog did not
-//! make is refused, and an unknown key name lists the valid ones.
+//! back the domain's definition byte for byte with `status` saying converged; then, made
+//! unbootable, its kernel's panic on the console, its disk read without booting it, rescue mode
+//! through --single, and a restore of the definition and the GRUB configuration byte for byte. A
+//! domain trog did not make is refused, and an unknown key name lists the valid ones.
 
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
@@ -342,6 +344,30 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
         fetched.starts_with(console.trim_end()),
         "{fetched}\n---\n{console}"
     );
+    assert_eq!(run_id(&domain), started);
+
+    // --json: the capture as console_line events, then one debug_boot event with the same lines.
+    let (status, events, stderr) = debug_boot(dir, &["--json", &domain, "--fetch"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let events: Vec<serde_json::Value> = events
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let (summary, console_lines) = events.split_last().unwrap();
+    assert_eq!(summary["event"], "debug_boot", "{summary}");
+    assert_eq!(summary["action"], "fetch", "{summary}");
+    let texts: Vec<&str> = console_lines
+        .iter()
+        .map(|event| {
+            assert_eq!(event["event"], "console_line", "{event}");
+            event["text"].as_str().unwrap()
+        })
+        .collect();
+    assert!(
+        texts.join("\n").starts_with(fetched.trim_end()),
+        "{texts:?}\n---\n{fetched}"
+    );
+    assert_eq!(summary["lines"].as_array().unwrap().len(), texts.len());
     assert_eq!(run_id(&domain), started);
 
     // --shot: a PNG a decoder reads, of the display's size.
