@@ -1,32 +1,58 @@
 #!/usr/bin/env bash
-# Provisioning benchmark (not a test): trog against virt-install, one after the other in one run,
-# booting the same test image with the same shape on the same network.
+# Provisioning benchmark (not a test): trog against virt-install --import --cloud-init, booting
+# the same image with the same memory, vCPUs and network, in alternating pairs (odd pairs trog
+# first, even pairs virt-install first) so load that drifts during the run falls on both sides.
 #   bench/provision.sh [IMAGE.qcow2]      (default: tests/image/ensure-image.sh)
-# Prints, for trog, the time from `bin/provision` starting to "SSH answers" and to "finished",
-# and trog's own overhead: every step that is not waiting for the guest (generating, defining,
-# uploading, starting). Then runs bench/boot.sh for virt-install --import --cloud-init.
-# Needs tests/services/start.sh to have run, a release or debug build, and python3.
+# Settings (environment):
+#   TROG_BENCH_PAIRS       pairs to run (default 5)
+#   TROG_BENCH_VCPUS       vCPUs of both guests (default 2)
+#   TROG_BENCH_MEMORY_MIB  memory of both guests (default 1024)
+#   TROG_BENCH_CPU_MODE    trog's guest recipe `cpu_mode` (default: unset, trog's own default)
+#   TROG_BENCH_MACHINE     trog's guest recipe `machine_type` (default: unset)
+#   TROG_BENCH_LABEL       a name for this run's variant, copied into every line (default "default")
+#   TROG_BIN               the trog binary (default: the checkout's debug build, built first)
+# Prints one JSON line per run on stdout, every phase counted in seconds from the moment the tool
+# was started:
+#   trog:          before_boot_s (trog's own steps before the guest starts: defining, uploading,
+#                  starting), lease_s, ssh_s, cloud_init_s (cloud-init's result written on the
+#                  guest), finish_s (Makefile and recipe tests done: the command returned)
+#   virt-install:  command_s, lease_s, ssh_s, cloud_init_s (`cloud-init status --wait` returned)
+# then a summary line per tool (median, min, max of each phase) and the ratios trog/virt-install
+# of the medians and the median of the per-pair ratios. A run that fails prints a line with
+# "failed" and the pair continues; the summary counts only complete pairs.
+# Needs tests/services/start.sh to have run, virt-install (package virtinst) and python3.
+# Removes every guest, pool and file it made, also on failure.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 image=${1:-$("$root/tests/image/ensure-image.sh")}
+pairs=${TROG_BENCH_PAIRS:-5}
 memory_mib=${TROG_BENCH_MEMORY_MIB:-1024}
 vcpus=${TROG_BENCH_VCPUS:-2}
+label=${TROG_BENCH_LABEL:-default}
 port=18777
+uri=qemu:///system
 export TROG_BENCH_MEMORY_MIB=$memory_mib TROG_BENCH_VCPUS=$vcpus
 
-cargo build --quiet --release --manifest-path "$root/Cargo.toml"
-export TROG_BIN=$root/target/release/trog
+command -v virt-install >/dev/null || { echo "virt-install is missing (package virtinst)" >&2; exit 1; }
+if command -v kcli >/dev/null; then
+  echo "note: kcli is installed but not measured by this script" >&2
+fi
+if [[ -z ${TROG_BIN:-} ]]; then
+  cargo build --quiet --manifest-path "$root/Cargo.toml" --bin trog
+  TROG_BIN=$root/target/debug/trog
+fi
 
 work=$(mktemp -d /var/tmp/trog-bench.XXXXXX)
 chmod 755 "$work"
 domain=bench-$$.test
 mirror_pid=
+trog() { TROG_PROVISIONER_CONFIG=$work XDG_CACHE_HOME=$work/cache "$TROG_BIN" --credentials "$@"; }
 cleanup() {
-  [[ -n $mirror_pid ]] && kill "$mirror_pid" 2>/dev/null || true
-  printf 'keepass: bench\n\n' | TROG_PROVISIONER_CONFIG=$work "$TROG_BIN" --credentials destroy "$domain" >/dev/null 2>&1 || true
-  virsh -q -c qemu:///system pool-destroy "trog-bench-$$" >/dev/null 2>&1 || true
-  virsh -q -c qemu:///system pool-undefine "trog-bench-$$" >/dev/null 2>&1 || true
+  if [[ -n $mirror_pid ]]; then kill "$mirror_pid" 2>/dev/null || true; fi
+  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge >/dev/null 2>&1 || true
+  virsh -q -c "$uri" pool-destroy "trog-bench-$$" >/dev/null 2>&1 || true
+  virsh -q -c "$uri" pool-undefine "trog-bench-$$" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,8 +93,9 @@ _base:
     mirror: http://192.168.122.1:$port/debian
     upgrade: false
 CONF
-mkdir -p "$work/recipes.d"
-cat >"$work/recipes.d/$domain.yaml" <<CONF
+mkdir -p "$work/recipes.d/$domain"
+{
+  cat <<CONF
 $domain:
   _global:
     memory: $memory_mib
@@ -77,26 +104,118 @@ $domain:
     image:
       url: file://$image
       sha256: $(sha256sum "$image" | cut -d' ' -f1)
-  data: {}
+CONF
+  [[ -n ${TROG_BENCH_CPU_MODE:-} ]] && echo "    cpu_mode: $TROG_BENCH_CPU_MODE"
+  [[ -n ${TROG_BENCH_MACHINE:-} ]] && echo "    machine_type: $TROG_BENCH_MACHINE"
+  echo "  data: {}"
+} >"$work/recipes.d/$domain.yaml"
+# A login of the bench's own, so it can ask the guest when cloud-init finished without trog's key.
+ssh-keygen -q -t ed25519 -N '' -C bench -f "$work/probe_key"
+cat >"$work/recipes.d/$domain/users.yaml" <<CONF
+- name: benchprobe
+  lock_passwd: true
+  ssh_authorized_keys:
+    - $(cat "$work/probe_key.pub")
 CONF
 
 # The secret store and the guest's key exist before the clock starts, as in any installation
-# that has provisioned before; the base image is uploaded inside the timed run.
-printf 'keepass: bench\n\n' | TROG_PROVISIONER_CONFIG=$work "$TROG_BIN" --credentials new_config "$domain" --out "$work/out" >/dev/null
+# that has provisioned before; the base image is uploaded inside the first timed run.
+printf 'keepass: bench\n\n' | trog new_config "$domain" --out "$work/out" >/dev/null
 
-started=$(date +%s.%N)
-printf 'keepass: bench\n\n' | TROG_PROVISIONER_CONFIG=$work XDG_CACHE_HOME=$work/cache \
-  "$TROG_BIN" --credentials --json provision "$domain" >"$work/events.jsonl"
-python3 - "$work/events.jsonl" "$started" <<'PY'
-import json, sys, time
-events = [json.loads(line) for line in open(sys.argv[1])]
-started = float(sys.argv[2])
-steps = [e for e in events if e.get("event") == "step_finished"]
-wait = sum(e["seconds"] for e in steps if "wait for the guest" in e["label"])
-finish = sum(e["seconds"] for e in steps if "finish over SSH" in e["label"])
-own = sum(e["seconds"] for e in steps) - wait - finish
-done = [e for e in events if e.get("event") == "done"][0]["report"]["total_seconds"]
-print(f"bench trog: steps_before_boot_s={own:.2f} to_ssh_s={own + wait:.1f} finish_s={finish:.1f} total_steps_s={done:.1f}")
+now() { date +%s.%N; }
+
+# The lease's start: libvirt's network keeps dnsmasq's default lease time (one hour) and reports
+# the expiry, so start = expiry - 3600 (whole seconds).
+lease_started() { # mac
+  local expiry
+  expiry=$(virsh -q -c "$uri" net-dhcp-leases default --mac "$1" | awk '$5 ~ /\// {print $1" "$2}' | sort | tail -n1)
+  [[ -n $expiry ]] && echo $(($(date -d "$expiry" +%s) - 3600))
+}
+
+run_trog() { # pair order
+  local started status=0 mac address guest_times
+  started=$(now)
+  printf 'keepass: bench\n\n' | trog --json provision "$domain" 2>"$work/trog.stderr" |
+    python3 -u -c 'import sys, time
+for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >"$work/events.stamped" || status=$?
+  local ended
+  ended=$(now)
+  mac=$(virsh -q -c "$uri" domiflist "$domain" 2>/dev/null | awk '{print $5}' | head -n1)
+  address=$(virsh -q -c "$uri" net-dhcp-leases default --mac "$mac" 2>/dev/null | awk '$5 ~ /\// {print $5}' | tail -n1 | cut -d/ -f1)
+  guest_times=
+  if [[ -n $address ]]; then
+    # The guest's clock and cloud-init's result, read at one moment: the difference to this
+    # machine's clock at that moment carries the result's time over without trusting the guest's.
+    guest_times="$(now) $(ssh -i "$work/probe_key" -o BatchMode=yes -o StrictHostKeyChecking=no \
+      -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 "benchprobe@$address" \
+      'date +%s.%N; date -r /var/lib/cloud/data/result.json +%s.%N' </dev/null 2>/dev/null | tr '\n' ' ')" || true
+  fi
+  python3 - "$work/events.stamped" "$started" "$ended" "$status" "$(lease_started "$mac" || true)" \
+    "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" <<'PY'
+import json, sys
+path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu = sys.argv[1:]
+started, ended = float(started), float(ended)
+line = {"tool": "trog", "label": label, "pair": int(pair), "order": order, "vcpus": int(vcpus),
+        "memory_mib": int(memory), "cpu_mode": cpu or None,
+        "load": float(open("/proc/loadavg").read().split()[0])}
+events = []
+for raw in open(path):
+    stamp, _, text = raw.partition(" ")
+    try:
+        events.append((float(stamp), json.loads(text)))
+    except ValueError:
+        pass
+finished = [(t, e) for t, e in events if e.get("event") == "step_finished"]
+wait = [(t, e) for t, e in finished if "wait for the guest" in e["label"]]
+if wait:
+    wait_at = wait[0][0]
+    line["before_boot_s"] = round(sum(e["seconds"] for t, e in finished if t < wait_at
+                                      and "wait for the guest" not in e["label"]), 2)
+    line["ssh_s"] = round(wait_at - started, 1)
+if lease:
+    line["lease_s"] = round(int(lease) - started, 1)
+parts = guest_times.split()
+if len(parts) == 3:
+    here, guest_now, result = map(float, parts)
+    line["cloud_init_s"] = round(result + (here - guest_now) - started, 1)
+if status == "0":
+    line["finish_s"] = round(ended - started, 1)
+else:
+    line["failed"] = f"trog exited {status}"
+print(json.dumps(line), flush=True)
 PY
-echo "bench trog: command_total_s=$(python3 -c "import time; print(round(time.time() - $started, 1))") (includes generation and placement)"
-"$root/bench/boot.sh" "$image"
+  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge >/dev/null 2>&1 ||
+    echo "trog destroy failed; see $work" >&2
+  if [[ $status != 0 ]]; then tail -n 20 "$work/trog.stderr" >&2; fi
+}
+
+run_virt_install() { # pair order
+  local line status=0
+  line=$("$root/bench/boot.sh" "$image" 2>"$work/boot.stderr" | grep '^bench virt-install:') || status=$?
+  python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" <<'PY'
+import json, sys
+text, status, pair, order, label, vcpus, memory = sys.argv[1:]
+line = {"tool": "virt-install", "label": label, "pair": int(pair), "order": order,
+        "vcpus": int(vcpus), "memory_mib": int(memory)}
+for field in text.split()[2:]:
+    key, _, value = field.partition("=")
+    if key.endswith("_s") or key == "load":
+        line[key] = float(value)
+if status != "0" or "cloud_init_s" not in line:
+    line["failed"] = f"bench/boot.sh exited {status}"
+print(json.dumps(line), flush=True)
+PY
+  if [[ $status != 0 ]]; then tail -n 20 "$work/boot.stderr" >&2; fi
+}
+
+: >"$work/results.jsonl"
+for ((pair = 1; pair <= pairs; pair++)); do
+  if ((pair % 2)); then
+    run_trog "$pair" trog-first | tee -a "$work/results.jsonl"
+    run_virt_install "$pair" trog-first | tee -a "$work/results.jsonl"
+  else
+    run_virt_install "$pair" virt-install-first | tee -a "$work/results.jsonl"
+    run_trog "$pair" virt-install-first | tee -a "$work/results.jsonl"
+  fi
+done
+"$root/bench/provision-summary.py" "$work/results.jsonl"
