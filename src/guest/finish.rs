@@ -17,8 +17,10 @@ pub const TESTS_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long cloud-init may still be working after SSH first answers: its package installs over a
 /// slow mirror take minutes; one still running after fifteen has stopped progressing.
 pub const CLOUD_INIT_TIMEOUT: Duration = Duration::from_secs(900);
-/// How often the finish's log is fetched while it runs.
-pub const LOG_POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// How long one fetch of the finish's log waits on the guest for make to end before it returns
+/// what the log holds so far. The guest answers as soon as make ends, so the finish learns of
+/// it within a tenth of a second, and a running make costs one command every two seconds.
+pub const FOLLOW_WAIT_TENTHS: u32 = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FinishError {
@@ -139,6 +141,29 @@ pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
     Ok(())
 }
 
+/// One fetch of the finish: waits up to [`FOLLOW_WAIT_TENTHS`] for make's status, then prints
+/// the status (an empty line while make runs) and the log from byte `log_offset` on. The status
+/// is read before the log, so a status comes with the whole of the log.
+fn follow_script(log_offset: usize) -> String {
+    format!(
+        "status=$(cat {GUEST_STATE_DIR}/finish.status 2>/dev/null); n=0; \
+         while [ -z \"$status\" ] && [ $n -lt {FOLLOW_WAIT_TENTHS} ]; do \
+         sleep 0.1; n=$((n + 1)); status=$(cat {GUEST_STATE_DIR}/finish.status 2>/dev/null); done; \
+         printf '%s\\n' \"$status\"; tail -c +{} {GUEST_STATE_DIR}/finish.log 2>/dev/null; true",
+        log_offset + 1
+    )
+}
+
+/// Splits a fetch's output into make's status (`None` while it runs) and the new log bytes.
+fn split_follow_output(stdout: &[u8]) -> (Option<String>, &[u8]) {
+    let (first, log) = match stdout.iter().position(|&byte| byte == b'\n') {
+        Some(end) => (&stdout[..end], &stdout[end + 1..]),
+        None => (stdout, &stdout[stdout.len()..]),
+    };
+    let status = String::from_utf8_lossy(first).trim().to_string();
+    ((!status.is_empty()).then_some(status), log)
+}
+
 /// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
 /// as it arrives, then the tests' report.
 pub fn finish(
@@ -147,7 +172,6 @@ pub fn finish(
     payload_digest: &str,
     timeout: Duration,
     on_log: &mut dyn FnMut(&str),
-    pause: &dyn Fn(Duration),
 ) -> Result<FinishReport, FinishError> {
     let name = guest.describe();
     wait_for_cloud_init(guest)?;
@@ -173,54 +197,31 @@ pub fn finish(
     let started = Instant::now();
     let mut log_offset: usize = 0;
     let mut log_tail = String::new();
-    let follow = |source| FinishError::Follow {
-        guest: name.clone(),
-        source,
-    };
     let status = loop {
-        let fetch = MachineCommand::shell(&format!(
-            "tail -c +{} {GUEST_STATE_DIR}/finish.log 2>/dev/null; true",
-            log_offset + 1
-        ))
-        .as_root(true);
+        let poll = MachineCommand::shell(&follow_script(log_offset)).as_root(true);
         let output = guest
-            .run(&fetch)
+            .run(&poll)
             .and_then(|output| output.success())
-            .map_err(follow)?;
-        let complete = without_cut_character(&output.stdout);
+            .map_err(|source| FinishError::Follow {
+                guest: name.clone(),
+                source,
+            })?;
+        let (status, log) = split_follow_output(&output.stdout);
+        // A status means make has ended and its log is whole: take every byte. Otherwise a
+        // character cut by the fetch is read whole by the next one.
+        let complete = if status.is_some() {
+            log.len()
+        } else {
+            without_cut_character(log)
+        };
         if complete > 0 {
-            // A character cut by the fetch is read whole by the next one.
             log_offset += complete;
-            let text = String::from_utf8_lossy(&output.stdout[..complete]).into_owned();
+            let text = String::from_utf8_lossy(&log[..complete]).into_owned();
             on_log(&text);
             keep_log_tail(&mut log_tail, &text);
         }
-        let check = MachineCommand::shell(&format!(
-            "cat {GUEST_STATE_DIR}/finish.status 2>/dev/null; true"
-        ))
-        .as_root(true);
-        let status = guest
-            .run(&check)
-            .and_then(|output| output.success())
-            .map_err(follow)?
-            .stdout_text();
-        if !status.trim().is_empty() {
-            // The log may have grown between the last fetch and the status appearing.
-            let rest = MachineCommand::shell(&format!(
-                "tail -c +{} {GUEST_STATE_DIR}/finish.log 2>/dev/null; true",
-                log_offset + 1
-            ))
-            .as_root(true);
-            let output = guest
-                .run(&rest)
-                .and_then(|output| output.success())
-                .map_err(follow)?;
-            if !output.stdout.is_empty() {
-                let text = String::from_utf8_lossy(&output.stdout).into_owned();
-                on_log(&text);
-                keep_log_tail(&mut log_tail, &text);
-            }
-            break status.trim().to_string();
+        if let Some(status) = status {
+            break status;
         }
         if started.elapsed() >= timeout {
             return Err(FinishError::TimedOut {
@@ -228,7 +229,6 @@ pub fn finish(
                 waited: started.elapsed(),
             });
         }
-        pause(LOG_POLL_INTERVAL);
     };
     let make_duration = started.elapsed();
     if status != "0" {
@@ -376,6 +376,27 @@ mod tests {
         );
         // A first boot that went well says nothing, whatever its log holds.
         assert_eq!(cloud_init_wait_logged(0, log), (Some(0), String::new()));
+    }
+
+    #[test]
+    fn a_fetch_gives_the_status_once_make_ended_and_the_log_from_where_the_last_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("finish.log"), "first\nsecond\n").unwrap();
+        let fetch = |offset| {
+            let script = on_scratch(follow_script(offset), dir.path());
+            LocalMachine
+                .run(&MachineCommand::shell(&script))
+                .unwrap()
+                .stdout
+        };
+        let running = fetch(6);
+        assert_eq!(split_follow_output(&running), (None, &b"second\n"[..]));
+        std::fs::write(dir.path().join("finish.status"), "2\n").unwrap();
+        let ended = fetch(0);
+        assert_eq!(
+            split_follow_output(&ended),
+            (Some("2".to_string()), &b"first\nsecond\n"[..])
+        );
     }
 
     #[test]

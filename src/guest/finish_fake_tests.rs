@@ -6,34 +6,31 @@ use crate::machine::fake::{Answer, FakeMachine};
 const CLOUD_INIT: &str = "cloud-init status";
 const UNPACK: &str = "tar -xzf";
 const START: &str = "setsid";
-const LOG: &str = "tail -c +";
-const STATUS: &str = "cat /var/lib/trog/finish.status";
+/// One fetch of the finish: its answer is make's status line (empty while it runs), then the log.
+const FOLLOW: &str = "tail -c +";
 const TESTS: &str = "make test";
 
 fn run(guest: &FakeMachine, timeout: Duration) -> (Result<FinishReport, FinishError>, String) {
     let mut log = String::new();
-    let result = finish(
-        guest,
-        b"payload",
-        "digest",
-        timeout,
-        &mut |text| log.push_str(text),
-        &|_| {},
-    );
+    let result = finish(guest, b"payload", "digest", timeout, &mut |text| {
+        log.push_str(text)
+    });
     (result, log)
 }
 
 #[test]
 fn a_finish_that_goes_well_runs_every_stage_in_order() {
     let guest = FakeMachine::new()
-        .answer(LOG, &[Answer::Exit(0, "building\n"), Answer::Exit(0, "")])
-        .answer(STATUS, &[Answer::Exit(0, ""), Answer::Exit(0, "0\n")])
+        .answer(
+            FOLLOW,
+            &[Answer::Exit(0, "\nbuild"), Answer::Exit(0, "0\ning\n")],
+        )
         .answer(TESTS, &[Answer::Exit(0, "ok nginx_answers\n")]);
     let (result, log) = run(&guest, Duration::from_secs(60));
     assert_eq!(result.unwrap().tests_output, "ok nginx_answers\n");
     // The tests' report follows the Makefile's log: a run shows which checks passed.
     assert_eq!(log, "building\nok nginx_answers\n");
-    let order: Vec<usize> = [CLOUD_INIT, UNPACK, START, STATUS, TESTS]
+    let order: Vec<usize> = [CLOUD_INIT, UNPACK, START, FOLLOW, TESTS]
         .iter()
         .map(|needle| {
             guest
@@ -48,19 +45,16 @@ fn a_finish_that_goes_well_runs_every_stage_in_order() {
 
 #[test]
 fn a_failing_make_gives_its_status_and_the_end_of_its_log_and_runs_no_tests() {
-    let guest = FakeMachine::new()
-        .answer(
-            LOG,
-            &[
-                Answer::Exit(0, "apt-get install nginx\n"),
-                Answer::Exit(
-                    0,
-                    "E: Unable to locate package nginx\nmake: *** [all] Error 100\n",
-                ),
-                Answer::Exit(0, ""),
-            ],
-        )
-        .answer(STATUS, &[Answer::Exit(0, ""), Answer::Exit(0, "2\n")]);
+    let guest = FakeMachine::new().answer(
+        FOLLOW,
+        &[
+            Answer::Exit(0, "\napt-get install nginx\n"),
+            Answer::Exit(
+                0,
+                "2\nE: Unable to locate package nginx\nmake: *** [all] Error 100\n",
+            ),
+        ],
+    );
     let (result, log) = run(&guest, Duration::from_secs(60));
     let error = result.unwrap_err();
     assert!(matches!(&error, FinishError::MakeFailed { status, .. } if status == "2"));
@@ -77,7 +71,7 @@ fn a_failing_make_gives_its_status_and_the_end_of_its_log_and_runs_no_tests() {
 #[test]
 fn a_failing_recipe_test_gives_its_status_its_name_and_output() {
     let guest = FakeMachine::new()
-        .answer(STATUS, &[Answer::Exit(0, "0\n")])
+        .answer(FOLLOW, &[Answer::Exit(0, "0\n")])
         .answer(
             TESTS,
             &[Answer::Exit(
@@ -120,7 +114,7 @@ fn a_payload_upload_that_fails_stops_before_make_starts() {
             "the cause is kept"
         );
         assert_eq!(guest.count(START), 0);
-        assert_eq!(guest.count(STATUS), 0);
+        assert_eq!(guest.count(FOLLOW), 0);
     }
 }
 
@@ -140,7 +134,7 @@ fn a_make_that_never_ends_is_waited_for_a_bounded_time() {
 
 #[test]
 fn a_connection_lost_while_following_is_named() {
-    let guest = FakeMachine::new().answer(LOG, &[Answer::TimedOut]);
+    let guest = FakeMachine::new().answer(FOLLOW, &[Answer::TimedOut]);
     let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
     assert_eq!(
         error.to_string(),

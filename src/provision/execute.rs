@@ -201,7 +201,6 @@ pub fn execute_plan(
                         payload_digest,
                         waits.finish,
                         &mut on_log,
-                        waits.pause,
                     )
                     .map_err(Failure::from)
                     .and_then(|_| {
