@@ -50,7 +50,7 @@ mirror_pid=
 trog() { TROG_PROVISIONER_CONFIG=$work XDG_CACHE_HOME=$work/cache "$TROG_BIN" --credentials "$@"; }
 cleanup() {
   if [[ -n $mirror_pid ]]; then kill "$mirror_pid" 2>/dev/null || true; fi
-  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge >/dev/null 2>&1 || true
+  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge --yes >/dev/null 2>&1 || true
   virsh -q -c "$uri" pool-destroy "trog-bench-$$" >/dev/null 2>&1 || true
   virsh -q -c "$uri" pool-undefine "trog-bench-$$" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -141,7 +141,9 @@ for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >
   local ended
   ended=$(now)
   mac=$(virsh -q -c "$uri" domiflist "$domain" 2>/dev/null | awk '{print $5}' | head -n1)
-  address=$(virsh -q -c "$uri" net-dhcp-leases default --mac "$mac" 2>/dev/null | awk '$5 ~ /\// {print $5}' | tail -n1 | cut -d/ -f1)
+  # The newest lease: an earlier guest of the same name (same MAC) may have left one.
+  address=$(virsh -q -c "$uri" net-dhcp-leases default --mac "$mac" 2>/dev/null |
+    awk '$5 ~ /\// {print $1" "$2" "$5}' | sort | tail -n1 | awk '{print $3}' | cut -d/ -f1)
   guest_times=
   if [[ -n $address ]]; then
     # The guest's clock and cloud-init's result, read at one moment: the difference to this
@@ -184,7 +186,7 @@ else:
     line["failed"] = f"trog exited {status}"
 print(json.dumps(line), flush=True)
 PY
-  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge >/dev/null 2>&1 ||
+  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge --yes >/dev/null 2>&1 ||
     echo "trog destroy failed; see $work" >&2
   if [[ $status != 0 ]]; then tail -n 20 "$work/trog.stderr" >&2; fi
 }
