@@ -72,7 +72,10 @@ fn write_page(dir: &Path, path: &Path, page: &[u8]) -> Result<(), ShellDocsError
 
 /// Every man page, by file name: `trog.1`, then `trog-VERB.1` for each verb that is not hidden.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
-    let command = crate::cli::Cli::command();
+    let mut command = crate::cli::Cli::command();
+    // Building propagates the global options (--json, --credentials, ...) into every verb, so
+    // each verb's page lists them where its synopsis is used.
+    command.build();
     let mut pages = vec![("trog.1".to_string(), render(command.clone()))];
     for verb in command.get_subcommands().filter(|verb| !verb.is_hide_set()) {
         let name = format!("trog-{}", verb.get_name());
@@ -116,6 +119,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("no man page for {verb}"));
             let page = String::from_utf8(page.clone()).unwrap();
             assert!(page.contains(&format!(".TH {name} 1")), "{page}");
+            assert!(
+                page.contains("\\-\\-credentials"),
+                "no global options: {page}"
+            );
             assert!(
                 main_page.contains(&verb.replace('_', "\\_")) || main_page.contains(&verb),
                 "{verb}"
