@@ -1,12 +1,15 @@
 //! End to end, for real: `bin/provision` builds a guest from the offline test image on this
 //! machine's libvirtd (software emulation), cloud-init applies the seed, the payload's Makefile
-//! runs over SSH; a guest whose QEMU is killed during boot is reported at once with libvirt's
-//! reason; a run killed while it waits is rerun and converges without duplicates, while a second
+//! runs over SSH; runs killed with SIGKILL at every step of the guest's plan are rerun and the
+//! last converges (the kill points are listed in kill_chain.rs); a guest whose QEMU is killed
+//! during boot is reported at once with libvirt's reason; a run killed while it waits is rerun
+//! and converges without duplicates, while a second
 //! run of the same guest waits for its lock and then finds it converged; a third
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
 //! guest behind but its data volume, which `--purge` removes too.
 
 mod backups;
+mod kill_chain;
 mod snapshots;
 mod support;
 
@@ -249,6 +252,12 @@ fn provision_converge_and_destroy_a_real_guest() {
     let config = installation.dir.path();
     let domain = installation.domain.as_str();
 
+    // Killed with SIGKILL at every step before the wait, each rerun at the next (kill_chain.rs
+    // lists them); the last leaves the guest started.
+    for point in kill_chain::BEFORE_THE_WAIT {
+        kill_chain::provision_killed_at(&installation, point);
+    }
+
     // 0. The guest's QEMU dies while trog waits for it: the wait ends at once (not after its
     //    five minutes), with libvirt's state and reason and the hypervisor's QEMU log.
     let mut crashing = RunningProvision::start(&installation);
@@ -272,6 +281,9 @@ fn provision_converge_and_destroy_a_real_guest() {
     // 1. Killed while it waits for the guest: the domain and its disks exist, unfinished.
     provision_killed_at(&installation, "wait for the guest's address and SSH");
     assert!(domain_exists(domain));
+    // Killed while it finishes the guest over SSH (the guest booted): the guest is not recorded
+    // as finished, so the rerun finishes it again.
+    kill_chain::provision_killed_at(&installation, "finish");
 
     // 2. Rerun: converges from there, no duplicates, the guest finished. A second run of the
     //    same guest started meanwhile waits for the first's guest lock, then finds it converged.
