@@ -1,52 +1,181 @@
 //! A fresh guest's provisioning killed with SIGKILL at every step of its plan, one guest's life
 //! carrying every kill: the first run is killed when its first step starts, its rerun when the
 //! next step starts, and so on. Each kill point is reached honestly: the test reads the run's
-//! `--json` events as they come and kills the moment the run says the step started.
+//! `--json` events as they come and kills the moment the run says the step started, or, in the
+//! middle of the base image's write, the moment it has seen the partial file in the pool's
+//! directory grow.
 //!
 //! Kill points covered here, in order (the action names of the `plan` event):
 //!  1. `define_pool`: define storage pool
 //!  2. `start_pool`: start storage pool
-//!  3. `define_domain`: define the domain
-//!  4. `create_data_volume`: create data volume
-//!  5. `create_root_volume`: create root disk
-//!  6. `set_autostart`: start the guest with the hypervisor
-//!  7. `start_domain`: start the guest
+//!  3. `upload_base_image`: the write of the base image into the pool, as it starts
+//!  4. the middle of that write: its partial file (`<base>.part-<host>`) seen growing, not whole
+//!  5. `remove_partial_base_image`: the removal of what the killed write left
+//!  6. `define_domain`: define the domain
+//!  7. `create_data_volume`: create data volume
+//!  8. `create_root_volume`: create root disk
+//!  9. `upload_seed`: the write of the cloud-init seed
+//! 10. `set_autostart`: start the guest with the hypervisor
+//! 11. `start_domain`: start the guest
 //!
 //! The e2e test then kills the run at the two remaining points, `wait_for_ssh` and `finish`, and
 //! its last rerun converges: one domain, exactly the guest's volumes and the base image in the
-//! pool (no partial volume), the guest finished.
+//! pool (no partial file), the guest finished, and libvirtd still answering.
 //!
-//! Not kill points: `upload_base_image` and `upload_seed`, the two steps that send a volume
-//! through a libvirt upload stream (the step opens it as it starts). A client killed while its
-//! upload stream is open leaves libvirt 11.3's daemon with the pool's upload job never ended (the
-//! pool can no longer be stopped), or with its event loop deadlocked (every later call hangs): a
-//! test that did it would take this machine's libvirtd down with it. The runs here upload both
-//! whole before they are killed at a later step.
+//! The base image and the seed are written into the pool by the hypervisor's own system, not
+//! through a libvirt upload stream (a client killed with a stream open can deadlock libvirtd):
+//! a kill there leaves only a partial file.
 //!
-//! Every rerun runs with `--wait 0`: a lock still held by the killed run (the guest's) would end
-//! it at once with exit status 10. That each rerun goes on proves the kernel dropped the dead
-//! run's lock and the rerun took it over at once.
+//! Every rerun runs with `--wait 0`: a lock still held by the killed run (the guest's, the
+//! base image upload's) would end it at once with exit status 10. That each rerun goes on proves
+//! the kernel dropped the dead run's lock and the rerun took it over at once.
 
 use super::support::*;
 use super::Installation;
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a run is given to reach the step it is killed in (the first run verifies the image).
 const REACH_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The kill points of this chain, in the order a fresh guest's runs reach them: a run is killed
-/// when the step of its plan doing this action has started.
-pub const BEFORE_THE_WAIT: [&str; 7] = [
-    "define_pool",
-    "start_pool",
-    "define_domain",
-    "create_data_volume",
-    "create_root_volume",
-    "set_autostart",
-    "start_domain",
+/// A kill point of the chain: a step of the plan as it starts, or the middle of the base
+/// image's write.
+pub enum KillPoint {
+    StepStarted(&'static str),
+    MidBaseImageWrite,
+}
+
+/// The kill points of this chain, in the order a fresh guest's runs reach them.
+pub const BEFORE_THE_WAIT: [KillPoint; 11] = [
+    KillPoint::StepStarted("define_pool"),
+    KillPoint::StepStarted("start_pool"),
+    KillPoint::StepStarted("upload_base_image"),
+    KillPoint::MidBaseImageWrite,
+    KillPoint::StepStarted("remove_partial_base_image"),
+    KillPoint::StepStarted("define_domain"),
+    KillPoint::StepStarted("create_data_volume"),
+    KillPoint::StepStarted("create_root_volume"),
+    KillPoint::StepStarted("upload_seed"),
+    KillPoint::StepStarted("set_autostart"),
+    KillPoint::StepStarted("start_domain"),
 ];
+
+/// Kills a run at `point`.
+pub fn provision_killed(installation: &Installation, point: &KillPoint) {
+    match point {
+        KillPoint::StepStarted(action) => provision_killed_at(installation, action),
+        KillPoint::MidBaseImageWrite => provision_killed_mid_write(installation),
+    }
+}
+
+/// Runs `provision --json --wait 0` and SIGKILLs it while it writes the base image into the
+/// pool: once the partial file in the pool's directory has been seen to grow and is not whole.
+/// The partial file stays behind, and the whole image is not there.
+fn provision_killed_mid_write(installation: &Installation) {
+    let image = test_image();
+    let whole = std::fs::metadata(&image).unwrap().len();
+    let base = trog::plan::resource_names::base_image_volume(&sha256_file(&image));
+    let mut child = Reaped(spawn_verb(
+        "provision",
+        installation.dir.path(),
+        &["--json", "--wait", "0", installation.domain.as_str()],
+    ));
+    let pid = child.0.id() as i32;
+    let (events, out_reader) = drain(child.0.stdout.take().unwrap());
+    let (stderr, err_reader) = drain(child.0.stderr.take().unwrap());
+    let started = Instant::now();
+    let mut sizes_seen: Vec<u64> = Vec::new();
+    let partial = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!(
+                "provision ended ({status}) before its base image write was seen growing (sizes seen: {sizes_seen:?}):\n{}\n{}",
+                events.lock().unwrap(),
+                stderr.lock().unwrap()
+            );
+        }
+        assert!(
+            started.elapsed() < REACH_TIMEOUT,
+            "the base image write was not seen growing within {REACH_TIMEOUT:?} (sizes seen: {sizes_seen:?}):\n{}",
+            events.lock().unwrap()
+        );
+        assert!(
+            !installation.pool_path.join(&base).exists(),
+            "the base image write ended before it was seen growing (sizes seen: {sizes_seen:?})"
+        );
+        if let Some((path, size)) = partial_file(&installation.pool_path, &base) {
+            if size > 0 && size < whole && sizes_seen.last().is_some_and(|&last| last < size) {
+                sigkill(pid);
+                sizes_seen.push(size);
+                break path;
+            }
+            if size < whole {
+                sizes_seen.push(size);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let status = child.0.wait().unwrap();
+    let _ = (out_reader.join(), err_reader.join());
+    let events = events.lock().unwrap().clone();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL),
+        "{events}"
+    );
+    assert!(
+        events.contains("\"upload_base_image\""),
+        "killed in a run that did not plan the write:\n{events}"
+    );
+    assert!(
+        partial.exists(),
+        "the killed write leaves its partial file (sizes seen: {sizes_seen:?})"
+    );
+    assert!(
+        !installation.pool_path.join(&base).exists(),
+        "a killed write never puts the image under its final name"
+    );
+    eprintln!(
+        "killed in the middle of the base image write: {} grew through {sizes_seen:?} of {whole} bytes",
+        partial.display()
+    );
+}
+
+/// The partial file of the base image `base` in the pool directory, with its size.
+fn partial_file(pool_dir: &Path, base: &str) -> Option<(PathBuf, u64)> {
+    std::fs::read_dir(pool_dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{base}.part-"))
+        })
+        .and_then(|entry| Some((entry.path(), entry.metadata().ok()?.len())))
+}
+
+/// Collects a pipe's text as it comes.
+fn drain(
+    mut pipe: impl Read + Send + 'static,
+) -> (Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(String::new()));
+    let collected = seen.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(count) = pipe.read(&mut buffer) {
+            if count == 0 {
+                break;
+            }
+            collected
+                .lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buffer[..count]));
+        }
+    });
+    (seen, reader)
+}
 
 /// Runs `provision --json --wait 0` and SIGKILLs it once the step doing `action` has started. `--wait 0`: a lock the previous,
 /// killed run still held would end this run at once with exit status 10.

@@ -254,9 +254,19 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     // Killed with SIGKILL at every step before the wait, each rerun at the next (kill_chain.rs
     // lists them); the last leaves the guest started.
-    for point in kill_chain::BEFORE_THE_WAIT {
-        kill_chain::provision_killed_at(&installation, point);
+    for point in &kill_chain::BEFORE_THE_WAIT {
+        kill_chain::provision_killed(&installation, point);
     }
+    // libvirtd still answers after every kill.
+    let answers = std::process::Command::new("timeout")
+        .args(["10", "virsh", "-c", "qemu:///system", "list", "--name"])
+        .output()
+        .unwrap();
+    assert!(
+        answers.status.success(),
+        "libvirtd does not answer after the kills: {}",
+        text(&answers.stderr)
+    );
 
     // 0. The guest's QEMU dies while trog waits for it: the wait ends at once (not after its
     //    five minutes), with libvirt's state and reason and the hypervisor's QEMU log.
