@@ -119,6 +119,11 @@ fn provision_killed_mid_write(installation: &Installation) {
     let status = child.0.wait().unwrap();
     let _ = (out_reader.join(), err_reader.join());
     let events = events.lock().unwrap().clone();
+    record_printed("events of a provision killed mid-write", &events);
+    record_printed(
+        "stderr of a provision killed mid-write",
+        &stderr.lock().unwrap(),
+    );
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL),
@@ -243,6 +248,14 @@ pub fn provision_killed_at(installation: &Installation, action: &str) {
     let status = child.0.wait().unwrap();
     let _ = stderr_reader.join();
     let stderr = stderr.lock().unwrap().clone();
+    record_printed(
+        &format!("events of a provision killed at {action}"),
+        &events,
+    );
+    record_printed(
+        &format!("stderr of a provision killed at {action}"),
+        &stderr,
+    );
     assert!(
         killed,
         "provision ended ({status}) before reaching `{action}`:\n{events}\n{stderr}"

@@ -6,10 +6,12 @@
 //! and converges without duplicates, while a second
 //! run of the same guest waits for its lock and then finds it converged; a third
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
-//! guest behind but its data volume, which `--purge` removes too.
+//! guest behind but its data volume, which `--purge` removes too; nothing any of it printed,
+//! logged or planned holds a secret (secret_scan.rs).
 
 mod backups;
 mod kill_chain;
+mod secret_scan;
 mod snapshots;
 mod support;
 
@@ -208,6 +210,8 @@ impl RunningProvision {
         }
         let stdout = self.stdout.lock().unwrap().clone();
         let stderr = self.stderr.lock().unwrap().clone();
+        record_printed("stdout of a background provision", &stdout);
+        record_printed("stderr of a background provision", &stderr);
         (status.code(), stdout, stderr)
     }
 
@@ -245,6 +249,7 @@ fn provision_converge_and_destroy_a_real_guest() {
         18000 + (std::process::id() % 1000) as u16,
     );
     let installation = installation(&mirror.url);
+    let planted = secret_scan::plant(installation.dir.path(), &installation.domain);
     let _leftovers = LibvirtLeftovers {
         domain: installation.domain.to_string(),
         pool: installation.pool.clone(),
@@ -378,6 +383,8 @@ fn provision_converge_and_destroy_a_real_guest() {
     //    with two snapshots.
     snapshots::snapshot_and_restore(&installation, &address);
 
+    planted.read_from_guest(&|command| on_guest(&installation, &address, command));
+
     // 5. Destroyed: no domain, no disk, no snapshot, no seed; the data volume and the shared base
     //    image stay until --purge, which takes the data volume too.
     let destroy = run_verb("destroy", config, &[domain]);
@@ -408,4 +415,7 @@ fn provision_converge_and_destroy_a_real_guest() {
         text(&status.stdout),
         format!("{domain}: on no hypervisor\n")
     );
+
+    // 6. Nothing it printed, logged or planned holds a secret.
+    planted.assert_nothing_leaked();
 }

@@ -92,11 +92,32 @@ impl Drop for MirrorServer {
     }
 }
 
-/// Runs a `bin/` entry point with the installation and credentials on standard input.
+/// Runs a `bin/` entry point with the installation and credentials on standard input; what it
+/// printed is recorded for the secret scan.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
-    spawn_verb(verb, installation, args)
+    let output = spawn_verb(verb, installation, args)
         .wait_with_output()
+        .unwrap();
+    let command = format!("{verb} {}", args.join(" "));
+    record_printed(&format!("stdout of {command}"), &text(&output.stdout));
+    record_printed(&format!("stderr of {command}"), &text(&output.stderr));
+    output
+}
+
+/// Everything the verbs of this test binary printed, with where it came from.
+static PRINTED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps `text` for the secret scan at the end of the guest's life.
+pub fn record_printed(what: &str, text: &str) {
+    PRINTED
+        .lock()
         .unwrap()
+        .push((what.to_string(), text.to_string()));
+}
+
+/// What was recorded so far.
+pub fn printed() -> Vec<(String, String)> {
+    PRINTED.lock().unwrap().clone()
 }
 
 pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
