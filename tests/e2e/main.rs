@@ -259,9 +259,15 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     // Killed with SIGKILL at every step before the wait, each rerun at the next (kill_chain.rs
     // lists them); the last leaves the guest started.
+    let chain_started = Instant::now();
     for point in &kill_chain::BEFORE_THE_WAIT {
         kill_chain::provision_killed(&installation, point);
     }
+    eprintln!(
+        "kill chain: {} runs killed before the wait, in {:.0?}",
+        kill_chain::BEFORE_THE_WAIT.len(),
+        chain_started.elapsed()
+    );
     // libvirtd still answers after every kill.
     let answers = std::process::Command::new("timeout")
         .args(["10", "virsh", "-c", "qemu:///system", "list", "--name"])
