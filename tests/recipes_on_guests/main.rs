@@ -1,0 +1,450 @@
+//! Every shipped guest recipe on a real guest: `bin/provision` builds one guest from the offline
+//! test image on this machine's libvirtd, with real Debian packages from the caching apt proxy on
+//! the libvirt bridge (tests/services/apt-proxy.sh), runs the payload's Makefile, then every
+//! recipe's own `tests:` on the guest, whose report (`ok   recipe: test`) trog prints after the
+//! Makefile's log. This test then checks from outside what those tests cannot see, and finally
+//! converges the same guest again with a fixture recipe whose test fails, which must fail the run
+//! with the guest's exit status, the test's name and its output.
+//!
+//! Grouping: one guest carries debian, vm, adminconfig, nginx, mariadb, postgres, ufw, cron,
+//! mounts and data (`ubuntu`, the other distro recipe, needs an Ubuntu image the tests do not
+//! build). None of them conflicts with another (mariadb and postgres listen on different ports,
+//! nginx alone on 80), and a guest boots in about a minute under software emulation while its
+//! packages install in a few more, so one guest instead of two or more keeps CI short. It also
+//! proves the combination a web site actually uses: the data recipe restores the site's archive
+//! after the databases exist, and its Makefile loads rows into both, which the database users then
+//! read with passwords taken from the secret store.
+
+#[path = "../e2e/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+use trog::credentials::Secret;
+use trog::model::names::DomainName;
+use trog::secrets::{
+    guest_keypair, EntryPath, FieldName, PrivateKeyFile, Protection, SecretStore, StoreKdf,
+};
+
+/// The cron job runs every minute: two minutes and a margin see it run at least once.
+const CRON_RUN_TIMEOUT: Duration = Duration::from_secs(150);
+/// A port ufw blocks drops the connection attempt: a few seconds without an answer is the proof.
+const BLOCKED_CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+/// What the site's page carries, so the request is known to reach the restored site.
+const PAGE_MARK: &str = "served from the restored site";
+
+/// The mirror URL of the caching apt proxy the test services run on the bridge; started again
+/// when it is not answering (its `start` keeps an instance that answers).
+fn apt_proxy_url() -> String {
+    let output = Command::new(checkout().join("tests/services/apt-proxy.sh"))
+        .arg("start")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the caching apt proxy does not answer and cannot be started (tests/services/apt-proxy.sh start):\n{}",
+        text(&output.stderr)
+    );
+    text(&output.stdout).trim().to_string()
+}
+
+struct Installation {
+    dir: tempfile::TempDir,
+    domain: DomainName,
+    pool: String,
+}
+
+/// The site's archive: a page for nginx and a Makefile that loads a row into each database.
+fn site_archive(path: &Path) {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(site.path().join("www")).unwrap();
+    std::fs::write(
+        site.path().join("www/index.html"),
+        format!("<p>{PAGE_MARK}</p>\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        site.path().join("Makefile"),
+        "all:\n\
+         \tmysql shop -e \"CREATE TABLE IF NOT EXISTS notes (body TEXT); INSERT INTO notes VALUES ('restored into mariadb')\"\n\
+         \trunuser -u postgres -- psql -v ON_ERROR_STOP=1 -d blog -c \"SET ROLE blog; CREATE TABLE IF NOT EXISTS notes (body text); INSERT INTO notes VALUES ('restored into postgres')\"\n",
+    )
+    .unwrap();
+    let status = Command::new("tar")
+        .arg("-czf")
+        .arg(path)
+        .arg("-C")
+        .arg(site.path())
+        .args(["Makefile", "www"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn installation(mirror_url: &str) -> Installation {
+    let dir = tempfile::Builder::new()
+        .prefix("trog-recipes-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    // qemu runs as its own user and must reach the pool's directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let unique = std::process::id();
+    let domain = DomainName::parse(&format!("recipes-{unique}.test")).unwrap();
+    let pool = format!("trog-recipes-{unique}");
+    let image = test_image();
+    std::fs::write(
+        dir.path().join("hypervisors.conf"),
+        format!(
+            // Other work on this machine's libvirtd may hold many defined guests: their CPUs must
+            // not make this one unplaceable.
+            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
+            dir.path().join("pool").display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("recipes.yaml"),
+        format!(
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    security_mirror: {mirror_url}-security\n    upgrade: false\n"
+        ),
+    )
+    .unwrap();
+    let recipes_d = dir.path().join("recipes.d");
+    std::fs::create_dir_all(recipes_d.join(domain.as_str())).unwrap();
+    std::fs::write(
+        recipes_d.join(format!("{domain}.yaml")),
+        format!(
+            "{domain}:
+  _global:
+    memory: 1536
+    cpus: 1
+    size: 6G
+    data_volume_size: 1G
+    image:
+      url: file://{image}
+      sha256: {digest}
+  adminconfig: {{}}
+  mariadb:
+    root_pw: secret:Databases/mariadb-root/Password
+    bind_address: 0.0.0.0
+    databases:
+      - {{name: shop, user: shop, password: 'secret:Databases/shop/Password'}}
+  postgres:
+    listen_addresses: '*'
+    databases:
+      - {{name: blog, owner: blog, password: 'secret:Databases/blog/Password'}}
+  ufw: {{}}
+  cron:
+    jobs:
+      - {{name: heartbeat, schedule: '* * * * *', command: 'date +%s >> /var/lib/trog-heartbeat'}}
+  mounts:
+    entries: ['LABEL=trog-data /srv/mounted']
+  nginx:
+    root: /srv/site/www
+  data: {{}}
+",
+            image = image.display(),
+            digest = sha256_file(&image)
+        ),
+    )
+    .unwrap();
+    site_archive(&recipes_d.join(domain.as_str()).join("data.tar.gz"));
+
+    let mut store = SecretStore::create(
+        &dir.path().join("secrets.kdbx"),
+        &Secret::new(PASSPHRASE),
+        StoreKdf::RECOMMENDED,
+    )
+    .unwrap();
+    for (entry, password) in [
+        ("mariadb-root", "root-pw-from-the-store"),
+        ("shop", "shop-pw-from-the-store"),
+        ("blog", "blog-pw-from-the-store"),
+    ] {
+        store
+            .put(
+                &EntryPath::new(["Databases"], entry),
+                &FieldName::Password,
+                &Secret::new(password),
+                Protection::Protected,
+            )
+            .unwrap();
+    }
+    store.save().unwrap();
+    Installation { dir, domain, pool }
+}
+
+impl Installation {
+    fn store(&self) -> SecretStore {
+        SecretStore::open(
+            &self.dir.path().join("secrets.kdbx"),
+            &Secret::new(PASSPHRASE),
+        )
+        .unwrap()
+    }
+
+    fn password(&self, entry: &str) -> String {
+        self.store()
+            .get(&EntryPath::new(["Databases"], entry), &FieldName::Password)
+            .unwrap()
+            .expose()
+            .to_string()
+    }
+
+    /// Runs a shell command on the guest as its admin, `input` on its standard input (how a
+    /// password reaches it: never on a command line); returns its status and output.
+    fn on_guest(&self, address: &str, command: &str, input: &str) -> (bool, String) {
+        let keypair =
+            guest_keypair(&mut self.store(), &self.domain, &mut rand::rngs::OsRng).unwrap();
+        let key = PrivateKeyFile::write(&keypair).unwrap();
+        let mut child = Command::new("ssh")
+            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"])
+            .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+            .args(["-o", "ConnectTimeout=20", "-i"])
+            .arg(key.path())
+            .arg(format!("trogadmin@{address}"))
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status.success(),
+            format!("{}{}", text(&output.stdout), text(&output.stderr)),
+        )
+    }
+
+    fn must(&self, address: &str, command: &str, input: &str) -> String {
+        let (ok, said) = self.on_guest(address, command, input);
+        assert!(ok, "`{command}` on the guest failed:\n{said}");
+        said
+    }
+}
+
+fn address_from(stdout: &str, domain: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{domain} is on local at ")))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no address in:\n{stdout}"))
+        .to_string()
+}
+
+/// An HTTP GET from this machine to the guest, with the guest's name as Host.
+fn http_get(address: &str, host: &str) -> String {
+    use std::io::Read;
+    let socket: SocketAddr = format!("{address}:80").parse().unwrap();
+    let mut stream = TcpStream::connect_timeout(&socket, Duration::from_secs(10))
+        .unwrap_or_else(|error| panic!("nginx on {address}:80 is not reachable: {error}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET / HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
+    let installation = installation(&apt_proxy_url());
+    let _leftovers = LibvirtLeftovers {
+        domain: installation.domain.to_string(),
+        pool: installation.pool.clone(),
+    };
+    let domain = installation.domain.as_str();
+
+    let run = run_verb("provision", installation.dir.path(), &[domain]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    if !run.status.success() {
+        // What the guest's own logs say is what explains a failed package install or finish.
+        let address = stderr
+            .split("trogadmin@")
+            .nth(1)
+            .and_then(|rest| rest.split(':').next())
+            .map(str::to_string);
+        let logs = address.map(|address| {
+            installation
+                .on_guest(
+                    &address,
+                    "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 40 /var/lib/trog/finish.log",
+                    "",
+                )
+                .1
+        });
+        panic!(
+            "provision failed:\n{stdout}\n{stderr}\nthe guest's logs:\n{}",
+            logs.unwrap_or_default()
+        );
+    }
+    // Every recipe's own tests ran on the guest and passed.
+    for recipe in [
+        "debian",
+        "vm",
+        "adminconfig",
+        "nginx",
+        "mariadb",
+        "postgres",
+        "ufw",
+        "cron",
+        "mounts",
+        "data",
+    ] {
+        assert!(
+            stderr.contains(&format!("\nok   {recipe}: ")),
+            "no passing test of {recipe} reported:\n{stdout}\n{stderr}"
+        );
+    }
+    let address = address_from(&stdout, domain);
+
+    // nginx serves the restored site's page to a request from this machine (ufw lets 80 in).
+    let page = http_get(&address, domain);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains(PAGE_MARK), "{page}");
+
+    // The databases take a login with the password from the secret store and hold the
+    // rows the site's Makefile (run by the data recipe) loaded.
+    let shop = installation.must(
+        &address,
+        "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -u shop shop -Nse 'SELECT body FROM notes'; s=$?; rm -f \"$f\"; exit $s",
+        &format!("[client]\npassword={}\n", installation.password("shop")),
+    );
+    assert_eq!(shop.trim(), "restored into mariadb");
+    let blog = installation.must(
+        &address,
+        "f=$(mktemp) && cat > \"$f\" && PGPASSFILE=\"$f\" psql -w -h 127.0.0.1 -U blog -d blog -tAc 'SELECT body FROM notes'; s=$?; rm -f \"$f\"; exit $s",
+        &format!("127.0.0.1:5432:blog:blog:{}\n", installation.password("blog")),
+    );
+    assert_eq!(blog.trim(), "restored into postgres");
+    let (refused, said) = installation.on_guest(
+        &address,
+        "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -u shop shop -Nse 'SELECT 1'; s=$?; rm -f \"$f\"; exit $s",
+        "[client]\npassword=not-the-stored-one\n",
+    );
+    assert!(!refused, "mariadb took a wrong password: {said}");
+
+    // ufw is active with the recipes' rules, and drops a port it should: both databases listen on
+    // every address, yet neither answers from here.
+    let rules = installation.must(&address, "sudo ufw status", "");
+    for rule in ["22/tcp", "80/tcp", "443/tcp"] {
+        assert!(rules.contains(rule), "ufw lacks {rule}:\n{rules}");
+    }
+    let listening = installation.must(&address, "ss -ltnH", "");
+    for port in [3306, 5432] {
+        assert!(
+            listening.contains(&format!("0.0.0.0:{port}")),
+            "nothing listens on every address at {port}:\n{listening}"
+        );
+        let socket: SocketAddr = format!("{address}:{port}").parse().unwrap();
+        assert!(
+            TcpStream::connect_timeout(&socket, BLOCKED_CONNECT_TIMEOUT).is_err(),
+            "port {port} answered from outside despite ufw"
+        );
+    }
+
+    // mounts: the entry is mounted where it says.
+    let mounted = installation.must(&address, "findmnt -n -o SOURCE,FSTYPE /srv/mounted", "");
+    assert!(mounted.contains("ext4"), "{mounted}");
+
+    a_failing_recipe_test_fails_the_run_with_its_name_and_output(&installation);
+
+    // The cron job runs (by now the guest has been up for minutes: the wait is a bound, not a
+    // pause).
+    let deadline = Instant::now() + CRON_RUN_TIMEOUT;
+    while !installation
+        .on_guest(&address, "test -s /var/lib/trog-heartbeat", "")
+        .0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cron job did not run within {CRON_RUN_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_secs(10));
+    }
+}
+
+/// What the fixture recipe's test prints, so its output is known to reach the report.
+const FAILING_TEST_SAYS: &str = "the reason the check gives";
+
+/// Converges the guest again with every shipped recipe plus a fixture whose one test fails:
+/// the Makefile runs again (the payload changed), every test runs, and the run fails with the
+/// guest's exit status, naming the failed test beside its output and the tests that passed.
+fn a_failing_recipe_test_fails_the_run_with_its_name_and_output(installation: &Installation) {
+    let recipes = installation.dir.path().join("recipes");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(checkout().join("recipes"))
+        .arg(&recipes)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::create_dir_all(recipes.join("failing")).unwrap();
+    std::fs::write(
+        recipes.join("failing/recipe.yaml"),
+        format!(
+            "description: A recipe whose test fails\nkind: guest\nbackup: []\ntests:\n  - name: this check fails\n    run: \"echo '{FAILING_TEST_SAYS}'; exit 3\"\n"
+        ),
+    )
+    .unwrap();
+    let guest_file = installation
+        .dir
+        .path()
+        .join(format!("recipes.d/{}.yaml", installation.domain));
+    let mut yaml = std::fs::read_to_string(&guest_file).unwrap();
+    yaml.push_str("  failing: {}\n");
+    std::fs::write(&guest_file, yaml).unwrap();
+
+    let mut child = Command::new(checkout().join("bin/provision"))
+        .arg("--credentials")
+        .arg(installation.domain.as_str())
+        .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+        .env("TROG_PROVISIONER_CONFIG", installation.dir.path())
+        .env("XDG_CACHE_HOME", installation.dir.path().join("cache"))
+        .env("TROG_RECIPES", &recipes)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "keepass: {PASSPHRASE}\n").unwrap();
+    let run = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(
+        run.status.code(),
+        Some(trog::exit_status::ExitStatus::Guest.code()),
+        "a failing recipe test did not fail the run with the guest's status:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("the recipes' tests failed on"),
+        "{stdout}\n{stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    let named = lines
+        .iter()
+        .position(|line| line.ends_with("FAIL failing: this check fails (exit status 3)"))
+        .unwrap_or_else(|| panic!("the failed test is not named:\n{stderr}"));
+    assert!(
+        lines
+            .get(named + 1)
+            .is_some_and(|line| line.trim() == FAILING_TEST_SAYS),
+        "the failed test's output does not follow its name:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("\nok   nginx: "),
+        "the other tests did not run:\n{stderr}"
+    );
+}
