@@ -1,19 +1,21 @@
 //! Every shipped guest recipe on a real guest: `bin/provision` builds one guest from the offline
 //! test image on this machine's libvirtd, with real Debian packages from the caching apt proxy on
 //! the libvirt bridge (tests/services/apt-proxy.sh), runs the payload's Makefile, then every
-//! recipe's own `tests:` on the guest, whose report (`ok   recipe: test`) trog prints after the
-//! Makefile's log. This test then checks from outside what those tests cannot see, and finally
-//! converges the same guest again with a fixture recipe whose test fails, which must fail the run
-//! with the guest's exit status, the test's name and its output.
+//! recipe's own `tests:` on the guest, whose report (`ok   recipe: test`) trog prints. Beside the
+//! shipped recipes the guest carries a fixture recipe whose one test fails: the run must fail with
+//! the guest's exit status, naming that test beside its output, after every shipped recipe's tests
+//! passed. This test then checks from outside what those tests cannot see.
 //!
 //! Grouping: one guest carries debian, vm, adminconfig, nginx, mariadb, postgres, ufw, cron,
-//! mounts and data (`ubuntu`, the other distro recipe, needs an Ubuntu image the tests do not
-//! build). None of them conflicts with another (mariadb and postgres listen on different ports,
-//! nginx alone on 80), and a guest boots in about a minute under software emulation while its
-//! packages install in a few more, so one guest instead of two or more keeps CI short. It also
-//! proves the combination a web site actually uses: the data recipe restores the site's archive
-//! after the databases exist, and its Makefile loads rows into both, which the database users then
-//! read with passwords taken from the secret store.
+//! mounts, data and the failing fixture (`ubuntu`, the other distro recipe, needs an Ubuntu image
+//! the tests do not build). None of them conflicts with another (mariadb and postgres listen on
+//! different ports, nginx alone on 80), and a guest boots in about a minute under software
+//! emulation while its packages install in several more, so one guest and one run instead of two
+//! or more keeps CI short: the failing fixture runs last, after the Makefile has built everything,
+//! so the guest the failed run leaves is complete. It also proves the combination a web site
+//! actually uses: the data recipe restores the site's archive after the databases exist, and its
+//! Makefile loads rows into both, which the database users then read with passwords taken from the
+//! secret store.
 
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
@@ -148,6 +150,7 @@ fn installation(mirror_url: &str) -> Installation {
   nginx:
     root: /srv/site/www
   data: {{}}
+  failing: {{}}
 ",
             image = image.display(),
             digest = sha256_file(&image)
@@ -155,6 +158,7 @@ fn installation(mirror_url: &str) -> Installation {
     )
     .unwrap();
     site_archive(&recipes_d.join(domain.as_str()).join("data.tar.gz"));
+    recipes_with_a_failing_fixture(&dir.path().join("recipes"));
 
     let mut store = SecretStore::create(
         &dir.path().join("secrets.kdbx"),
@@ -235,13 +239,35 @@ impl Installation {
     }
 }
 
-fn address_from(stdout: &str, domain: &str) -> String {
-    stdout
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{domain} is on local at ")))
-        .and_then(|rest| rest.split(',').next())
-        .unwrap_or_else(|| panic!("no address in:\n{stdout}"))
-        .to_string()
+/// The guest's address, from the `trogadmin@ADDRESS` a finish step's error names.
+fn address_from(stderr: &str) -> Option<String> {
+    stderr
+        .split("trogadmin@")
+        .nth(1)
+        .and_then(|rest| rest.split([':', ' ']).next())
+        .map(str::to_string)
+}
+
+/// What the fixture recipe's test prints, so its output is known to reach the report.
+const FAILING_TEST_SAYS: &str = "the reason the check gives";
+
+/// The shipped recipes copied to `recipes`, plus a fixture recipe whose one test fails.
+fn recipes_with_a_failing_fixture(recipes: &Path) {
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(checkout().join("recipes"))
+        .arg(recipes)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::create_dir_all(recipes.join("failing")).unwrap();
+    std::fs::write(
+        recipes.join("failing/recipe.yaml"),
+        format!(
+            "description: A recipe whose test fails\nkind: guest\nbackup: []\ntests:\n  - name: this check fails\n    run: \"echo '{FAILING_TEST_SAYS}'; exit 3\"\n"
+        ),
+    )
+    .unwrap();
 }
 
 /// An HTTP GET from this machine to the guest, with the guest's name as Host.
@@ -259,6 +285,20 @@ fn http_get(address: &str, host: &str) -> String {
     answer
 }
 
+/// The shipped recipes whose tests must all pass on the guest.
+const SHIPPED: [&str; 10] = [
+    "debian",
+    "vm",
+    "adminconfig",
+    "nginx",
+    "mariadb",
+    "postgres",
+    "ufw",
+    "cron",
+    "mounts",
+    "data",
+];
+
 #[test]
 fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     let installation = installation(&apt_proxy_url());
@@ -268,15 +308,25 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     };
     let domain = installation.domain.as_str();
 
-    let run = run_verb("provision", installation.dir.path(), &[domain]);
+    let mut child = Command::new(checkout().join("bin/provision"))
+        .arg("--credentials")
+        .arg(domain)
+        .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+        .env("TROG_PROVISIONER_CONFIG", installation.dir.path())
+        .env("XDG_CACHE_HOME", installation.dir.path().join("cache"))
+        .env("TROG_RECIPES", installation.dir.path().join("recipes"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "keepass: {PASSPHRASE}\n").unwrap();
+    let run = child.wait_with_output().unwrap();
     let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
-    if !run.status.success() {
+    let address = address_from(&stderr);
+    let tests_failed = stderr.contains("the recipes' tests failed on");
+    if run.status.code() != Some(trog::exit_status::ExitStatus::Guest.code()) || !tests_failed {
         // What the guest's own logs say is what explains a failed package install or finish.
-        let address = stderr
-            .split("trogadmin@")
-            .nth(1)
-            .and_then(|rest| rest.split(':').next())
-            .map(str::to_string);
         let logs = address.map(|address| {
             installation
                 .on_guest(
@@ -287,29 +337,39 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
                 .1
         });
         panic!(
-            "provision failed:\n{stdout}\n{stderr}\nthe guest's logs:\n{}",
+            "provision did not fail on the fixture's test with the guest's exit status ({:?}):\n{stdout}\n{stderr}\nthe guest's logs:\n{}",
+            run.status.code(),
             logs.unwrap_or_default()
         );
     }
-    // Every recipe's own tests ran on the guest and passed.
-    for recipe in [
-        "debian",
-        "vm",
-        "adminconfig",
-        "nginx",
-        "mariadb",
-        "postgres",
-        "ufw",
-        "cron",
-        "mounts",
-        "data",
-    ] {
+
+    // The report: every shipped recipe's tests passed, the fixture's failed, named beside its
+    // output.
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    for recipe in SHIPPED {
         assert!(
-            stderr.contains(&format!("\nok   {recipe}: ")),
-            "no passing test of {recipe} reported:\n{stdout}\n{stderr}"
+            lines
+                .iter()
+                .any(|line| line.starts_with(&format!("ok   {recipe}: "))),
+            "no passing test of {recipe} reported:\n{stderr}"
+        );
+        assert!(
+            !lines
+                .iter()
+                .any(|line| line.starts_with(&format!("FAIL {recipe}: "))),
+            "a test of {recipe} failed:\n{stderr}"
         );
     }
-    let address = address_from(&stdout, domain);
+    let named = lines
+        .iter()
+        .position(|line| *line == "FAIL failing: this check fails (exit status 3)")
+        .unwrap_or_else(|| panic!("the failed test is not named:\n{stderr}"));
+    assert_eq!(
+        lines.get(named + 1).copied(),
+        Some(FAILING_TEST_SAYS),
+        "the failed test's output does not follow its name:\n{stderr}"
+    );
+    let address = address.unwrap_or_else(|| panic!("no address in:\n{stderr}"));
 
     // nginx serves the restored site's page to a request from this machine (ufw lets 80 in).
     let page = http_get(&address, domain);
@@ -360,8 +420,6 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     let mounted = installation.must(&address, "findmnt -n -o SOURCE,FSTYPE /srv/mounted", "");
     assert!(mounted.contains("ext4"), "{mounted}");
 
-    a_failing_recipe_test_fails_the_run_with_its_name_and_output(&installation);
-
     // The cron job runs (by now the guest has been up for minutes: the wait is a bound, not a
     // pause).
     let deadline = Instant::now() + CRON_RUN_TIMEOUT;
@@ -375,76 +433,4 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
         );
         std::thread::sleep(Duration::from_secs(10));
     }
-}
-
-/// What the fixture recipe's test prints, so its output is known to reach the report.
-const FAILING_TEST_SAYS: &str = "the reason the check gives";
-
-/// Converges the guest again with every shipped recipe plus a fixture whose one test fails:
-/// the Makefile runs again (the payload changed), every test runs, and the run fails with the
-/// guest's exit status, naming the failed test beside its output and the tests that passed.
-fn a_failing_recipe_test_fails_the_run_with_its_name_and_output(installation: &Installation) {
-    let recipes = installation.dir.path().join("recipes");
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(checkout().join("recipes"))
-        .arg(&recipes)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    std::fs::create_dir_all(recipes.join("failing")).unwrap();
-    std::fs::write(
-        recipes.join("failing/recipe.yaml"),
-        format!(
-            "description: A recipe whose test fails\nkind: guest\nbackup: []\ntests:\n  - name: this check fails\n    run: \"echo '{FAILING_TEST_SAYS}'; exit 3\"\n"
-        ),
-    )
-    .unwrap();
-    let guest_file = installation
-        .dir
-        .path()
-        .join(format!("recipes.d/{}.yaml", installation.domain));
-    let mut yaml = std::fs::read_to_string(&guest_file).unwrap();
-    yaml.push_str("  failing: {}\n");
-    std::fs::write(&guest_file, yaml).unwrap();
-
-    let mut child = Command::new(checkout().join("bin/provision"))
-        .arg("--credentials")
-        .arg(installation.domain.as_str())
-        .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
-        .env("TROG_PROVISIONER_CONFIG", installation.dir.path())
-        .env("XDG_CACHE_HOME", installation.dir.path().join("cache"))
-        .env("TROG_RECIPES", &recipes)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "keepass: {PASSPHRASE}\n").unwrap();
-    let run = child.wait_with_output().unwrap();
-    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
-    assert_eq!(
-        run.status.code(),
-        Some(trog::exit_status::ExitStatus::Guest.code()),
-        "a failing recipe test did not fail the run with the guest's status:\n{stdout}\n{stderr}"
-    );
-    assert!(
-        stderr.contains("the recipes' tests failed on"),
-        "{stdout}\n{stderr}"
-    );
-    let lines: Vec<&str> = stderr.lines().collect();
-    let named = lines
-        .iter()
-        .position(|line| line.ends_with("FAIL failing: this check fails (exit status 3)"))
-        .unwrap_or_else(|| panic!("the failed test is not named:\n{stderr}"));
-    assert!(
-        lines
-            .get(named + 1)
-            .is_some_and(|line| line.trim() == FAILING_TEST_SAYS),
-        "the failed test's output does not follow its name:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("\nok   nginx: "),
-        "the other tests did not run:\n{stderr}"
-    );
 }
