@@ -7,6 +7,8 @@
 #   bench/package-cache.sh [IMAGE.qcow2]      (default: tests/image/ensure-image.sh)
 # Prints `bench package-cache: cold_s=… warm_s=… ratio=…` (whole provision runs, guest destroyed
 # and rebuilt in between). Needs tests/services/start.sh to have run, as root, and python3.
+# TROG_BIN names a trog binary to use (a debug build will do: the guest's package installs, not
+# trog, take the time measured); left out, a release build is made.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,8 +18,11 @@ vcpus=${TROG_BENCH_VCPUS:-2}
 # Not the test services' port (3142): this instance starts with an empty cache of its own.
 proxy_port=3143
 
-cargo build --quiet --release --manifest-path "$root/Cargo.toml"
-export TROG_BIN=$root/target/release/trog
+if [[ -z ${TROG_BIN:-} ]]; then
+  cargo build --quiet --release --manifest-path "$root/Cargo.toml"
+  TROG_BIN=$root/target/release/trog
+fi
+export TROG_BIN
 
 work=$(mktemp -d /var/tmp/trog-bench-cache.XXXXXX)
 chmod 755 "$work"
