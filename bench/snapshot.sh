@@ -46,8 +46,11 @@ trap cleanup EXIT
 python3 - "$work/mirror" <<'PY'
 import hashlib, os, sys
 root, empty = sys.argv[1], hashlib.sha256(b"").hexdigest()
+# Debian keeps the security suite in an archive of its own beside the main one; a guest whose
+# `security_mirror` is unset asks the main one for it.
 for archive, suite in [("debian", "bookworm"), ("debian", "bookworm-updates"),
-                       ("debian-security", "bookworm-security"), ("debian", "bookworm-backports")]:
+                       ("debian-security", "bookworm-security"), ("debian", "bookworm-security"),
+                       ("debian", "bookworm-backports")]:
     dists = f"{root}/{archive}/dists/{suite}"
     for index in ["main/binary-amd64/Packages", "main/source/Sources"]:
         os.makedirs(os.path.dirname(f"{dists}/{index}"), exist_ok=True)
