@@ -220,7 +220,8 @@ fn keepass_only() -> String {
 }
 
 /// Provisions the guest on the remote host and destroys it; with `snapshot`, a snapshot of the
-/// running guest is taken and restored in between (through qemu+ssh, with the same credentials).
+/// running guest is taken, restored and listed with its sizes in between (through qemu+ssh, with
+/// the same credentials).
 fn provision_and_destroy(
     installation: &Installation,
     credentials: &str,
@@ -257,6 +258,18 @@ fn provision_and_destroy(
             said.contains(&format!(
                 "{domain}: running, SSH answers at {GUEST_ADDRESS}"
             )),
+            "{said}"
+        );
+        // The sizes, read with qemu-img as root over the hypervisor's SSH (sudo as handed in).
+        let listed = installation.run("snapshot", &["--json", "--list", domain], credentials);
+        let said = format!("{}\n{}", text(&listed.stdout), text(&listed.stderr));
+        assert!(listed.status.success(), "{said}");
+        let listing: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert!(listing["sizes_unread"].is_null(), "{said}");
+        assert!(listing["disk_bytes"].as_u64().unwrap() > 0, "{said}");
+        assert_eq!(listing["snapshots"][0]["name"], "remote-1", "{said}");
+        assert!(
+            listing["snapshots"][0]["memory_bytes"].as_u64().unwrap() > 0,
             "{said}"
         );
     }
