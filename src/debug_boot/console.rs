@@ -68,9 +68,11 @@ pub fn end_shown_by(line: &str) -> Option<ConsoleEnd> {
     {
         return Some(ConsoleEnd::RescueShell);
     }
-    // getty's prompt: `HOSTNAME login:`, with nothing after it.
+    // getty's prompt: `HOSTNAME login:` at the start of a line. getty ends it with no newline,
+    // so whatever the guest prints next on the console (cloud-init's last messages, often)
+    // continues the same line: the prompt is seen whatever follows it.
     let words: Vec<&str> = line.split_whitespace().collect();
-    if let [.., _host, "login:"] = words.as_slice() {
+    if let [_host, "login:", ..] = words.as_slice() {
         return Some(ConsoleEnd::LoginPrompt);
     }
     None
@@ -154,7 +156,18 @@ mod tests {
             end_shown_by("Cannot open access to console, the root account is locked."),
             Some(ConsoleEnd::RescueShell)
         );
+        assert_eq!(
+            end_shown_by(
+                "dbg-1 login: [   44.4] cloud-init[402]: Cloud-init v. 22.4.2 running 'modules:config'"
+            ),
+            Some(ConsoleEnd::LoginPrompt),
+            "the prompt, then the guest's next console output on the same line"
+        );
         assert_eq!(end_shown_by("login: "), None);
+        assert_eq!(
+            end_shown_by("[  OK  ] Started systemd-logind.service - User Login Management."),
+            None
+        );
         assert_eq!(end_shown_by("[  OK  ] Started getty@tty1.service"), None);
     }
 
