@@ -31,7 +31,7 @@
 //! the kernel dropped the dead run's lock and the rerun took it over at once.
 
 use super::support::*;
-use super::Installation;
+use super::{collect, Installation};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -83,8 +83,8 @@ fn provision_killed_mid_write(installation: &Installation) {
         &["--json", "--wait", "0", installation.domain.as_str()],
     ));
     let pid = child.0.id() as i32;
-    let (events, out_reader) = drain(child.0.stdout.take().unwrap());
-    let (stderr, err_reader) = drain(child.0.stderr.take().unwrap());
+    let (events, out_reader) = collect(child.0.stdout.take().unwrap());
+    let (stderr, err_reader) = collect(child.0.stderr.take().unwrap());
     let started = Instant::now();
     let mut sizes_seen: Vec<u64> = Vec::new();
     let partial = loop {
@@ -159,27 +159,6 @@ fn partial_file(pool_dir: &Path, base: &str) -> Option<(PathBuf, u64)> {
                 .starts_with(&format!("{base}.part-"))
         })
         .and_then(|entry| Some((entry.path(), entry.metadata().ok()?.len())))
-}
-
-/// Collects a pipe's text as it comes.
-fn drain(
-    mut pipe: impl Read + Send + 'static,
-) -> (Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
-    let seen = Arc::new(Mutex::new(String::new()));
-    let collected = seen.clone();
-    let reader = std::thread::spawn(move || {
-        let mut buffer = [0u8; 4096];
-        while let Ok(count) = pipe.read(&mut buffer) {
-            if count == 0 {
-                break;
-            }
-            collected
-                .lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buffer[..count]));
-        }
-    });
-    (seen, reader)
 }
 
 /// Runs `provision --json --wait 0` and SIGKILLs it once the step doing `action` has started. `--wait 0`: a lock the previous,

@@ -511,15 +511,10 @@ fn sha256_of(path: &str) -> String {
     hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
 }
 
-/// Snapshots of a running and a shut-off guest (no OS: it sits in its firmware), named and by
-/// time, listed, kept and deleted through `trog snapshot`, checked against libvirt; restored
-/// through the backend; the shared base image never written; destroy removes them all and names
-/// each.
-#[test]
-fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
-    virt::error::clear_error_callback();
-    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
-    let mut guest = TestGuest::new("snap", true);
+/// A test guest whose definition also attaches its data volume (as `vdb`), so that snapshots
+/// cover two disks.
+fn guest_with_data_disk(name: &str) -> TestGuest {
+    let mut guest = TestGuest::new(name, true);
     let data_volume = guest.desired.data_volume.clone().unwrap().name;
     guest.xml = guest.xml.replace(
         "<disk type='volume' device='cdrom'>",
@@ -528,6 +523,19 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
             guest.desired.pool_name
         ),
     );
+    guest
+}
+
+/// Snapshots of a running and a shut-off guest (no OS: it sits in its firmware), named and by
+/// time, listed, kept and deleted through `trog snapshot`, checked against libvirt; restored
+/// through the backend; the shared base image never written; destroy removes them all and names
+/// each.
+#[test]
+fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let guest = guest_with_data_disk("snap");
+    let data_volume = guest.desired.data_volume.clone().unwrap().name;
     guest.build_without_starting(&connection);
     let (domain, pool_name) = (guest.desired.domain.as_str(), &guest.desired.pool_name);
     let pool = connection.lookup_storage_pool_by_name(pool_name).unwrap();

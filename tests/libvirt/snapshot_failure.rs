@@ -3,22 +3,15 @@
 //! recorded in libvirt, the root disk holds no internal snapshot of that name, and the run says
 //! what failed.
 
-use super::{trog_on_pool, TestGuest};
+use super::{guest_with_data_disk, trog_on_pool};
 use std::process::Command;
 
 #[test]
 fn a_snapshot_failing_on_the_second_disk_leaves_none_on_the_first() {
     virt::error::clear_error_callback();
     let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
-    let mut guest = TestGuest::new("snapfail", true);
+    let guest = guest_with_data_disk("snapfail");
     let data_volume = guest.desired.data_volume.clone().unwrap().name;
-    guest.xml = guest.xml.replace(
-        "<disk type='volume' device='cdrom'>",
-        &format!(
-            "<disk type='volume' device='disk'><driver name='qemu' type='qcow2'/><source pool='{}' volume='{data_volume}'/><target dev='vdb' bus='virtio'/></disk><disk type='volume' device='cdrom'>",
-            guest.desired.pool_name
-        ),
-    );
     guest.build_without_starting(&connection);
     let (domain, pool_name) = (guest.desired.domain.as_str(), &guest.desired.pool_name);
     let pool = connection.lookup_storage_pool_by_name(pool_name).unwrap();
