@@ -9,8 +9,9 @@
 # The host key goes into /etc/ssh/ssh_known_hosts (one line, marked), so ssh and libvirt trust it
 # as they would a real hypervisor's.
 #
-# Prints nothing on stdout but `KEY=VALUE` lines (ADDRESS, STATE, KEYFILE, USER_NOPASSWD,
-# USER_PASSWORD) for a caller to read. `remote-host.sh stop` undoes all of it.
+# Prints nothing on stdout but `KEY=VALUE` lines (ADDRESS, NAMESPACE, STATE, KEYFILE,
+# USER_NOPASSWD, USER_PASSWORD) for a caller to read. Test binaries that run at once may each call
+# it: one run at a time sets up (a lock), and what is already as wanted is left untouched. `remote-host.sh stop` undoes all of it.
 # Needs libvirtd started by tests/services/start.sh (group-libvirt socket, no polkit).
 set -euo pipefail
 virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
@@ -26,11 +27,16 @@ user_password=trogpw
 known_hosts=/etc/ssh/ssh_known_hosts
 marker="# trog-remote-host"
 sudoers=/etc/sudoers.d/trog-remote-host
+lock=/run/lock/trog-remote-host.lock
+lock_wait_s=120 # a setup takes seconds; one that never ends must not hang its waiters
 
 say() { printf '[remote-host] %s\n' "$*" >&2; }
 die() { printf '[remote-host] error: %s\n' "$*" >&2; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root"
+
+exec 9>"$lock"
+flock -w "$lock_wait_s" 9 || die "another remote-host.sh held $lock for ${lock_wait_s}s"
 
 sshd_alive() { [[ -s $state/sshd.pid && -d /proc/$(<"$state/sshd.pid") && $(</proc/"$(<"$state/sshd.pid")"/comm) == sshd ]]; }
 
@@ -73,9 +79,13 @@ fi
 # --- keys ---
 [[ -f $state/host_key ]] || ssh-keygen -q -t ed25519 -N '' -C "$namespace host" -f "$state/host_key"
 [[ -f $state/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C "trog remote tests" -f "$state/id_ed25519"
+# Rewritten only when it differs: a test running meanwhile may be reading it.
 touch "$known_hosts"
-sed -i "/$marker\$/d" "$known_hosts"
-echo "$address $(cut -d' ' -f1,2 "$state/host_key.pub") $marker" >>"$known_hosts"
+known_line="$address $(cut -d' ' -f1,2 "$state/host_key.pub") $marker"
+if ! grep -qxF "$known_line" "$known_hosts"; then
+  sed -i "/$marker\$/d" "$known_hosts"
+  echo "$known_line" >>"$known_hosts"
+fi
 
 # --- the logins ---
 for user in "$user_nopasswd" "$user_password"; do
@@ -83,7 +93,8 @@ for user in "$user_nopasswd" "$user_password"; do
   usermod -aG libvirt "$user"
   home=$(getent passwd "$user" | cut -d: -f6)
   install -d -m 0700 -o "$user" -g "$user" "$home/.ssh"
-  install -m 0600 -o "$user" -g "$user" "$state/id_ed25519.pub" "$home/.ssh/authorized_keys"
+  cmp -s "$state/id_ed25519.pub" "$home/.ssh/authorized_keys" ||
+    install -m 0600 -o "$user" -g "$user" "$state/id_ed25519.pub" "$home/.ssh/authorized_keys"
 done
 # Key-only: the unlocked-but-passwordless account; the other has a password only sudo asks for.
 usermod -p '*' "$user_nopasswd"
@@ -145,6 +156,7 @@ say "ready: qemu+ssh://$user_nopasswd@$address/system"
 
 cat <<EOF
 ADDRESS=$address
+NAMESPACE=$namespace
 STATE=$state
 KEYFILE=$state/id_ed25519
 USER_NOPASSWD=$user_nopasswd
