@@ -3,8 +3,8 @@
 //!
 //! The actions that change the domain (`--console`, `--hold`) change only its definition, in ways
 //! `--restore` takes back exactly (see `debug_boot::domain_edit`); when what follows the change
-//! fails (the restart), the definition is put back as it was, so no action leaves a half-changed
-//! domain.
+//! fails (the restart), the definition is put back as it was and a guest that was running is
+//! started again from it, so no action leaves a half-changed domain.
 
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
@@ -187,6 +187,14 @@ pub enum DebugBootError {
         #[source]
         source: std::io::Error,
     },
+    /// The restart after a change failed, and the change was taken back (or why it was not).
+    #[error("{domain} did not start with the change for debugging; {aftermath}")]
+    NotRestarted {
+        domain: String,
+        aftermath: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     #[error("reading the console capture of {domain} on {hypervisor} failed")]
     ReadCapture {
         domain: String,
@@ -204,6 +212,7 @@ impl Diagnose for DebugBootError {
                 ExitStatus::Failure
             }
             DebugBootError::NoSystem
+            | DebugBootError::NotRestarted { .. }
             | DebugBootError::Screen { .. }
             | DebugBootError::ReadCapture { .. } => ExitStatus::Hypervisor,
         }
@@ -231,8 +240,10 @@ fn free_local_port() -> Result<u16, DebugBootError> {
         .map_err(|source| DebugBootError::NoLocalPort { source })
 }
 
-/// Redefines `domain` as `changed`, then runs `then`; when `then` fails, the definition goes back
-/// to `before`, so the domain is never left half-changed.
+/// Redefines `domain` as `changed`, then runs `then` (the restart); when `then` fails, the
+/// definition goes back to `before`, and a guest that ran before and no longer does (the failed
+/// restart stopped it) is started again from it, so the domain is never left half-changed.
+/// The failure says what became of the change (see [`DebugBootError::NotRestarted`]).
 fn change_then<T>(
     domain: &DebugDomain,
     connection: &virt::connect::Connect,
@@ -240,12 +251,36 @@ fn change_then<T>(
     changed: &str,
     then: impl FnOnce() -> Result<T, Failure>,
 ) -> Result<T, Failure> {
+    let was_running = domain.is_running()?;
     if changed != before {
         domain.redefine(connection, changed)?;
     }
-    then().inspect_err(|_| {
-        if changed != before {
-            let _ = domain.redefine(connection, before);
+    then().map_err(|failure| {
+        let put_back = if changed == before {
+            Ok(())
+        } else {
+            domain.redefine(connection, before)
+        };
+        let started_again = (was_running && put_back.is_ok()).then(|| domain.start());
+        let aftermath = match (put_back, started_again) {
+            (Err(error), _) => format!(
+                "taking the change back failed too ({error}): `trog debug_boot --restore {}` takes it back",
+                domain.name()
+            ),
+            (Ok(()), None) => "the change was taken back: its definition is as it was".to_string(),
+            (Ok(()), Some(Ok(()))) => "the change was taken back: its definition is as it was, and the guest runs again from it".to_string(),
+            (Ok(()), Some(Err(error))) => format!(
+                "the change was taken back: its definition is as it was, but starting the guest again failed too ({error})"
+            ),
+        };
+        Failure {
+            error: Box::new(DebugBootError::NotRestarted {
+                domain: domain.name().to_string(),
+                aftermath,
+                source: failure.error,
+            }),
+            hint: failure.hint,
+            status: failure.status,
         }
     })
 }
