@@ -1,15 +1,23 @@
 //! `debug_boot` on real guests (this machine's libvirtd, software emulation). One guest carries
 //! every check, to keep to one provision: its console from the firmware to the login prompt, the
 //! same capture fetched without a restart and as JSON events, its screen as a PNG of the display's
-//! size, the boot menu held, opened with a key and seen on the console, and a restore that gives
-//! back the domain's definition byte for byte with `status` saying converged; then, made
-//! unbootable, its kernel's panic on the console, its disk read without booting it, rescue mode
-//! through --single, and a restore of the definition and the GRUB configuration byte for byte. A
-//! domain trog did not make is refused, and an unknown key name lists the valid ones.
+//! size, its display reached locally and through a tunnel to a remote hypervisor (the network
+//! namespace of tests/services/remote-host.sh), the boot menu held, opened with a key, seen on the
+//! console and on the screen, and left with a digit for the network's entry, and a restore that
+//! gives back the domain's definition byte for byte with `status` saying converged; a restart that
+//! fails after a change leaves the definition byte for byte as it was and the guest running; then,
+//! made unbootable, its kernel's panic on the console streamed as JSON events, its disk read
+//! without booting it, rescue mode through --single, and a restore of the definition and the GRUB
+//! configuration byte for byte. A domain trog did not make is refused, and an unknown key name
+//! lists the valid ones.
 
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
 mod support;
+
+mod remote_vnc;
+mod screen;
+mod unbootable;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -121,152 +129,47 @@ fn fetch_until(dir: &Path, domain: &str, wanted: &str) -> String {
     }
 }
 
-/// The guest's own GRUB configuration, which --single changes.
-const GRUB_CONFIG: &str = "/boot/grub/grub.cfg";
-
-fn force_off(domain: &str) {
-    let domain = connection().lookup_domain_by_name(domain).unwrap();
-    if domain.is_active().unwrap() {
-        domain.destroy().unwrap();
-    }
-}
-
-/// The file of the guest's root disk (a qcow2 overlay in the test's pool).
-fn root_disk(domain: &str) -> String {
-    let xml = definition(domain);
-    let document = roxmltree::Document::parse(&xml).unwrap();
-    let source = document
-        .descendants()
-        .find(|node| node.has_tag_name("disk") && node.attribute("device") == Some("disk"))
-        .and_then(|disk| disk.children().find(|node| node.has_tag_name("source")))
-        .unwrap();
-    connection()
-        .lookup_storage_pool_by_name(source.attribute("pool").unwrap())
-        .unwrap()
-        .lookup_storage_vol_by_name(source.attribute("volume").unwrap())
-        .unwrap()
-        .path()
-        .unwrap()
-}
-
-/// libguestfs itself, as the oracle for what trog reads and writes on a guest's disk.
-fn guestfish(disk: &str, mode: &str, commands: &[&str], input: &[u8]) -> Vec<u8> {
-    let mut child = std::process::Command::new("sudo")
-        .args([
-            "-n",
-            "env",
-            "LIBGUESTFS_BACKEND=direct",
-            // No usable KVM where the tests run.
-            "LIBGUESTFS_BACKEND_SETTINGS=force_tcg",
-            "guestfish",
-            mode,
-            "--format=qcow2",
-            "-a",
-            disk,
-            "-i",
-        ])
-        .args(commands)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    output.stdout
-}
-
-/// A guest made unbootable (its kernel told to run inits that do not exist), read without
-/// booting it, mended, booted into rescue mode with --single, and restored byte for byte.
-fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned: &str) {
-    force_off(domain);
-    let disk = root_disk(domain);
-
-    // --cat: the guest's GRUB configuration, which holds its kernel line.
-    let (status, provisioned_grub, stderr) = debug_boot(dir, &[domain, "--cat", GRUB_CONFIG]);
+/// The boot menu, opened and waiting for a key: `--shot` shows it (the menu's lines as the
+/// console shows them are on the screen; the login prompt's screen had none of them), and a digit
+/// sent with `--keys` boots the entry it numbers: the network's (iPXE), which the firmware never
+/// boots by itself (the disk comes first).
+fn boot_menu_on_the_screen_and_a_key_moving_in_it(
+    dir: &Path,
+    domain: &str,
+    held: &str,
+    login_screen: &screen::Screen,
+) {
+    let menu: Vec<&str> = held
+        .lines()
+        .skip_while(|line| !line.starts_with("Select boot device"))
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let network = menu
+        .iter()
+        .find(|line| line.contains(". iPXE"))
+        .unwrap_or_else(|| panic!("no network entry in the menu:\n{held}"));
+    let shot = dir.join("menu.png");
+    let (status, _, stderr) = debug_boot(dir, &[domain, "--shot", shot.to_str().unwrap()]);
     assert_eq!(status, Some(0), "{stderr}");
-    let provisioned_grub = provisioned_grub.into_bytes();
-    assert_eq!(
-        guestfish(&disk, "--ro", &["download", GRUB_CONFIG, "-"], b""),
-        provisioned_grub,
-        "--cat reads what libguestfs reads"
-    );
-    let grub = String::from_utf8(provisioned_grub.clone()).unwrap();
-    assert!(grub.contains("\nlinux /boot/vmlinuz"), "{grub}");
-    // Both inits: initramfs-tools would fall back to /sbin/init for a missing `init=`; without
-    // its initramfs's own init the kernel mounts the root itself, cannot by LABEL, and panics.
-    let broken = grub.replace(
-        " net.ifnames=1",
-        " net.ifnames=1 rdinit=/nonexistent init=/nonexistent",
-    );
-    assert_ne!(broken, grub);
-    guestfish(
-        &disk,
-        "--rw",
-        &["upload", "-", GRUB_CONFIG],
-        broken.as_bytes(),
-    );
-
-    // --console: the kernel cannot find its init and panics; the capture ends there.
-    let (status, console, stderr) = debug_boot(dir, &[domain, "--console"]);
-    assert_eq!(status, Some(0), "{stderr}");
-    assert!(stderr.contains("the kernel panicked"), "{stderr}");
-    let last = console.trim_end().lines().last().unwrap_or_default();
-    assert!(last.contains("Kernel panic - not syncing"), "{console}");
-    assert!(console.contains("init=/nonexistent"), "{console}");
-
-    // The disk actions refuse a running guest, and --single writes nothing then.
-    let (status, _, stderr) = debug_boot(dir, &[domain, "--single"]);
-    assert_eq!(status, Some(7), "{stderr}");
+    let menu_screen = screen::Screen::decode(&std::fs::read(&shot).unwrap());
+    assert!(menu_screen.shows(&menu), "{menu:?} is not on the screen");
     assert!(
-        stderr.contains("is running") && stderr.contains("shut it off first"),
-        "{stderr}"
-    );
-    force_off(domain);
-
-    // --ls lists a directory; a path missing in the guest is named.
-    let (status, listing, stderr) = debug_boot(dir, &[domain, "--ls", "/boot"]);
-    assert_eq!(status, Some(0), "{stderr}");
-    let names: Vec<&str> = listing.lines().collect();
-    assert!(names.contains(&"grub"), "{listing}");
-    assert!(
-        names.iter().any(|name| name.starts_with("vmlinuz-")),
-        "{listing}"
-    );
-    let (status, _, stderr) = debug_boot(dir, &[domain, "--cat", "/etc/no-such-file"]);
-    assert_eq!(status, Some(1), "{stderr}");
-    assert!(
-        stderr.contains("has no file /etc/no-such-file") && stderr.contains("--ls /etc"),
-        "{stderr}"
+        !login_screen.shows(&menu[..1]),
+        "{:?} was there before",
+        menu[0]
     );
 
-    // Mended as provision made it, --single boots it into rescue mode, as the console shows.
-    guestfish(
-        &disk,
-        "--rw",
-        &["upload", "-", GRUB_CONFIG],
-        &provisioned_grub,
-    );
-    let (status, stdout, stderr) = debug_boot(dir, &[domain, "--single"]);
+    // The menu waits (no timeout once opened) until a key chooses.
+    let waiting = fetch_until(dir, domain, "Select boot device");
+    assert!(!waiting.contains("Booting from"), "{waiting}");
+    let (number, _) = network.split_once(". ").unwrap();
+    let (status, _, stderr) = debug_boot(dir, &[domain, "--keys", number]);
     assert_eq!(status, Some(0), "{stderr}");
-    assert!(
-        stdout.contains("rescue mode") && stdout.contains("--restore"),
-        "{stdout}"
-    );
-    let console = fetch_until(dir, domain, "You are in rescue mode");
-    assert!(console.contains(" single"), "{console}");
-
-    // --restore: the definition and the GRUB configuration are what provision made, byte for byte.
-    force_off(domain);
-    let (status, stdout, stderr) = debug_boot(dir, &[domain, "--restore"]);
-    assert_eq!(status, Some(0), "{stderr}");
-    assert!(stdout.contains("rescue mode"), "{stdout}");
-    assert_eq!(definition(domain), provisioned);
-    assert_eq!(
-        guestfish(&disk, "--ro", &["download", GRUB_CONFIG, "-"], b""),
-        provisioned_grub
-    );
+    let booting = fetch_until(dir, domain, "iPXE initialising devices");
+    let chosen = booting.split("Select boot device").nth(1).unwrap();
+    assert!(chosen.contains("Booting from ROM"), "{chosen}");
+    assert!(!chosen.contains("Booting from Hard Disk"), "{chosen}");
 }
 
 #[test]
@@ -385,6 +288,7 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     let reader = decoder.read_info().unwrap();
     let info = reader.info();
     assert_eq!((info.width, info.height), display_size(&domain));
+    let login_screen = screen::Screen::decode(&std::fs::read(&shot).unwrap());
 
     // --vnc, locally: the address of the display, where a VNC server greets.
     let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--vnc"]);
@@ -396,6 +300,9 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     std::io::Read::read_exact(&mut vnc, &mut greeting).unwrap();
     assert!(greeting.starts_with(b"RFB 003."), "{greeting:?}");
     drop(vnc);
+    // --vnc through a remote hypervisor: this machine's end of an SSH tunnel to the display.
+    let display_port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
+    remote_vnc::vnc_through_the_remote_host(&domain, &mirror.url, display_port);
 
     // --hold: the firmware waits in its boot menu; --keys opens it, as the console shows.
     let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--hold"]);
@@ -405,7 +312,8 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     fetch_until(dir, &domain, "Press ESC for boot menu");
     let (status, _, stderr) = debug_boot(dir, &[&domain, "--keys", "esc"]);
     assert_eq!(status, Some(0), "{stderr}");
-    fetch_until(dir, &domain, "Select boot device");
+    let held = fetch_until(dir, &domain, "Select boot device");
+    boot_menu_on_the_screen_and_a_key_moving_in_it(dir, &domain, &held, &login_screen);
 
     // --restore: the definition is what provision made, byte for byte; status says converged.
     let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--restore"]);
@@ -420,7 +328,24 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
         text(&status.stderr)
     );
 
-    disk_actions_on_an_unbootable_guest(dir, &domain, &provisioned);
+    // A failure restores what it changed: with a directory where --console's capture file goes,
+    // the restart after the change fails; the definition is back, byte for byte, and the guest,
+    // running before, runs again.
+    let capture = format!("/var/log/libvirt/qemu/{domain}-debug-console.log");
+    std::fs::remove_file(&capture).unwrap();
+    std::fs::create_dir(&capture).unwrap();
+    let (status, _, stderr) = debug_boot(dir, &[&domain, "--console"]);
+    std::fs::remove_dir(&capture).unwrap();
+    assert_eq!(status, Some(6), "{stderr}");
+    assert!(
+        stderr.contains("did not start with the change for debugging; the change was taken back: its definition is as it was, and the guest runs again from it")
+            && stderr.contains("cannot start"),
+        "{stderr}"
+    );
+    assert_eq!(definition(&domain), provisioned);
+    assert!(run_id(&domain).is_some(), "the guest runs again");
+
+    unbootable::disk_actions_on_an_unbootable_guest(dir, &domain, &provisioned);
 
     let destroy = run_verb("destroy", dir, &["--purge", "--yes", &domain]);
     assert!(destroy.status.success(), "{}", text(&destroy.stderr));
