@@ -5,7 +5,8 @@
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::render::network_filter::{
-    filter_uuid, tenant_of_filter, NetworkFilter, ISOLATED_FILTER, TENANT_FILTER_PREFIX,
+    filter_uuid, tenant_of_filter, NetworkFilter, TenantDirectory, ISOLATED_FILTER,
+    TENANT_FILTER_PREFIX,
 };
 use std::collections::BTreeSet;
 use std::ffi::CString;
@@ -221,6 +222,67 @@ fn filters_in_use(
     Ok(used)
 }
 
+/// Every tenant's addresses as the interfaces of the domains on `connection` carry them (the `IP`
+/// of each interface that references a tenant's filter), running definitions and the ones they
+/// start from next time alike. This is what every installation sharing the hypervisor sees, where
+/// each ips.db knows only its own guests.
+pub fn tenant_addresses_on_hypervisor(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<TenantDirectory, NetworkFilterError> {
+    let domains = connection
+        .list_all_domains(0)
+        .map_err(|error| NetworkFilterError::List {
+            hypervisor: hypervisor.to_string(),
+            what: "its domains",
+            message: error.message().to_string(),
+        })?;
+    let mut directory = TenantDirectory::new();
+    for domain in domains {
+        for flags in [0, sys::VIR_DOMAIN_XML_INACTIVE] {
+            if let Ok(xml) = domain.xml_desc(flags) {
+                for (tenant, address) in tenant_addresses_in(&xml) {
+                    directory.entry(tenant).or_default().push(address);
+                }
+            }
+        }
+    }
+    for addresses in directory.values_mut() {
+        addresses.sort();
+        addresses.dedup();
+    }
+    Ok(directory)
+}
+
+/// The (tenant, address) pairs a domain's XML carries: each `IP` parameter of an interface's
+/// reference to a tenant's filter.
+pub fn tenant_addresses_in(domain_xml: &str) -> Vec<(String, std::net::Ipv4Addr)> {
+    let Ok(document) = roxmltree::Document::parse(domain_xml) else {
+        return Vec::new();
+    };
+    document
+        .descendants()
+        .filter(|node| node.has_tag_name("filterref"))
+        .filter(|node| {
+            node.parent()
+                .is_some_and(|parent| parent.has_tag_name("interface"))
+        })
+        .filter_map(|node| {
+            let tenant = tenant_of_filter(node.attribute("filter")?)?.to_string();
+            Some((tenant, node))
+        })
+        .flat_map(|(tenant, node)| {
+            node.children()
+                .filter(|child| {
+                    child.has_tag_name("parameter") && child.attribute("name") == Some("IP")
+                })
+                .filter_map(|child| child.attribute("value")?.parse().ok())
+                .map(move |address| (tenant.clone(), address))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// The filters a domain's XML references on its interfaces.
 pub fn referenced_filters(domain_xml: &str) -> Vec<String> {
     let Ok(document) = roxmltree::Document::parse(domain_xml) else {
@@ -249,5 +311,30 @@ mod tests {
                    </devices></domain>";
         assert_eq!(referenced_filters(xml), ["trog-tenant-a", "clean-traffic"]);
         assert!(referenced_filters("not xml").is_empty());
+    }
+
+    #[test]
+    fn the_tenant_addresses_an_interface_carries_are_read_from_the_domain() {
+        let xml = "<domain><devices>\
+                   <interface type='network'><filterref filter='trog-tenant-shop'>\
+                   <parameter name='IP' value='192.0.2.1'/><parameter name='IP' value='192.0.2.2'/>\
+                   <parameter name='MAC' value='52:54:00:00:00:01'/></filterref></interface>\
+                   <interface type='network'><filterref filter='trog-isolated'>\
+                   <parameter name='IP' value='192.0.2.3'/></filterref></interface>\
+                   <interface type='bridge'><filterref filter='trog-tenant-blog'>\
+                   <parameter name='IP' value='2001:db8::1'/></filterref></interface>\
+                   </devices></domain>";
+        let found: Vec<(String, String)> = tenant_addresses_in(xml)
+            .into_iter()
+            .map(|(tenant, address)| (tenant, address.to_string()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("shop".to_string(), "192.0.2.1".to_string()),
+                ("shop".to_string(), "192.0.2.2".to_string())
+            ]
+        );
+        assert!(tenant_addresses_in("not xml").is_empty());
     }
 }

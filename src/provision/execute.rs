@@ -12,7 +12,9 @@ use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, GuestProbe, DEFAULT_SSH_WAIT};
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
 use crate::libvirt::guest_state::stopped_state;
-use crate::libvirt::network_filter::{define_filters, tenants_with_filters};
+use crate::libvirt::network_filter::{
+    define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
+};
 use crate::libvirt::reservation::reserve_address;
 use crate::lock::Subject;
 use crate::machine::hypervisor_ops;
@@ -22,7 +24,7 @@ use crate::output::progress::Progress;
 use crate::plan::{Action, GuestTag, Plan};
 use crate::provision::reach::{self, SshProbe};
 use crate::provision::{desired, ConvergeError, ConvergeReport, GuestOnHypervisor, PreparedGuest};
-use crate::render::network_filter::filters_for;
+use crate::render::network_filter::{filters_for, joined_directories};
 use crate::secrets::PrivateKeyFile;
 use std::error::Error as StdError;
 use std::path::PathBuf;
@@ -354,13 +356,12 @@ pub fn execute(
     execute_plan(&mut steps, &run, &REAL_WAITS, progress)
 }
 
-/// Reserves a guest's static address for its MAC in the libvirt network it joins, when that
-/// network hands out leases (a bridge has no DHCP of trog's to tell). Returns the step's label
-/// when something changed.
 /// Defines the guest's network filter, and refreshes every tenant's filter on the hypervisor
-/// with the addresses ips.db holds now, when the plan defines or starts the domain (a
-/// converged guest's run changes nothing). ips.db is read here, not when the run began, so
-/// that runs of several guests at once each see the others' addresses.
+/// with the addresses ips.db holds now joined with those the hypervisor's domains carry, when
+/// the plan defines or starts the domain (a converged guest's run changes nothing). ips.db is
+/// read here, not when the run began, so that runs of several guests at once each see the
+/// others' addresses; the domains are read so that a run of another installation sharing the
+/// hypervisor (its own ips.db) never takes away an address only this one knows.
 fn apply_network_filters(
     guest: &GuestOnHypervisor,
     prepared: &PreparedGuest,
@@ -381,13 +382,19 @@ fn apply_network_filters(
     if let Some(own) = &guest.inputs.config.settings.tenant {
         tenants.push(own.to_string());
     }
-    let directory = tenant_directory(&guest.inputs.paths.ips_db)?;
+    let directory = joined_directories(
+        tenant_directory(&guest.inputs.paths.ips_db)?,
+        tenant_addresses_on_hypervisor(guest.connection, hypervisor)?,
+    );
     let filters = filters_for(&directory, &tenants);
     define_filters(guest.connection, hypervisor, &filters)?;
     let names: Vec<&str> = filters.iter().map(|filter| filter.name.as_str()).collect();
     Ok(Some(format!("network filters {}", names.join(", "))))
 }
 
+/// Reserves a guest's static address for its MAC in the libvirt network it joins, when that
+/// network hands out leases (a bridge has no DHCP of trog's to tell). Returns the step's label
+/// when something changed.
 fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, Failure> {
     let settings = &guest.inputs.config.settings;
     let address = settings.ips.iter().find_map(|cidr| match cidr.address {

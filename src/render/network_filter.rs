@@ -115,16 +115,37 @@ pub fn tenant_filter(tenant: &str, foreign: &[Ipv4Addr]) -> NetworkFilter {
 /// Every tenant's addresses, as ips.db records them: tenant → addresses of its guests.
 pub type TenantDirectory = BTreeMap<String, Vec<Ipv4Addr>>;
 
-/// The addresses held by guests of tenants other than `tenant`, lowest first.
+/// The addresses held by guests of tenants other than `tenant`, lowest first. An address that
+/// `tenant` holds itself is never foreign to it (a guest that moved between tenants may still be
+/// named under its old one by a definition not yet rewritten).
 pub fn foreign_addresses(directory: &TenantDirectory, tenant: &str) -> Vec<Ipv4Addr> {
+    let own = directory.get(tenant);
     let mut foreign: Vec<Ipv4Addr> = directory
         .iter()
         .filter(|(other, _)| other.as_str() != tenant)
         .flat_map(|(_, addresses)| addresses.iter().copied())
+        .filter(|address| !own.is_some_and(|own| own.contains(address)))
         .collect();
     foreign.sort();
     foreign.dedup();
     foreign
+}
+
+/// Both directories in one: every tenant of either, with the addresses either gives it.
+///
+/// A hypervisor may be shared by installations that each keep their own ips.db; what its
+/// domains' interfaces carry is the one record all of them see, so a refresh joins the two and
+/// never drops an address only the other installation knows.
+pub fn joined_directories(first: TenantDirectory, second: TenantDirectory) -> TenantDirectory {
+    let mut joined = first;
+    for (tenant, addresses) in second {
+        joined.entry(tenant).or_default().extend(addresses);
+    }
+    for addresses in joined.values_mut() {
+        addresses.sort();
+        addresses.dedup();
+    }
+    joined
 }
 
 /// The filters a hypervisor should hold after a guest is defined there: [`ISOLATED_FILTER`], and
@@ -175,6 +196,56 @@ mod tests {
             !filter.xml.contains("action='accept'") && !filter.xml.contains("action='return'"),
             "only drops may be added: {}",
             filter.xml
+        );
+    }
+
+    #[test]
+    fn an_address_a_tenant_holds_itself_is_never_foreign_to_it() {
+        let mut directory = directory();
+        directory
+            .get_mut("shop")
+            .unwrap()
+            .push("192.168.122.102".parse().unwrap());
+        assert_eq!(
+            foreign_addresses(&directory, "shop"),
+            ["192.168.122.103".parse::<Ipv4Addr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn joined_directories_keep_every_address_of_either_once() {
+        let mut observed = TenantDirectory::new();
+        observed.insert(
+            "shop".into(),
+            vec![
+                "192.168.122.101".parse().unwrap(),
+                "192.168.122.100".parse().unwrap(),
+            ],
+        );
+        observed.insert("news".into(), vec!["192.168.122.104".parse().unwrap()]);
+        let joined = joined_directories(directory(), observed);
+        let text: Vec<(String, Vec<String>)> = joined
+            .iter()
+            .map(|(tenant, addresses)| {
+                (
+                    tenant.clone(),
+                    addresses.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            text,
+            [
+                (
+                    "blog".to_string(),
+                    vec!["192.168.122.102".to_string(), "192.168.122.103".into()]
+                ),
+                ("news".to_string(), vec!["192.168.122.104".to_string()]),
+                (
+                    "shop".to_string(),
+                    vec!["192.168.122.100".to_string(), "192.168.122.101".into()]
+                ),
+            ]
         );
     }
 

@@ -3,8 +3,9 @@
 //! of tenant `blog`). Each answers SSH at its address; the two of `shop` reach each other by ICMP
 //! and TCP, the one of `blog` reaches neither and is reached by neither (tried from both sides);
 //! every guest reaches its gateway; a guest sending from an address that is not its own gets no
-//! answer; a root-disk rebuild keeps the guest's address; destroy removes trog's network filters
-//! once no domain uses them.
+//! answer; a root-disk rebuild keeps the guest's address, and run by a second installation
+//! sharing the hypervisor (an ips.db of its own) it keeps the tenants apart; destroy removes
+//! trog's network filters once no domain uses them.
 
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
@@ -97,6 +98,46 @@ fn installation(unique: u32) -> Installation {
         .unwrap();
     }
     Installation { dir, pool, guests }
+}
+
+/// A second installation on the same hypervisor and pool that knows only `guest` (given a 5G
+/// root disk): its own ips.db holds that guest's address and tenant and nothing else; it shares
+/// the first one's secret store (the guest's key) and image cache.
+fn second_installation(first: &Installation, guest: &DomainName) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("trog-isolation-second-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for file in ["hypervisors.conf", "recipes.yaml", "secrets.kdbx"] {
+        std::fs::copy(first.dir.path().join(file), dir.path().join(file)).unwrap();
+    }
+    // Copied by SQLite itself: the first installation's ips.db is in WAL mode.
+    rusqlite::Connection::open(first.dir.path().join("ips.db"))
+        .unwrap()
+        .execute(
+            "VACUUM INTO ?1",
+            [dir.path().join("ips.db").to_str().unwrap()],
+        )
+        .unwrap();
+    std::os::unix::fs::symlink(first.dir.path().join("cache"), dir.path().join("cache")).unwrap();
+    let recipes_d = dir.path().join("recipes.d");
+    std::fs::create_dir_all(&recipes_d).unwrap();
+    std::fs::write(
+        recipes_d.join(format!("{guest}.yaml")),
+        guest_file(guest, "shop", "5G", &test_image()),
+    )
+    .unwrap();
+    let ips_db = rusqlite::Connection::open(dir.path().join("ips.db")).unwrap();
+    for table in ["holdings", "tenants"] {
+        ips_db
+            .execute(
+                &format!("DELETE FROM {table} WHERE guest != ?1"),
+                [guest.as_str()],
+            )
+            .unwrap();
+    }
+    dir
 }
 
 fn guest_file(guest: &DomainName, tenant: &str, size: &str, image: &Path) -> String {
@@ -338,13 +379,12 @@ fn tenants_are_kept_apart_on_real_guests() {
     }
     assert!(reaches(&installation, blog_a, "ping", GATEWAY, None));
 
-    // A root-disk rebuild (a new disk size) keeps shop-a's address, and its isolation.
-    std::fs::write(
-        config.join("recipes.d").join(format!("{}.yaml", shop_a.0)),
-        guest_file(&shop_a.0, "shop", "5G", &test_image()),
-    )
-    .unwrap();
-    let rebuilt = run_verb("provision", config, &[shop_a.0.as_str()]);
+    // A root-disk rebuild (a new disk size) keeps shop-a's address, and its isolation. It is run
+    // by a second installation sharing the hypervisor, whose ips.db knows shop-a only: its run
+    // rewrites both tenants' filters, and the addresses only the first installation knows
+    // (shop-b's, blog's) must stay in them.
+    let second = second_installation(&installation, &shop_a.0);
+    let rebuilt = run_verb("provision", second.path(), &[shop_a.0.as_str()]);
     let said = format!("{}\n{}", text(&rebuilt.stdout), text(&rebuilt.stderr));
     assert!(rebuilt.status.success(), "{said}");
     assert!(
@@ -353,7 +393,17 @@ fn tenants_are_kept_apart_on_real_guests() {
     );
     assert_eq!(address_in(&text(&rebuilt.stdout), &shop_a.0), shop_a.1);
     assert!(reaches(&installation, shop_b, "tcp", &shop_a.1, None));
-    assert!(!reaches(&installation, blog_a, "tcp", &shop_a.1, None));
+    for kind in ["ping", "tcp"] {
+        assert!(!reaches(&installation, blog_a, kind, &shop_a.1, None));
+        assert!(
+            !reaches(&installation, blog_a, kind, &shop_b.1, None),
+            "{kind} blog → shop-b after another installation's run"
+        );
+        assert!(
+            !reaches(&installation, shop_b, kind, &blog_a.1, None),
+            "{kind} shop-b → blog after another installation's run"
+        );
+    }
 
     // Destroyed: the tenants' filters go with their last guests.
     for guest in &installation.guests {
