@@ -43,6 +43,14 @@ fn sample_args(recipe: &str) -> Value {
         "nginx" => json!({"server_names": ["example.test"]}),
         "logshipper" => json!({"collector": "logs.example.test"}),
         "aptmirror" => json!({"upstream": "http://proxy.example.test:3142"}),
+        "trogrunner" => json!({
+            "release_url": "http://files.example.test/trog.tar.gz",
+            "release_sha256": "0".repeat(64),
+            "ssh_private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n",
+            "known_hosts": ["hv1.example.test ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA"],
+            "hypervisors_conf": "[hv1]\nlibvirt_uri = qemu+ssh://trog@hv1.example.test/system\n",
+            "recipes_yaml": "_base: {}\n",
+        }),
         _ => json!({}),
     }
 }

@@ -1,0 +1,467 @@
+//! The fleet's service guests, for real, on this machine's libvirtd (software emulation): one
+//! guest (the hub) is built with `aptmirror`, `fetchcache` and `logcollector`; a second (the leaf)
+//! names the hub in `_global`'s `mirror` and `cache` and runs `logshipper` towards it.
+//!
+//! - aptmirror: the hub's apt-cacher-ng fetches through this machine's caching apt proxy
+//!   (tests/services/apt-proxy.sh) as its `upstream`; the leaf's first boot and its Makefile
+//!   install every package through the hub, `hello` included, which lands in the hub's cache.
+//! - fetchcache: the leaf's site Makefile (run by the data recipe under the Makefile's exported
+//!   proxy) downloads one file twice from a server on this machine; the server answers once, and
+//!   the hub's squid logs the second fetch as a hit.
+//! - logcollector and logshipper: a line logged on the leaf arrives in the hub's file for it.
+//! - trogrunner: the leaf is also a runner, given a release of trog (downloaded through the hub's
+//!   cache), an installation and a key this machine's hypervisor login trusts; `trog preflight`,
+//!   run there as the runner's login, reaches this machine's libvirtd over qemu+ssh.
+//!
+//! Two guests carry the five recipes: a mirror, a cache and a collector serve a fleet, so the
+//! proof of each is a second guest using it, and one such guest is enough for all three.
+
+mod runner;
+#[path = "../e2e/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::*;
+use trog::credentials::Secret;
+use trog::model::names::DomainName;
+use trog::secrets::{
+    guest_keypair, EntryPath, FieldName, PrivateKeyFile, Protection, SecretStore, StoreKdf,
+};
+
+/// rsyslog sends at once over an open connection; a minute covers a reconnect's back-off.
+const LOG_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(60);
+/// What the leaf's site downloads through the cache, and what the test server answers with.
+const DOWNLOAD_PATH: &str = "/release/tool-1.0.tar.gz";
+const DOWNLOAD_BODY: &str = "the release archive a recipe downloads\n";
+/// Where the trogrunner guest downloads trog's release from.
+const RELEASE_PATH: &str = "/trog-release.tar.gz";
+
+/// The mirror URL of the caching apt proxy the test services run on the bridge; started again
+/// when it is not answering (its `start` keeps an instance that answers).
+fn apt_proxy_url() -> String {
+    let output = Command::new(checkout().join("tests/services/apt-proxy.sh"))
+        .arg("start")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the caching apt proxy does not answer and cannot be started (tests/services/apt-proxy.sh start):\n{}",
+        text(&output.stderr)
+    );
+    text(&output.stdout).trim().to_string()
+}
+
+/// An HTTP origin on the bridge serving [`DOWNLOAD_PATH`] (counting the requests for it) and
+/// the `release` at [`RELEASE_PATH`]; caches may keep its answers for an hour.
+fn start_origin(release: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind((BRIDGE_ADDRESS, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            if reader.read_line(&mut request).is_err() {
+                continue;
+            }
+            // Headers up to the blank line.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|read| read > 2) {
+                line.clear();
+            }
+            let body = match request.split_whitespace().nth(1) {
+                Some(DOWNLOAD_PATH) => {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Some(DOWNLOAD_BODY.as_bytes())
+                }
+                Some(RELEASE_PATH) => Some(release.as_slice()),
+                _ => None,
+            };
+            if let Some(body) = body {
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\nCache-Control: public, max-age=3600\r\nLast-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(body);
+            } else {
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        }
+    });
+    (port, served)
+}
+
+struct Fleet {
+    dir: tempfile::TempDir,
+    pool: String,
+    unique: u32,
+}
+
+impl Fleet {
+    fn new(host_mirror: &str) -> Fleet {
+        let dir = tempfile::Builder::new()
+            .prefix("trog-svc-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        // qemu runs as its own user and must reach the pool's directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let unique = std::process::id();
+        let pool = format!("trog-svc-{unique}");
+        std::fs::write(
+            dir.path().join("hypervisors.conf"),
+            format!(
+                // Other work on this machine's libvirtd may hold many defined guests: their CPUs
+                // must not make these unplaceable.
+                "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
+                dir.path().join("pool").display()
+            ),
+        )
+        .unwrap();
+        // The installation's mirror is this machine's proxy: the hub, the mirror to be, installs
+        // from it; the leaf names the hub instead, in its own file.
+        std::fs::write(
+            dir.path().join("recipes.yaml"),
+            format!(
+                "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n    upgrade: false\n"
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("recipes.d")).unwrap();
+        SecretStore::create(
+            &dir.path().join("secrets.kdbx"),
+            &Secret::new(PASSPHRASE),
+            StoreKdf::RECOMMENDED,
+        )
+        .unwrap();
+        Fleet { dir, pool, unique }
+    }
+
+    fn domain(&self, role: &str) -> DomainName {
+        DomainName::parse(&format!("svc-{role}-{}.test", self.unique)).unwrap()
+    }
+
+    /// Writes a guest's file: `global` and `recipes` are YAML lines, indented under the guest.
+    fn write_guest(&self, domain: &DomainName, memory: u32, global: &str, recipes: &str) {
+        let image = test_image();
+        std::fs::write(
+            self.dir.path().join(format!("recipes.d/{domain}.yaml")),
+            format!(
+                "{domain}:\n  _global:\n    memory: {memory}\n    cpus: 1\n    size: 5G\n    data_volume_size: 1G\n    image:\n      url: file://{}\n      sha256: {}\n{global}{recipes}",
+                image.display(),
+                sha256_file(&image)
+            ),
+        )
+        .unwrap();
+    }
+
+    /// Provisions `domain`; returns its address and what provision printed (the recipes' test
+    /// report among it). A failure shows the guest's own logs.
+    fn provision(&self, domain: &DomainName) -> (String, String) {
+        let run = run_verb("provision", self.dir.path(), &[domain.as_str()]);
+        let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+        if !run.status.success() {
+            let address = stderr
+                .split("trogadmin@")
+                .nth(1)
+                .and_then(|rest| rest.split(':').next())
+                .map(str::to_string);
+            let logs = address.map(|address| {
+                self.on_guest(
+                    domain,
+                    &address,
+                    "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 60 /var/lib/trog/finish.log; sudo tail -n 20 /var/log/apt-cacher-ng/apt-cacher.err /etc/apt-cacher-ng/backends_debian",
+                )
+                .unwrap_or_else(|error| error)
+            });
+            panic!(
+                "provision {domain} failed:\n{stdout}\n{stderr}\nthe guest's logs:\n{}",
+                logs.unwrap_or_default()
+            );
+        }
+        let address = stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{domain} is on local at ")))
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("no address for {domain} in:\n{stdout}"))
+            .to_string();
+        (address, format!("{stdout}{stderr}"))
+    }
+
+    /// Runs a shell command on a guest as its admin; `Err` carries its output.
+    fn on_guest(
+        &self,
+        domain: &DomainName,
+        address: &str,
+        command: &str,
+    ) -> Result<String, String> {
+        let mut store = SecretStore::open(
+            &self.dir.path().join("secrets.kdbx"),
+            &Secret::new(PASSPHRASE),
+        )
+        .unwrap();
+        let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng).unwrap();
+        let key = PrivateKeyFile::write(&keypair).unwrap();
+        let output = Command::new("ssh")
+            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"])
+            .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+            .args(["-o", "ConnectTimeout=20", "-i"])
+            .arg(key.path())
+            .arg(format!("trogadmin@{address}"))
+            .arg(command)
+            .output()
+            .unwrap();
+        let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        if output.status.success() {
+            Ok(said)
+        } else {
+            Err(said)
+        }
+    }
+
+    fn put_secret(&self, group: &str, entry: &str, value: &str) {
+        let mut store = SecretStore::open(
+            &self.dir.path().join("secrets.kdbx"),
+            &Secret::new(PASSPHRASE),
+        )
+        .unwrap();
+        store
+            .put(
+                &EntryPath::new([group], entry),
+                &FieldName::Password,
+                &Secret::new(value),
+                Protection::Protected,
+            )
+            .unwrap();
+        store.save().unwrap();
+    }
+
+    fn must(&self, domain: &DomainName, address: &str, command: &str) -> String {
+        self.on_guest(domain, address, command)
+            .unwrap_or_else(|said| panic!("`{command}` on {domain} failed:\n{said}"))
+    }
+}
+
+/// The leaf's site: a Makefile that downloads the same file twice, as a recipe would on two
+/// builds, with nothing but the proxy make exports to it.
+fn site_archive(path: &Path, origin: &str) {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(
+        site.path().join("Makefile"),
+        format!(
+            "all:\n\tcurl -fsS --max-time 60 -o /srv/first.tar.gz {origin}{DOWNLOAD_PATH}\n\tcurl -fsS --max-time 60 -o /srv/second.tar.gz {origin}{DOWNLOAD_PATH}\n"
+        ),
+    )
+    .unwrap();
+    let status = Command::new("tar")
+        .arg("-czf")
+        .arg(path)
+        .arg("-C")
+        .arg(site.path())
+        .arg("Makefile")
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn assert_recipe_tests_passed(stdout: &str, recipes: &[&str]) {
+    for recipe in recipes {
+        assert!(
+            stdout.contains(&format!("ok   {recipe}: ")),
+            "no passing test of {recipe} reported:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
+    let host_mirror = apt_proxy_url();
+    let release = runner::release_archive(&checkout(), Path::new(env!("CARGO_BIN_EXE_trog")));
+    let release_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&release));
+    let (origin_port, origin_served) = start_origin(release);
+    let origin = format!("http://{BRIDGE_ADDRESS}:{origin_port}");
+    let hypervisor = runner::Hypervisor::start(&checkout(), BRIDGE_ADDRESS);
+    let fleet = Fleet::new(&host_mirror);
+    fleet.put_secret("Runner", "hypervisor-key", &hypervisor.private_key);
+    let hub = fleet.domain("hub");
+    let leaf = fleet.domain("leaf");
+    // Dropped in reverse: the leaf's domain goes first, then the hub's and the pool.
+    let _hub_leftovers = LibvirtLeftovers {
+        domain: hub.to_string(),
+        pool: fleet.pool.clone(),
+    };
+    let _leaf_leftovers = LibvirtLeftovers {
+        domain: leaf.to_string(),
+        pool: format!("{}-none", fleet.pool),
+    };
+
+    // The hub: the fleet's mirror (fetching through this machine's proxy), cache and collector.
+    let upstream = host_mirror.split('/').take(3).collect::<Vec<_>>().join("/");
+    fleet.write_guest(
+        &hub,
+        1024,
+        "",
+        &format!(
+            "  aptmirror:\n    upstream: {upstream}\n  fetchcache: {{}}\n  logcollector: {{}}\n"
+        ),
+    );
+    let started = Instant::now();
+    let (hub_address, said) = fleet.provision(&hub);
+    eprintln!(
+        "the hub is up at {hub_address} after {:?}",
+        started.elapsed()
+    );
+    assert_recipe_tests_passed(&said, &["aptmirror", "fetchcache", "logcollector"]);
+
+    // The leaf: everything it installs comes through the hub, its downloads through the hub's
+    // cache, and its logs go to the hub. It is also a runner of trog, whose hypervisor is this
+    // machine (the pool is the one this test's guests are in).
+    let archive = host_mirror.split('/').skip(3).collect::<Vec<_>>().join("/");
+    let leaf_mirror = format!("http://{hub_address}:3142/{archive}");
+    let runner_uri = format!(
+        "qemu+ssh://{}@{BRIDGE_ADDRESS}:{}/system",
+        hypervisor.login, hypervisor.port
+    );
+    let runner = format!(
+        "  trogrunner:\n    release_url: {origin}{RELEASE_PATH}\n    release_sha256: '{release_sha256}'\n    ssh_private_key: secret:Runner/hypervisor-key/Password\n    known_hosts: ['[{BRIDGE_ADDRESS}]:{} {}']\n    hypervisors_conf: |\n      [here]\n      libvirt_uri = {runner_uri}\n      domain_type = qemu\n      pool_name = {}\n      pool_path = {}\n      cpu_overcommit = 100\n    recipes_yaml: |\n      _base:\n        _global:\n          admin_user: trogadmin\n          contact_email: ops@example.test\n          distro: debian\n          mirror: {leaf_mirror}\n          cache: http://{hub_address}:3128\n",
+        hypervisor.port,
+        hypervisor.host_key_public,
+        fleet.pool,
+        fleet.dir.path().join("pool").display(),
+    );
+    fleet.write_guest(
+        &leaf,
+        768,
+        &format!(
+            "    mirror: {leaf_mirror}\n    security_mirror: {leaf_mirror}-security\n    cache: http://{hub_address}:3128\n    packages: [hello]\n"
+        ),
+        &format!("  logshipper:\n    collector: {hub_address}\n  data: {{}}\n{runner}"),
+    );
+    let leaf_dir = fleet.dir.path().join("recipes.d").join(leaf.as_str());
+    std::fs::create_dir_all(&leaf_dir).unwrap();
+    site_archive(&leaf_dir.join("data.tar.gz"), &origin);
+    let started = Instant::now();
+    let (leaf_address, said) = fleet.provision(&leaf);
+    eprintln!(
+        "the leaf is up at {leaf_address} after {:?}",
+        started.elapsed()
+    );
+    assert_recipe_tests_passed(&said, &["logshipper", "data", "trogrunner"]);
+
+    // aptmirror: the leaf's apt names the hub, and `hello` came from it into the hub's cache.
+    let sources = fleet.must(
+        &leaf,
+        &leaf_address,
+        "cat /etc/apt/sources.list.d/*.sources",
+    );
+    assert!(sources.contains(&leaf_mirror), "{sources}");
+    fleet.must(&leaf, &leaf_address, "dpkg-query -W hello");
+    let cached = fleet.must(
+        &hub,
+        &hub_address,
+        "sudo find /var/cache/apt-cacher-ng -name 'hello_*.deb'",
+    );
+    assert!(cached.contains("hello_"), "hello is not in the hub's cache");
+
+    // fetchcache: two downloads by the site's Makefile, one request to the origin, and the
+    // second a hit in squid's log.
+    let fetched = fleet.must(
+        &leaf,
+        &leaf_address,
+        "cat /srv/first.tar.gz /srv/second.tar.gz",
+    );
+    assert_eq!(fetched, DOWNLOAD_BODY.repeat(2));
+    assert_eq!(
+        origin_served.load(Ordering::SeqCst),
+        1,
+        "the origin was asked more than once: the second download was not served by the cache"
+    );
+    let access = fleet.must(
+        &hub,
+        &hub_address,
+        &format!("sudo grep -F '{DOWNLOAD_PATH}' /var/log/squid/access.log"),
+    );
+    let outcomes: Vec<&str> = access
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{access}");
+    assert!(outcomes[0].starts_with("TCP_MISS/200"), "{access}");
+    assert!(
+        outcomes[1].starts_with("TCP_HIT/200") || outcomes[1].starts_with("TCP_MEM_HIT/200"),
+        "the second download was not a cache hit:\n{access}"
+    );
+
+    // logshipper and logcollector: a line logged on the leaf arrives on the hub.
+    let mark = format!("logged on the leaf {}", fleet.unique);
+    fleet.must(
+        &leaf,
+        &leaf_address,
+        &format!("logger -t trog-service-test '{mark}'"),
+    );
+    let deadline = Instant::now() + LOG_ARRIVAL_TIMEOUT;
+    loop {
+        let found = fleet.on_guest(
+            &hub,
+            &hub_address,
+            &format!("sudo grep -rF '{mark}' /var/log/remote/"),
+        );
+        match found {
+            Ok(lines) => {
+                assert!(lines.contains(&format!("svc-leaf-{}", fleet.unique)), "{lines}");
+                break;
+            }
+            Err(said) => assert!(
+                Instant::now() < deadline,
+                "the line logged on the leaf did not reach the hub's /var/log/remote within {LOG_ARRIVAL_TIMEOUT:?}: {said}"
+            ),
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+
+    // trogrunner: trog, run on the leaf by its login, reaches this machine's libvirtd over SSH.
+    let preflight = fleet.must(
+        &leaf,
+        &leaf_address,
+        "cd / && sudo -u trog trog preflight; echo \"exit status $?\"",
+    );
+    for expected in [
+        format!("Hypervisor here: {runner_uri}"),
+        format!("ok   Reached {BRIDGE_ADDRESS}"),
+        format!(" as {}\n", hypervisor.login),
+        "ok   libvirt answers".to_string(),
+        format!("ok   Passwordless sudo for {}", hypervisor.login),
+        format!("ok   Storage pool {} exists", fleet.pool),
+    ] {
+        assert!(
+            preflight.contains(&expected),
+            "no `{expected}` in:\n{preflight}"
+        );
+    }
+    // The one check allowed to fail: the runner's libvirt is its distribution's, which need not
+    // be the hypervisor's release (this machine's may come from backports).
+    let failed: Vec<&str> = preflight
+        .lines()
+        .filter(|line| line.starts_with("FAILED"))
+        .filter(|line| !line.contains("that trog is linked against differs from libvirt"))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "preflight on the runner failed:\n{preflight}"
+    );
+    eprintln!("trog preflight on the runner:\n{preflight}");
+}
