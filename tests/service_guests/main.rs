@@ -32,9 +32,7 @@ use std::time::{Duration, Instant};
 use support::*;
 use trog::credentials::Secret;
 use trog::model::names::DomainName;
-use trog::secrets::{
-    guest_keypair, EntryPath, FieldName, PrivateKeyFile, Protection, SecretStore, StoreKdf,
-};
+use trog::secrets::{EntryPath, FieldName, Protection, SecretStore, StoreKdf};
 
 /// rsyslog sends at once over an open connection; a minute covers a reconnect's back-off.
 const LOG_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -202,35 +200,14 @@ impl Fleet {
         (address, format!("{stdout}{stderr}"))
     }
 
-    /// Runs a shell command on a guest as its admin; `Err` carries its output.
+    /// Runs a shell command on a guest as its admin; `Err` carries what ssh said on stderr.
     fn on_guest(
         &self,
         domain: &DomainName,
         address: &str,
         command: &str,
     ) -> Result<String, String> {
-        let mut store = SecretStore::open(
-            &self.dir.path().join("secrets.kdbx"),
-            &Secret::new(PASSPHRASE),
-        )
-        .unwrap();
-        let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng).unwrap();
-        let key = PrivateKeyFile::write(&keypair).unwrap();
-        let output = Command::new("ssh")
-            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"])
-            .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
-            .args(["-o", "ConnectTimeout=20", "-i"])
-            .arg(key.path())
-            .arg(format!("trogadmin@{address}"))
-            .arg(command)
-            .output()
-            .unwrap();
-        let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
-        if output.status.success() {
-            Ok(said)
-        } else {
-            Err(said)
-        }
+        ssh_as_admin(self.dir.path(), domain, address, command)
     }
 
     fn put_secret(&self, group: &str, entry: &str, value: &str) {
@@ -437,7 +414,7 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
     let preflight = fleet.must(
         &leaf,
         &leaf_address,
-        "cd / && sudo -u trog trog preflight; echo \"exit status $?\"",
+        "cd / && sudo -u trog trog preflight 2>&1; echo \"exit status $?\"",
     );
     for expected in [
         format!("Hypervisor here: {runner_uri}"),
