@@ -75,7 +75,7 @@ fn site_archive(path: &Path) {
         site.path().join("Makefile"),
         "all:\n\
          \tmysql shop -e \"CREATE TABLE IF NOT EXISTS notes (body TEXT); INSERT INTO notes VALUES ('restored into mariadb')\"\n\
-         \trunuser -u postgres -- psql -v ON_ERROR_STOP=1 -d blog -c \"SET ROLE blog; CREATE TABLE IF NOT EXISTS notes (body text); INSERT INTO notes VALUES ('restored into postgres')\"\n",
+         \tcd / && runuser -u postgres -- psql -v ON_ERROR_STOP=1 -d blog -c \"SET ROLE blog; CREATE TABLE IF NOT EXISTS notes (body text); INSERT INTO notes VALUES ('restored into postgres')\"\n",
     )
     .unwrap();
     let status = Command::new("tar")
