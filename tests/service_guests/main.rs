@@ -89,7 +89,8 @@ fn start_origin(release: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
             if let Some(body) = body {
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\nCache-Control: public, max-age=3600\r\nLast-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\nConnection: close\r\n\r\n",
+                    "HTTP/1.1 200 OK\r\nDate: {}\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\nCache-Control: public, max-age=3600\r\nLast-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\nConnection: close\r\n\r\n",
+                    http_date(std::time::SystemTime::now()),
                     body.len()
                 );
                 let _ = stream.write_all(body);
@@ -102,6 +103,53 @@ fn start_origin(release: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
         }
     });
     (port, served)
+}
+
+/// `time` as HTTP's date (`Tue, 01 Dec 2026 09:35:14 GMT`). An origin's answer carries one, as
+/// every real server's does: without it squid revalidates a cached answer instead of serving it.
+fn http_date(time: std::time::SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let seconds = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
+    // The civil date of a day count since 1970-01-01 (Howard Hinnant's days_from_civil, inverted).
+    let shifted = days + 719_468;
+    let era = shifted / 146_097;
+    let of_era = shifted % 146_097;
+    let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
+    let day_of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
+}
+
+#[test]
+fn http_dates_are_what_servers_send() {
+    let at = |seconds| std::time::UNIX_EPOCH + Duration::from_secs(seconds);
+    assert_eq!(http_date(at(0)), "Thu, 01 Jan 1970 00:00:00 GMT");
+    assert_eq!(http_date(at(951_782_400)), "Tue, 29 Feb 2000 00:00:00 GMT");
+    assert_eq!(
+        http_date(at(1_796_117_714)),
+        "Tue, 01 Dec 2026 09:35:14 GMT"
+    );
 }
 
 struct Fleet {
@@ -176,13 +224,13 @@ impl Fleet {
             let address = stderr
                 .split("trogadmin@")
                 .nth(1)
-                .and_then(|rest| rest.split(':').next())
+                .and_then(|rest| rest.split([':', ' ']).next())
                 .map(str::to_string);
             let logs = address.map(|address| {
                 self.on_guest(
                     domain,
                     &address,
-                    "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 60 /var/lib/trog/finish.log; sudo tail -n 20 /var/log/apt-cacher-ng/apt-cacher.err /etc/apt-cacher-ng/backends_debian",
+                    "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 20 /var/lib/trog/finish.log; sudo tail -n 20 /var/log/apt-cacher-ng/apt-cacher.err /var/log/apt-cacher-ng/apt-cacher.log /etc/apt-cacher-ng/backends_debian /etc/apt-cacher-ng/zz-trog.conf; sudo journalctl -u apt-cacher-ng --no-pager -n 20; curl -sS --max-time 60 http://127.0.0.1:3142/deb.debian.org/debian/dists/bookworm/InRelease | head -c 300",
                 )
                 .unwrap_or_else(|error| error)
             });
@@ -362,15 +410,15 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
         "cat /srv/first.tar.gz /srv/second.tar.gz",
     );
     assert_eq!(fetched, DOWNLOAD_BODY.repeat(2));
-    assert_eq!(
-        origin_served.load(Ordering::SeqCst),
-        1,
-        "the origin was asked more than once: the second download was not served by the cache"
-    );
     let access = fleet.must(
         &hub,
         &hub_address,
         &format!("sudo grep -F '{DOWNLOAD_PATH}' /var/log/squid/access.log"),
+    );
+    assert_eq!(
+        origin_served.load(Ordering::SeqCst),
+        1,
+        "the origin was asked more than once: the second download was not served by the cache:\n{access}"
     );
     let outcomes: Vec<&str> = access
         .lines()
