@@ -198,11 +198,12 @@ fn trogs_filters(
     Ok(names)
 }
 
-/// Every filter an interface of a domain on `connection` references, running or not.
-fn filters_in_use(
+/// The XML of every domain on `connection`: both the running definition and the one it starts
+/// from next time.
+fn domain_definitions(
     connection: &Connect,
     hypervisor: &str,
-) -> Result<BTreeSet<String>, NetworkFilterError> {
+) -> Result<Vec<String>, NetworkFilterError> {
     let domains = connection
         .list_all_domains(0)
         .map_err(|error| NetworkFilterError::List {
@@ -210,16 +211,25 @@ fn filters_in_use(
             what: "its domains",
             message: error.message().to_string(),
         })?;
-    let mut used = BTreeSet::new();
-    for domain in domains {
-        // Both the running definition and the one it starts from next time.
-        for flags in [0, sys::VIR_DOMAIN_XML_INACTIVE] {
-            if let Ok(xml) = domain.xml_desc(flags) {
-                used.extend(referenced_filters(&xml));
-            }
-        }
-    }
-    Ok(used)
+    Ok(domains
+        .iter()
+        .flat_map(|domain| {
+            [0, sys::VIR_DOMAIN_XML_INACTIVE]
+                .into_iter()
+                .filter_map(|flags| domain.xml_desc(flags).ok())
+        })
+        .collect())
+}
+
+/// Every filter an interface of a domain on `connection` references, running or not.
+fn filters_in_use(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<BTreeSet<String>, NetworkFilterError> {
+    Ok(domain_definitions(connection, hypervisor)?
+        .iter()
+        .flat_map(|xml| referenced_filters(xml))
+        .collect())
 }
 
 /// Every tenant's addresses as the interfaces of the domains on `connection` carry them (the `IP`
@@ -230,21 +240,10 @@ pub fn tenant_addresses_on_hypervisor(
     connection: &Connect,
     hypervisor: &str,
 ) -> Result<TenantDirectory, NetworkFilterError> {
-    let domains = connection
-        .list_all_domains(0)
-        .map_err(|error| NetworkFilterError::List {
-            hypervisor: hypervisor.to_string(),
-            what: "its domains",
-            message: error.message().to_string(),
-        })?;
     let mut directory = TenantDirectory::new();
-    for domain in domains {
-        for flags in [0, sys::VIR_DOMAIN_XML_INACTIVE] {
-            if let Ok(xml) = domain.xml_desc(flags) {
-                for (tenant, address) in tenant_addresses_in(&xml) {
-                    directory.entry(tenant).or_default().push(address);
-                }
-            }
+    for xml in domain_definitions(connection, hypervisor)? {
+        for (tenant, address) in tenant_addresses_in(&xml) {
+            directory.entry(tenant).or_default().push(address);
         }
     }
     for addresses in directory.values_mut() {
