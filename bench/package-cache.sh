@@ -56,6 +56,7 @@ _base:
     distro: debian
     release: bookworm
     mirror: $mirror
+    security_mirror: $mirror-security
     upgrade: false
 CONF
 mkdir -p "$work/recipes.d"
