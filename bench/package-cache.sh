@@ -23,6 +23,8 @@ if [[ -z ${TROG_BIN:-} ]]; then
   TROG_BIN=$root/target/release/trog
 fi
 export TROG_BIN
+# The checkout's recipes, wherever the binary was copied to.
+export TROG_RECIPES=${TROG_RECIPES:-$root/recipes}
 
 work=$(mktemp -d /var/tmp/trog-bench-cache.XXXXXX)
 chmod 755 "$work"
