@@ -33,39 +33,26 @@ impl HypervisorObserver for LibvirtObserver {
     fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError> {
         let uri = hypervisor.libvirt_uri.uri.as_str();
         let connection = connect(&hypervisor.libvirt_uri)?;
-        let node = connection
-            .node_info()
-            .map_err(|e| LibvirtError::query(uri, "read the node's memory and CPUs", e))?;
-        let guests = defined_guests(&connection, uri)?;
-        let pool = match connection.lookup_storage_pool_by_name(&hypervisor.pool_name) {
-            Err(error) if matches!(error.code(), Enum::Known(ErrorNumber::NoStoragePool)) => {
-                PoolState::Absent
-            }
-            Err(error) => return Err(LibvirtError::query(uri, "look up the storage pool", error)),
-            Ok(pool) => {
-                // Files written beside libvirt's back are counted only after a refresh; a refusal
-                // (a read-only account, or a stopped pool) leaves the last figures, and the
-                // state in the pool's info says which it is: one question fewer than asking.
-                let _ = pool.refresh(0);
-                let info = pool
-                    .info()
-                    .map_err(|e| LibvirtError::query(uri, "read the pool's size", e))?;
-                if info.state == virt::sys::VIR_STORAGE_POOL_RUNNING {
-                    PoolState::Active {
-                        capacity: Bytes(info.capacity),
-                        allocation: Bytes(info.allocation),
-                        available: Bytes(info.available),
-                    }
-                } else {
-                    PoolState::Inactive
-                }
-            }
-        };
+        // The node, the guests and the pool are independent questions. Asked from threads of
+        // their own on the one connection, libvirt sends them together and they share a round
+        // trip (a connection carries concurrent calls); asked one after another, each would wait
+        // for the answer before it.
+        let (node, guests, pool) = std::thread::scope(|scope| {
+            let node = scope.spawn(|| {
+                connection
+                    .node_info()
+                    .map_err(|e| LibvirtError::query(uri, "read the node's memory and CPUs", e))
+            });
+            let guests = scope.spawn(|| defined_guests(&connection, uri));
+            let pool = pool_state(&connection, uri, &hypervisor.pool_name);
+            (joined(node), joined(guests), pool)
+        });
+        let node = node?;
         Ok(HypervisorCapacity {
             physical_memory: MiB::from_kib(node.memory),
             physical_cpus: node.cpus,
-            guests,
-            pool,
+            guests: guests?,
+            pool: pool?,
         })
     }
 
@@ -85,6 +72,41 @@ impl HypervisorObserver for LibvirtObserver {
             )),
         }
     }
+}
+
+/// What a question's thread answered; a panic there is passed on as it was.
+fn joined<T>(thread: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The storage pool's state and, when it runs, its size: three questions that depend on each
+/// other (the pool, then its refresh, then its figures).
+fn pool_state(connection: &Connect, uri: &str, pool_name: &str) -> Result<PoolState, LibvirtError> {
+    let pool = match connection.lookup_storage_pool_by_name(pool_name) {
+        Err(error) if matches!(error.code(), Enum::Known(ErrorNumber::NoStoragePool)) => {
+            return Ok(PoolState::Absent)
+        }
+        Err(error) => return Err(LibvirtError::query(uri, "look up the storage pool", error)),
+        Ok(pool) => pool,
+    };
+    // Files written beside libvirt's back are counted only after a refresh; a refusal (a
+    // read-only account, or a stopped pool) leaves the last figures, and the state in the pool's
+    // info says which it is: one question fewer than asking.
+    let _ = pool.refresh(0);
+    let info = pool
+        .info()
+        .map_err(|e| LibvirtError::query(uri, "read the pool's size", e))?;
+    Ok(if info.state == virt::sys::VIR_STORAGE_POOL_RUNNING {
+        PoolState::Active {
+            capacity: Bytes(info.capacity),
+            allocation: Bytes(info.allocation),
+            available: Bytes(info.available),
+        }
+    } else {
+        PoolState::Inactive
+    })
 }
 
 /// Every defined guest with its maximum memory and vCPUs and whether it runs: one bulk statistics
