@@ -17,6 +17,9 @@ pub struct StatusArgs {
     /// The guests, fully qualified.
     #[arg(required = true, value_name = "DOMAIN")]
     pub domains: Vec<String>,
+    /// Look on this hypervisor of hypervisors.conf only instead of searching the fleet.
+    #[arg(long, value_name = "NAME")]
+    pub hypervisor: Option<String>,
     /// Seconds each hypervisor has to answer when the guests are looked for.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
     pub timeout: u64,
@@ -35,6 +38,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
         let status = guest_status(
             &paths,
             domain,
+            args.hypervisor.as_deref(),
             Duration::from_secs(args.timeout),
             &mut credentials,
             &global.locks("status"),
@@ -50,7 +54,10 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
                 "{}: on {hypervisor}, not converged; provision would:",
                 status.guest
             ),
-            (None, _) => println!("{}: on no hypervisor", status.guest),
+            (None, _) => match &args.hypervisor {
+                Some(named) => println!("{}: not on {named}", status.guest),
+                None => println!("{}: on no hypervisor", status.guest),
+            },
         }
         if status.hypervisor.is_some() {
             for (index, step) in status.pending.iter().enumerate() {

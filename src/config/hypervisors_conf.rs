@@ -299,6 +299,18 @@ pub fn fleet_to_build_on(
 
 impl BuildFleet {
     /// The hypervisor `--hypervisor NAME` (or `hypervisor=NAME`) names.
+    /// The same fleet with `hypervisor` its only member: what a command that names a hypervisor
+    /// asks, so the rest of the fleet is never contacted.
+    pub fn narrowed_to(&self, hypervisor: &HypervisorConfig) -> BuildFleet {
+        BuildFleet {
+            source: self.source.clone(),
+            fleet: Fleet {
+                hypervisors: vec![hypervisor.clone()],
+            },
+            warning: None,
+        }
+    }
+
     pub fn hypervisor_named(&self, name: &str) -> Result<&HypervisorConfig, HypervisorsConfError> {
         let found = match self.source {
             FleetSource::File { .. } => self

@@ -135,14 +135,7 @@ pub fn observe_for_placement(
                 .collect(),
         };
     };
-    let only = BuildFleet {
-        source: fleet.source.clone(),
-        fleet: crate::config::hypervisors_conf::Fleet {
-            hypervisors: vec![hypervisor.clone()],
-        },
-        warning: None,
-    };
-    observe_fleet(&only, observer, timeout)
+    observe_fleet(&fleet.narrowed_to(hypervisor), observer, timeout)
 }
 
 /// Which hypervisors have a guest, and which could not say.

@@ -99,11 +99,13 @@ pub fn restore(
             &std::thread::sleep,
         )?);
     }
-    // The guest is what the snapshot made it; what status says is read without holding it.
+    // The guest is what the snapshot made it; what status says is read without holding it, from
+    // the hypervisor it was restored on (a named one keeps the rest of the fleet unasked).
     drop(guest_lock);
     let status = guest_status(
         paths,
         guest.domain,
+        guest.hypervisor,
         guest.answer_timeout,
         credentials,
         locks,

@@ -27,9 +27,12 @@ pub struct GuestStatus {
     pub unreachable: Vec<String>,
 }
 
+/// The status of `domain`, looked for on every hypervisor of the fleet at once or, when `named`
+/// (a block of hypervisors.conf), on that one only: the rest of the fleet is not asked.
 pub fn guest_status(
     paths: &InstallationPaths,
     domain: &DomainName,
+    named: Option<&str>,
     answer_timeout: Duration,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &crate::lock::Locks,
@@ -37,7 +40,14 @@ pub fn guest_status(
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
     let configured = load_guest_configured(paths, domain)?;
-    let fleet = fleet_for_guest(paths, domain)?;
+    let fleet = match named {
+        Some(name) => {
+            let whole = fleet_for_guest(paths, domain)?;
+            let hypervisor = whole.hypervisor_named(name)?;
+            whole.narrowed_to(hypervisor)
+        }
+        None => fleet_for_guest(paths, domain)?,
+    };
     let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
     let unreachable: Vec<String> = found
         .unreachable
@@ -49,7 +59,10 @@ pub fn guest_status(
             guest: domain.to_string(),
             hypervisor: None,
             converged: false,
-            pending: vec!["provision it: it is on no hypervisor".into()],
+            pending: vec![match named {
+                Some(name) => format!("provision it: it is not on {name}"),
+                None => "provision it: it is on no hypervisor".into(),
+            }],
             unreachable,
         });
     };

@@ -152,6 +152,24 @@ impl TestFleet {
         self
     }
 
+    /// Adds a hypervisor reached over SSH whose transport never answers: its "ssh" is a script
+    /// that swallows what it is sent without a word, as a link to a host that drops every packet
+    /// would (and ends when trog does). Asking it costs the whole answer timeout.
+    pub fn hanging(mut self, name: &str) -> TestFleet {
+        let transport = self.dir.path().join(format!("{name}-ssh"));
+        std::fs::write(&transport, "#!/bin/sh\nexec cat >/dev/null\n")
+            .expect("the script is written");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&transport, std::fs::Permissions::from_mode(0o755))
+            .expect("the script is executable");
+        let _ = writeln!(
+            self.conf,
+            "[{name}]\nlibvirt_uri = qemu+ssh://nobody@{name}.invalid/system?command={}\n",
+            transport.display()
+        );
+        self
+    }
+
     pub fn conf_path(&self) -> PathBuf {
         self.dir.path().join("hypervisors.conf")
     }

@@ -1,6 +1,7 @@
 //! `provision --dry-run` through the real binary, over fleets of libvirt test-driver hypervisors:
 //! the placement table and the numbered plan, the refusal when nothing fits, a pin that does not
-//! fit, `--hypervisor`, and that a dry run changes nothing.
+//! fit, `--hypervisor`, and that a dry run changes nothing. With `--hypervisor`, every verb asks
+//! the named hypervisor only: one elsewhere in the fleet that hangs delays and fails nothing.
 
 #[path = "../placement/fixtures.rs"]
 mod fixtures;
@@ -195,6 +196,147 @@ fn a_named_hypervisor_is_the_only_one_asked() {
     assert!(text.contains("hv2"), "{text}");
     assert!(
         !text.contains("hv1") && !text.contains("hv3") && !text.contains("unreachable"),
+        "{text}"
+    );
+}
+
+/// Runs `trog --credentials ARGS…` on the installation, the store's answers on stdin.
+fn trog(installation: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
+        .arg("--credentials")
+        .args(args)
+        .env("TROG_PROVISIONER_CONFIG", installation)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let _ = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"keepass: dry-run\n\n");
+    child.wait_with_output().unwrap()
+}
+
+/// hv1 holds running.test; hv2's link swallows everything and never answers.
+fn one_healthy_one_hanging() -> (TestFleet, tempfile::TempDir) {
+    let fleet = TestFleet::new()
+        .hypervisor(
+            "hv1",
+            node(16384, 4).with([guest("running.test", 1024, 1)]),
+            "",
+        )
+        .hanging("hv2");
+    let dir = installation(&fleet, "web.example.test", "    memory: 1024\n");
+    std::fs::write(
+        dir.path().join("recipes.d").join("running.test.yaml"),
+        "running.test:\n  _global:\n    memory: 1024\n  nginx: {}\n",
+    )
+    .unwrap();
+    (fleet, dir)
+}
+
+/// A hypervisor that hangs is not asked by a run that names another: snapshot, destroy,
+/// debug_boot, backup, status and a provision's placement and plan each answer from hv1 alone,
+/// never waiting out hv2's answer timeout (a run that asked it would wait, then say "did not
+/// answer"; the verbs that search take a minute here).
+#[test]
+fn a_hanging_hypervisor_is_not_asked_by_a_run_that_names_another() {
+    let (fleet, dir) = one_healthy_one_hanging();
+    // hv1's guest was not made by trog, so the verbs that act on it stop there (exit 7; a backup,
+    // which needs a real guest, exits 8 saying the guest is on the test driver) — after they
+    // found it on hv1. The text each run's output has, beside never naming hv2:
+    let runs: [(&[&str], i32, &str); 6] = [
+        (
+            &["snapshot", "--list", "--hypervisor", "hv1", "running.test"],
+            7,
+            "running.test on hv1",
+        ),
+        (
+            &["destroy", "--hypervisor", "hv1", "running.test"],
+            7,
+            "running.test on hv1",
+        ),
+        (
+            &[
+                "debug_boot",
+                "--fetch",
+                "--hypervisor",
+                "hv1",
+                "running.test",
+            ],
+            7,
+            "running.test on hv1",
+        ),
+        (
+            &["backup", "--hypervisor", "hv1", "running.test"],
+            8,
+            "on libvirt's test driver",
+        ),
+        (
+            &[
+                "status",
+                "--hypervisor",
+                "hv1",
+                "--timeout",
+                "60",
+                "running.test",
+            ],
+            1,
+            "running.test: on hv1",
+        ),
+        (
+            &[
+                "provision",
+                "--dry-run",
+                "--hypervisor",
+                "hv1",
+                "--timeout",
+                "60",
+                "web.example.test",
+            ],
+            0,
+            "hv1",
+        ),
+    ];
+    for (args, status, expected) in runs {
+        let output = trog(dir.path(), args);
+        let text = report(&fleet, dir.path(), &output);
+        assert_eq!(output.status.code(), Some(status), "{args:?}\n{text}");
+        assert!(text.contains(expected), "{args:?}\n{text}");
+        assert!(
+            !text.contains("hv2") && !text.contains("answer"),
+            "{args:?}\n{text}"
+        );
+    }
+    let output = trog(
+        dir.path(),
+        &[
+            "status",
+            "--hypervisor",
+            "hv1",
+            "--timeout",
+            "60",
+            "web.example.test",
+        ],
+    );
+    let text = report(&fleet, dir.path(), &output);
+    assert!(text.contains("web.example.test: not on hv1"), "{text}");
+    assert!(!text.contains("hv2"), "{text}");
+}
+
+/// Without --hypervisor the hanging one is asked, and said not to answer: the fixture above
+/// hangs indeed.
+#[test]
+fn without_a_name_the_hanging_hypervisor_is_asked_and_reported() {
+    let (fleet, dir) = one_healthy_one_hanging();
+    let output = trog(dir.path(), &["status", "--timeout", "1", "running.test"]);
+    let text = report(&fleet, dir.path(), &output);
+    assert!(text.contains("running.test: on hv1"), "{text}");
+    assert!(
+        text.contains("could not ask hv2: did not answer within 1s"),
         "{text}"
     );
 }
