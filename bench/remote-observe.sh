@@ -4,7 +4,7 @@
 #   bench/remote-observe.sh [HYPERVISORS] [DELAY_MS] [GUESTS]   (defaults: 4, 40 ms, 0)
 # GUESTS defined, stopped guests (bench-observe-N, 64 MiB each) are added to the libvirtd behind the
 # namespace host for the run and removed afterwards, to show whether a hypervisor's guest count
-# costs round trips.
+# costs round trips; so is a running directory pool (bench-observe-PID), the hypervisors' pool.
 # The hypervisors are aliases (hv1…hvN) of the namespace host of tests/services/remote-host.sh,
 # each its own ssh connection and libvirt session. The kernel here has no sch_netem, so the
 # latency is added by the ssh ProxyCommand, a relay that holds every chunk DELAY_MS in each
@@ -28,6 +28,10 @@ delay_ms=${2:-40}
 guests=${3:-0}
 repeats=${REPEATS:-3}
 trog=${TROG_BIN:-$root/target/debug/trog}
+# The relay starts once per SSH connection, eight at once in the fleet case: the system's
+# interpreter without site packages starts in a few milliseconds of CPU, where a version
+# manager's shim on PATH costs a tenth of a second each and would be measured as the fleet's.
+python=${PYTHON:-/usr/bin/python3}
 [[ -x $trog ]] || { echo "bench: $trog is not built (cargo build)" >&2; exit 1; }
 
 eval "$("$root/tests/services/remote-host.sh")"
@@ -38,7 +42,17 @@ remove_guests() {
 stop_masters() {
   for i in $(seq "$count"); do "$work/ssh" -O exit "hv$i" >/dev/null 2>&1 || true; done
 }
-trap 'stop_masters; remove_guests; rm -rf "$work"' EXIT
+# A running directory pool, as every hypervisor has one: observing it (look up, refresh, read
+# its size) belongs to the cost.
+pool=bench-observe-$$
+remove_pool() {
+  virsh -q -c qemu:///system pool-destroy "$pool" >/dev/null 2>&1 || true
+  virsh -q -c qemu:///system pool-undefine "$pool" >/dev/null 2>&1 || true
+}
+trap 'stop_masters; remove_guests; remove_pool; rm -rf "$work"' EXIT
+mkdir "$work/pool"
+virsh -q -c qemu:///system pool-define-as "$pool" dir --target "$work/pool" >/dev/null
+virsh -q -c qemu:///system pool-start "$pool" >/dev/null
 for i in $(seq "$guests"); do
   cat >"$work/guest.xml" <<XML
 <domain type='qemu'><name>bench-observe-$i</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>
@@ -58,9 +72,13 @@ lock = threading.Lock()
 def record():
     # Written as the count grows: ssh ends its ProxyCommand with a signal when it is done.
     # The opening exchange (the far side speaks first in SSH) counts as one round trip too.
+    # Replaced whole, never truncated in place: a signal between truncating and writing would
+    # leave an empty count.
     if turns_file:
-        with open(f"{turns_file}.{os.getpid()}", "w") as f:
+        path = f"{turns_file}.{os.getpid()}"
+        with open(f"{path}.new", "w") as f:
             f.write(f"{state['turns'] + 1}\n")
+        os.replace(f"{path}.new", path)
 def pump(direction, read, write):
     while True:
         chunk = read(65536)
@@ -95,7 +113,7 @@ Host hv$i
   IdentityFile $KEYFILE
   IdentitiesOnly yes
   BatchMode yes
-  ProxyCommand python3 $work/lag.py %h %p $delay_ms $work/turns/hv$i
+  ProxyCommand $python -S $work/lag.py %h %p $delay_ms $work/turns/hv$i
 CFG
     if [[ ${SSH_MULTIPLEX:-0} == 1 ]]; then
       printf '  ControlMaster auto\n  ControlPath %s/cm-%%n\n  ControlPersist 60\n' "$work"
@@ -109,8 +127,8 @@ SH
 chmod +x "$work/ssh"
 
 block() { # index
-  printf '[hv%s]\nlibvirt_uri = qemu+ssh://%s@hv%s/system?command=%s\npool_name = bench-absent\n\n' \
-    "$1" "$USER_NOPASSWD" "$1" "$work/ssh"
+  printf '[hv%s]\nlibvirt_uri = qemu+ssh://%s@hv%s/system?command=%s\npool_name = %s\n\n' \
+    "$1" "$USER_NOPASSWD" "$1" "$work/ssh" "$pool"
 }
 mkdir -p "$work/fleet" "$work/turns"
 for i in $(seq "$count"); do block "$i"; done >"$work/fleet/hypervisors.conf"
@@ -152,7 +170,7 @@ done
 single=$(printf '%s\n' "${singles[@]}" | median)
 # Round trips of one hypervisor observed alone, once more, counted on its links: the counts are
 # cumulative per link (a multiplexed master lives across runs), so the difference is this run's.
-turns_total() { { cat "$work/turns/hv1".* 2>/dev/null || true; } | paste -sd+ | bc; }
+turns_total() { { cat "$work/turns/hv1".*[0-9] 2>/dev/null || true; } | paste -sd+ | bc; }
 [[ ${SSH_MULTIPLEX:-0} == 1 ]] || { sleep 1; rm -f "$work/turns/"*; }
 before=$(turns_total); before=${before:-0}
 observe "$work/hv1" >/dev/null
