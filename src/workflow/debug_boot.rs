@@ -412,11 +412,34 @@ pub fn debug_boot(
             let guest = GuestOnDisk::open(&opened, system()?, &domain)?;
             let written = guest.write_single()?;
             // A guest that will not start is not left with a changed configuration.
-            domain.start().inspect_err(|_| {
-                if written {
-                    let _ = guest.put_back_grub();
-                }
-            })?;
+            if let Err(error) = domain.start() {
+                let aftermath = if !written {
+                    "its kernel command line already had `single`: nothing was changed".to_string()
+                } else {
+                    match guest.put_back_grub() {
+                        Ok(true) => {
+                            "the change was taken back: its GRUB configuration is as it was"
+                                .to_string()
+                        }
+                        Ok(false) => format!(
+                            "no copy of its GRUB configuration was found to put back: `trog debug_boot --restore {name}` checks it"
+                        ),
+                        Err(put_back) => format!(
+                            "taking the change back failed too ({put_back}): `trog debug_boot --restore {name}` takes it back"
+                        ),
+                    }
+                };
+                let failure = Failure::from(error);
+                return Err(Failure {
+                    error: Box::new(DebugBootError::NotRestarted {
+                        domain: name.to_string(),
+                        aftermath,
+                        source: failure.error,
+                    }),
+                    hint: failure.hint,
+                    status: failure.status,
+                });
+            }
             DebugOutcome::Single { written }
         }
         DebugAction::Vnc => {

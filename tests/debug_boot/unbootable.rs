@@ -161,13 +161,33 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
         "{stderr}"
     );
 
-    // Mended as provision made it, --single boots it into rescue mode, as the console shows.
+    // Mended as provision made it.
     guestfish(
         &disk,
         "--rw",
         &["upload", "-", GRUB_CONFIG],
         &provisioned_grub,
     );
+    // A --single whose start fails takes its change back: with a directory where the console
+    // capture goes (the definition still names it after --console), libvirt cannot start the
+    // guest after --single wrote its GRUB configuration; the disk holds what it held before.
+    let capture = format!("/var/log/libvirt/qemu/{domain}-debug-console.log");
+    let _ = std::fs::remove_file(&capture);
+    std::fs::create_dir(&capture).unwrap();
+    let (status, _, stderr) = debug_boot(dir, &[domain, "--single"]);
+    std::fs::remove_dir(&capture).unwrap();
+    assert_eq!(status, Some(6), "{stderr}");
+    assert!(
+        stderr.contains("did not start with the change for debugging; the change was taken back: its GRUB configuration is as it was"),
+        "{stderr}"
+    );
+    assert_eq!(
+        guestfish(&disk, "--ro", &["download", GRUB_CONFIG, "-"], b""),
+        provisioned_grub,
+        "the GRUB configuration --single wrote was put back"
+    );
+
+    // --single boots it into rescue mode, as the console shows.
     let (status, stdout, stderr) = debug_boot(dir, &[domain, "--single"]);
     assert_eq!(status, Some(0), "{stderr}");
     assert!(
