@@ -28,9 +28,19 @@ pub struct RemoteHost {
 
 /// Sets the namespace host up (idempotent; the remote test binary may be doing the same).
 pub fn remote_host() -> RemoteHost {
-    let output = Command::new(checkout().join("tests/services/remote-host.sh"))
-        .output()
-        .unwrap();
+    // On a thread of its own, so that a setup that never ends (or a daemon it started that kept
+    // its output open) fails the test instead of holding it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(
+            Command::new(checkout().join("tests/services/remote-host.sh"))
+                .output()
+                .unwrap(),
+        );
+    });
+    let output = finished
+        .recv_timeout(Duration::from_secs(SETUP_WITHIN_S))
+        .unwrap_or_else(|_| panic!("remote-host.sh did not finish within {SETUP_WITHIN_S}s"));
     assert!(
         output.status.success(),
         "remote-host.sh failed:\n{}",
@@ -139,16 +149,10 @@ pub fn vnc_through_the_remote_host(domain: &str, mirror_url: &str, display_port:
 
     let mut run = Interrupted(spawn_verb("debug_boot", dir.path(), &[domain, "--vnc"]));
     let run = &mut run.0;
-    let mut stdout = BufReader::new(run.stdout.take().unwrap());
-    let mut said = String::new();
-    stdout.read_line(&mut said).unwrap();
-    let mut stderr = String::new();
-    if said.is_empty() {
-        let _ = run.stderr.take().unwrap().read_to_string(&mut stderr);
-    }
+    let said = first_line(run, Duration::from_secs(FIRST_LINE_WITHIN_S));
     assert!(
         said.contains("an SSH tunnel to remote, open until interrupted"),
-        "{said}{stderr}"
+        "{said}"
     );
     let address = said.split(": ").next().unwrap().to_string();
     assert!(address.starts_with("127.0.0.1:"), "{said}");
@@ -163,7 +167,15 @@ pub fn vnc_through_the_remote_host(domain: &str, mirror_url: &str, display_port:
     // Interrupted (Ctrl-C), the run ends, and its tunnel with it.
     // SAFETY: a signal to the child this test started and has not yet reaped.
     unsafe { libc::kill(run.id() as libc::pid_t, libc::SIGINT) };
-    run.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(ENDS_WITHIN_S);
+    while run.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the run did not end within {ENDS_WITHIN_S}s of SIGINT:\n{}",
+            processes_of(run.id())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(&address).is_ok() {
         assert!(
@@ -172,4 +184,69 @@ pub fn vnc_through_the_remote_host(domain: &str, mirror_url: &str, display_port:
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// How long remote-host.sh may take: its lock waits up to 120 s for another setup, which takes
+/// seconds.
+const SETUP_WITHIN_S: u64 = 180;
+/// How long the run may take to print its address: locating the guest and opening the tunnel
+/// take seconds; its SSH connections give up after 15.
+const FIRST_LINE_WITHIN_S: u64 = 90;
+/// How long an interrupted run may take to end.
+const ENDS_WITHIN_S: u64 = 10;
+
+/// The run's first line on stdout, read on a thread of its own so that the wait is bounded;
+/// when none comes in time, or the run ends without one, the failure shows its stderr and what
+/// it and its children were doing.
+fn first_line(run: &mut std::process::Child, within: Duration) -> String {
+    let stdout = run.stdout.take().unwrap();
+    let (line_read, first) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = line_read.send(line);
+    });
+    match first.recv_timeout(within) {
+        Ok(line) if !line.is_empty() => line,
+        outcome => {
+            let doing = processes_of(run.id());
+            let _ = run.kill();
+            let _ = run.wait();
+            let mut stderr = String::new();
+            let _ = run.stderr.take().unwrap().read_to_string(&mut stderr);
+            let what = if outcome.is_ok() {
+                "ended without a line".to_string()
+            } else {
+                format!("printed no line within {}s", within.as_secs())
+            };
+            panic!("debug_boot --vnc {what}\nstderr:\n{stderr}\nprocesses:\n{doing}");
+        }
+    }
+}
+
+/// The run and its descendants, with the kernel function each waits in.
+fn processes_of(pid: u32) -> String {
+    let output = Command::new("ps")
+        .args(["-e", "--forest", "-o", "pid,ppid,stat,wchan:24,etimes,args"])
+        .output()
+        .unwrap();
+    let listing = text(&output.stdout);
+    let mut family = vec![pid.to_string()];
+    let mut lines = vec![listing.lines().next().unwrap_or_default().to_string()];
+    for line in listing.lines().skip(1) {
+        let mut fields = line.split_whitespace();
+        let (Some(own), Some(parent)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if family
+            .iter()
+            .any(|member| member == own || member == parent)
+        {
+            if !family.iter().any(|member| member == own) {
+                family.push(own.to_string());
+            }
+            lines.push(line.to_string());
+        }
+    }
+    lines.join("\n")
 }
