@@ -147,6 +147,11 @@ pub fn vnc_through_the_remote_host(domain: &str, mirror_url: &str, display_port:
     )
     .unwrap();
 
+    // Scripts start their background jobs (CI's test lanes are such jobs) with SIGINT ignored,
+    // and every program started from them inherits that; a person's trog at a terminal has the
+    // default (SIGINT ends the run), which is what this check is about. Children inherit it.
+    // SAFETY: sets a signal's disposition to its default; no handler is installed.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     let mut run = Interrupted(spawn_verb("debug_boot", dir.path(), &[domain, "--vnc"]));
     let run = &mut run.0;
     let said = first_line(run, Duration::from_secs(FIRST_LINE_WITHIN_S));
