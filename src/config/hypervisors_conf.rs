@@ -298,7 +298,6 @@ pub fn fleet_to_build_on(
 }
 
 impl BuildFleet {
-    /// The hypervisor `--hypervisor NAME` (or `hypervisor=NAME`) names.
     /// The same fleet with `hypervisor` its only member: what a command that names a hypervisor
     /// asks, so the rest of the fleet is never contacted.
     pub fn narrowed_to(&self, hypervisor: &HypervisorConfig) -> BuildFleet {
@@ -311,6 +310,7 @@ impl BuildFleet {
         }
     }
 
+    /// The hypervisor `--hypervisor NAME` (or `hypervisor=NAME`) names.
     pub fn hypervisor_named(&self, name: &str) -> Result<&HypervisorConfig, HypervisorsConfError> {
         let found = match self.source {
             FleetSource::File { .. } => self
