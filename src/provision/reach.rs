@@ -9,8 +9,12 @@ use crate::output::progress::Progress;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How long one SSH attempt may take while a guest boots.
-const SSH_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one SSH attempt may take while a guest boots. An attempt that is stopped throws
+/// away its handshake, and the next starts from nothing: on a loaded host, emulated guests booting
+/// side by side have needed more than 20 s for one login (the key exchange, then a session from a
+/// logind that is still starting), so every attempt was stopped short of the answer. A minute
+/// lets such a login finish; the whole wait stays bounded by its own limit.
+const SSH_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where a guest's address comes from.
 pub enum AddressSource<'a> {
