@@ -32,23 +32,9 @@ fn installation(fleet: &TestFleet, guest: &str, global: &str) -> tempfile::TempD
 }
 
 fn provision(installation: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
-        .args(["--credentials", "provision", "--dry-run"])
-        .args(args)
-        .env("TROG_PROVISIONER_CONFIG", installation)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"keepass: dry-run\n\n")
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut all = vec!["provision", "--dry-run"];
+    all.extend_from_slice(args);
+    trog(installation, &all)
 }
 
 fn report(fleet: &TestFleet, installation: &Path, output: &Output) -> String {
