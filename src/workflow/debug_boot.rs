@@ -273,16 +273,22 @@ fn change_then<T>(
                 "the change was taken back: its definition is as it was, but starting the guest again failed too ({error})"
             ),
         };
-        Failure {
-            error: Box::new(DebugBootError::NotRestarted {
-                domain: domain.name().to_string(),
-                aftermath,
-                source: failure.error,
-            }),
-            hint: failure.hint,
-            status: failure.status,
-        }
+        not_restarted(domain.name(), aftermath, failure)
     })
+}
+
+/// A start after a change that failed, said with what became of the change; the start's own
+/// hint and exit status stay.
+fn not_restarted(domain: &str, aftermath: String, failure: Failure) -> Failure {
+    Failure {
+        error: Box::new(DebugBootError::NotRestarted {
+            domain: domain.to_string(),
+            aftermath,
+            source: failure.error,
+        }),
+        hint: failure.hint,
+        status: failure.status,
+    }
 }
 
 /// Runs one action on the guest. Console lines are handed to `on_line` as they come.
@@ -429,16 +435,7 @@ pub fn debug_boot(
                         ),
                     }
                 };
-                let failure = Failure::from(error);
-                return Err(Failure {
-                    error: Box::new(DebugBootError::NotRestarted {
-                        domain: name.to_string(),
-                        aftermath,
-                        source: failure.error,
-                    }),
-                    hint: failure.hint,
-                    status: failure.status,
-                });
+                return Err(not_restarted(name, aftermath, Failure::from(error)));
             }
             DebugOutcome::Single { written }
         }
