@@ -1,6 +1,8 @@
 //! Waiting for a new guest: first for an address, then for SSH to answer there. Every wait is
 //! bounded, named, and on timeout says what it waited for, for how long, and what the guest's
-//! console said last.
+//! console said last. A guest whose domain stops is not waited for: the wait asks before every
+//! attempt, and an attempt in progress (a login may take a minute on a loaded host) is itself
+//! stopped within half a second of the domain's end.
 
 use std::time::{Duration, Instant};
 
@@ -82,12 +84,22 @@ impl crate::diagnose::Diagnose for WaitError {
     }
 }
 
+/// Why an SSH attempt did not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptFailed {
+    /// Nothing answered, or the login failed: what the attempt said.
+    NoAnswer(String),
+    /// The guest's domain stopped during the attempt, which was given up: libvirt's state and
+    /// reason, as [`GuestProbe::stopped`] gives them.
+    GuestStopped(String),
+}
+
 /// What a wait needs from the world, so the logic can be tested without a guest.
 pub trait GuestProbe {
     /// The addresses the guest may have now (from DHCP leases, or the declared static one).
     fn candidate_addresses(&mut self) -> Vec<String>;
-    /// Tries SSH at `address`; `Err` says why it did not answer.
-    fn try_ssh(&mut self, address: &str) -> Result<(), String>;
+    /// Tries SSH at `address`, giving up as soon as the guest's domain stops.
+    fn try_ssh(&mut self, address: &str) -> Result<(), AttemptFailed>;
     /// The guest's serial console so far, for the timeout message.
     fn console(&mut self) -> Option<String>;
     /// `Some(state and reason)` once the guest's domain no longer runs (crashed, shut off).
@@ -114,26 +126,32 @@ pub fn wait_for_ssh(
     let started = clock();
     let mut last_error = String::from("no attempt finished");
     let mut seen_addresses: Vec<String> = Vec::new();
+    let stopped = |probe: &mut dyn GuestProbe, state: String| WaitError::Stopped {
+        guest: guest.into(),
+        state,
+        waited: clock() - started,
+        hypervisor_log: probe.hypervisor_log(),
+        console: probe.console(),
+    };
     loop {
         let addresses = probe.candidate_addresses();
         for address in &addresses {
             if !seen_addresses.contains(address) {
                 seen_addresses.push(address.clone());
             }
+            // Before every attempt: an attempt at a guest that is gone is wasted time.
+            if let Some(state) = probe.stopped() {
+                return Err(stopped(probe, state));
+            }
             match probe.try_ssh(address) {
                 Ok(()) => return Ok(address.clone()),
-                Err(error) => last_error = error,
+                Err(AttemptFailed::GuestStopped(state)) => return Err(stopped(probe, state)),
+                Err(AttemptFailed::NoAnswer(error)) => last_error = error,
             }
         }
         let elapsed = clock() - started;
         if let Some(state) = probe.stopped() {
-            return Err(WaitError::Stopped {
-                guest: guest.into(),
-                state,
-                waited: elapsed,
-                hypervisor_log: probe.hypervisor_log(),
-                console: probe.console(),
-            });
+            return Err(stopped(probe, state));
         }
         if elapsed >= timeout {
             let console = probe.console();
@@ -177,6 +195,8 @@ mod tests {
         round: usize,
         /// The round after which the domain no longer runs.
         stops_after_round: usize,
+        /// The round after which the domain stops during an SSH attempt.
+        stops_during_attempt_of_round: usize,
     }
 
     impl GuestProbe for ScriptedGuest {
@@ -188,11 +208,13 @@ mod tests {
                 vec![]
             }
         }
-        fn try_ssh(&mut self, _address: &str) -> Result<(), String> {
+        fn try_ssh(&mut self, _address: &str) -> Result<(), AttemptFailed> {
             if self.round > self.ssh_after_round {
                 Ok(())
+            } else if self.round > self.stops_during_attempt_of_round {
+                Err(AttemptFailed::GuestStopped("shut off (crashed)".into()))
             } else {
-                Err("Connection refused".into())
+                Err(AttemptFailed::NoAnswer("Connection refused".into()))
             }
         }
         fn stopped(&mut self) -> Option<String> {
@@ -234,6 +256,7 @@ mod tests {
             ssh_after_round: usize::MAX,
             round: 0,
             stops_after_round: 3,
+            stops_during_attempt_of_round: usize::MAX,
         };
         let error = run(&mut guest, Duration::from_secs(300)).unwrap_err();
         let text = error.to_string();
@@ -250,12 +273,33 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_that_stops_during_an_attempt_ends_the_wait_with_the_attempts_word() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 0,
+            ssh_after_round: usize::MAX,
+            round: 0,
+            stops_after_round: usize::MAX,
+            stops_during_attempt_of_round: 2,
+        };
+        let text = run(&mut guest, Duration::from_secs(300))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed)"),
+            "{text}"
+        );
+        assert!(text.contains("terminating on signal 9"), "{text}");
+        assert_eq!(guest.round, 3, "no round after the attempt that saw it");
+    }
+
+    #[test]
     fn returns_the_address_once_ssh_answers() {
         let mut guest = ScriptedGuest {
             address_after_round: 3,
             ssh_after_round: 6,
             round: 0,
             stops_after_round: usize::MAX,
+            stops_during_attempt_of_round: usize::MAX,
         };
         assert_eq!(
             run(&mut guest, Duration::from_secs(60)).unwrap(),
@@ -270,6 +314,7 @@ mod tests {
             ssh_after_round: usize::MAX,
             round: 0,
             stops_after_round: usize::MAX,
+            stops_during_attempt_of_round: usize::MAX,
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         let text = error.to_string();
@@ -289,6 +334,7 @@ mod tests {
             ssh_after_round: usize::MAX,
             round: 0,
             stops_after_round: usize::MAX,
+            stops_during_attempt_of_round: usize::MAX,
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         assert!(

@@ -280,7 +280,12 @@ mod tests {
             "this machine".into()
         }
 
-        fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+        /// The fake's commands end at once: there is nothing to watch.
+        fn run_watched(
+            &self,
+            command: &MachineCommand,
+            _watch: crate::machine::Watch,
+        ) -> Result<CommandOutput, MachineError> {
             let out = Path::new(&command.argv[4]);
             assert_eq!(command.argv[5], "bookworm");
             assert!(command.argv[8].ends_with(",ca-certificates,tzdata,nginx"));

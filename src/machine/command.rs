@@ -159,6 +159,13 @@ pub enum MachineError {
         command: String,
         timeout: Duration,
     },
+    #[error("`{command}` on {host} was stopped after {}s: {reason}", after.as_secs())]
+    Abandoned {
+        host: String,
+        command: String,
+        after: Duration,
+        reason: String,
+    },
     #[error("`{command}` on {host} failed{}{}", status.map(|code| format!(" with status {code}")).unwrap_or_else(|| " (killed by a signal)".into()), if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
     Failed {
         host: String,

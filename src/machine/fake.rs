@@ -1,12 +1,44 @@
 //! A [`Machine`] that starts nothing, for unit tests of what runs over one (the finish, the
 //! execution of a plan): each command is answered by the first rule whose text occurs in its
-//! command line, and every command is recorded for the test to inspect.
+//! command line, and every command is recorded for the test to inspect. A command that hangs
+//! takes time on a [`FakeClock`], not the test's.
 
-use super::{CommandOutput, Machine, MachineCommand, MachineError};
-use std::cell::RefCell;
+use super::{CommandOutput, Machine, MachineCommand, MachineError, Watch, WATCH_INTERVAL};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Time that passes only when a test (or a fake) says so; clones share it.
+#[derive(Clone)]
+pub struct FakeClock {
+    start: Instant,
+    passed: Rc<Cell<Duration>>,
+}
+
+impl Default for FakeClock {
+    fn default() -> FakeClock {
+        FakeClock {
+            start: Instant::now(),
+            passed: Rc::default(),
+        }
+    }
+}
+
+impl FakeClock {
+    pub fn now(&self) -> Instant {
+        self.start + self.passed.get()
+    }
+
+    /// The time passed since the clock was made.
+    pub fn passed(&self) -> Duration {
+        self.passed.get()
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.passed.set(self.passed.get() + by);
+    }
+}
 
 /// How the fake answers a command.
 #[derive(Debug, Clone)]
@@ -17,6 +49,10 @@ pub enum Answer {
     Unreachable,
     /// The command ran past its timeout.
     TimedOut,
+    /// The command never ends by itself: time passes on the machine's clock, the watch is asked
+    /// every [`WATCH_INTERVAL`] as a real run asks it, and the command is stopped when the watch
+    /// says so or times out at its timeout.
+    Hangs,
 }
 
 struct Rule {
@@ -29,6 +65,7 @@ struct Rule {
 struct State {
     rules: Vec<Rule>,
     ran: Vec<MachineCommand>,
+    clock: FakeClock,
 }
 
 /// A host scripted by rules. Clones share their rules and record: a test keeps one while the code
@@ -51,6 +88,12 @@ impl FakeMachine {
             needle: needle.to_string(),
             answers: answers.iter().cloned().collect(),
         });
+        self
+    }
+
+    /// Hanging commands take their time on `clock`.
+    pub fn with_clock(self, clock: &FakeClock) -> FakeMachine {
+        self.state.borrow_mut().clock = clock.clone();
         self
     }
 
@@ -78,22 +121,29 @@ impl Machine for FakeMachine {
         "fake.example.test".into()
     }
 
-    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+    fn run_watched(
+        &self,
+        command: &MachineCommand,
+        watch: Watch,
+    ) -> Result<CommandOutput, MachineError> {
         let line = command.to_shell_line();
-        let mut state = self.state.borrow_mut();
-        state.ran.push(command.clone());
-        let answer = state
-            .rules
-            .iter_mut()
-            .find(|rule| line.contains(&rule.needle))
-            .map(|rule| {
-                if rule.answers.len() > 1 {
-                    rule.answers.pop_front().expect("not empty")
-                } else {
-                    rule.answers[0].clone()
-                }
-            })
-            .unwrap_or(Answer::Exit(0, ""));
+        let (answer, clock) = {
+            let mut state = self.state.borrow_mut();
+            state.ran.push(command.clone());
+            let answer = state
+                .rules
+                .iter_mut()
+                .find(|rule| line.contains(&rule.needle))
+                .map(|rule| {
+                    if rule.answers.len() > 1 {
+                        rule.answers.pop_front().expect("not empty")
+                    } else {
+                        rule.answers[0].clone()
+                    }
+                })
+                .unwrap_or(Answer::Exit(0, ""));
+            (answer, state.clock.clone())
+        };
         let host = self.describe();
         match answer {
             Answer::Exit(status, stdout) => Ok(CommandOutput {
@@ -112,6 +162,26 @@ impl Machine for FakeMachine {
                 command: line,
                 timeout: Duration::from_secs(300),
             }),
+            Answer::Hangs => {
+                let started = clock.passed();
+                while clock.passed() - started + WATCH_INTERVAL <= command.timeout {
+                    clock.advance(WATCH_INTERVAL);
+                    if let Some(reason) = watch() {
+                        return Err(MachineError::Abandoned {
+                            host,
+                            command: line,
+                            after: clock.passed() - started,
+                            reason,
+                        });
+                    }
+                }
+                clock.advance(command.timeout - (clock.passed() - started));
+                Err(MachineError::TimedOut {
+                    host,
+                    command: line,
+                    timeout: command.timeout,
+                })
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
 use crate::machine::process::{run_process, Feed};
-use crate::machine::Machine;
+use crate::machine::{Machine, Watch};
 
 #[derive(Debug, Default)]
 pub struct LocalMachine;
@@ -22,7 +22,11 @@ impl Machine for LocalMachine {
         "this machine".into()
     }
 
-    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+    fn run_watched(
+        &self,
+        command: &MachineCommand,
+        watch: Watch,
+    ) -> Result<CommandOutput, MachineError> {
         let mut argv = command.argv.clone();
         if command.as_root && !Self::running_as_root() {
             argv.splice(
@@ -41,6 +45,7 @@ impl Machine for LocalMachine {
             command.timeout,
             &self.describe(),
             &command.to_shell_line(),
+            watch,
         )
     }
 }
@@ -95,6 +100,31 @@ mod tests {
             .run(&MachineCommand::new(["sleep", "30"]).timeout(Duration::from_millis(200)))
             .unwrap_err();
         assert!(matches!(error, MachineError::TimedOut { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_watched_command_is_stopped_once_its_watch_gives_a_reason() {
+        let started = std::time::Instant::now();
+        let mut asked = 0;
+        let error = LocalMachine
+            .run_watched(&MachineCommand::new(["sleep", "30"]), &mut || {
+                asked += 1;
+                (asked == 2).then(|| "the guest is gone".to_string())
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&error, MachineError::Abandoned { reason, .. } if reason == "the guest is gone"),
+            "{error}"
+        );
+        assert_eq!(asked, 2, "asked every half second until it said so");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "stopped, not run to its end"
+        );
+        assert_eq!(
+            error.to_string(),
+            "`sleep 30` on this machine was stopped after 1s: the guest is gone"
+        );
     }
 
     #[test]

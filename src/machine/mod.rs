@@ -22,7 +22,18 @@ pub trait Machine {
     fn describe(&self) -> String;
 
     /// Runs `command` and waits for it, at most `command.timeout`.
-    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError>;
+    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+        self.run_watched(command, &mut || None)
+    }
+
+    /// Runs `command` as [`Machine::run`] does, asking `watch` every [`WATCH_INTERVAL`] while it
+    /// runs: once `watch` gives a reason to stop (the guest the command tries to reach is gone),
+    /// the command is stopped and the error ([`MachineError::Abandoned`]) carries that reason.
+    fn run_watched(
+        &self,
+        command: &MachineCommand,
+        watch: Watch,
+    ) -> Result<CommandOutput, MachineError>;
 
     /// Writes `contents` to `path` by pouring them into the standard input of a command on the
     /// host (never sftp, which hangs when the far side refuses a write), with `sudo -n` in front
@@ -54,6 +65,14 @@ pub trait Machine {
         Ok(self.run(&command)?.success()?.stdout)
     }
 }
+
+/// Asked while a watched command runs: `Some(reason)` stops it.
+pub type Watch<'w> = &'w mut dyn FnMut() -> Option<String>;
+
+/// How often a watched command's watch is asked. Asking is one libvirt call (whether a domain
+/// still runs), cheap enough twice a second; a guest that died is then noticed within half a
+/// second, not when a login attempt of up to a minute gives up.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long a single file write or read may take. Payloads and seeds are megabytes at most; a
 /// transfer still going after five minutes is a link that has stopped moving.

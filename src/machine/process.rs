@@ -1,7 +1,9 @@
 //! Running one local process with a deadline: standard input poured in from a thread, output
-//! collected from threads, and the process killed when the deadline passes.
+//! collected from threads, and the process killed when the deadline passes, or as soon as its
+//! watch says it is pointless to go on.
 
 use crate::machine::command::{CommandOutput, Input, MachineError};
+use crate::machine::{Watch, WATCH_INTERVAL};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,7 +58,9 @@ impl Source {
     }
 }
 
-/// Runs `program` with `args`; `host` and `command_line` name it in errors.
+/// Runs `program` with `args`; `host` and `command_line` name it in errors. `watch` is asked
+/// every [`WATCH_INTERVAL`] while the process runs; once it gives a reason, the process is killed
+/// and the error carries that reason.
 pub fn run_process(
     program: &str,
     args: &[String],
@@ -64,6 +68,7 @@ pub fn run_process(
     timeout: Duration,
     host: &str,
     command_line: &str,
+    watch: Watch,
 ) -> Result<CommandOutput, MachineError> {
     let source = stdin
         .map(|feed| Source::open(&feed, host, command_line))
@@ -90,7 +95,9 @@ pub fn run_process(
     let stdout_reader = collect(child.stdout.take());
     let stderr_reader = collect(child.stderr.take());
 
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut next_watch = started + WATCH_INTERVAL;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -102,6 +109,21 @@ pub fn run_process(
                     command: command_line.to_string(),
                     timeout,
                 });
+            }
+            Ok(None) if Instant::now() >= next_watch => {
+                next_watch = Instant::now() + WATCH_INTERVAL;
+                if let Some(reason) = watch() {
+                    // The output readers are left to end with the pipes: a process the killed
+                    // one forked (ssh's background master) may hold them open.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(MachineError::Abandoned {
+                        host: host.to_string(),
+                        command: command_line.to_string(),
+                        after: started.elapsed(),
+                        reason,
+                    });
+                }
             }
             Ok(None) => std::thread::sleep(POLL_INTERVAL),
             Err(source) => {

@@ -7,7 +7,7 @@
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
 use crate::machine::process::{run_process, Feed};
-use crate::machine::Machine;
+use crate::machine::{Machine, Watch};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -259,6 +259,7 @@ impl SshMachine {
             CONNECT_TIMEOUT,
             &self.describe(),
             "ssh -O exit",
+            &mut || None,
         );
     }
 }
@@ -268,7 +269,11 @@ impl Machine for SshMachine {
         self.target.login()
     }
 
-    fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
+    fn run_watched(
+        &self,
+        command: &MachineCommand,
+        watch: Watch,
+    ) -> Result<CommandOutput, MachineError> {
         let (line, prefix) = self.remote_line(command);
         let mut args = self.ssh_options();
         args.extend([self.target.login(), "--".into(), line]);
@@ -283,6 +288,7 @@ impl Machine for SshMachine {
             command.timeout,
             &self.describe(),
             &command.to_shell_line(),
+            watch,
         )?;
         let stderr = String::from_utf8_lossy(&output.stderr);
         if output.status == Some(SSH_CONNECTION_FAILURE) {

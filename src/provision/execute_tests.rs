@@ -3,11 +3,11 @@
 
 use super::*;
 use crate::exit_status::ExitStatus;
+use crate::guest::wait::AttemptFailed;
 use crate::libvirt::guest_resources::GuestResourceError;
-use crate::machine::fake::{Answer, FakeMachine};
+use crate::machine::fake::{Answer, FakeClock, FakeMachine};
 use crate::model::units::Bytes;
 use crate::output::progress::ProgressMode;
-use std::cell::Cell;
 
 /// A guest during the wait, scripted by rounds.
 #[derive(Clone, Copy)]
@@ -30,10 +30,18 @@ struct FakeSteps {
     ran: Vec<String>,
     tags: Vec<GuestTag>,
     probes: usize,
+    /// The run's time: the wait's pauses and the logins' hangs pass on it.
+    clock: FakeClock,
+    /// When set, SSH logins hang (sshd not up yet, a loaded host) and the guest's domain dies
+    /// this long after the run began.
+    dies_after: Option<Duration>,
+    /// Where the logins go while SSH does not answer yet.
+    login: FakeMachine,
 }
 
 impl FakeSteps {
     fn new(boot: Boot, guest: FakeMachine) -> FakeSteps {
+        let clock = FakeClock::default();
         FakeSteps {
             fail_step: None,
             boot,
@@ -41,6 +49,11 @@ impl FakeSteps {
             ran: Vec::new(),
             tags: Vec::new(),
             probes: 0,
+            login: FakeMachine::new()
+                .with_clock(&clock)
+                .answer("true", &[Answer::Hangs]),
+            clock,
+            dies_after: None,
         }
     }
 }
@@ -78,6 +91,9 @@ impl GuestSteps for FakeSteps {
             round: 0,
             guest: self.guest.clone(),
             connected: false,
+            clock: self.clock.clone(),
+            dies_after: self.dies_after,
+            login: self.login.clone(),
         }))
     }
 
@@ -92,6 +108,16 @@ struct FakeProbe {
     round: usize,
     guest: FakeMachine,
     connected: bool,
+    clock: FakeClock,
+    dies_after: Option<Duration>,
+    login: FakeMachine,
+}
+
+/// Whether the domain has died by the time `clock` shows.
+fn died(clock: &FakeClock, dies_after: Option<Duration>) -> Option<String> {
+    dies_after
+        .filter(|after| clock.passed() >= *after)
+        .map(|_| "shut off (crashed)".into())
 }
 
 impl GuestProbe for FakeProbe {
@@ -103,19 +129,24 @@ impl GuestProbe for FakeProbe {
             vec![]
         }
     }
-    fn try_ssh(&mut self, _address: &str) -> Result<(), String> {
+    fn try_ssh(&mut self, _address: &str) -> Result<(), AttemptFailed> {
         if self.round >= self.boot.ssh_from {
             self.connected = true;
             Ok(())
+        } else if self.dies_after.is_some() {
+            let (clock, dies_after) = (self.clock.clone(), self.dies_after);
+            reach::attempt_login(&self.login, &mut || died(&clock, dies_after))
         } else {
-            Err("Connection refused".into())
+            Err(AttemptFailed::NoAnswer("Connection refused".into()))
         }
     }
     fn console(&mut self) -> Option<String> {
         Some("[  OK  ] Reached target cloud-init.target".into())
     }
     fn stopped(&mut self) -> Option<String> {
-        (self.round >= self.boot.stops_from).then(|| "shut off (crashed)".into())
+        (self.round >= self.boot.stops_from)
+            .then(|| "shut off (crashed)".into())
+            .or_else(|| died(&self.clock, self.dies_after))
     }
     fn hypervisor_log(&mut self) -> Option<String> {
         Some("qemu-system-x86_64: terminating on signal 15".into())
@@ -184,12 +215,12 @@ const BOOTS: Boot = Boot {
     stops_from: NEVER,
 };
 
-/// Runs `plan` with a clock that moves only when the run pauses: a five-minute wait takes no time.
+/// Runs `plan` with a clock that moves only when the run pauses or a login hangs: a five-minute
+/// wait takes no time.
 fn run(steps: &mut FakeSteps, plan: &Plan) -> Result<ConvergeReport, Failure> {
-    let start = Instant::now();
-    let offset = Cell::new(Duration::ZERO);
-    let clock = || start + offset.get();
-    let pause = |step: Duration| offset.set(offset.get() + step);
+    let time = steps.clock.clone();
+    let clock = || time.now();
+    let pause = |step: Duration| time.advance(step);
     let waits = Waits {
         ssh: Duration::from_secs(300),
         finish: Duration::from_secs(3600),
@@ -368,6 +399,40 @@ fn a_domain_that_stops_during_the_wait_ends_it_at_once_with_its_reason() {
         "{chain:?}"
     );
     assert!(guest.command_lines().is_empty());
+}
+
+#[test]
+fn a_domain_that_dies_during_a_long_login_attempt_is_reported_at_once() {
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(
+        Boot {
+            address_from: 1,
+            ssh_from: NEVER,
+            stops_from: NEVER,
+        },
+        guest.clone(),
+    );
+    // The first login hangs (it would take its whole minute); the domain dies 2 s into it.
+    steps.dies_after = Some(Duration::from_secs(2));
+    let failure = run(&mut steps, &fresh_plan()).unwrap_err();
+    let chain = failure.chain();
+    assert!(
+        chain[0].contains("step 7 of 8 failed: wait for the guest's address and SSH"),
+        "{chain:?}"
+    );
+    assert!(
+        chain[1].starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed), after 2s")
+            && chain[1].contains("last lines of its QEMU log on the hypervisor:\nqemu-system-x86_64: terminating on signal 15"),
+        "{chain:?}"
+    );
+    assert_eq!(failure.status, ExitStatus::Guest);
+    assert_eq!(steps.login.count("true"), 1, "one login, given up");
+    assert_eq!(
+        steps.clock.passed(),
+        Duration::from_secs(2),
+        "noticed within the watch's half second, not at the login's bound"
+    );
+    assert!(guest.command_lines().is_empty(), "nothing finished");
 }
 
 #[test]

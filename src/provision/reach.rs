@@ -1,7 +1,7 @@
 //! Reaching a guest: which addresses to try (its DHCP lease on this machine's NAT network, or
 //! its first declared address), and SSH to its admin login with its own key.
 
-use crate::guest::wait::GuestProbe;
+use crate::guest::wait::{AttemptFailed, GuestProbe};
 use crate::libvirt::guest_address::leased_addresses;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
 use crate::machine::{Machine, MachineCommand};
@@ -13,8 +13,9 @@ use std::time::Duration;
 /// away its handshake, and the next starts from nothing: on a loaded host, emulated guests booting
 /// side by side have needed more than 20 s for one login (the key exchange, then a session from a
 /// logind that is still starting), so every attempt was stopped short of the answer. A minute
-/// lets such a login finish; the whole wait stays bounded by its own limit.
-const SSH_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// lets such a login finish; the whole wait stays bounded by its own limit, and an attempt at a
+/// guest whose domain stopped is given up at once ([`attempt_login`]).
+pub const SSH_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where a guest's address comes from.
 pub enum AddressSource<'a> {
@@ -57,7 +58,7 @@ impl GuestProbe for SshProbe<'_> {
         }
     }
 
-    fn try_ssh(&mut self, address: &str) -> Result<(), String> {
+    fn try_ssh(&mut self, address: &str) -> Result<(), AttemptFailed> {
         let target = SshTarget {
             user: Some(self.admin_user.clone()),
             host: address.to_string(),
@@ -68,16 +69,10 @@ impl GuestProbe for SshProbe<'_> {
             Some(self.key_file.clone()),
             HostKeys::AcceptNewInto(self.known_hosts.clone()),
         )
-        .map_err(|error| error.to_string())?;
-        let probe = MachineCommand::new(["true"]).timeout(SSH_ATTEMPT_TIMEOUT);
-        match machine.run(&probe) {
-            Ok(output) if output.status == Some(0) => {
-                self.connected = Some(machine);
-                Ok(())
-            }
-            Ok(output) => Err(String::from_utf8_lossy(&output.stderr).trim().to_string()),
-            Err(error) => Err(error.to_string()),
-        }
+        .map_err(|error| AttemptFailed::NoAnswer(error.to_string()))?;
+        attempt_login(&machine, &mut *self.stopped)?;
+        self.connected = Some(machine);
+        Ok(())
     }
 
     fn console(&mut self) -> Option<String> {
@@ -97,6 +92,31 @@ impl GuestProbe for SshProbe<'_> {
     }
 }
 
+/// One login at a booting guest (`true` over SSH), given up as soon as `stopped` says its domain
+/// no longer runs: a login may take up to [`SSH_ATTEMPT_TIMEOUT`], and a guest that crashed
+/// meanwhile must not be waited for that long.
+pub fn attempt_login(
+    guest: &dyn Machine,
+    stopped: &mut dyn FnMut() -> Option<String>,
+) -> Result<(), AttemptFailed> {
+    let login = MachineCommand::new(["true"]).timeout(SSH_ATTEMPT_TIMEOUT);
+    let mut stopped_state = None;
+    let outcome = guest.run_watched(&login, &mut || {
+        stopped_state = stopped();
+        stopped_state.clone()
+    });
+    if let Some(state) = stopped_state {
+        return Err(AttemptFailed::GuestStopped(state));
+    }
+    match outcome {
+        Ok(output) if output.status == Some(0) => Ok(()),
+        Ok(output) => Err(AttemptFailed::NoAnswer(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        )),
+        Err(error) => Err(AttemptFailed::NoAnswer(error.to_string())),
+    }
+}
+
 /// Where a guest's address comes from: its static address (`ips`, written by hand or handed out
 /// from ips.db), or its lease on this machine's NAT network.
 pub fn address_source<'a>(
@@ -113,5 +133,41 @@ pub fn address_source<'a>(
             domain: domain.to_string(),
             mac: inputs.generated.mac_address.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::fake::{Answer, FakeClock, FakeMachine};
+
+    #[test]
+    fn a_login_at_a_guest_whose_domain_dies_meanwhile_is_given_up_within_half_a_second() {
+        let clock = FakeClock::default();
+        let guest = FakeMachine::new()
+            .with_clock(&clock)
+            .answer("true", &[Answer::Hangs]);
+        // The domain dies 3.2 s into an attempt that would otherwise take its whole minute.
+        let mut stopped =
+            || (clock.passed() >= Duration::from_millis(3200)).then(|| "shut off (crashed)".into());
+        assert_eq!(
+            attempt_login(&guest, &mut stopped),
+            Err(AttemptFailed::GuestStopped("shut off (crashed)".into()))
+        );
+        assert_eq!(clock.passed(), Duration::from_millis(3500));
+    }
+
+    #[test]
+    fn a_login_that_never_answers_ends_at_its_bound_while_the_domain_runs() {
+        let clock = FakeClock::default();
+        let guest = FakeMachine::new()
+            .with_clock(&clock)
+            .answer("true", &[Answer::Hangs]);
+        let outcome = attempt_login(&guest, &mut || None);
+        assert!(
+            matches!(&outcome, Err(AttemptFailed::NoAnswer(said)) if said.contains("did not finish within 60s")),
+            "{outcome:?}"
+        );
+        assert_eq!(clock.passed(), SSH_ATTEMPT_TIMEOUT);
     }
 }
