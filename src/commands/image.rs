@@ -7,6 +7,7 @@ use crate::exit_status::ExitStatus;
 use crate::images::build::{build_image, check_recipe, ImageBuildError, ImageRecipe};
 use crate::images::default_cache_dir;
 use crate::machine::local::LocalMachine;
+use crate::output::events::{emit, BuiltImageSummary, Event, ImageSetting};
 
 #[derive(Debug, clap::Args)]
 pub struct ImageArgs {
@@ -94,18 +95,19 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
     let built = build_image(&LocalMachine, &recipe, &cache)?;
     let url = format!("file://{}", built.path.display());
     if global.json {
-        let event = serde_json::json!({
-            "event": "image_built",
-            "distro": recipe.distro,
-            "release": recipe.release,
-            "mirror": recipe.mirror,
-            "path": built.path,
-            "sha256": built.sha256,
-            "packages": built.packages_path,
-            "size_bytes": built.size_bytes,
-            "image": { "url": url, "sha256": built.sha256 },
-        });
-        println!("{event}");
+        emit(&Event::ImageBuilt(&BuiltImageSummary {
+            distro: recipe.distro.clone(),
+            release: recipe.release.clone(),
+            mirror: recipe.mirror.clone(),
+            path: built.path.clone(),
+            sha256: built.sha256.clone(),
+            packages: built.packages_path.clone(),
+            size_bytes: built.size_bytes,
+            image: ImageSetting {
+                url: url.clone(),
+                sha256: built.sha256.clone(),
+            },
+        }));
     } else {
         println!(
             "built {} {} from {}: {} ({} MiB)",

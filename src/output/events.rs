@@ -109,6 +109,8 @@ pub enum Event<'a> {
     AddressAssigned(&'a AssignedAddresses),
     /// `addresses`: every range, its holders and what is free.
     Addresses(&'a AddressListing),
+    /// `image build`: the image is in the image cache, and the `image` setting that names it.
+    ImageBuilt(&'a BuiltImageSummary),
 }
 
 /// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).
@@ -180,6 +182,29 @@ pub struct GeneratedImage {
     pub digest: String,
 }
 
+/// What `image build` built and where it is.
+#[derive(Debug, Serialize)]
+pub struct BuiltImageSummary {
+    pub distro: String,
+    pub release: String,
+    pub mirror: String,
+    /// The image in the image cache.
+    pub path: std::path::PathBuf,
+    pub sha256: String,
+    /// The file listing every package in the image with its version.
+    pub packages: std::path::PathBuf,
+    pub size_bytes: u64,
+    /// The `image` setting that names it, as a guest or `_global` writes it.
+    pub image: ImageSetting,
+}
+
+/// A guest's `image` setting: where the image is and its digest.
+#[derive(Debug, Serialize)]
+pub struct ImageSetting {
+    pub url: String,
+    pub sha256: String,
+}
+
 /// The event as its line: `schema` first, then `event`, then the event's own fields.
 pub fn to_line(event: &Event) -> String {
     let value = serde_json::to_value(event).expect("every event serialises");
@@ -227,6 +252,27 @@ mod tests {
         assert_eq!(
             to_line(&Event::Error(ErrorEvent::of(&failure))),
             r#"{"schema":1,"event":"error","exit_status":{"code":4,"name":"credentials"},"message":"cannot open the secret store /x/secrets.kdbx","causes":["refused"],"hint":"hand the passphrase in with --credentials"}"#
+        );
+    }
+
+    #[test]
+    fn a_built_image_names_its_file_its_packages_and_its_image_setting() {
+        let summary = BuiltImageSummary {
+            distro: "debian".into(),
+            release: "bookworm".into(),
+            mirror: "http://mirror.example.test/debian".into(),
+            path: "/c/trog/images/sha256-ab.img".into(),
+            sha256: "ab".into(),
+            packages: "/c/trog/images/sha256-ab.packages".into(),
+            size_bytes: 1024,
+            image: ImageSetting {
+                url: "file:///c/trog/images/sha256-ab.img".into(),
+                sha256: "ab".into(),
+            },
+        };
+        assert_eq!(
+            to_line(&Event::ImageBuilt(&summary)),
+            r#"{"schema":1,"event":"image_built","distro":"debian","release":"bookworm","mirror":"http://mirror.example.test/debian","path":"/c/trog/images/sha256-ab.img","sha256":"ab","packages":"/c/trog/images/sha256-ab.packages","size_bytes":1024,"image":{"url":"file:///c/trog/images/sha256-ab.img","sha256":"ab"}}"#
         );
     }
 }
