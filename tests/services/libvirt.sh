@@ -9,10 +9,12 @@
 # Whatever it starts or defines is recorded under $TROG_SERVICES_STATE (default /run/trog-tests) so
 # that tests/services/stop.sh undoes exactly that and nothing else.
 #
-# A libvirtd already running without that socket configuration (started by hand, or by the package's
-# init script on installation) is left alone, since others may be connected, unless
-# TROG_RESTART_LIBVIRTD=1 or CI=true: then it is restarted with the configuration. Running guests
-# survive a libvirtd restart.
+# A libvirtd already running without that socket configuration is restarted with it when it is the
+# one this script started, when no guest runs on it (the package's init script starts one with
+# libvirt's defaults on installation, so on a fresh machine bin/setup and tests/services find it so
+# in either order), or when TROG_RESTART_LIBVIRTD=1 or CI=true. One with running guests, started
+# by someone else, is left alone with a warning that says how to restart it. Running guests survive
+# a libvirtd restart; connected clients must reconnect.
 set -euo pipefail
 
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
@@ -77,22 +79,38 @@ else
     libvirtd -d -f "$libvirtd_conf" -p "$libvirtd_pid"
     touch "$state_dir/started-libvirtd"
   }
+  restart_libvirtd() { # pid why
+    say "restarting libvirtd (pid $1, $2) to apply $libvirtd_conf"
+    kill -TERM "$1"
+    for _ in $(seq 100); do [[ -d /proc/$1 ]] || break; sleep 0.1; done
+    [[ ! -d /proc/$1 ]] || die "libvirtd (pid $1) did not stop within 10 s"
+    start_libvirtd
+    say "started libvirtd with $libvirtd_conf"
+  }
+  # How many guests run on the daemon (root reaches it whatever its socket's configuration), or
+  # `unknown` when it does not answer.
+  running_guests() {
+    local names
+    names=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" list --name 2>/dev/null) || { echo unknown; return; }
+    grep -c . <<<"$names" || true
+  }
   existing=$(running_pid libvirtd)
   if [[ -z $existing ]]; then
     start_libvirtd
     say "started libvirtd with $libvirtd_conf"
   elif socket_configured; then
     say "libvirtd already running (pid $existing) with the libvirt-group socket"
+  elif pid_alive "$libvirtd_pid" libvirtd && [[ $(<"$libvirtd_pid") == "$existing" ]]; then
+    restart_libvirtd "$existing" "started here earlier, its socket is not the libvirt group's"
   elif [[ ${TROG_RESTART_LIBVIRTD:-0} == 1 || ${CI:-} == true ]]; then
-    say "restarting libvirtd (pid $existing) to apply $libvirtd_conf"
-    kill -TERM "$existing"
-    for _ in $(seq 100); do [[ -d /proc/$existing ]] || break; sleep 0.1; done
-    [[ ! -d /proc/$existing ]] || die "libvirtd (pid $existing) did not stop within 10 s"
-    start_libvirtd
-    say "started libvirtd with $libvirtd_conf"
+    restart_libvirtd "$existing" "without the libvirt-group socket; TROG_RESTART_LIBVIRTD=1 or CI=true"
+  elif guests=$(running_guests) && [[ $guests == 0 ]]; then
+    restart_libvirtd "$existing" "without the libvirt-group socket, no guest running on it"
   else
-    say "warning: libvirtd (pid $existing) runs without the libvirt-group socket configuration;"
-    say "         non-root users cannot reach it. Rerun with TROG_RESTART_LIBVIRTD=1 to restart it."
+    say "warning: libvirtd (pid $existing) runs without the libvirt-group socket, guests: $guests,"
+    say "         so non-root users (the tests' remote hypervisor) cannot reach it."
+    say "         Restart it with the configuration (running guests survive):"
+    say "         TROG_RESTART_LIBVIRTD=1 $0"
   fi
 
 fi
