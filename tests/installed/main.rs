@@ -123,6 +123,18 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
     for needed in ["libvirt0", "libc6", "openssh-client"] {
         assert!(fields.contains(needed), "Depends: {fields}");
     }
+    // The example web button installed beside trog is a Python 3 script.
+    let recommends = text(
+        &run(Command::new("dpkg-deb")
+            .args(["-f"])
+            .arg(&deb)
+            .arg("Recommends"))
+        .stdout,
+    );
+    assert!(
+        recommends.split(',').any(|name| name.trim() == "python3"),
+        "Recommends: {recommends}"
+    );
     let _package = InstalledPackage;
     run(Command::new("dpkg").arg("-i").arg(&deb));
 
