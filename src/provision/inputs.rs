@@ -143,8 +143,8 @@ fn store_and_keypair(
                 key_file.as_deref(),
                 credentials,
                 StoreKdf::RECOMMENDED,
+                locks,
             )?;
-            store.use_locks(locks.clone());
             let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
             let added = StoreAdditions {
                 made_store: !store_was_there,

@@ -125,15 +125,19 @@ impl SecretStore {
         credentials: &mut CredentialSource<P>,
         kdf_for_a_new_store: StoreKdf,
     ) -> Result<SecretStore, SecretsError> {
-        SecretStore::unlock_with(path, None, credentials, kdf_for_a_new_store)
+        let locks = default_locks(path);
+        SecretStore::unlock_with(path, None, credentials, kdf_for_a_new_store, &locks)
     }
 
-    /// [`unlock`](SecretStore::unlock), with the installation's key file when it names one.
+    /// [`unlock`](SecretStore::unlock), with the installation's key file when it names one and
+    /// the run's `locks`: creating the store and every later [`update`](SecretStore::update)
+    /// wait for another writer as long as the run's `--wait` says, no longer.
     pub fn unlock_with<P: Prompter>(
         path: &Path,
         key_file: Option<&Path>,
         credentials: &mut CredentialSource<P>,
         kdf_for_a_new_store: StoreKdf,
+        locks: &Locks,
     ) -> Result<SecretStore, SecretsError> {
         let key_file = key_file
             .map(|file| read_key_file(file).map(|bytes| (file.to_path_buf(), bytes)))
@@ -152,13 +156,15 @@ impl SecretStore {
                 passphrase,
                 key_file: key_file.as_ref().map(|(_, bytes)| bytes.clone()),
             };
-            match SecretStore::create_with(path, key, kdf_for_a_new_store) {
+            match SecretStore::create_with(path, key, kdf_for_a_new_store, locks.clone()) {
                 // Another run made it meanwhile: open that one.
                 Err(SecretsError::StoreExists { .. }) => {}
                 result => return result,
             }
         }
-        SecretStore::unlock_file(path, key_file, credentials)
+        let mut store = SecretStore::unlock_file(path, key_file, credentials)?;
+        store.use_locks(locks.clone());
+        Ok(store)
     }
 
     /// Opens the store when its file exists, and creates nothing when it does not: for verbs that
@@ -282,11 +288,15 @@ impl SecretStore {
             passphrase: Some(passphrase.clone()),
             key_file: None,
         };
-        SecretStore::create_with(path, key, kdf)
+        SecretStore::create_with(path, key, kdf, default_locks(path))
     }
 
-    fn create_with(path: &Path, key: StoreKey, kdf: StoreKdf) -> Result<SecretStore, SecretsError> {
-        let locks = default_locks(path);
+    fn create_with(
+        path: &Path,
+        key: StoreKey,
+        kdf: StoreKdf,
+        locks: Locks,
+    ) -> Result<SecretStore, SecretsError> {
         let _writer = locks.acquire(&Subject::SecretStore, &mut announce)?;
         if path.exists() {
             return Err(SecretsError::StoreExists { path: path.into() });

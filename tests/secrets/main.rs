@@ -11,6 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 use trog::credentials::{
     parse_handed_in, CredentialSource, FakePrompter, HandedInCredentials, Secret,
 };
@@ -363,6 +364,44 @@ fn unlock_creates_an_absent_store_with_the_handed_in_passphrase_then_opens_it() 
     keepassxc("ls", &path, &[], PASSPHRASE, "");
     let mut credentials = CredentialSource::new(handed_in(), FakePrompter::without_terminal());
     SecretStore::unlock(&path, &mut credentials, quick_kdf()).unwrap();
+}
+
+#[test]
+fn creating_the_store_waits_for_another_writer_only_as_long_as_the_run_says() {
+    use trog::lock::{lock_dir_for_store, LockError, Locks, Subject};
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("secrets.kdbx");
+    let other_writer = Locks::new(lock_dir_for_store(&path), Duration::ZERO, "provision");
+    let _held = other_writer
+        .acquire(&Subject::SecretStore, &mut |_| {})
+        .unwrap();
+    let handed_in = parse_handed_in(&format!("keepass: {PASSPHRASE}\n\n")).unwrap();
+    let mut credentials = CredentialSource::new(handed_in, FakePrompter::without_terminal());
+    let this_run = Locks::new(
+        lock_dir_for_store(&path),
+        Duration::from_secs(1),
+        "provision",
+    );
+    let started = std::time::Instant::now();
+    let error = SecretStore::unlock_with(&path, None, &mut credentials, quick_kdf(), &this_run)
+        .unwrap_err();
+    // The run's one second, not the 900 s default: anything near a minute means the default.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(
+            error,
+            SecretsError::Locked(LockError::Busy {
+                waited_seconds: 1,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    assert!(!path.exists());
 }
 
 #[test]
