@@ -3,6 +3,7 @@
 
 use crate::config::bounded_read::{read_bounded, MAX_TEXT_FILE_BYTES};
 use crate::config::paths::InstallationPaths;
+use crate::config::yaml::{parse_located, LocatedNode, Node, Origin, YamlSyntaxError};
 use crate::model::names::DomainName;
 use std::path::PathBuf;
 
@@ -22,8 +23,14 @@ pub enum SiteFilesError {
         #[source]
         source: std::io::Error,
     },
+    /// users.yaml is not YAML (the error says where).
+    #[error(transparent)]
+    UsersSyntax(YamlSyntaxError),
+    /// users.yaml is YAML of the wrong shape.
+    #[error("{at}: {message}")]
+    Users { at: Origin, message: String },
     #[error("{}: {message}", path.display())]
-    Users { path: PathBuf, message: String },
+    UsersNotText { path: PathBuf, message: String },
     #[error("{}: {message}", path.display())]
     DataArchive { path: PathBuf, message: String },
 }
@@ -35,7 +42,8 @@ impl crate::diagnose::Diagnose for SiteFilesError {
 
     fn hint(&self) -> Option<String> {
         match self {
-            SiteFilesError::Users { .. } => Some("users.yaml is a list of cloud-init users: `- name: alice` with groups, ssh_authorized_keys, …".into()),
+            SiteFilesError::UsersSyntax(error) => Some(error.hint()),
+            SiteFilesError::Users { .. } | SiteFilesError::UsersNotText { .. } => Some("users.yaml is a list of cloud-init users: `- name: alice` with groups, ssh_authorized_keys, …".into()),
             SiteFilesError::DataArchive { .. } => Some("make it with `tar -czf data.tar.gz -C SITE_DIR .` (the data recipe restores it into site_dir)".into()),
             SiteFilesError::Read { .. } => Some("the site files are regular files in recipes.d/<fqdn>/: users.yaml and data.tar.gz; remove or replace what is there".into()),
         }
@@ -65,29 +73,11 @@ pub fn load_site_files(
         None => Vec::new(),
         Some(bytes) => {
             let path = dir.join("users.yaml");
-            let text = String::from_utf8(bytes).map_err(|_| SiteFilesError::Users {
+            let text = String::from_utf8(bytes).map_err(|_| SiteFilesError::UsersNotText {
                 path: path.clone(),
                 message: "it is not UTF-8 text".into(),
             })?;
-            let options = serde_saphyr::options! { strict_booleans: true };
-            let users: Vec<serde_json::Value> = serde_saphyr::from_str_with_options(&text, options)
-                .map_err(|error| SiteFilesError::Users {
-                    path: path.clone(),
-                    message: error.to_string(),
-                })?;
-            for user in &users {
-                if user
-                    .get("name")
-                    .and_then(serde_json::Value::as_str)
-                    .is_none()
-                {
-                    return Err(SiteFilesError::Users {
-                        path,
-                        message: "every user needs a `name`".into(),
-                    });
-                }
-            }
-            users
+            parse_users(&path, &text)?
         }
     };
     let data_archive = read(DATA_ARCHIVE)?;
@@ -101,6 +91,55 @@ pub fn load_site_files(
         users,
         data_archive,
     })
+}
+
+/// Reads users.yaml's text: a list of mappings, each with a `name`; an empty file is no users.
+/// Every problem is reported at the file, line and column it was written at.
+fn parse_users(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<Vec<serde_json::Value>, SiteFilesError> {
+    let document = parse_located(path, text).map_err(SiteFilesError::UsersSyntax)?;
+    let wrong = |node: &LocatedNode, message: String| SiteFilesError::Users {
+        at: node.origin.clone(),
+        message,
+    };
+    let items = match &document.value {
+        Node::Null => return Ok(Vec::new()),
+        Node::Sequence(items) => items,
+        other => {
+            return Err(wrong(
+                &document,
+                format!("a list of users is expected here, not {}", other.describe()),
+            ))
+        }
+    };
+    for item in items {
+        let Node::Mapping(entries) = &item.value else {
+            return Err(wrong(
+                item,
+                format!(
+                    "each user is a mapping (`name: alice`, …), not {}",
+                    item.value.describe()
+                ),
+            ));
+        };
+        match entries.get("name") {
+            Some(name) if matches!(&name.value.value, Node::String(text) if !text.trim().is_empty()) =>
+                {}
+            Some(name) => {
+                return Err(wrong(
+                    &name.value,
+                    format!(
+                        "a user's `name` is its login, text, not {}",
+                        name.value.value.describe()
+                    ),
+                ))
+            }
+            None => return Err(wrong(item, "this user has no `name`".into())),
+        }
+    }
+    Ok(items.iter().map(|item| item.value.to_json()).collect())
 }
 
 /// The site's archive, in the guest's site folder.
@@ -122,4 +161,60 @@ fn check_data_archive(archive: &[u8]) -> Result<(), String> {
             .map_err(|error| format!("it is not a gzip-compressed tar archive: {error}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn refusal(text: &str) -> String {
+        let error = parse_users(Path::new("/etc/trog/users.yaml"), text).unwrap_err();
+        error.to_string()
+    }
+
+    #[test]
+    fn users_are_a_list_of_named_mappings() {
+        let users = parse_users(
+            Path::new("users.yaml"),
+            "- name: alice\n  groups: sudo\n- name: bob\n",
+        )
+        .unwrap();
+        assert_eq!(users.len(), 2);
+        assert_eq!(users[1]["name"], "bob");
+        assert!(parse_users(Path::new("users.yaml"), "# none yet\n")
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn every_wrong_users_file_is_refused_at_its_line() {
+        for (text, expected) in [
+            (
+                "name: alice\n",
+                "/etc/trog/users.yaml:1:1: a list of users is expected here, not a mapping",
+            ),
+            ("- name: [alice\n", "/etc/trog/users.yaml:1:"),
+            (
+                "- name: alice\n- groups: sudo\n",
+                "/etc/trog/users.yaml:2:3: this user has no `name`",
+            ),
+            (
+                "- name: alice\n- bob\n",
+                "/etc/trog/users.yaml:2:3: each user is a mapping",
+            ),
+            (
+                "- name: 12\n",
+                "/etc/trog/users.yaml:1:9: a user's `name` is its login, text, not the number `12`",
+            ),
+            ("- name: a\n  name: b\n", "/etc/trog/users.yaml:2:"),
+        ] {
+            let message = refusal(text);
+            assert!(message.starts_with(expected), "{text:?}: {message}");
+            assert!(
+                !message.contains("<input>") && !message.contains("error:"),
+                "{message}"
+            );
+        }
+    }
 }
