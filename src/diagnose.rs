@@ -38,12 +38,13 @@ impl Failure {
         }
     }
 
-    /// The error and its causes, outermost first.
+    /// The error and its causes, outermost first; a value quoted in one is shortened when it is
+    /// long (see [`shorten_quoted`]).
     pub fn chain(&self) -> Vec<String> {
-        let mut messages = vec![self.error.to_string()];
+        let mut messages = vec![shorten_quoted(&self.error.to_string())];
         let mut source = self.error.source();
         while let Some(cause) = source {
-            messages.push(cause.to_string());
+            messages.push(shorten_quoted(&cause.to_string()));
             source = cause.source();
         }
         messages
@@ -77,6 +78,37 @@ impl Failure {
     }
 }
 
+/// The most characters of a quoted value a message shows: a value written wrong is often one that
+/// runs on (a pasted file, a number of a hundred thousand digits), and a message that repeats it
+/// in full buries the rest of the report.
+const LONGEST_QUOTED: usize = 80;
+
+/// `message` with every `` `…` `` span longer than [`LONGEST_QUOTED`] characters cut to its
+/// start, saying how long it was.
+pub fn shorten_quoted(message: &str) -> String {
+    let parts: Vec<&str> = message.split('`').collect();
+    // Odd-numbered parts lie between a pair of backticks; a last unpaired one is left alone.
+    let paired = if parts.len() % 2 == 0 {
+        parts.len() - 1
+    } else {
+        parts.len()
+    };
+    let mut shortened = String::with_capacity(message.len().min(4096));
+    for (index, part) in parts.iter().enumerate() {
+        if index > 0 {
+            shortened.push('`');
+        }
+        let length = part.chars().count();
+        if index % 2 == 1 && index < paired && length > LONGEST_QUOTED {
+            shortened.extend(part.chars().take(LONGEST_QUOTED));
+            shortened.push_str(&format!("… ({length} characters)"));
+        } else {
+            shortened.push_str(part);
+        }
+    }
+    shortened
+}
+
 impl<E: Diagnose> From<E> for Failure {
     fn from(error: E) -> Failure {
         let status = error.exit_status();
@@ -96,6 +128,20 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("cannot read the fleet file /etc/x")]
     struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn long_quoted_values_are_shortened_and_the_rest_kept() {
+        let long = "é".repeat(200);
+        let shortened = shorten_quoted(&format!("a `{long}` and `short` and `open"));
+        assert_eq!(
+            shortened,
+            format!(
+                "a `{}… (200 characters)` and `short` and `open",
+                "é".repeat(80)
+            )
+        );
+        assert_eq!(shorten_quoted("no quotes"), "no quotes");
+    }
 
     #[test]
     fn render_prints_error_causes_and_hint() {

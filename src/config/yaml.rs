@@ -208,6 +208,11 @@ fn bare_message(error: &serde_saphyr::Error) -> String {
         Some(index) => text[..index].to_string(),
         None => text,
     };
+    // serde-saphyr reads a number too large for an integer as a float, then refuses it as
+    // "non-finite": what the person wrote is a number too large.
+    if text.starts_with("non-finite float") {
+        return "the number is too large".to_string();
+    }
     text.trim().to_string()
 }
 
