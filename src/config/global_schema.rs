@@ -15,6 +15,9 @@ pub enum SettingType {
     Email,
     /// An `http://` or `https://` address.
     Url,
+    /// A distribution package's name, as Debian policy allows it: it reaches the package
+    /// manager's command line in the guest's Makefile.
+    PackageName,
     /// One of a fixed set of words.
     OneOf(&'static [&'static str]),
     /// A fully qualified domain name in its one spelling.
@@ -55,6 +58,7 @@ impl SettingType {
             SettingType::UserName => "user name".to_string(),
             SettingType::Email => "email address".to_string(),
             SettingType::Url => "URL (http, https)".to_string(),
+            SettingType::PackageName => "package name".to_string(),
             SettingType::OneOf(words) => words
                 .iter()
                 .map(|word| format!("`{word}`"))
@@ -81,6 +85,7 @@ impl SettingType {
     fn describe_plural(self) -> String {
         match self {
             SettingType::Text => "texts".to_string(),
+            SettingType::PackageName => "package names".to_string(),
             SettingType::IpAddress => "IP addresses".to_string(),
             SettingType::CidrAddress => "addresses/prefixes".to_string(),
             SettingType::DnsName => "DNS names".to_string(),
@@ -315,7 +320,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
     ),
     setting(
         "packages",
-        SettingType::ListOf(&SettingType::Text),
+        SettingType::ListOf(&SettingType::PackageName),
         Presence::Optional,
         Scope::Guest,
         "Packages to install beyond those the recipes ask for.",

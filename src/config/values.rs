@@ -202,6 +202,22 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
             }
             _ => Err(format!("`{text}` is not an email address")),
         },
+        SettingType::PackageName => {
+            // Debian policy 5.6.1: lower case, digits, `+`, `-`, `.`; two characters at least,
+            // starting with a letter or digit.
+            let valid = text.len() >= 2
+                && text.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && text.chars().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.')
+                });
+            if valid {
+                plain()
+            } else {
+                Err(format!(
+                    "`{text}` is not a package name (a-z, 0-9, `+`, `-`, `.`; starting with a letter or digit)"
+                ))
+            }
+        }
         SettingType::Url => match text.split_once("://") {
             Some(("http" | "https", rest))
                 if !rest.is_empty() && !text.contains(char::is_whitespace) =>
@@ -416,6 +432,14 @@ mod tests {
         assert!(refused(SettingType::Email, "ops").contains("not an email"));
         assert!(check(SettingType::Url, "http://mirror.example.test/debian").is_ok());
         assert!(refused(SettingType::Url, "ftp://x").contains("not an http"));
+        assert!(check(SettingType::PackageName, "libc6-dev").is_ok());
+        assert!(check(SettingType::PackageName, "g++").is_ok());
+        for wrong in ["vim;rm", "Vim", "-x", "a b", "x"] {
+            assert!(
+                refused(SettingType::PackageName, wrong).contains("not a package name"),
+                "{wrong}"
+            );
+        }
         assert!(check(SettingType::OneOf(&["debian", "ubuntu"]), "debian").is_ok());
         assert!(refused(SettingType::OneOf(&["debian", "ubuntu"]), "arch")
             .contains("`debian` or `ubuntu`"));
