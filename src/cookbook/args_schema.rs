@@ -114,8 +114,13 @@ impl fmt::Display for ArgProblem {
 /// Why a recipe's arguments or schema were refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ArgsError {
-    #[error("recipe `{recipe}` has an args schema that is not valid JSON Schema after conversion: {why}")]
-    Schema { recipe: RecipeName, why: String },
+    #[error("{}recipe `{recipe}` has an args schema that is not valid JSON Schema after conversion: {why}", written_at.as_ref().map(|place| format!("{place}: ")).unwrap_or_default())]
+    Schema {
+        recipe: RecipeName,
+        why: String,
+        /// Where the recipe's manifest writes `args` (`file:line:column`), once the cookbook said.
+        written_at: Option<String>,
+    },
     #[error("recipe `{recipe}`: {} problem(s) with its arguments:{}", problems.len(), list(problems))]
     Invalid {
         recipe: RecipeName,
@@ -309,6 +314,7 @@ pub fn validate_args(
         .map_err(|error| ArgsError::Schema {
             recipe: recipe.clone(),
             why: error.to_string(),
+            written_at: None,
         })?;
     let mut value = if args.is_null() {
         Value::Object(Map::new())

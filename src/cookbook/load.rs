@@ -3,7 +3,10 @@
 //!
 //! The only environment read is in [`recipes_dir`] (the search order: [`crate::cookbook::search`]); [`load_cookbook`] takes the path.
 
-use crate::cookbook::manifest::{parse_manifest, ManifestError, RecipeKind, RecipeManifest};
+use crate::config::merge::Origins;
+use crate::cookbook::manifest::{
+    manifest_origins, parse_manifest, ManifestError, RecipeKind, RecipeManifest,
+};
 use crate::cookbook::search;
 use crate::model::names::{NameError, RecipeName};
 use indexmap::IndexMap;
@@ -38,6 +41,9 @@ pub fn recipes_dir() -> Result<PathBuf, CookbookError> {
     })
 }
 
+/// A recipe's manifest, in its folder.
+const MANIFEST_FILE: &str = "recipe.yaml";
+
 /// One recipe: its manifest and the files in its folder that the manifest names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recipe {
@@ -46,6 +52,8 @@ pub struct Recipe {
     pub manifest: RecipeManifest,
     /// File name inside the folder → its text, for every template and the fragment.
     pub sources: IndexMap<String, String>,
+    /// Where each key of the manifest was written, for errors found after loading.
+    pub origins: Origins,
 }
 
 impl Recipe {
@@ -55,6 +63,11 @@ impl Recipe {
             .get(file_name)
             .map(String::as_str)
             .unwrap_or_default()
+    }
+
+    /// Its manifest, `recipe.yaml` in its folder.
+    pub fn manifest_file(&self) -> PathBuf {
+        self.folder.join(MANIFEST_FILE)
     }
 
     /// The Makefile fragment's text, when the recipe has one.
@@ -113,16 +126,24 @@ impl Cookbook {
     fn check_references(&self) -> Result<(), CookbookError> {
         for recipe in self.recipes.values() {
             for required in recipe.manifest.requires.keys() {
+                let written_at = || {
+                    recipe
+                        .origins
+                        .locate(&format!("/requires/{required}"))
+                        .map(ToString::to_string)
+                };
                 if !self.recipes.contains_key(required) {
                     return Err(CookbookError::UnknownRequirement {
                         recipe: recipe.name.clone(),
                         required: required.clone(),
                         known: self.names().join(", "),
+                        written_at: written_at(),
                     });
                 }
                 if required == &recipe.name {
                     return Err(CookbookError::RequiresItself {
                         recipe: recipe.name.clone(),
+                        written_at: written_at(),
                     });
                 }
             }
@@ -158,14 +179,27 @@ pub enum CookbookError {
     MissingFile { recipe: RecipeName, file: PathBuf },
     #[error("invalid recipe manifest")]
     Manifest(#[from] ManifestError),
-    #[error("recipe `{recipe}` requires `{required}`, which is not a recipe (known: {known})")]
+    #[error("{}recipe `{recipe}` requires `{required}`, which is not a recipe (known: {known})", at(.written_at))]
     UnknownRequirement {
         recipe: RecipeName,
         required: RecipeName,
         known: String,
+        /// Where the manifest names it (`file:line:column`).
+        written_at: Option<String>,
     },
-    #[error("recipe `{recipe}` requires itself")]
-    RequiresItself { recipe: RecipeName },
+    #[error("{}recipe `{recipe}` requires itself", at(.written_at))]
+    RequiresItself {
+        recipe: RecipeName,
+        written_at: Option<String>,
+    },
+}
+
+/// `file:line:column: ` in front of a message, when the place is known.
+fn at(written_at: &Option<String>) -> String {
+    written_at
+        .as_ref()
+        .map(|place| format!("{place}: "))
+        .unwrap_or_default()
 }
 
 impl crate::diagnose::Diagnose for CookbookError {
@@ -231,7 +265,7 @@ pub fn load_recipe(folder: &Path) -> Result<Recipe, CookbookError> {
         folder: folder.to_path_buf(),
         source,
     })?;
-    let manifest_file = folder.join("recipe.yaml");
+    let manifest_file = folder.join(MANIFEST_FILE);
     let text = read(&manifest_file)?;
     let manifest = parse_manifest(&manifest_file, &text)?;
     let mut sources = IndexMap::new();
@@ -247,6 +281,7 @@ pub fn load_recipe(folder: &Path) -> Result<Recipe, CookbookError> {
         folder: folder.to_path_buf(),
         manifest,
         sources,
+        origins: manifest_origins(&manifest_file, &text),
     })
 }
 

@@ -35,6 +35,8 @@
 //!     commands: []              # cloud-init `runcmd` lines, in order
 //! ```
 
+use crate::config::merge::Origins;
+use crate::config::yaml::{parse_located, LocatedNode, Node, Origin};
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::model::names::RecipeName;
 use indexmap::IndexMap;
@@ -243,9 +245,11 @@ pub enum ManifestError {
         column: u64,
         message: String,
     },
-    #[error("{file}: {field}: {why}", file = file.display())]
+    #[error("{}: {field}: {why}", written_at.as_ref().map(ToString::to_string).unwrap_or_else(|| file.display().to_string()))]
     Invalid {
         file: PathBuf,
+        /// Where the field (or the nearest written part of it) is in the file.
+        written_at: Option<Origin>,
         field: String,
         why: String,
     },
@@ -291,8 +295,44 @@ pub fn parse_manifest(file: &Path, text: &str) -> Result<RecipeManifest, Manifes
             *value = serde_json::json!({});
         }
     }
-    check_manifest(file, &manifest)?;
+    check_manifest(file, &manifest).map_err(|error| match error {
+        ManifestError::Invalid {
+            file,
+            field,
+            why,
+            written_at: None,
+        } => ManifestError::Invalid {
+            written_at: manifest_origins(&file, text)
+                .locate(&field_pointer(&field))
+                .cloned(),
+            file,
+            field,
+            why,
+        },
+        other => other,
+    })?;
     Ok(manifest)
+}
+
+/// Where every key of a manifest was written, by JSON pointer (`/requires/nginx`), for errors
+/// found after parsing; empty when the text is not a YAML mapping.
+pub fn manifest_origins(file: &Path, text: &str) -> Origins {
+    match parse_located(file, text) {
+        Ok(LocatedNode {
+            value: Node::Mapping(entries),
+            ..
+        }) => Origins::record(&entries),
+        _ => Origins::default(),
+    }
+}
+
+/// A field as the checks name it (`files[0].mode`, `distro.default_release`) as a JSON pointer.
+fn field_pointer(field: &str) -> String {
+    let path = field.replace('[', ".").replace(']', "");
+    path.split('.')
+        .filter(|part| !part.is_empty())
+        .map(|part| format!("/{}", part.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }
 
 fn syntax_error(file: &Path, error: &serde_saphyr::Error) -> ManifestError {
@@ -327,6 +367,7 @@ fn strip_position_suffix(message: &str) -> String {
 fn invalid(file: &Path, field: impl Into<String>, why: impl Into<String>) -> ManifestError {
     ManifestError::Invalid {
         file: file.to_path_buf(),
+        written_at: None,
         field: field.into(),
         why: why.into(),
     }
@@ -441,6 +482,23 @@ mod tests {
     }
 
     const MINIMAL: &str = "description: Something\nkind: guest\n";
+
+    #[test]
+    fn a_field_refused_after_parsing_is_pointed_at_where_it_is_written() {
+        let text = "description: Something\nkind: guest\nfiles:\n  - template: a.j2\n    path: /etc/a\n    mode: \"999\"\n";
+        let message = parse(text).unwrap_err().to_string();
+        assert!(
+            message.starts_with("recipes/x/recipe.yaml:6:5: files[0].mode: "),
+            "{message}"
+        );
+        let message = parse("description: \"  \"\nkind: guest\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("recipes/x/recipe.yaml:1:1: description: "),
+            "{message}"
+        );
+    }
 
     #[test]
     fn minimal_manifest_gets_defaults() {

@@ -74,31 +74,93 @@ impl ResolvedRecipes {
 /// Why a guest's recipes could not be resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
-    #[error("distro `{distro}` is not a distro recipe (known: {known})")]
-    UnknownDistro { distro: String, known: String },
-    #[error("distro `{distro}` has no release `{release}` (known: {known})")]
+    #[error("{}distro `{distro}` is not a distro recipe (known: {known})", at(.written_at))]
+    UnknownDistro {
+        distro: String,
+        known: String,
+        /// Where the configuration sets `distro` (`file:line:column`), once its layer said.
+        written_at: Option<String>,
+    },
+    #[error("{}distro `{distro}` has no release `{release}` (known: {known})", at(.written_at))]
     UnknownRelease {
         distro: String,
         release: String,
         known: String,
+        /// Where the configuration sets `release`, once its layer said.
+        written_at: Option<String>,
     },
-    #[error("there is no recipe `{recipe}` (guest recipes: {known})")]
-    UnknownRecipe { recipe: String, known: String },
-    #[error("`{recipe}` is a {kind} recipe, not one a guest names")]
+    #[error("{}there is no recipe `{recipe}` (guest recipes: {known})", at(.written_at))]
+    UnknownRecipe {
+        recipe: String,
+        known: String,
+        /// Where the guest's configuration names it (`file:line:column`), once its layer said.
+        written_at: Option<String>,
+    },
+    #[error("{}`{recipe}` is a {kind} recipe, not one a guest names", at(.written_at))]
     NotAGuestRecipe {
         recipe: RecipeName,
         kind: &'static str,
+        written_at: Option<String>,
     },
-    #[error("recipe `{requirer}` requires `{recipe}`, which is a {kind} recipe")]
+    #[error("{}recipe `{requirer}` requires `{recipe}`, which is a {kind} recipe", at(.written_at))]
     RequiresNonGuest {
         requirer: RecipeName,
         recipe: RecipeName,
         kind: &'static str,
+        /// Where the requirer's manifest names it.
+        written_at: Option<String>,
     },
-    #[error("recipes require each other in a cycle: {}", cycle.join(" → "))]
-    Cycle { cycle: Vec<String> },
+    #[error("{}recipes require each other in a cycle: {}", at(.written_at), cycle.join(" → "))]
+    Cycle {
+        cycle: Vec<String>,
+        /// Where the manifest of the cycle's last step names its first.
+        written_at: Option<String>,
+    },
     #[error("the recipes' arguments are invalid:{}", errors.iter().map(|error| format!("\n{error}")).collect::<String>())]
     Args { errors: Vec<ArgsError> },
+}
+
+/// `file:line:column: ` in front of a message, when the place is known.
+fn at(written_at: &Option<String>) -> String {
+    written_at
+        .as_ref()
+        .map(|place| format!("{place}: "))
+        .unwrap_or_default()
+}
+
+impl ResolveError {
+    /// The recipe a guest names that this error is about, for the caller to say where it was
+    /// written: `None` for errors about anything else.
+    pub fn named_recipe(&self) -> Option<&str> {
+        match self {
+            ResolveError::UnknownRecipe { recipe, .. } => Some(recipe),
+            ResolveError::NotAGuestRecipe { recipe, .. } => Some(recipe.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The `_global` setting of the guest's configuration that this error is about: `distro`
+    /// or `release`; `None` for errors about anything else.
+    pub fn named_setting(&self) -> Option<&'static str> {
+        match self {
+            ResolveError::UnknownDistro { .. } => Some("distro"),
+            ResolveError::UnknownRelease { .. } => Some("release"),
+            _ => None,
+        }
+    }
+
+    /// Says where the recipe of [`ResolveError::named_recipe`] or the setting of
+    /// [`ResolveError::named_setting`] was written.
+    pub fn written_at(mut self, place: String) -> ResolveError {
+        if let ResolveError::UnknownRecipe { written_at, .. }
+        | ResolveError::NotAGuestRecipe { written_at, .. }
+        | ResolveError::UnknownDistro { written_at, .. }
+        | ResolveError::UnknownRelease { written_at, .. } = &mut self
+        {
+            *written_at = Some(place);
+        }
+        self
+    }
 }
 
 impl crate::diagnose::Diagnose for ResolveError {
@@ -148,12 +210,14 @@ pub fn resolve_recipes(
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", "),
+            written_at: None,
         })?;
     let machine = cookbook
         .get_str(MACHINE_RECIPE)
         .ok_or_else(|| ResolveError::UnknownRecipe {
             recipe: MACHINE_RECIPE.to_string(),
             known: cookbook.names().join(", "),
+            written_at: None,
         })?;
     for name in guest.recipes.keys() {
         let recipe = find_guest_recipe(cookbook, name.as_str())?;
@@ -161,6 +225,7 @@ pub fn resolve_recipes(
             return Err(ResolveError::NotAGuestRecipe {
                 recipe: name.clone(),
                 kind: recipe.manifest.kind.as_str(),
+                written_at: None,
             });
         }
     }
@@ -183,6 +248,10 @@ pub fn resolve_recipes(
                     requirer: requirer.name.clone(),
                     recipe: required.clone(),
                     kind: recipe.manifest.kind.as_str(),
+                    written_at: requirer
+                        .origins
+                        .locate(&format!("/requires/{required}"))
+                        .map(ToString::to_string),
                 });
             }
             let merged = handed.entry(required.clone()).or_insert(Value::Null);
@@ -214,6 +283,13 @@ pub fn resolve_recipes(
                 recipe: recipe.clone(),
                 args: effective,
             }),
+            Err(ArgsError::Schema {
+                recipe: name, why, ..
+            }) => errors.push(ArgsError::Schema {
+                recipe: name,
+                why,
+                written_at: recipe.origins.locate("/args").map(ToString::to_string),
+            }),
             Err(error) => errors.push(error),
         }
     }
@@ -240,6 +316,7 @@ fn find_distro<'a>(cookbook: &'a Cookbook, distro: &str) -> Result<&'a Recipe, R
                 .map(|recipe| recipe.name.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
+            written_at: None,
         }),
     }
 }
@@ -254,6 +331,7 @@ fn find_guest_recipe<'a>(cookbook: &'a Cookbook, name: &str) -> Result<&'a Recip
                 .map(|recipe| recipe.name.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
+            written_at: None,
         })
 }
 
@@ -323,7 +401,14 @@ fn check_cycles(cookbook: &Cookbook, roots: &[RecipeName]) -> Result<(), Resolve
                 let mut cycle: Vec<String> =
                     path[start..].iter().map(ToString::to_string).collect();
                 cycle.push(name.to_string());
-                return Err(ResolveError::Cycle { cycle });
+                // The step that closes the cycle is written in the manifest of the last recipe
+                // on the path.
+                let written_at = path
+                    .last()
+                    .and_then(|last| cookbook.get(last))
+                    .and_then(|last| last.origins.locate(&format!("/requires/{name}")))
+                    .map(ToString::to_string);
+                return Err(ResolveError::Cycle { cycle, written_at });
             }
             None => {}
         }

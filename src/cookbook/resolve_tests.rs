@@ -260,7 +260,7 @@ fn cycles_are_named() {
     let error = resolve_recipes(&book, &guest(&[("a", json!({}))])).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "recipes require each other in a cycle: a → b → c → a"
+        "recipes/c/recipe.yaml:3:12: recipes require each other in a cycle: a → b → c → a"
     );
 }
 

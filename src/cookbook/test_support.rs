@@ -1,7 +1,7 @@
 //! Building small cookbooks in memory for unit tests.
 
 use crate::cookbook::load::{Cookbook, Recipe};
-use crate::cookbook::manifest::parse_manifest;
+use crate::cookbook::manifest::{manifest_origins, parse_manifest};
 use crate::model::names::RecipeName;
 use indexmap::IndexMap;
 use std::path::PathBuf;
@@ -9,14 +9,16 @@ use std::path::PathBuf;
 /// A recipe from its manifest text and the sources it names.
 pub fn recipe(name: &str, manifest: &str, sources: &[(&str, &str)]) -> Recipe {
     let folder = PathBuf::from(format!("recipes/{name}"));
-    let manifest = parse_manifest(&folder.join("recipe.yaml"), manifest)
-        .unwrap_or_else(|error| panic!("{error}"));
+    let text = manifest;
+    let manifest =
+        parse_manifest(&folder.join("recipe.yaml"), text).unwrap_or_else(|error| panic!("{error}"));
     let sources: IndexMap<String, String> = sources
         .iter()
         .map(|(file, text)| (file.to_string(), text.to_string()))
         .collect();
     Recipe {
         name: RecipeName::parse(name).unwrap(),
+        origins: manifest_origins(&folder.join("recipe.yaml"), text),
         folder,
         manifest,
         sources,

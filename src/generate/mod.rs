@@ -175,8 +175,24 @@ pub fn resolve_guest_recipes(
         distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
         machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
     };
-    resolve_recipes(cookbook, &guest_recipes)
-        .map_err(|error| GenerateError::Resolve(locate_arg_problems(config, &distro, error)))
+    resolve_recipes(cookbook, &guest_recipes).map_err(|error| {
+        let error = locate_arg_problems(config, &distro, error);
+        // A recipe the guest names (here or in `_base`) is pointed at where it was written; one
+        // only a recipe's `requires` names is not the guest's doing.
+        let place = error
+            .named_recipe()
+            .filter(|name| config.recipes.keys().any(|named| named.as_str() == *name))
+            .and_then(|name| config.origins.locate_recipe_arg(name, ""))
+            .or_else(|| {
+                error
+                    .named_setting()
+                    .and_then(|setting| config.origins.locate_setting(setting))
+            });
+        GenerateError::Resolve(match place {
+            Some(place) => error.written_at(place.to_string()),
+            None => error,
+        })
+    })
 }
 
 /// Points every argument problem at the file and line it was written at: the guest's recipe

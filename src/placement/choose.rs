@@ -156,6 +156,7 @@ pub fn place_guest(
                     .iter()
                     .map(|h| h.config.name.clone())
                     .collect(),
+                written_at: None,
             })
         }
     };

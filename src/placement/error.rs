@@ -55,7 +55,7 @@ pub enum UnknownNameFrom {
 pub enum PlacementError {
     #[error("{}", render_refusal(.0).trim_end())]
     Nowhere(Refusal),
-    #[error("there is no hypervisor named `{name}` in {fleet} ({})", match from {
+    #[error("{}there is no hypervisor named `{name}` in {fleet} ({})", written_at.as_ref().map(|place| format!("{place}: ")).unwrap_or_default(), match from {
         UnknownNameFrom::CommandLine => "from --hypervisor",
         UnknownNameFrom::GuestSetting => "from the guest's hypervisor= setting",
     })]
@@ -64,6 +64,9 @@ pub enum PlacementError {
         from: UnknownNameFrom,
         fleet: String,
         known: Vec<HypervisorName>,
+        /// Where the guest's `hypervisor` setting was written (`file:line:column`), once the
+        /// configuration's layer said.
+        written_at: Option<String>,
     },
     #[error(
         "{domain} is pinned to {pinned_to} (hypervisor={pinned_to}), but {holder} already has it"
@@ -85,6 +88,22 @@ fn names(list: &[HypervisorName]) -> String {
         .map(HypervisorName::as_str)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+impl PlacementError {
+    /// Says where the guest's `hypervisor` setting that named an unknown hypervisor was written;
+    /// any other error is returned as it is.
+    pub fn pin_written_at(mut self, place: Option<String>) -> PlacementError {
+        if let PlacementError::UnknownHypervisor {
+            from: UnknownNameFrom::GuestSetting,
+            written_at,
+            ..
+        } = &mut self
+        {
+            *written_at = place;
+        }
+        self
+    }
 }
 
 impl Diagnose for PlacementError {

@@ -139,6 +139,17 @@ pub fn provision_guests(
         .collect();
     let decisions = place_guests(&demands, &observation, request.hypervisor.as_ref())
         .into_iter()
+        .zip(&configured)
+        .map(|(decision, guest)| {
+            decision.map_err(|error| {
+                let origins = &guest.config.origins;
+                error.pin_written_at(
+                    origins
+                        .locate_setting("hypervisor")
+                        .map(ToString::to_string),
+                )
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut guests: Vec<GuestInputs> = Vec::new();
     for guest in configured {

@@ -10,7 +10,9 @@
 
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::render::files::RenderedFile;
-use crate::render::templates::{render_template, template_context, GuestFacts, RecipeRenderError};
+use crate::render::templates::{
+    render_template, template_context, GuestFacts, RecipeRenderError, Template,
+};
 use minijinja::Environment;
 use std::fmt::Write as _;
 
@@ -98,7 +100,14 @@ pub fn render_makefile(
         };
         let context = template_context(guest, resolved, &each.name);
         let fragment_name = each.recipe.manifest.makefile.as_deref().unwrap_or_default();
-        let rendered = render_template(environment, &each.name, fragment_name, fragment, &context)?;
+        let template = Template {
+            recipe: &each.name,
+            what: fragment_name.to_string(),
+            file: each.recipe.folder.join(fragment_name),
+            whole_file: true,
+            source: fragment,
+        };
+        let rendered = render_template(environment, &template, &context)?;
         if !defines_target(&rendered, each.name.as_str()) {
             return Err(RecipeRenderError::MissingTarget {
                 recipe: each.name.clone(),
@@ -120,13 +129,14 @@ pub fn render_makefile(
     for each in &resolved.recipes {
         let context = template_context(guest, resolved, &each.name);
         for test in &each.recipe.manifest.tests {
-            let command = render_template(
-                environment,
-                &each.name,
-                &format!("test `{}`", test.name),
-                &test.run,
-                &context,
-            )?;
+            let template = Template {
+                recipe: &each.name,
+                what: format!("test `{}`", test.name),
+                file: each.recipe.manifest_file(),
+                whole_file: false,
+                source: &test.run,
+            };
+            let command = render_template(environment, &template, &context)?;
             let command = command.trim();
             if command.contains('\n') {
                 return Err(RecipeRenderError::MultilineTest {
@@ -373,9 +383,14 @@ mod tests {
     }
 
     #[test]
-    fn fragment_template_errors_name_the_recipe() {
+    fn fragment_template_errors_name_the_recipe_and_the_line() {
         let error = makefile("web:\n\t{{ args.missing }}\n").unwrap_err();
-        assert_eq!(error.to_string(), "cannot render web.mk of recipe `web`");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("recipes/web/web.mk:2: ")
+                && message.ends_with("(in web.mk of recipe `web`)"),
+            "{message}"
+        );
     }
 
     #[test]

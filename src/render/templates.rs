@@ -11,6 +11,7 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// The template environment: strict about undefined values, keeps trailing newlines.
 pub fn template_environment() -> Environment<'static> {
@@ -97,12 +98,17 @@ pub fn template_context(
 /// Why a recipe's templates could not be rendered.
 #[derive(Debug, thiserror::Error)]
 pub enum RecipeRenderError {
-    #[error("cannot render {what} of recipe `{recipe}`")]
+    #[error("{}: {problem} (in {what} of recipe `{recipe}`)", place(file, *line))]
     Template {
         recipe: RecipeName,
         what: String,
-        #[source]
-        source: minijinja::Error,
+        /// The file the template is written in: its own, or the recipe's manifest for the short
+        /// templates a manifest holds (a file's path, a test's command).
+        file: PathBuf,
+        /// The line in `file`, when the template is the whole file and the engine said.
+        line: Option<usize>,
+        /// What the template engine found wrong, in its words.
+        problem: String,
     },
     #[error("recipe `{recipe}` puts {template} at `{path}`, which {why}")]
     GuestPath {
@@ -121,6 +127,25 @@ pub enum RecipeRenderError {
     MissingTarget { recipe: RecipeName },
     #[error("recipe `{recipe}`: test `{test}` renders to more than one line")]
     MultilineTest { recipe: RecipeName, test: String },
+}
+
+fn place(file: &Path, line: Option<usize>) -> String {
+    match line {
+        Some(line) => format!("{}:{line}", file.display()),
+        None => file.display().to_string(),
+    }
+}
+
+/// One template to render: whose, what it is, and where it is written.
+pub struct Template<'a> {
+    pub recipe: &'a RecipeName,
+    /// What it renders, for messages (`site.conf.j2`, `test \`http\``).
+    pub what: String,
+    /// The file it is written in.
+    pub file: PathBuf,
+    /// Whether the template is that whole file, so the engine's line numbers are the file's.
+    pub whole_file: bool,
+    pub source: &'a str,
 }
 
 impl crate::diagnose::Diagnose for RecipeRenderError {
@@ -143,25 +168,30 @@ impl crate::diagnose::Diagnose for RecipeRenderError {
     }
 }
 
-/// Renders one template source, naming it `recipe/what` in template errors.
+/// Renders one template, naming it `recipe/what` to the engine; an error says the file and line.
 pub fn render_template(
     environment: &Environment<'static>,
-    recipe: &RecipeName,
-    what: &str,
-    source: &str,
+    template: &Template,
     context: &TemplateContext,
 ) -> Result<String, RecipeRenderError> {
-    let name = format!("{recipe}/{what}");
+    let name = format!("{}/{}", template.recipe, template.what);
     environment
         .render_named_str(
             &name,
-            source,
+            template.source,
             minijinja::Value::from(minijinja::value::Serde(context)),
         )
-        .map_err(|source| RecipeRenderError::Template {
-            recipe: recipe.clone(),
-            what: what.to_string(),
-            source,
+        .map_err(|error| RecipeRenderError::Template {
+            recipe: template.recipe.clone(),
+            what: template.what.clone(),
+            file: template.file.clone(),
+            line: error.line().filter(|_| template.whole_file),
+            // The engine's kind after its detail, never `kind: detail`: its own `… error:` inside
+            // trog's would read as two errors.
+            problem: match error.detail() {
+                Some(detail) => format!("{detail} ({})", error.kind()),
+                None => error.kind().to_string(),
+            },
         })
 }
 
