@@ -3,7 +3,7 @@
 //! panic, no internal debug text, and not one byte changed under the temporary root.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -83,6 +83,10 @@ pub struct Case {
     pub hint: bool,
     pub says: Vec<String>,
     pub store: bool,
+    /// Which edited file the message must point into as `<path>:<line>`: by default (`None`) the
+    /// first text file a configuration refusal's case writes; `Some("")` when the fault has no
+    /// line to point at (a file's name, a missing file, an archive).
+    pub at: Option<String>,
 }
 
 /// A case: `args` (split on spaces; `{ROOT}` is the temporary root) must exit with `status`.
@@ -96,6 +100,7 @@ pub fn case(name: &str, args: &str, status: i32) -> Case {
         hint: true,
         says: Vec::new(),
         store: false,
+        at: None,
     }
 }
 
@@ -128,6 +133,18 @@ impl Case {
     /// The message must contain `text`.
     pub fn says(mut self, text: &str) -> Case {
         self.says.push(text.into());
+        self
+    }
+    /// The message must point at a line of `path` (relative to the temporary root), not of the
+    /// first file the case writes.
+    pub fn at(mut self, path: &str) -> Case {
+        self.at = Some(path.into());
+        self
+    }
+    /// The fault is in no line of the files the case writes (a file's name, a file that is
+    /// missing, a folder, an archive): no `<path>:<line>` required.
+    pub fn no_line(mut self) -> Case {
+        self.at = Some(String::new());
         self
     }
     /// A refusal with nothing to do about it but what the message says (no hint required).
@@ -283,9 +300,44 @@ fn digest(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
-/// Internal text that must never reach a user: Debug output of Rust values and panics.
+/// The edited text file a configuration refusal must point into, if any: a file with lines (UTF-8,
+/// something besides blanks) that the case writes, or the one it names with [`Case::at`].
+pub fn file_with_lines(case: &Case) -> Option<String> {
+    const CONFIG: i32 = 3;
+    if case.status != CONFIG {
+        return None;
+    }
+    if let Some(at) = &case.at {
+        return (!at.is_empty()).then(|| at.clone());
+    }
+    case.edits.iter().find_map(|edit| match edit {
+        Edit::Write(path, bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .filter(|text| !text.trim().is_empty())
+            .map(|_| path.clone()),
+        _ => None,
+    })
+}
+
+/// Whether `message` points at a line of `path` (relative to the root): `…/<path>:<line>`.
+pub fn points_at_line(message: &str, path: &str) -> bool {
+    message.match_indices(path).any(|(index, _)| {
+        let rest = &message[index + path.len()..];
+        rest.strip_prefix(':')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
+/// Internal text that must never reach a user: Debug output of Rust values and panics, a
+/// library's name for its input, and a library's own `error:` inside trog's.
 pub fn debug_text(text: &str) -> Option<&'static str> {
-    const MARKERS: [&str; 10] = [
+    if let Some(first) = text.find("error:") {
+        if text[first + "error:".len()..].contains("error:") {
+            return Some("a nested `error:`");
+        }
+    }
+    const MARKERS: [&str; 11] = [
+        "<input>",
         "Some(",
         "Ok(",
         "Err(",
@@ -351,6 +403,16 @@ pub fn run(case: &Case) -> Result<(), String> {
     }
     let started = Instant::now();
     let mut child = command.spawn().unwrap();
+    // Read as the run writes: a long message must not fill a pipe and stop the run.
+    let reader = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout_reader = reader(Box::new(child.stdout.take().unwrap()));
+    let stderr_reader = reader(Box::new(child.stderr.take().unwrap()));
     let mut held = None;
     match &case.input {
         Input::Nothing => {}
@@ -375,7 +437,11 @@ pub fn run(case: &Case) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(20));
     };
     drop(held);
-    let output = child.wait_with_output().unwrap();
+    let output = std::process::Output {
+        status,
+        stdout: stdout_reader.join().unwrap(),
+        stderr: stderr_reader.join().unwrap(),
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let shown = |why: String| {
@@ -412,6 +478,13 @@ pub fn run(case: &Case) -> Result<(), String> {
     }
     if let Some(marker) = debug_text(&stderr).or_else(|| debug_text(&stdout)) {
         return shown(format!("internal debug text ({marker})"));
+    }
+    if let Some(path) = file_with_lines(case) {
+        if !points_at_line(message, &path) {
+            return shown(format!(
+                "the message does not point at a line: `{path}:LINE`"
+            ));
+        }
     }
     if stderr.contains(PASSPHRASE) || stdout.contains(PASSPHRASE) {
         return shown("the passphrase was printed".into());

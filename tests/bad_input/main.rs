@@ -434,7 +434,8 @@ fn installation_files() -> Vec<Case> {
         case("recipes.yaml not YAML", DRY, CONFIG).edit(write(RECIPES, "_base: {\n")),
         case("recipes.yaml _base a list", DRY, CONFIG).edit(write(RECIPES, "_base: [1]\n")),
         case("recipes.yaml no admin_user", DRY, CONFIG)
-            .edit(write(RECIPES, "_base:\n  _global:\n    contact_email: ops@example.test\n")),
+            .edit(write(RECIPES, "_base:\n  _global:\n    contact_email: ops@example.test\n"))
+            .no_line(),
         case("recipes.yaml bad admin_user", DRY, CONFIG).edit(write(RECIPES, base_with("admin_user: Root;"))),
         case("recipes.yaml bad email", DRY, CONFIG).edit(write(RECIPES, base_with("contact_email: nobody"))),
         case("recipes.yaml bad mirror", DRY, CONFIG).edit(write(RECIPES, base_with("mirror: ftp://mirror"))),
@@ -445,22 +446,22 @@ fn installation_files() -> Vec<Case> {
         case("recipes.yaml a folder", DRY, CONFIG).edit(remove(RECIPES)).edit(dir(RECIPES)),
         case("recipes.d missing", DRY, CONFIG).edit(remove("etc/recipes.d")),
         case("recipes.d file not a domain", DRY, CONFIG).edit(write("etc/recipes.d/www.yaml", "www: {}\n"))
-            .says("www.yaml"),
+            .says("www.yaml").no_line(),
         case("recipes.d file in upper case", DRY, CONFIG)
             .edit(write("etc/recipes.d/Www.example.test.yaml", "Www.example.test: {}\n"))
-            .says("Www.example.test.yaml"),
-        case("recipes.d file with ;", DRY, CONFIG).edit(write("etc/recipes.d/a;b.test.yaml", "x: {}\n")).says("`;`"),
+            .says("Www.example.test.yaml").no_line(),
+        case("recipes.d file with ;", DRY, CONFIG).edit(write("etc/recipes.d/a;b.test.yaml", "x: {}\n")).says("`;`").no_line(),
         case("recipes.d file .yml", DRY, CONFIG).edit(write("etc/recipes.d/www.example.test.yml", "www.example.test: {}\n"))
-            .says("www.example.test.yml"),
+            .says("www.example.test.yml").no_line(),
         case("recipes.d misnamed file, new_config", "new_config example.test", CONFIG)
-            .edit(write("etc/recipes.d/notes.yaml", "x: 1\n")),
+            .edit(write("etc/recipes.d/notes.yaml", "x: 1\n")).no_line(),
         case("users.yaml not a list", DRY, CONFIG).edit(write(USERS, "name: alice\n")),
         case("users.yaml not YAML", DRY, CONFIG).edit(write(USERS, "- name: [alice\n")),
         case("users.yaml a user without name", DRY, CONFIG).edit(write(USERS, "- groups: sudo\n")),
         case("users.yaml a folder", DRY, CONFIG).edit(dir(USERS)),
         case("data.tar.gz a folder", DRY, CONFIG).edit(dir(DATA)),
         case("data.tar.gz links to /dev/zero", DRY, CONFIG).edit(link(DATA, "/dev/zero")),
-        case("data.tar.gz not an archive", DRY, CONFIG).edit(write(DATA, "not a tarball")),
+        case("data.tar.gz not an archive", DRY, CONFIG).edit(write(DATA, "not a tarball")).no_line(),
         case("recipe manifest not YAML", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: [guest\n")),
         case("recipe manifest bad kind", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: gust\n")),
         case("recipe manifest unknown key", DRY, CONFIG)
@@ -472,7 +473,7 @@ fn installation_files() -> Vec<Case> {
         )),
         case("recipe template syntax error", DRY, CONFIG).with_store().credentials().edit(write("recipes/nginx/site.conf.j2", "{% if %}\n")),
         case("recipe folder with a bad name", "recipes", CONFIG)
-            .edit(write("recipes/Bad;Name/recipe.yaml", "description: x\nkind: guest\n")),
+            .edit(write("recipes/Bad;Name/recipe.yaml", "description: x\nkind: guest\n")).no_line(),
         case("recipe requires an unknown recipe", DRY, CONFIG).edit(write(
             "recipes/ufw/recipe.yaml",
             "description: x\nkind: guest\nrequires: {nosuch: {}}\n",
@@ -482,7 +483,7 @@ fn installation_files() -> Vec<Case> {
 
 fn fleet_files() -> Vec<Case> {
     vec![
-        case("hv: no blocks", "fleet", CONFIG).edit(write(HV, "# nothing\n")),
+        case("hv: no blocks", "fleet", CONFIG).edit(write(HV, "# nothing\n")).no_line(),
         case("hv: key outside a block", "fleet", CONFIG).edit(write(HV, "libvirt_uri = qemu:///system\n")),
         case("hv: no libvirt_uri", "fleet", CONFIG).edit(write(HV, "[hv1]\nreserve_memory = 1G\n")),
         case("hv: unknown key", "fleet", CONFIG).edit(write(HV, hv1("reserve_mem = 1G\n"))).says("reserve_memory"),
@@ -611,6 +612,397 @@ fn credentials_and_store() -> Vec<Case> {
     ]
 }
 
+/// A guest recipe's manifest with `extra` lines after the required ones.
+fn manifest_with(extra: &str) -> String {
+    format!("description: x\nkind: guest\n{extra}")
+}
+
+const UFW: &str = "recipes/ufw/recipe.yaml";
+const UFW_FRAGMENT: &str = "recipes/ufw/fragment.mk";
+const NGINX_SITE: &str = "recipes/nginx/site.conf.j2";
+
+/// More of every file: each kind of fault where it can be written, each answered at its line.
+fn every_file_at_its_line() -> Vec<Case> {
+    vec![
+        // users.yaml
+        case("users.yaml a user is text", DRY, CONFIG)
+            .edit(write(USERS, "- alice\n"))
+            .says("mapping"),
+        case("users.yaml a name is a number", DRY, CONFIG).edit(write(USERS, "- name: 12\n")),
+        case("users.yaml a name is empty", DRY, CONFIG).edit(write(USERS, "- name: \"\"\n")),
+        case("users.yaml a name is a list", DRY, CONFIG).edit(write(USERS, "- name: [a, b]\n")),
+        case("users.yaml duplicate key", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n  name: bob\n"))
+            .says("second time"),
+        case("users.yaml tab indentation", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n\tgroups: sudo\n")),
+        case("users.yaml two documents", DRY, CONFIG)
+            .edit(write(USERS, "- name: a\n---\n- name: b\n")),
+        case("users.yaml a scalar", DRY, CONFIG).edit(write(USERS, "alice\n")),
+        case("users.yaml the second user nameless", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n- groups: [sudo]\n"))
+            .says("users.yaml:2:"),
+        case("users.yaml bad, guest file changed too", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: 1024")))
+            .edit(write(USERS, "name: alice\n"))
+            .at(USERS),
+        case("users.yaml binary garbage", DRY, CONFIG)
+            .edit(write_bytes(USERS, b"\xff\xfe- name: a\n")),
+        case("users.yaml links to /dev/zero", DRY, CONFIG).edit(link(USERS, "/dev/zero")),
+        // recipe manifests
+        case("manifest requires itself", DRY, CONFIG)
+            .edit(write(UFW, manifest_with("requires: {ufw: {}}\n"))),
+        case("manifest bad file mode", DRY, CONFIG).edit(write(
+            UFW,
+            manifest_with(
+                "files:\n  - template: fragment.mk\n    path: /etc/x\n    mode: \"999\"\n",
+            ),
+        )),
+        case("manifest empty description", DRY, CONFIG)
+            .edit(write(UFW, "description: \"\"\nkind: guest\n")),
+        case("manifest args not an object schema", DRY, CONFIG)
+            .edit(write(UFW, manifest_with("args: {type: string}\n"))),
+        case("manifest distro section on a guest recipe", DRY, CONFIG).edit(write(
+            UFW,
+            manifest_with("distro: {default_release: x, releases: {}}\n"),
+        )),
+        case("manifest duplicate key", DRY, CONFIG)
+            .edit(write(UFW, "description: x\nkind: guest\nkind: guest\n")),
+        case("manifest packages not a mapping", DRY, CONFIG)
+            .edit(write(UFW, manifest_with("packages: [ufw]\n"))),
+        case("manifest tab indentation", DRY, CONFIG)
+            .edit(write(UFW, "description: x\n\tkind: guest\n")),
+        case("manifest empty", DRY, CONFIG)
+            .edit(write(UFW, "\n"))
+            .no_line(),
+        case("manifest a list", DRY, CONFIG).edit(write(UFW, "- description\n")),
+        case("manifest requires a distro recipe", DRY, CONFIG)
+            .edit(write(UFW, manifest_with("requires: {debian: {}}\n"))),
+        case("manifest requires in a cycle", DRY, CONFIG)
+            .edit(write(
+                UFW,
+                manifest_with("requires: {nginx: {port: 8080}}\n"),
+            ))
+            .says("cycle"),
+        // templates
+        case("template undefined name", DRY, CONFIG)
+            .with_store()
+            .credentials()
+            .edit(write(
+                NGINX_SITE,
+                "server {\n  listen {{ args.nope.deeper }};\n}\n",
+            ))
+            .says("site.conf.j2:2"),
+        case("template unclosed tag", DRY, CONFIG)
+            .with_store()
+            .credentials()
+            .edit(write(NGINX_SITE, "server {\n{{ args.port\n}\n")),
+        case("template unknown filter", DRY, CONFIG)
+            .with_store()
+            .credentials()
+            .edit(write(NGINX_SITE, "{{ args.port | frobnicate }}\n")),
+        case("fragment template error", DRY, CONFIG)
+            .with_store()
+            .credentials()
+            .edit(write(UFW_FRAGMENT, "ufw:\n\t{{ args.nope.deeper }}\n"))
+            .says("fragment.mk:2"),
+        case("fragment without its target", DRY, CONFIG)
+            .with_store()
+            .credentials()
+            .edit(write(UFW_FRAGMENT, "other:\n\ttrue\n"))
+            .no_line(),
+        // recipes.yaml
+        case("recipes.yaml duplicate key", DRY, CONFIG).edit(write(
+            RECIPES,
+            format!("{}  adminconfig: {{}}\n", base_with("timezone: Etc/UTC")),
+        )),
+        case("recipes.yaml tab indentation", DRY, CONFIG)
+            .edit(write(RECIPES, "_base:\n\t_global: {}\n")),
+        case("recipes.yaml two documents", DRY, CONFIG).edit(write(
+            RECIPES,
+            format!("{}---\n_base: {{}}\n", base_with("timezone: Etc/UTC")),
+        )),
+        case("recipes.yaml binary garbage", DRY, CONFIG)
+            .edit(write_bytes(RECIPES, b"\x00\x01\xff")),
+        case("recipes.yaml a scalar", DRY, CONFIG).edit(write(RECIPES, "hello\n")),
+        case("recipes.yaml cpus text", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("cpus: many")))
+            .edit(write(GUEST_FILE, guest("", "nginx: {}"))),
+        case("recipes.yaml bad base recipe argument", DRY, CONFIG).edit(write(
+            RECIPES,
+            base_with("timezone: Etc/UTC\n  ufw: {logging: loud}"),
+        )),
+        case(
+            "recipes.yaml pins every guest to an unknown hypervisor",
+            DRY,
+            CONFIG,
+        )
+        .edit(write(RECIPES, base_with("hypervisor: hv9")))
+        .edit(write(GUEST_FILE, guest("", "nginx: {}"))),
+        case("recipes.yaml a domain's section", DRY, CONFIG).edit(write(
+            RECIPES,
+            format!("{}example.test: {{}}\n", base_with("timezone: Etc/UTC")),
+        )),
+        case("recipes.yaml CHANGEME left", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("timezone: CHANGEME"))),
+        // guest files
+        case("guest two documents", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            format!("{}---\nexample.test: {{}}\n", guest_with("memory: 1024")),
+        )),
+        case("guest top key a scalar", DRY, CONFIG).edit(write(GUEST_FILE, "example.test: 3\n")),
+        case("guest a scalar document", DRY, CONFIG).edit(write(GUEST_FILE, "example.test\n")),
+        case("guest duplicate _global key", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\nmemory: 2048", "nginx: {}"),
+        )),
+        case("guest unknown release", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("release: potato"))),
+        case("guest packages not a list", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("packages: vim"))),
+        case("guest package name with ;", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("packages: [\"vim;rm\"]"))),
+        case("guest bad resolver", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("resolvers: [dns.example]"))),
+        case("guest bad search domain", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("search_domains: [\"a;b\"]"))),
+        case("guest memory with a fraction", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: 1.5G"))),
+        case("guest size negative", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\ncpus: 1\nsize: -4G", "nginx: {}"),
+        )),
+        case("guest size a boolean", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("memory: 1024\ncpus: 1\nsize: true", "nginx: {}"),
+        )),
+        case("guest ips not addresses", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("ips: [\"10.0.0.1/99\"]"))),
+        case("guest gateway outside its network", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("ips: [10.0.0.5/24]\n    gateway: 192.168.9.1"),
+        )),
+        case("guest image url not http", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with(&format!(
+                "image: {{url: \"ftp://x/i.qcow2\", sha256: {}}}",
+                "a".repeat(64)
+            )),
+        )),
+        case("guest yes is not a boolean", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginx: {}\nufw: {ssh: yes}"))),
+        case("guest recipe arg a list item wrong", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("", "nginx: {}\nufw: {allow: [\"22/tcp; rm -rf /\"]}"),
+        )),
+        case("guest recipe args null then bad", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "nginx:\n  port: 0"))),
+        case("guest machine recipe named", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("", "vm: {}"))),
+        case("guest machine knob wrong", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("disk_bus: floppy"))),
+        case("guest secret reference malformed", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("", "nginx: {}\nmariadb: {root_password: \"secret:only\"}"),
+        )),
+        case("guest memory of a hundred thousand digits", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with(&format!("memory: {}", "9".repeat(100_000))),
+            ))
+            .says("too large"),
+        case(
+            "guest timezone of a hundred thousand characters",
+            DRY,
+            CONFIG,
+        )
+        .edit(write(
+            GUEST_FILE,
+            guest_with(&format!("timezone: \"{}\"", "x/".repeat(50_000))),
+        )),
+        case("guest file anchors to nowhere", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: *nowhere"))),
+        // hypervisors.conf
+        case("hv: max_guests beyond u32", "fleet", CONFIG)
+            .edit(write(HV, hv1("max_guests = 99999999999\n"))),
+        case("hv: reserve_memory with a fraction", "fleet", CONFIG)
+            .edit(write(HV, hv1("reserve_memory = 1.5X\n"))),
+        case("hv: cpu_overcommit negative", "fleet", CONFIG)
+            .edit(write(HV, hv1("cpu_overcommit = -2\n"))),
+        case("hv: cpu_overcommit text", "fleet", CONFIG)
+            .edit(write(HV, hv1("cpu_overcommit = lots\n"))),
+        case("hv: pool_name empty", "fleet", CONFIG).edit(write(HV, hv1("pool_name =\n"))),
+        case("hv: uri ssh without host", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = qemu+ssh:///system\n")),
+        case("hv: second block bad", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                format!(
+                    "{}[hv2]\nlibvirt_uri = test:///default\nmax_guests = x\n",
+                    hv1("")
+                ),
+            ))
+            .says("hypervisors.conf:5"),
+        case("hv: block name with space", "fleet", CONFIG)
+            .edit(write(HV, "[hv 1]\nlibvirt_uri = qemu:///system\n")),
+        case("hv: text after the block", "fleet", CONFIG)
+            .edit(write(HV, "[hv1] extra\nlibvirt_uri = qemu:///system\n")),
+        case("hv: key without a value name", "fleet", CONFIG).edit(write(HV, hv1("= 3\n"))),
+        case("hv: bad file, backup", "backup example.test", CONFIG)
+            .edit(write(HV, hv1("max_guests = x\n"))),
+        case("hv: bad file, snapshot", "snapshot example.test", CONFIG)
+            .edit(write(HV, hv1("max_guests = x\n"))),
+        case(
+            "hv: bad file named by --hvconf",
+            "--hvconf {ROOT}/home/hv.conf fleet",
+            CONFIG,
+        )
+        .edit(write("home/hv.conf", "[hv1]\nlibvirt_uri = nope\n")),
+        case(
+            "--recipes names a bad file",
+            "--recipes {ROOT}/home/r.yaml provision --dry-run example.test",
+            CONFIG,
+        )
+        .edit(write("home/r.yaml", "_base: [\n")),
+    ]
+}
+
+/// More arguments, names and sizes: each refused before anything is read or changed.
+fn more_arguments() -> Vec<Case> {
+    vec![
+        case("--wait not a number", "--wait soon fleet", USAGE).no_hint(),
+        case("--wait negative", "--wait -5 fleet", USAGE).no_hint(),
+        case(
+            "--credentials-wait words",
+            "--credentials-wait soon fleet",
+            USAGE,
+        )
+        .no_hint(),
+        case("snapshot, bad domain", "snapshot a;b.test", USAGE),
+        case("restore, bad domain", "restore --latest A.test", USAGE),
+        case(
+            "debug_boot, bad domain",
+            "debug_boot --console a..test",
+            USAGE,
+        ),
+        case("status, domain with space", "status a b.test", USAGE).no_hint(),
+        case(
+            "new_config, domain upper case",
+            "new_config Example.test",
+            USAGE,
+        ),
+        case("assign_ip, bad domain", "assign_ip a;b.test", USAGE),
+        case("domain, only dots", "status ...", USAGE),
+        case("domain, NUL-like escape", "status a\\0b.test", USAGE),
+        case(
+            "domain, 253 characters and more",
+            &format!("status {}.test", ["a"; 130].join(".")),
+            USAGE,
+        ),
+        case(
+            "new_guest, no recipes",
+            "new_guest --hostname new.example.test",
+            USAGE,
+        )
+        .no_hint(),
+        case(
+            "new_guest, --size with a fraction",
+            "new_guest --hostname new.example.test --size 1.5Q nginx",
+            USAGE,
+        ),
+        case(
+            "new_guest, --memory negative",
+            "new_guest --hostname new.example.test --memory -5 nginx",
+            USAGE,
+        )
+        .no_hint(),
+        case(
+            "new_guest, recipe with ;",
+            "new_guest --hostname new.example.test ngi;nx",
+            CONFIG,
+        )
+        .no_line(),
+        case(
+            "new_guest, distro recipe",
+            "new_guest --hostname new.example.test debian",
+            CONFIG,
+        ),
+        case("recipes, upper case name", "recipes NGINX", CONFIG),
+        case(
+            "recipes, machine recipe scaffold",
+            "recipes --scaffold vm",
+            CONFIG,
+        ),
+        case(
+            "preflight, --hypervisor with ;",
+            "preflight --hypervisor h;v",
+            USAGE,
+        ),
+        case(
+            "status, unknown --hypervisor",
+            "status --hypervisor hv9 example.test",
+            USAGE,
+        ),
+        case(
+            "snapshot, unknown --hypervisor",
+            "snapshot --hypervisor hv9 example.test",
+            USAGE,
+        ),
+        case("--json, unknown recipe", "--json recipes nosuch", CONFIG),
+        case(
+            "--json, bad guest file",
+            "--json provision --dry-run example.test",
+            CONFIG,
+        )
+        .edit(write(GUEST_FILE, guest_with("memory: 0"))),
+        case(
+            "--recipes names a folder",
+            "--recipes {ROOT}/home provision --dry-run example.test",
+            CONFIG,
+        ),
+        case(
+            "--recipes links to /dev/zero",
+            "--recipes /dev/zero provision --dry-run example.test",
+            CONFIG,
+        ),
+    ]
+}
+
+/// More credentials and store faults.
+fn more_credentials() -> Vec<Case> {
+    vec![
+        case("credentials: name with spaces", DRY, CREDENTIALS).input("kee pass: x\n\n"),
+        case("credentials: a NUL byte", DRY, CREDENTIALS)
+            .input("keepass: a\0b\n\n")
+            .with_store(),
+        case("credentials: only a blank line", DRY, CREDENTIALS)
+            .input("\n")
+            .with_store(),
+        case("credentials: sudo twice", DRY, CREDENTIALS).input("sudo: a\nsudo: b\n\n"),
+        case("credentials: a comment line", DRY, CREDENTIALS)
+            .input("# keepass: x\n\n")
+            .with_store(),
+        case("store: a random KDBX-looking header", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(write_bytes(
+                STORE,
+                b"\x03\xd9\xa2\x9a\x67\xfb\x4b\xb5\x01\x00\x04\x00garbage",
+            )),
+        case("store: the last bytes cut", DRY, DAMAGED_STORE)
+            .credentials()
+            .edit(write_bytes(
+                STORE,
+                &store_bytes()[..store_bytes().len() - 16],
+            )),
+        case("store: key file readable by others", DRY, CREDENTIALS)
+            .credentials()
+            .edit(write(STORE, "garbage"))
+            .edit(write("etc/store.key", "key"))
+            .edit(write(GUEST_FILE, guest_with("keepass_key_file: store.key")))
+            .no_line(),
+    ]
+}
+
 #[test]
 fn every_bad_input_is_refused_cleanly() {
     let cases: Vec<Case> = [
@@ -619,9 +1011,16 @@ fn every_bad_input_is_refused_cleanly() {
         installation_files(),
         fleet_files(),
         credentials_and_store(),
+        every_file_at_its_line(),
+        more_arguments(),
+        more_credentials(),
     ]
     .concat();
-    assert!(cases.len() > 150, "the corpus has {} cases", cases.len());
+    let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), cases.len(), "two cases have one name");
+    assert!(cases.len() > 250, "the corpus has {} cases", cases.len());
     // Cases are independent (each its own temporary root): two at a time keeps a 2-core machine
     // shared with other work responsive.
     let failures = std::sync::Mutex::new(Vec::new());
@@ -655,5 +1054,18 @@ fn debug_text_is_recognised() {
     assert!(debug_text("error: Some(\"x\")").is_some());
     assert!(debug_text("Caused by: Os { code: 2, kind: NotFound }").is_some());
     assert!(debug_text("error: Origin { file: x, line: 1 }").is_some());
+    assert!(debug_text("error: a.yaml: error: line 1 column 1: x\n --> <input>:1:1").is_some());
+    assert!(debug_text("error: x\n --> <input>:1:1").is_some());
+    assert!(debug_text("error: a.yaml:1:1: x\nCaused by: y").is_none());
     assert!(debug_text("hint: write it as `{}` or `key: value`").is_none());
+}
+
+#[test]
+fn a_line_is_recognised() {
+    assert!(points_at_line("error: /t/etc/a.yaml:3:1: x", "etc/a.yaml"));
+    assert!(!points_at_line("error: /t/etc/a.yaml: x", "etc/a.yaml"));
+    assert!(!points_at_line(
+        "error: /t/etc/a.yaml.bak:3: x",
+        "etc/a.yaml"
+    ));
 }
