@@ -302,6 +302,13 @@ mod tests {
                 stderr: b"noise\nE: Unable to locate package nginx\n".to_vec(),
             })
         }
+
+        fn start(
+            &self,
+            _command: &MachineCommand,
+        ) -> Result<crate::machine::HeldCommand, MachineError> {
+            unreachable!("building an image keeps no command running")
+        }
     }
 
     #[test]

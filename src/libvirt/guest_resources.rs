@@ -581,6 +581,27 @@ impl GuestResources<'_> {
         }
     }
 
+    /// Removes every partial copy of the base image in the pool, whichever machine's it is
+    /// (`<volume>.part-<host>`). Only under the hypervisor's upload lock, which every writer of
+    /// the image into the pool holds while it writes: then each one there is a dead run's.
+    pub fn remove_partial_base_images(&self) -> Result<(), GuestResourceError> {
+        let Some(pool) = self.pool()? else {
+            return Ok(());
+        };
+        if !pool.is_active().unwrap_or(false) {
+            return Ok(());
+        }
+        self.refresh(&pool)?;
+        let prefix = format!("{}.part-", self.desired.base_image_volume);
+        let names = pool
+            .list_volumes()
+            .map_err(self.fail("list the storage pool's volumes"))?;
+        for name in names.iter().filter(|name| name.starts_with(&prefix)) {
+            self.delete_volume(name)?;
+        }
+        Ok(())
+    }
+
     /// Uploads under a temporary name, then gives it the final name: a volume under the final
     /// name is therefore always complete, which is what lets observation trust the name.
     ///

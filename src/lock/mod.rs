@@ -16,13 +16,20 @@
 //!   waits for, and ends with [`LockError::Busy`] (exit status 10) naming the holder.
 //! - Lock files are never removed: removing one while another run waits on it would let two runs
 //!   hold "the same" lock on two different files.
+//!
+//! What runs share on a hypervisor (a guest, an upload into a pool) is also locked there, for
+//! runs from other installations: [`hypervisor`], taken after the local lock by
+//! [`Locks::acquire_with_hypervisor`] within the same `--wait`.
 
 mod holder;
+pub mod hypervisor;
 
 pub use holder::{host_name, Holder};
 
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
+use crate::machine::hypervisor_ops::HypervisorMachine;
+use crate::machine::MachineError;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
@@ -85,6 +92,21 @@ impl Subject {
             .collect();
         format!("{safe}.lock")
     }
+
+    /// The lock file's name on a hypervisor: as [`Subject::file_name`], without the name this
+    /// installation gives the hypervisor (another installation may call it otherwise).
+    pub fn hypervisor_file_name(&self) -> String {
+        match self {
+            Subject::BaseImageUpload { pool, volume, .. } => Subject::BaseImageUpload {
+                hypervisor: String::new(),
+                pool: pool.clone(),
+                volume: volume.clone(),
+            }
+            .file_name()
+            .replacen("image--", "image-", 1),
+            _ => self.file_name(),
+        }
+    }
 }
 
 impl std::fmt::Display for Subject {
@@ -133,12 +155,32 @@ pub enum LockError {
         waited_seconds: u64,
         path: PathBuf,
     },
+    #[error(
+        "{subject} is busy on the hypervisor {hypervisor}: {holder} holds it, and it was not let \
+         go within {waited_seconds}s"
+    )]
+    BusyOnHypervisor {
+        subject: String,
+        hypervisor: String,
+        holder: String,
+        waited_seconds: u64,
+        /// The lock file there.
+        path: String,
+    },
+    #[error("cannot take the lock of {subject} on the hypervisor {hypervisor}")]
+    OnHypervisor {
+        subject: String,
+        hypervisor: String,
+        #[source]
+        source: Box<MachineError>,
+    },
 }
 
 impl Diagnose for LockError {
     fn exit_status(&self) -> ExitStatus {
         match self {
-            LockError::Busy { .. } => ExitStatus::Busy,
+            LockError::Busy { .. } | LockError::BusyOnHypervisor { .. } => ExitStatus::Busy,
+            LockError::OnHypervisor { source, .. } => source.exit_status(),
             _ => ExitStatus::Failure,
         }
     }
@@ -150,6 +192,20 @@ impl Diagnose for LockError {
                  the lock is {} (a lock of a process that has died is taken over by itself)",
                 path.display()
             )),
+            LockError::BusyOnHypervisor {
+                path, hypervisor, ..
+            } => Some(format!(
+                "try again when that run has ended, or wait longer with `--wait SECONDS`; \
+                 the lock is {path} on {hypervisor} (a lock of a run that has died is let go by \
+                 itself)"
+            )),
+            LockError::OnHypervisor { source, .. } => Some(source.hint().unwrap_or_else(|| {
+                format!(
+                    "trog's login on the hypervisor must be able to write {} (made \
+                     world-writable, like /run/lock) and run `flock` (util-linux)",
+                    hypervisor::HYPERVISOR_LOCK_DIR
+                )
+            })),
             LockError::MakeDir { .. } | LockError::Open { .. } | LockError::Take { .. } => Some(
                 "the installation's directory must be writable by whoever runs trog \
                  (its `locks/` directory holds the locks between runs)"
@@ -252,6 +308,50 @@ impl Locks {
             source,
         })?;
         Ok(HeldLock { _file: file, path })
+    }
+}
+
+/// A local lock and, when its subject lives on a hypervisor with a system, that hypervisor's;
+/// both held until dropped (the hypervisor's let go first).
+#[derive(Debug)]
+pub struct HeldLocks {
+    pub on_hypervisor: Option<hypervisor::HypervisorLock>,
+    pub local: HeldLock,
+}
+
+/// A hypervisor whose own system can hold a lock: its machine and its name in messages.
+#[derive(Clone, Copy)]
+pub struct LockingHypervisor<'a> {
+    pub machine: &'a HypervisorMachine,
+    pub name: &'a str,
+}
+
+impl Locks {
+    /// Takes `subject`'s lock here, then on `hypervisor` (none for libvirt's test driver, which
+    /// has no system and lives in this process), waiting for both within one [`Locks::wait`].
+    pub fn acquire_with_hypervisor(
+        &self,
+        subject: &Subject,
+        hypervisor: Option<LockingHypervisor>,
+        on_wait: &mut dyn FnMut(&str),
+    ) -> Result<HeldLocks, LockError> {
+        let started = Instant::now();
+        let local = self.acquire(subject, on_wait)?;
+        let on_hypervisor = match hypervisor {
+            None => None,
+            Some(hypervisor) => Some(hypervisor::acquire(
+                hypervisor.machine,
+                hypervisor.name,
+                subject,
+                &self.verb,
+                self.wait.saturating_sub(started.elapsed()),
+                on_wait,
+            )?),
+        };
+        Ok(HeldLocks {
+            on_hypervisor,
+            local,
+        })
     }
 }
 

@@ -3,7 +3,9 @@
 //! command line, and every command is recorded for the test to inspect. A command that hangs
 //! takes time on a [`FakeClock`], not the test's.
 
-use super::{CommandOutput, Machine, MachineCommand, MachineError, Watch, WATCH_INTERVAL};
+use super::{
+    CommandOutput, HeldCommand, Machine, MachineCommand, MachineError, Watch, WATCH_INTERVAL,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -183,5 +185,17 @@ impl Machine for FakeMachine {
                 })
             }
         }
+    }
+
+    /// The fake starts nothing, so it keeps nothing running either.
+    fn start(&self, command: &MachineCommand) -> Result<HeldCommand, MachineError> {
+        self.state.borrow_mut().ran.push(command.clone());
+        Err(MachineError::Spawn {
+            program: command.to_shell_line(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a fake machine keeps no command running",
+            ),
+        })
     }
 }

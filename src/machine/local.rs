@@ -1,6 +1,7 @@
 //! This machine, as a [`Machine`]: commands are local processes.
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
+use crate::machine::held::{start_held, HeldCommand};
 use crate::machine::process::{run_process, Feed};
 use crate::machine::{Machine, Watch};
 
@@ -17,6 +18,21 @@ impl LocalMachine {
     }
 }
 
+impl LocalMachine {
+    /// The command's argument vector, behind `sudo -n` when it runs as root and this process
+    /// does not.
+    fn argv(command: &MachineCommand) -> Vec<String> {
+        let mut argv = command.argv.clone();
+        if command.as_root && !Self::running_as_root() {
+            argv.splice(
+                0..0,
+                ["sudo".to_string(), "-n".to_string(), "--".to_string()],
+            );
+        }
+        argv
+    }
+}
+
 impl Machine for LocalMachine {
     fn describe(&self) -> String {
         "this machine".into()
@@ -27,13 +43,7 @@ impl Machine for LocalMachine {
         command: &MachineCommand,
         watch: Watch,
     ) -> Result<CommandOutput, MachineError> {
-        let mut argv = command.argv.clone();
-        if command.as_root && !Self::running_as_root() {
-            argv.splice(
-                0..0,
-                ["sudo".to_string(), "-n".to_string(), "--".to_string()],
-            );
-        }
+        let argv = Self::argv(command);
         let (program, args) = argv.split_first().expect("a command has a program");
         run_process(
             program,
@@ -46,6 +56,18 @@ impl Machine for LocalMachine {
             &self.describe(),
             &command.to_shell_line(),
             watch,
+        )
+    }
+
+    fn start(&self, command: &MachineCommand) -> Result<HeldCommand, MachineError> {
+        let argv = Self::argv(command);
+        let (program, args) = argv.split_first().expect("a command has a program");
+        start_held(
+            program,
+            args,
+            &[],
+            &self.describe(),
+            &command.to_shell_line(),
         )
     }
 }

@@ -7,12 +7,14 @@
 pub mod command;
 #[cfg(test)]
 pub mod fake;
+pub mod held;
 pub mod hypervisor_ops;
 pub mod local;
 mod process;
 pub mod ssh;
 
 pub use command::{CommandOutput, MachineCommand, MachineError};
+pub use held::{HeldCommand, NextLine};
 
 use std::time::Duration;
 
@@ -34,6 +36,11 @@ pub trait Machine {
         command: &MachineCommand,
         watch: Watch,
     ) -> Result<CommandOutput, MachineError>;
+
+    /// Starts `command` and leaves it running, its standard input held open until the returned
+    /// [`HeldCommand`] is dropped or this process dies (`command.timeout` does not apply: the
+    /// holder bounds each wait for its output).
+    fn start(&self, command: &MachineCommand) -> Result<HeldCommand, MachineError>;
 
     /// Writes `contents` to `path` by pouring them into the standard input of a command on the
     /// host (never sftp, which hangs when the far side refuses a write), with `sudo -n` in front

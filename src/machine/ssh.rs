@@ -6,6 +6,7 @@
 //! after [`MASTER_IDLE_LIMIT`] if the run was killed before it could.
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
+use crate::machine::held::{start_held, HeldCommand};
 use crate::machine::process::{run_process, Feed};
 use crate::machine::{Machine, Watch};
 use std::path::PathBuf;
@@ -319,6 +320,21 @@ impl Machine for SshMachine {
             }
         }
         Ok(output)
+    }
+
+    /// Over the run's master connection, like every command: the session ends when its input
+    /// closes, and the master (closed when this machine is dropped) must outlive it.
+    fn start(&self, command: &MachineCommand) -> Result<HeldCommand, MachineError> {
+        let (line, prefix) = self.remote_line(command);
+        let mut args = self.ssh_options();
+        args.extend([self.target.login(), "--".into(), line]);
+        start_held(
+            "ssh",
+            &args,
+            prefix,
+            &self.describe(),
+            &command.to_shell_line(),
+        )
     }
 }
 

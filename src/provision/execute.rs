@@ -16,7 +16,7 @@ use crate::libvirt::network_filter::{
     define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
 };
 use crate::libvirt::reservation::reserve_address;
-use crate::lock::Subject;
+use crate::lock::{LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::ssh::SshMachine;
 use crate::machine::Machine;
@@ -255,17 +255,31 @@ impl GuestSteps for LibvirtSteps<'_> {
     fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure> {
         match action {
             Action::UploadBaseImage { .. } | Action::RemovePartialBaseImage { .. } => {
-                // One upload of an image to a pool at a time from this machine: the others
-                // wait, then find it there (or find a dead run's partial upload to replace).
+                // One upload of an image to a pool at a time, from this installation and (on
+                // the hypervisor) from any other: the others wait, then find it there (or find
+                // a dead run's partial upload to replace).
                 let subject = Subject::BaseImageUpload {
                     hypervisor: self.guest.hypervisor.name.to_string(),
                     pool: self.prepared.desired.pool_name.clone(),
                     volume: self.prepared.desired.base_image_volume.clone(),
                 };
-                let _held = self
-                    .guest
-                    .locks
-                    .acquire(&subject, &mut |text| progress.say(text))?;
+                let name = self.guest.hypervisor.name.to_string();
+                let held = self.guest.locks.acquire_with_hypervisor(
+                    &subject,
+                    self.guest
+                        .hypervisor_machine
+                        .map(|machine| LockingHypervisor {
+                            machine,
+                            name: &name,
+                        }),
+                    &mut |text| progress.say(text),
+                )?;
+                if held.on_hypervisor.is_some() {
+                    // Every run that writes this image into this pool, from whichever machine,
+                    // holds the hypervisor's lock while it does: a partial copy there now is a
+                    // dead run's, whoever's it was.
+                    self.resources.remove_partial_base_images()?;
+                }
                 Ok(self.resources.execute(action, &self.artifacts)?)
             }
             _ => Ok(self.resources.execute(action, &self.artifacts)?),

@@ -135,6 +135,16 @@ pub fn open_hypervisor_machine<P: Prompter>(
     }
 }
 
+/// The hypervisor's own system for holding a lock there: this machine, or an SSH login to it,
+/// without sudo (a lock needs none); `None` for libvirt's test driver, which has none.
+pub fn lock_machine_for(uri: &LibvirtUri) -> Result<Option<HypervisorMachine>, MachineError> {
+    match &uri.transport {
+        Transport::Local => Ok(Some(HypervisorMachine::local().into_dyn())),
+        Transport::Ssh { .. } => Ok(ssh_machine_for(uri)?.map(HypervisorMachine::into_dyn)),
+        Transport::Test => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

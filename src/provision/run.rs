@@ -234,7 +234,13 @@ fn converge_each(
         let _guest_lock = if request.dry_run {
             None
         } else {
-            let lock = take_guest_lock(locks, &guest.config.domain, &mut |text| progress.say(text));
+            let lock = take_guest_lock(
+                locks,
+                &guest.config.domain,
+                hypervisor,
+                opened.machine.as_ref(),
+                &mut |text| progress.say(text),
+            );
             if lock.is_err() {
                 *kept += 1;
             }

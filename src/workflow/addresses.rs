@@ -12,7 +12,7 @@ use crate::diagnose::Failure;
 use crate::generate::recipe_settings;
 use crate::lock::Locks;
 use crate::model::names::DomainName;
-use crate::workflow::lock::take_guest_lock;
+use crate::workflow::lock::take_local_guest_lock;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// What a guest holds after `assign_ip`.
@@ -33,8 +33,9 @@ pub fn assign_address(
     locks: &Locks,
 ) -> Result<AssignedAddresses, Failure> {
     // ips.db's own transactions keep concurrent assignments apart; the guest's lock keeps this
-    // one from racing a run that is changing the guest.
-    let _guest_lock = take_guest_lock(locks, domain, &mut |text| eprintln!("{text}"))?;
+    // one from racing a run of this installation that is changing the guest. Only this
+    // installation's records change, so the hypervisor's lock is not taken.
+    let _guest_lock = take_local_guest_lock(locks, domain, &mut |text| eprintln!("{text}"))?;
     let cookbook = load_cookbook(&recipes_dir()?)?;
     let config = load_guest_with_recipe_settings(paths, domain, &recipe_settings(&cookbook))?;
     let guest = domain.to_string();

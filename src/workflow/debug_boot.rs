@@ -309,9 +309,13 @@ pub fn debug_boot(
     // The actions that change the guest hold its lock while they do; reading it (fetch, shot,
     // vnc) does not wait for another run, and a console capture is read after the lock is let go.
     let mut guest_lock = if request.action.changes_guest() {
-        Some(take_guest_lock(locks, request.domain, &mut |text| {
-            eprintln!("{text}")
-        })?)
+        Some(take_guest_lock(
+            locks,
+            request.domain,
+            hypervisor,
+            None,
+            &mut |text| eprintln!("{text}"),
+        )?)
     } else {
         None
     };

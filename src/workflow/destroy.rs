@@ -109,7 +109,9 @@ pub fn destroy(
         request.hypervisor,
         request.answer_timeout,
     )?;
-    let _guest_lock = take_guest_lock(locks, request.domain, &mut |text| eprintln!("{text}"))?;
+    let _guest_lock = take_guest_lock(locks, request.domain, hypervisor, None, &mut |text| {
+        eprintln!("{text}")
+    })?;
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
     // Before anything of the guest is gone, while it may still answer: what its recipes back up
     // is kept off the hypervisor for `backup_retention_days`, a rebuild restores it.

@@ -1,13 +1,60 @@
 //! The guest's lock, taken by every verb that changes a guest after locating it and held until
 //! the verb is done: two runs never act on one guest at once (see the module docs of
-//! `workflow`).
+//! `workflow`). It is two locks: this installation's (between runs of it), then the guest's
+//! hypervisor's (between runs from every installation that reaches that hypervisor).
 
-use crate::lock::{HeldLock, LockError, Locks, Subject};
+use crate::lock::{HeldLock, HeldLocks, LockError, LockingHypervisor, Locks, Subject};
+use crate::machine::hypervisor_ops::HypervisorMachine;
+use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
+use crate::provision::hypervisor_machine::lock_machine_for;
 
-/// Takes `domain`'s lock, waiting up to the run's `--wait` for another run holding it; `on_wait`
-/// is told what is waited for, once, when a wait begins.
+/// A guest's locks, held until dropped.
+pub struct GuestLock {
+    // Let go before the machine they were taken over is closed.
+    _held: HeldLocks,
+    /// The hypervisor's system opened for the lock alone, when the verb had none open.
+    _machine: Option<HypervisorMachine>,
+}
+
+/// Takes `domain`'s lock here and on `hypervisor`, where the guest is, waiting up to the run's
+/// `--wait` in all for another run holding either; `on_wait` is told what is waited for, once,
+/// when a wait begins. `system` is the hypervisor's system when the verb opened it already (it
+/// must outlive the lock); otherwise it is opened for the lock, as the login alone (the lock
+/// needs no sudo). libvirt's test driver has no system, and only the local lock.
 pub fn take_guest_lock(
+    locks: &Locks,
+    domain: &DomainName,
+    hypervisor: &HypervisorConfig,
+    system: Option<&HypervisorMachine>,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<GuestLock, LockError> {
+    let subject = Subject::Guest(domain.to_string());
+    let opened = match system {
+        Some(_) => None,
+        None => {
+            lock_machine_for(&hypervisor.libvirt_uri).map_err(|source| LockError::OnHypervisor {
+                subject: subject.to_string(),
+                hypervisor: hypervisor.name.to_string(),
+                source: Box::new(source),
+            })?
+        }
+    };
+    let name = hypervisor.name.to_string();
+    let locking = system.or(opened.as_ref()).map(|machine| LockingHypervisor {
+        machine,
+        name: &name,
+    });
+    let held = locks.acquire_with_hypervisor(&subject, locking, on_wait)?;
+    Ok(GuestLock {
+        _held: held,
+        _machine: opened,
+    })
+}
+
+/// Takes `domain`'s lock of this installation only: for what changes only this installation's
+/// records of the guest (its addresses in `ips.db`), never the hypervisor.
+pub fn take_local_guest_lock(
     locks: &Locks,
     domain: &DomainName,
     on_wait: &mut dyn FnMut(&str),

@@ -6,8 +6,10 @@
 //! observing or changing anything of it), a verb that changes the guest calls
 //! [`lock::take_guest_lock`] and holds what it returns until it is done, so two runs never act
 //! on one guest at once. `destroy` and `provision` do; so must every verb added here that changes
-//! a guest (snapshot, restore, debug_boot, assign_ip). A run that finds the lock held waits up to
-//! `--wait` seconds, saying for whom, then ends with exit status 10 naming the holder.
+//! a guest (snapshot, restore, debug_boot; assign_ip, which changes only ips.db, takes the
+//! installation's lock alone). The lock is the installation's and the hypervisor's, so runs from
+//! other installations are kept apart too. A run that finds the lock held waits up to `--wait`
+//! seconds, saying for whom, then ends with exit status 10 naming the holder.
 //!
 //! Commands only parse and print; they call this layer, which calls the backends. Provisioning,
 //! which places a guest instead of finding it, has its own workflow beside this one in

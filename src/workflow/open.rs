@@ -11,7 +11,8 @@ use crate::provision::hypervisor_machine::open_hypervisor_machine;
 /// Whether a verb works on the hypervisor's own system too, or through libvirt alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HypervisorAccess {
-    /// libvirt only (`status`, `destroy`): no shell, no sudo, nothing asked.
+    /// libvirt only (`status`, `destroy`): no sudo, nothing asked. (A verb that changes the guest
+    /// still logs in there, as the login alone, for the guest's lock: `workflow::lock`.)
     LibvirtOnly,
     /// libvirt and the hypervisor's system, with sudo settled first.
     WithSystem,

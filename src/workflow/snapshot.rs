@@ -9,7 +9,7 @@ use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::libvirt::snapshot::GuestSnapshots;
-use crate::lock::{HeldLock, Locks};
+use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorOp;
 use crate::model::names::DomainName;
 use crate::plan::GuestTag;
@@ -18,7 +18,7 @@ use crate::provision::hypervisor_machine::open_hypervisor_machine;
 use crate::provision::inputs::{load_guest_inputs, StoreUse};
 use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotRecord};
 use crate::snapshot_space::{parse_image_info, snapshot_space, SnapshotSpace};
-use crate::workflow::lock::take_guest_lock;
+use crate::workflow::lock::{take_guest_lock, GuestLock};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor, OpenedHypervisor};
 use std::time::Duration;
@@ -46,16 +46,20 @@ pub(crate) fn open_guests_hypervisor(
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
     guest_use: GuestUse,
-) -> Result<(OpenedHypervisor, Option<HeldLock>), Failure> {
+) -> Result<(OpenedHypervisor, Option<GuestLock>), Failure> {
     let fleet = fleet_for_guest(paths, guest.domain)?;
     let hypervisor = locate_guest(&fleet, guest.domain, guest.hypervisor, guest.answer_timeout)?;
     if let Some(warning) = &fleet.warning {
         eprintln!("warning: {warning}");
     }
     let held = match guest_use {
-        GuestUse::Change => Some(take_guest_lock(locks, guest.domain, &mut |text| {
-            eprintln!("{text}")
-        })?),
+        GuestUse::Change => Some(take_guest_lock(
+            locks,
+            guest.domain,
+            hypervisor,
+            None,
+            &mut |text| eprintln!("{text}"),
+        )?),
         GuestUse::Read => None,
     };
     let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;

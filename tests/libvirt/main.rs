@@ -2,6 +2,7 @@
 //! a pool in a temporary directory, a real qcow2 base image written into it through the
 //! hypervisor's own system (as trog does on a real libvirtd, never a stream), an overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
 
+mod hypervisor_lock;
 mod snapshot_failure;
 
 use sha2::{Digest, Sha256};
@@ -338,6 +339,37 @@ fn a_partial_base_image_left_by_a_killed_write_is_replaced() {
         resources.observe().unwrap().seed_volume.unwrap().sha256,
         Some(desired.seed_sha256.clone())
     );
+}
+
+/// Under the hypervisor's upload lock, every partial copy of the base image in the pool is a
+/// dead run's, whichever machine wrote it: all are removed, and nothing else.
+#[test]
+fn every_machines_partial_copy_of_the_base_image_is_removed() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let guest = TestGuest::new("partials", false);
+    guest.build_without_starting(&connection);
+    let pool_dir = std::path::Path::new(&guest.desired.pool_path);
+    let base_volume = &guest.desired.base_image_volume;
+    let partials = [
+        format!("{base_volume}.part-ws-a.example.test"),
+        format!("{base_volume}.part-ws-b"),
+    ];
+    let unrelated = pool_dir.join("trog-base-ffffffffffffffff.qcow2.part-ws-a.example.test");
+    for name in &partials {
+        std::fs::write(pool_dir.join(name), b"half an image").unwrap();
+    }
+    std::fs::write(&unrelated, b"another image's").unwrap();
+
+    guest
+        .resources(&connection)
+        .remove_partial_base_images()
+        .unwrap();
+    for name in &partials {
+        assert!(!pool_dir.join(name).exists(), "{name} is removed");
+    }
+    assert!(unrelated.exists(), "another image's partial copy stays");
+    assert!(pool_dir.join(base_volume).exists(), "the whole image stays");
 }
 
 /// `destroy` leaves alone a domain trog did not create, and says so with its own status.

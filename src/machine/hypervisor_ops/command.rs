@@ -17,6 +17,9 @@ const KVM_PROBE_SCRIPT: &str = include_str!("../kvm_probe.sh");
 /// Fills a pool's file from standard input and puts it in place once whole (see the script).
 const PLACE_IN_POOL_SCRIPT: &str = include_str!("../place_in_pool.sh");
 
+/// Takes and holds a lock on the hypervisor (see the script).
+const HOLD_LOCK_SCRIPT: &str = include_str!("../hold_lock.sh");
+
 /// The slowest link a pool's file is still copied over: 1 MiB/s, about a 10 Mbit/s line. The
 /// copy of a file may take as long as its size at that rate, plus [`PLACE_IN_POOL_ALLOWANCE`];
 /// a copy slower than that has stalled, and is stopped rather than waited for.
@@ -143,6 +146,23 @@ impl HypervisorOp {
                 let from = format!("+{}", from_byte + 1);
                 MachineCommand::new(["tail", "-c", from.as_str(), path.as_str()]).as_root(true)
             }
+            HypervisorOp::HoldLock {
+                dir,
+                file,
+                host,
+                pid,
+                verb,
+            } => MachineCommand::new([
+                "sh".to_string(),
+                "-c".to_string(),
+                without_comments(HOLD_LOCK_SCRIPT),
+                "trog-hold-lock".to_string(),
+                dir.clone(),
+                file.clone(),
+                host.clone(),
+                pid.to_string(),
+                verb.clone(),
+            ]),
             HypervisorOp::PlaceInPool {
                 dir,
                 partial,
@@ -235,6 +255,7 @@ mod tests {
                 kept_at: path.clone(),
             },
             HypervisorOp::DiskImageInfo { path },
+            hold_lock("guest-www.example.test.lock"),
             place(
                 "/pool",
                 Input::Bytes(Vec::new()),
@@ -485,5 +506,45 @@ mod tests {
         .unwrap();
         assert_eq!(std::fs::read(&image).unwrap(), seed);
         assert!(!partial.exists());
+    }
+
+    fn hold_lock(file: &str) -> HypervisorOp {
+        HypervisorOp::HoldLock {
+            dir: "/run/lock/trog".into(),
+            file: file.into(),
+            host: "work station".into(),
+            pid: 4242,
+            verb: "provision".into(),
+        }
+    }
+
+    #[test]
+    fn a_lock_is_held_by_the_script_as_the_login_with_every_value_an_argument_of_its_own() {
+        let command = hold_lock("guest-www.example.test.lock").command();
+        assert!(!command.as_root, "the lock directory is world-writable");
+        assert_eq!(command.argv[..2], ["sh", "-c"]);
+        assert!(command.argv[2].contains("flock -n -E 75 9"));
+        assert!(!command.argv[2].contains("\n# "), "comments are left out");
+        assert_eq!(
+            command.argv[3..],
+            [
+                "trog-hold-lock",
+                "/run/lock/trog",
+                "guest-www.example.test.lock",
+                "work station",
+                "4242",
+                "provision"
+            ]
+        );
+        // Over SSH the line is one shell word per value: a host name with a space (or worse)
+        // stays one argument.
+        let line = command.to_shell_line();
+        assert!(
+            line.ends_with(
+                "trog-hold-lock /run/lock/trog guest-www.example.test.lock 'work station' 4242 provision"
+            ),
+            "{line}"
+        );
+        assert!(command.stdin.is_none(), "its input is the run's, kept open");
     }
 }

@@ -11,7 +11,7 @@ use crate::debug_boot::guest_disk::DiskFile;
 use crate::machine::command::Input;
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{PortForward, SshMachine, SshTarget, SudoPassword};
-use crate::machine::{CommandOutput, Machine, MachineError};
+use crate::machine::{CommandOutput, HeldCommand, Machine, MachineError};
 use crate::model::digest::ImageDigest;
 use crate::model::names::DomainName;
 
@@ -108,6 +108,12 @@ impl<M: Machine + ?Sized> HypervisorMachine<M> {
         self.machine.run(&op.command().stdin(input))
     }
 
+    /// Starts `op` and leaves it running until the returned command is dropped or this process
+    /// dies: only [`HypervisorOp::HoldLock`] is meant to be kept running.
+    pub fn keep_running(&self, op: &HypervisorOp) -> Result<HeldCommand, MachineError> {
+        self.machine.start(&op.command())
+    }
+
     /// Runs a yes-or-no operation: `true` when it exited 0. A host that cannot be asked answers
     /// no, and the caller decides what no costs.
     pub fn holds(&self, op: &HypervisorOp) -> bool {
@@ -188,6 +194,19 @@ pub enum HypervisorOp {
         length: u64,
         digest: ImageDigest,
         placement: Placement,
+    },
+    /// Takes one of trog's advisory locks on the hypervisor, `<dir>/<file>`, and holds it for as
+    /// long as the run keeps the operation's standard input open (see
+    /// [`HypervisorMachine::keep_running`]); a run that ends or dies closes it, so a dead run's
+    /// lock is let go by itself. As the login, not root: the directory is world-writable.
+    /// Prints `busy <record>` while another holds it and `held` once held; the holder's `host`,
+    /// `pid` and `verb` are written into the file then, with the hypervisor's time.
+    HoldLock {
+        dir: String,
+        file: String,
+        host: String,
+        pid: u32,
+        verb: String,
     },
 }
 
