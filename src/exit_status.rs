@@ -111,7 +111,7 @@ impl ExitStatus {
             ExitStatus::Guest => "the guest did not boot, answer, or finish",
             ExitStatus::PartialDestroy => "destroy finished but left something behind",
             ExitStatus::Busy => {
-                "another run holds the guest, the secret store, ips.db or a base image, and did not let go in time"
+                "another run holds the guest, the secret store, ips.db or a base image (here or on the hypervisor), and did not let go in time"
             }
             ExitStatus::DamagedStore => "the secret store or ips.db is damaged, or is not a database of its kind",
         }
