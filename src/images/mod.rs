@@ -317,6 +317,62 @@ mod tests {
         assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
     }
 
+    /// A server that trickles the body a byte at a time, for ever: the download never stalls, so
+    /// only the total bound ends it, with the error that says so, and keeps nothing.
+    #[test]
+    fn a_download_that_never_ends_stops_at_the_total_bound_and_keeps_nothing() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let (sent_sender, sent) = std::sync::mpsc::channel::<usize>();
+        std::thread::spawn(move || {
+            let mut stream = accept_request(&listener);
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n"
+            )
+            .unwrap();
+            // Until the client lets go of the connection.
+            let mut bytes = 0;
+            while stream.write_all(b"x").and_then(|()| stream.flush()).is_ok() {
+                bytes += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = sent_sender.send(bytes);
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let bounds = DownloadBounds {
+            stall: Duration::from_secs(1),
+            total: Duration::from_secs(2),
+        };
+        let started = Instant::now();
+        let error = ensure_image_within(
+            &format!("http://{address}/base.qcow2"),
+            &sha256(&"0".repeat(64)),
+            &cache,
+            bounds,
+        )
+        .unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            matches!(error, ImageError::TooSlow { seconds: 2, .. }),
+            "{error}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the download of the base image from http://{address}/base.qcow2 did not end within 2s"
+            )
+        );
+        assert!(took >= Duration::from_secs(2), "{took:?}");
+        // Bounded, not a hang: a generous margin for a loaded machine.
+        assert!(took < Duration::from_secs(30), "{took:?}");
+        assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
+        // Bytes kept arriving all along (it never stalled), and the connection was let go.
+        let bytes = sent.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert!(bytes >= 10, "only {bytes} bytes were sent");
+    }
+
     /// Accepts one HTTP request on `listener` and reads past its headers, ready for the answer.
     fn accept_request(listener: &std::net::TcpListener) -> std::net::TcpStream {
         use std::io::{BufRead, BufReader};
