@@ -45,13 +45,13 @@ impl SecretReference {
     }
 }
 
-/// A recipe's arguments as its templates see them: the guest's values over the schema defaults.
-/// Once generation has put the secrets in place of their references, `value` holds them: its Debug
-/// shows `<redacted>` there.
+/// A recipe's arguments: the guest's values over the schema defaults. A `secret:` reference stays
+/// its reference text here for good: generation keeps the values it looks up apart, as
+/// [`crate::render::templates::ResolvedSecrets`], so printing or serialising these arguments can
+/// never show a secret. Debug shows `<redacted>` where a reference is all the same.
 #[derive(Clone, PartialEq, serde::Serialize)]
 pub struct EffectiveArgs {
-    /// Always an object. Secret references are still in place, as their `secret:` text, until
-    /// generation resolves them.
+    /// Always an object. Secret references are in place as their `secret:` text.
     pub value: Value,
     /// Every secret reference in `value`, in document order.
     pub secrets: Vec<SecretReference>,

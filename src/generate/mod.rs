@@ -19,14 +19,14 @@ use crate::cookbook::resolve::{
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedInput};
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
-use crate::render::files::{render_files, RenderedFile};
+use crate::render::files::{render_files_with_secrets, RenderedFile};
 use crate::render::fingerprint::{
     provision_fingerprint, BootInputs, FingerprintError, ProvisionFingerprint,
 };
-use crate::render::makefile::render_makefile;
+use crate::render::makefile::render_makefile_with_secrets;
 use crate::render::payload::{build_payload, Payload, PayloadEntry, PayloadError};
 use crate::render::seed_iso::{build_seed_iso, SeedIso, SeedIsoError};
-use crate::render::templates::{template_environment, GuestFacts};
+use crate::render::templates::{template_environment, GuestFacts, ResolvedSecrets};
 use serde_json::Value;
 
 /// Where the site's archive sits in the payload; the `data` recipe unpacks it from there.
@@ -239,7 +239,7 @@ pub fn generate(
     cookbook: &Cookbook,
     site: &SiteFiles,
     public_key: &str,
-    secrets: &mut dyn SecretLookup,
+    lookup: &mut dyn SecretLookup,
 ) -> Result<GeneratedGuest, GenerateError> {
     let settings = &config.settings;
     let distro = settings.distro.as_str().to_string();
@@ -249,22 +249,23 @@ pub fn generate(
             resolved.packages.push(extra.clone());
         }
     }
-    for recipe in &mut resolved.recipes {
-        for reference in recipe.args.secrets.clone() {
+    // The secrets' values go only into `secrets` (each a `Secret`); the recipes' arguments keep
+    // their `secret:` references, so nothing that prints or serialises them can show a value.
+    let mut secrets = ResolvedSecrets::none();
+    for recipe in &resolved.recipes {
+        for reference in &recipe.args.secrets {
             let text = format!(
                 "secret:{}/{}/{}",
                 reference.group, reference.entry, reference.field
             );
-            let value = secrets
-                .resolve(&reference)
+            let value = lookup
+                .resolve(reference)
                 .map_err(|source| GenerateError::Secret {
                     recipe: recipe.name.to_string(),
                     reference: text,
                     source,
                 })?;
-            if let Some(slot) = recipe.args.value.pointer_mut(&reference.pointer) {
-                *slot = Value::String(value.expose().to_string());
-            }
+            secrets.insert(&recipe.name, &reference.pointer, value);
         }
     }
 
@@ -277,9 +278,9 @@ pub fn generate(
         domain: config.domain.to_string(),
         source,
     };
-    let files = render_files(&environment, &facts, &resolved)
+    let files = render_files_with_secrets(&environment, &facts, &resolved, &secrets)
         .map_err(|error| render_error(Box::new(error)))?;
-    let makefile = render_makefile(&environment, &facts, &resolved, &files)
+    let makefile = render_makefile_with_secrets(&environment, &facts, &resolved, &files, &secrets)
         .map_err(|error| render_error(Box::new(error)))?;
 
     let mut entries = vec![PayloadEntry::file(

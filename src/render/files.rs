@@ -7,7 +7,7 @@
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::model::names::RecipeName;
 use crate::render::templates::{
-    render_template, template_context, GuestFacts, RecipeRenderError, Template,
+    render_template, template_context, GuestFacts, RecipeRenderError, ResolvedSecrets, Template,
 };
 use minijinja::Environment;
 
@@ -48,11 +48,22 @@ impl RenderedFile {
     }
 }
 
-/// Renders the files of every recipe, in recipe order then manifest order.
+/// Renders the files of every recipe, in recipe order then manifest order, for recipes whose
+/// arguments reference no secret.
 pub fn render_files(
     environment: &Environment<'static>,
     guest: &GuestFacts,
     resolved: &ResolvedRecipes,
+) -> Result<Vec<RenderedFile>, RecipeRenderError> {
+    render_files_with_secrets(environment, guest, resolved, &ResolvedSecrets::none())
+}
+
+/// [`render_files`], every `secret:` argument given its value from `secrets`.
+pub fn render_files_with_secrets(
+    environment: &Environment<'static>,
+    guest: &GuestFacts,
+    resolved: &ResolvedRecipes,
+    secrets: &ResolvedSecrets,
 ) -> Result<Vec<RenderedFile>, RecipeRenderError> {
     let mut rendered: Vec<RenderedFile> = Vec::new();
     for each in &resolved.recipes {
@@ -67,7 +78,7 @@ pub fn render_files(
                     whole_file: false,
                     source,
                 };
-                render_template(environment, &template, &context)
+                render_template(environment, &template, &context, secrets)
             };
             let contents = render_template(
                 environment,
@@ -79,6 +90,7 @@ pub fn render_files(
                     source: each.recipe.source(&spec.template),
                 },
                 &context,
+                secrets,
             )?;
             let guest_path = render(format!("{} path", spec.template), &spec.path)?
                 .trim()

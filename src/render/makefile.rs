@@ -11,7 +11,7 @@
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::render::files::RenderedFile;
 use crate::render::templates::{
-    render_template, template_context, GuestFacts, RecipeRenderError, Template,
+    render_template, template_context, GuestFacts, RecipeRenderError, ResolvedSecrets, Template,
 };
 use minijinja::Environment;
 use std::fmt::Write as _;
@@ -30,6 +30,23 @@ pub fn render_makefile(
     guest: &GuestFacts,
     resolved: &ResolvedRecipes,
     files: &[RenderedFile],
+) -> Result<String, RecipeRenderError> {
+    render_makefile_with_secrets(
+        environment,
+        guest,
+        resolved,
+        files,
+        &ResolvedSecrets::none(),
+    )
+}
+
+/// [`render_makefile`], every `secret:` argument given its value from `secrets`.
+pub fn render_makefile_with_secrets(
+    environment: &Environment<'static>,
+    guest: &GuestFacts,
+    resolved: &ResolvedRecipes,
+    files: &[RenderedFile],
+    secrets: &ResolvedSecrets,
 ) -> Result<String, RecipeRenderError> {
     let names = resolved.names();
     let (distro, rest) = names
@@ -107,7 +124,7 @@ pub fn render_makefile(
             whole_file: true,
             source: fragment,
         };
-        let rendered = render_template(environment, &template, &context)?;
+        let rendered = render_template(environment, &template, &context, secrets)?;
         if !defines_target(&rendered, each.name.as_str()) {
             return Err(RecipeRenderError::MissingTarget {
                 recipe: each.name.clone(),
@@ -136,7 +153,7 @@ pub fn render_makefile(
                 whole_file: false,
                 source: &test.run,
             };
-            let command = render_template(environment, &template, &context)?;
+            let command = render_template(environment, &template, &context, secrets)?;
             let command = command.trim();
             if command.contains('\n') {
                 return Err(RecipeRenderError::MultilineTest {

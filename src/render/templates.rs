@@ -5,6 +5,7 @@
 //! Nothing is auto-escaped: what is rendered is configuration, not HTML.
 
 use crate::cookbook::resolve::ResolvedRecipes;
+use crate::credentials::Secret;
 use crate::model::names::{DomainName, RecipeName};
 use indexmap::IndexMap;
 use minijinja::syntax::SyntaxConfig;
@@ -34,8 +35,10 @@ pub struct GuestFacts {
     pub global: Value,
 }
 
-/// What a recipe's templates, fragment and test commands see. The arguments hold resolved
-/// secrets: Debug leaves them out.
+/// What a recipe's templates, fragment and test commands see, but for the secrets: an argument
+/// that is a `secret:` reference holds its reference text here, and its value is put in its place
+/// only in the transient value handed to the template engine ([`render_template`]). Debug leaves
+/// the arguments out all the same.
 #[derive(Clone, Serialize)]
 pub struct TemplateContext {
     /// The fully qualified domain name.
@@ -168,18 +171,86 @@ impl crate::diagnose::Diagnose for RecipeRenderError {
     }
 }
 
+/// The values of the `secret:` references in the recipes' arguments, looked up in the secret
+/// store: the one place a resolved secret is kept between generation and rendering. Each value
+/// is a [`Secret`]; Debug names where each goes, never what it is, and nothing serialises it.
+#[derive(Default)]
+pub struct ResolvedSecrets {
+    values: Vec<ResolvedSecret>,
+}
+
+struct ResolvedSecret {
+    recipe: String,
+    /// JSON pointer of the argument inside the recipe's args (`/root_password`).
+    pointer: String,
+    value: Secret,
+}
+
+impl ResolvedSecrets {
+    /// No secrets: for recipes whose arguments reference none.
+    pub fn none() -> ResolvedSecrets {
+        ResolvedSecrets::default()
+    }
+
+    /// The value of the argument at `pointer` of `recipe`'s args.
+    pub fn insert(&mut self, recipe: &RecipeName, pointer: &str, value: Secret) {
+        self.values.push(ResolvedSecret {
+            recipe: recipe.to_string(),
+            pointer: pointer.to_string(),
+            value,
+        });
+    }
+
+    /// Where each value goes in the context of `recipe`'s templates: under `args` for its own,
+    /// under `recipes.<name>` for every recipe's.
+    fn in_context<'a>(&'a self, recipe: &'a str) -> impl Iterator<Item = (String, &'a Secret)> {
+        self.values.iter().flat_map(move |secret| {
+            let shared = (
+                format!("/recipes/{}{}", secret.recipe, secret.pointer),
+                &secret.value,
+            );
+            let own = (secret.recipe == recipe)
+                .then(|| (format!("/args{}", secret.pointer), &secret.value));
+            std::iter::once(shared).chain(own)
+        })
+    }
+}
+
+impl std::fmt::Debug for ResolvedSecrets {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_list()
+            .entries(
+                self.values
+                    .iter()
+                    .map(|secret| format!("{}{} = <redacted>", secret.recipe, secret.pointer)),
+            )
+            .finish()
+    }
+}
+
 /// Renders one template, naming it `recipe/what` to the engine; an error says the file and line.
+/// The engine gets the context with every secret in place of its reference; that value lives only
+/// for this call.
 pub fn render_template(
     environment: &Environment<'static>,
     template: &Template,
     context: &TemplateContext,
+    secrets: &ResolvedSecrets,
 ) -> Result<String, RecipeRenderError> {
     let name = format!("{}/{}", template.recipe, template.what);
+    let mut engine_context =
+        serde_json::to_value(context).expect("a template context is plain JSON");
+    for (pointer, secret) in secrets.in_context(template.recipe.as_str()) {
+        if let Some(slot) = engine_context.pointer_mut(&pointer) {
+            *slot = Value::String(secret.expose().to_string());
+        }
+    }
     environment
         .render_named_str(
             &name,
             template.source,
-            minijinja::Value::from(minijinja::value::Serde(context)),
+            minijinja::Value::from(minijinja::value::Serde(&engine_context)),
         )
         .map_err(|error| RecipeRenderError::Template {
             recipe: template.recipe.clone(),
@@ -198,6 +269,43 @@ pub fn render_template(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_reaches_the_template_and_no_type_that_prints_or_serialises() {
+        let recipe = RecipeName::parse("mariadb").unwrap();
+        let args = serde_json::json!({"root_pw": "secret:Db/root/password", "port": 3306});
+        let context = TemplateContext {
+            domain: "db.example.test".into(),
+            hostname: "db".into(),
+            global: Value::Null,
+            args: args.clone(),
+            recipes: [("mariadb".to_string(), args)].into_iter().collect(),
+            distro: "debian".into(),
+            release: "12".into(),
+            packages: vec![],
+            recipe: "mariadb".into(),
+        };
+        let mut secrets = ResolvedSecrets::none();
+        secrets.insert(&recipe, "/root_pw", Secret::new("planted-4711"));
+        let template = Template {
+            recipe: &recipe,
+            what: "my.cnf.j2".into(),
+            file: PathBuf::from("recipes/mariadb/my.cnf.j2"),
+            whole_file: true,
+            source: "{{ args.root_pw }} {{ recipes.mariadb.root_pw }} {{ args.port }}",
+        };
+        let rendered =
+            render_template(&template_environment(), &template, &context, &secrets).unwrap();
+        assert_eq!(rendered, "planted-4711 planted-4711 3306");
+        for shown in [
+            format!("{secrets:?}"),
+            format!("{context:?}"),
+            serde_json::to_string(&context).unwrap(),
+        ] {
+            assert!(!shown.contains("planted-4711"), "{shown}");
+        }
+        assert!(format!("{secrets:?}").contains("mariadb/root_pw"));
+    }
 
     #[test]
     fn debug_leaves_out_the_arguments_that_hold_secrets() {
