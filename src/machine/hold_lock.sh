@@ -8,9 +8,13 @@ set -u
 dir=$1 file=$2 host=$3 pid=$4 verb=$5
 lock=$dir/$file
 # World-writable with the sticky bit, as /run/lock is: every login trog uses here locks in it.
-if [ ! -d "$dir" ] && ! mkdir -m 1777 -- "$dir" 2>/dev/null && [ ! -d "$dir" ]; then
-	echo "cannot make the lock directory $dir" >&2
-	exit 3
+# (/run/lock itself may be missing on a system that no init made it on; root makes it.)
+if [ ! -d "$dir" ]; then
+	mkdir -p -- "${dir%/*}" 2>/dev/null
+	if ! mkdir -m 1777 -- "$dir" 2>/dev/null && [ ! -d "$dir" ]; then
+		echo "cannot make the lock directory $dir" >&2
+		exit 3
+	fi
 fi
 # Made writable by every login, without replacing one that another run made meanwhile (set -C:
 # created exclusively). It is never opened with O_CREAT again, which the kernel refuses for
