@@ -4,7 +4,7 @@
 //! is past retention.
 
 use super::support::*;
-use super::{on_guest, Installation};
+use super::{json_pins, on_guest, Installation};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -95,24 +95,36 @@ pub fn survive_destroy(installation: &Installation, address: &str) -> String {
         .unwrap();
     }
 
-    // Built again (its data volume adopted with --force): the plan restores the newest backup
-    // onto the new root disk, and the file is back.
-    let rebuilt = run_verb("provision", config, &["--force", domain]);
+    // Built again (its data volume adopted with --force), its events in JSON: the plan restores
+    // the newest backup onto the new root disk, and the file is back. The events are pinned.
+    let rebuilt = run_verb("provision", config, &["--json", "--force", domain]);
     assert!(rebuilt.status.success(), "{}", said(&rebuilt));
+    let events = json_pins::events(&rebuilt);
+    let restore = format!(
+        "restore the newest backup {} (the root disk is new)",
+        last.display()
+    );
     assert!(
-        said(&rebuilt).contains(&format!(
-            "restore the newest backup {} (the root disk is new)",
-            last.display()
-        )),
+        events.iter().any(|event| event["event"] == "step_started"
+            && event["label"].as_str().unwrap().ends_with(&restore)),
         "{}",
         said(&rebuilt)
     );
-    let address = text(&rebuilt.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{domain} is on local at ")))
-        .and_then(|rest| rest.split(',').next())
+    assert!(
+        events.iter().any(|event| event["event"] == "guest_output"),
+        "no finishing log:\n{}",
+        said(&rebuilt)
+    );
+    let address = json_pins::first(&events, "done")["report"]["address"]
+        .as_str()
         .unwrap_or_else(|| panic!("no address in:\n{}", said(&rebuilt)))
         .to_string();
+    json_pins::pin(
+        "provision_rebuilt",
+        installation,
+        rebuilt.status.code(),
+        &events,
+    );
     assert_eq!(
         on_guest(installation, &address, &format!("cat {BACKED_UP_FILE}")),
         "second\n"

@@ -1,8 +1,8 @@
 //! `--json` through the real binary: every outcome is events on stdout, failures included, and
 //! the events of real runs are pinned by snapshots (machine-specific parts redacted). Also: verbs
 //! that change nothing (`status`, `provision --dry-run`) write nothing, the secret store included.
-//! Fleets are libvirt test-driver hypervisors; a real guest's events are pinned by the
-//! integration test (tests/integration).
+//! Fleets are libvirt test-driver hypervisors; the events of a real guest's provision and destroy
+//! are pinned by the end-to-end test (tests/e2e/json_pins.rs).
 
 #[path = "../placement/fixtures.rs"]
 mod fixtures;
