@@ -155,7 +155,12 @@ impl Drop for LibvirtLeftovers {
         };
         if let Ok(domain) = connection.lookup_domain_by_name(&self.domain) {
             let _ = domain.destroy();
-            let _ = domain.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM);
+            // A run that failed after its snapshots were taken leaves them: libvirt refuses to
+            // undefine a domain with snapshots unless their metadata goes too.
+            let _ = domain.undefine_flags(
+                virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM
+                    | virt::sys::VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA,
+            );
         }
         if let Ok(pool) = connection.lookup_storage_pool_by_name(&self.pool) {
             for volume in pool.list_all_volumes(0).unwrap_or_default() {
