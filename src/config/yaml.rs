@@ -135,6 +135,8 @@ impl YamlSyntaxError {
     pub fn hint(&self) -> String {
         if self.message.contains("second time") {
             "a key may appear only once in a mapping: merge the two entries into one".to_string()
+        } else if self.message.contains("than a configuration file may") {
+            "write the values out plainly: settings need neither deep nesting nor more than a few aliases".to_string()
         } else if self.message.contains("boolean") {
             "write booleans as `true` or `false`; quote text such as \"yes\" or \"no\"".to_string()
         } else {
@@ -189,7 +191,7 @@ pub fn parse_located(file: &Path, text: &str) -> Result<LocatedNode, YamlSyntaxE
 /// serde-saphyr's message in words for the person editing the file: without its own
 /// " at line X column Y" (the error says where already) and without advice meant for the
 /// programmer calling it.
-fn bare_message(error: &serde_saphyr::Error) -> String {
+pub(crate) fn bare_message(error: &serde_saphyr::Error) -> String {
     match error.without_snippet() {
         serde_saphyr::Error::DuplicateMappingKey { key: Some(key), .. } => {
             return format!("the key `{key}` appears a second time in the same mapping");
@@ -213,8 +215,38 @@ fn bare_message(error: &serde_saphyr::Error) -> String {
     if text.starts_with("non-finite float") {
         return "the number is too large".to_string();
     }
+    if let Some(message) = limit_message(&text) {
+        return message;
+    }
     text.trim().to_string()
 }
+
+/// A limit serde-saphyr keeps a file within (so a hostile file cannot exhaust memory), in words:
+/// it reports one as `budget breached: ` and a Rust value (`Depth { depth: 65 }`), also when the
+/// breach comes back through a nested value's error, so its text is what is recognised.
+fn limit_message(text: &str) -> Option<String> {
+    if text.starts_with("recursion limit exceeded") {
+        return Some(NESTED_TOO_DEEP.to_string());
+    }
+    let breach = text.strip_prefix("budget breached: ")?;
+    let kind = breach.split([' ', '{', '(']).next().unwrap_or_default();
+    Some(match kind {
+        "Depth" | "InclusionDepth" | "PropertyExpansionDepth" => NESTED_TOO_DEEP.to_string(),
+        "Aliases"
+        | "Anchors"
+        | "AliasAnchorRatio"
+        | "MergeKeys"
+        | "RecordedAnchorEvents"
+        | "RecordedAnchorBytes" => {
+            "the file uses more anchors, aliases or merge keys than a configuration file may"
+                .to_string()
+        }
+        _ => "the file is larger than a configuration file may be (once its aliases are expanded)"
+            .to_string(),
+    })
+}
+
+const NESTED_TOO_DEEP: &str = "values are nested deeper than a configuration file may nest them";
 
 fn locate(file: &Arc<Path>, raw: Spanned<RawNode>) -> LocatedNode {
     let origin = Origin::from_location(file, raw.referenced);
@@ -364,6 +396,32 @@ impl<'de> Deserialize<'de> for KeyText {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_against_hostile_files_are_told_in_words() {
+        let deep = format!("a: {}{}\n", "[".repeat(1000), "]".repeat(1000));
+        let error = parse_located(Path::new("g.yaml"), &deep).unwrap_err();
+        assert_eq!(error.message, NESTED_TOO_DEEP, "{error}");
+        let bomb: String = (1..12)
+            .map(|n| {
+                format!(
+                    "a{n}: &a{n} [{}]\n",
+                    vec![format!("*a{}", n - 1); 10].join(", ")
+                )
+            })
+            .collect();
+        let error = parse_located(
+            Path::new("g.yaml"),
+            &format!("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n{bomb}"),
+        )
+        .unwrap_err();
+        assert!(
+            error.message.contains("than a configuration file may"),
+            "{error}"
+        );
+        assert!(!error.to_string().contains('{'), "{error}");
+        assert!(error.hint().contains("plainly"));
+    }
 
     fn parse(text: &str) -> Result<LocatedNode, YamlSyntaxError> {
         parse_located(Path::new("test.yaml"), text)

@@ -267,7 +267,7 @@ impl crate::diagnose::Diagnose for ManifestError {
                  makefile, backup, tests and (distro recipes only) distro; check the spelling"
                     .to_string()
             }
-            ManifestError::Syntax { message, .. } if message.to_lowercase().contains("duplicate") => {
+            ManifestError::Syntax { message, .. } if message.contains("second time") => {
                 "each key may appear once in a mapping; merge the two entries".to_string()
             }
             ManifestError::Syntax { .. } => {
@@ -340,27 +340,12 @@ fn syntax_error(file: &Path, error: &serde_saphyr::Error) -> ManifestError {
         .location()
         .map(|location| (location.line(), location.column()))
         .unwrap_or((0, 0));
-    let rendered = error.to_string();
-    // The library appends its own position to the message; we print ours in front instead.
-    let message = rendered
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    let message = strip_position_suffix(&message);
+    let message = crate::config::yaml::bare_message(error);
     ManifestError::Syntax {
         file: file.to_path_buf(),
         line,
         column,
         message,
-    }
-}
-
-fn strip_position_suffix(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(index) => message[..index].trim_end_matches(',').to_string(),
-        None => message.to_string(),
     }
 }
 
@@ -476,6 +461,7 @@ fn is_octal_mode(mode: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::Diagnose;
 
     fn parse(text: &str) -> Result<RecipeManifest, ManifestError> {
         parse_manifest(Path::new("recipes/x/recipe.yaml"), text)
@@ -575,7 +561,11 @@ tests:
             panic!("{error}")
         };
         assert_eq!(*line, 3, "{message}");
-        assert!(message.to_lowercase().contains("duplicate"), "{message}");
+        assert!(
+            message.contains("`description` appears a second time"),
+            "{message}"
+        );
+        assert!(error.hint().unwrap().contains("once"), "{error}");
     }
 
     #[test]

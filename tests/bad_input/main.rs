@@ -822,6 +822,43 @@ fn every_file_at_its_line() -> Vec<Case> {
         )),
         case("guest file anchors to nowhere", DRY, CONFIG)
             .edit(write(GUEST_FILE, guest_with("memory: *nowhere"))),
+        // hostile YAML: nesting and aliases past serde-saphyr's limits, told in words
+        case("guest nested a thousand deep", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with(&format!("memory: {}{}", "[".repeat(1000), "]".repeat(1000))),
+            ))
+            .says("nested deeper"),
+        case("guest nested seventy deep", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with(&format!("memory: {}{}", "[".repeat(70), "]".repeat(70))),
+        )),
+        case("guest alias bomb", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                format!(
+                    "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n{}example.test:\n  _global: {{}}\n",
+                    (1..12)
+                        .map(|n| format!(
+                            "a{n}: &a{n} [{}]\n",
+                            vec![format!("*a{}", n - 1); 10].join(", ")
+                        ))
+                        .collect::<String>()
+                ),
+            ))
+            .says("configuration file may"),
+        case("users.yaml nested a thousand deep", DRY, CONFIG).edit(write(
+            USERS,
+            format!("{}{}", "[".repeat(1000), "]".repeat(1000)),
+        )),
+        case("recipes.yaml nested a thousand deep", DRY, CONFIG).edit(write(
+            RECIPES,
+            format!("_base: {}{}\n", "{a: ".repeat(500), "}".repeat(500)),
+        )),
+        case("manifest nested a thousand deep", DRY, CONFIG).edit(write(
+            UFW,
+            manifest_with(&format!("args: {}{}\n", "[".repeat(1000), "]".repeat(1000))),
+        )),
         // hypervisors.conf
         case("hv: max_guests beyond u32", "fleet", CONFIG)
             .edit(write(HV, hv1("max_guests = 99999999999\n"))),
