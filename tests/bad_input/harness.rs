@@ -1,6 +1,8 @@
 //! One bad input, run against the real `trog` in a temporary installation, and what must hold of
 //! the run: its exit status, an `error:` line (and a `hint:` where there is something to do), no
-//! panic, no internal debug text, and not one byte changed under the temporary root.
+//! panic, no internal debug text (nor a library's `<input>` or its own `error:` inside trog's), a
+//! configuration refusal caused by an edited text file pointing at `<path>:<line>` of it, and not
+//! one byte changed under the temporary root.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -2,7 +2,8 @@
 //! installation on a libvirt test-driver hypervisor: every file of an installation, every verb's
 //! arguments and flags, names, sizes, credentials, the secret store and the fleet. Each must end
 //! with its documented exit status, an `error:` and a `hint:`, no panic, no internal debug text,
-//! and nothing changed on disk (`harness::run` says exactly what is checked).
+//! the file and line where the fault is written, and nothing changed on disk (`harness::run` says
+//! exactly what is checked).
 
 mod harness;
 
