@@ -4,12 +4,19 @@
 use virt::connect::Connect;
 use virt::domain::{DomainState, DomainStateReason};
 use virt::enumutil::Enum;
+use virt::error::ErrorNumber;
 
 /// `None` while the domain runs (or cannot be asked: the wait goes on and is bounded anyway);
 /// otherwise its state and libvirt's reason, e.g. `shut off (crashed)`.
 pub fn stopped_state(connection: &Connect, name: &str) -> Option<String> {
-    let Ok(domain) = connection.lookup_domain_by_name(name) else {
-        return Some("undefined: the domain no longer exists".to_string());
+    let domain = match connection.lookup_domain_by_name(name) {
+        Ok(domain) => domain,
+        Err(error) if error.code().is(ErrorNumber::NoDomain) => {
+            return Some("undefined: the domain no longer exists".to_string());
+        }
+        // Any other failure (a busy daemon, a dropped connection) says nothing about the guest:
+        // the wait is asked again half a second later and keeps its own bound.
+        Err(_) => return None,
     };
     let (state, reason) = domain.state().ok()?;
     let state = match state {
