@@ -32,8 +32,8 @@ use serde_json::Value;
 /// Where the site's archive sits in the payload; the `data` recipe unpacks it from there.
 pub const SITE_ARCHIVE_IN_PAYLOAD: &str = "data.tar.gz";
 
-/// Everything built for one guest, before any hypervisor is touched.
-#[derive(Debug)]
+/// Everything built for one guest, before any hypervisor is touched. Its rendered files and
+/// Makefile may carry secrets: Debug shows the Makefile's size, not its text.
 pub struct GeneratedGuest {
     pub resolved: ResolvedRecipes,
     pub seed: SeedFiles,
@@ -49,6 +49,26 @@ pub struct GeneratedGuest {
     pub fingerprint: ProvisionFingerprint,
     /// The `vm` recipe's effective arguments (firmware, disk knobs, data volume).
     pub machine: Value,
+}
+
+impl std::fmt::Debug for GeneratedGuest {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("GeneratedGuest")
+            .field("resolved", &self.resolved)
+            .field("seed", &self.seed)
+            .field("seed_iso", &self.seed_iso)
+            .field("files", &self.files)
+            .field("makefile", &format_args!("<{} bytes>", self.makefile.len()))
+            .field("payload", &self.payload)
+            .field("image_url", &self.image_url)
+            .field("image_digest", &self.image_digest)
+            .field("mac_address", &self.mac_address)
+            .field("cpu_mode", &self.cpu_mode)
+            .field("fingerprint", &self.fingerprint)
+            .field("machine", &self.machine)
+            .finish()
+    }
 }
 
 /// The secrets a generation needs, looked up by the caller (from the secret store).
@@ -385,4 +405,77 @@ pub fn generate(
         fingerprint,
         machine,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::guest::resolve_guest;
+    use crate::config::recipes_file::{parse_domain_file, parse_recipes_yaml};
+    use crate::cookbook::load::Cookbook;
+    use crate::cookbook::test_support::{recipe, DEBIAN, VM};
+    use crate::credentials::Secret;
+    use crate::model::names::DomainName;
+    use std::path::Path;
+
+    const PLANTED: &str = "planted-4711";
+
+    struct Store;
+
+    impl SecretLookup for Store {
+        fn resolve(
+            &mut self,
+            reference: &SecretReference,
+        ) -> Result<Secret, Box<dyn std::error::Error + Send + Sync>> {
+            assert_eq!(reference.entry, "root");
+            Ok(Secret::new(PLANTED))
+        }
+    }
+
+    #[test]
+    fn a_resolved_secret_reaches_the_files_and_nothing_that_prints_or_serialises() {
+        let db = "description: db\nkind: guest\nargs:\n  type: object\n  properties:\n    root_pw: {type: string}\nfiles:\n  - {template: my.cnf.j2, path: /etc/my.cnf}\nmakefile: db.mk\n";
+        let cookbook = Cookbook::from_recipes([
+            recipe("debian", DEBIAN, &[]),
+            recipe("vm", VM, &[]),
+            recipe(
+                "db",
+                db,
+                &[
+                    ("my.cnf.j2", "password={{ args.root_pw }}\n"),
+                    ("db.mk", "db:\n\techo {{ recipes.db.root_pw }} >/dev/null\n"),
+                ],
+            ),
+        ])
+        .unwrap();
+        let domain = DomainName::parse("db.example.test").unwrap();
+        let base = "_base:\n  _global:\n    admin_user: someadmin\n    contact_email: ops@example.test\n    distro: debian\n";
+        let own = "db.example.test:\n  db:\n    root_pw: \"secret:Sites/root/password\"\n";
+        let config = resolve_guest(
+            &parse_recipes_yaml(Path::new("recipes.yaml"), base).unwrap(),
+            &parse_domain_file(Path::new("db.example.test.yaml"), &domain, own).unwrap(),
+            &recipe_settings(&cookbook),
+        )
+        .unwrap();
+        let generated = generate(
+            &config,
+            &cookbook,
+            &SiteFiles::default(),
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH4 test",
+            &mut Store,
+        )
+        .unwrap();
+        let file = &generated.files[0];
+        assert_eq!(file.contents, format!("password={PLANTED}\n").into_bytes());
+        assert!(generated.makefile.contains(PLANTED));
+        let db = generated.resolved.get("db").unwrap();
+        for shown in [
+            format!("{generated:?}"),
+            serde_json::to_string(&db.args).unwrap(),
+            db.args.value.to_string(),
+        ] {
+            assert!(!shown.contains(PLANTED), "{shown}");
+        }
+        assert_eq!(db.args.value["root_pw"], "secret:Sites/root/password");
+    }
 }
