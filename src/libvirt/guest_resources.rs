@@ -280,7 +280,18 @@ impl GuestResources<'_> {
                             .is_active()
                             .map_err(self.fail("ask whether the pool is active"))?
                         {
-                            return Err(self.fail(format!("start storage pool {name}"))(error));
+                            // A run killed between defining the pool and making its directory
+                            // leaves a pool that cannot start: make the directory (as
+                            // `define storage pool` does; for a directory pool, building only
+                            // creates it) and try once more; if that fails too, libvirt's first
+                            // reason is told. (NO_OVERWRITE is refused by directory pools.)
+                            // Only a directory pool: building another kind formats disks.
+                            if !is_directory_pool(&pool)
+                                || pool.build(0).is_err()
+                                || pool.create(0).is_err()
+                            {
+                                return Err(self.fail(format!("start storage pool {name}"))(error));
+                            }
                         }
                     }
                 }
@@ -690,3 +701,12 @@ fn xml_escape(value: &str) -> String {
 #[cfg(test)]
 #[path = "guest_resources_tests.rs"]
 mod tests;
+
+/// Whether `pool` is a plain directory pool, the only kind whose building just makes a directory.
+fn is_directory_pool(pool: &virt::storage_pool::StoragePool) -> bool {
+    let Ok(xml) = pool.xml_desc(0) else {
+        return false;
+    };
+    roxmltree::Document::parse(&xml)
+        .is_ok_and(|document| document.root_element().attribute("type") == Some("dir"))
+}

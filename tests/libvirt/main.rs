@@ -247,6 +247,34 @@ fn plan_steps_converge_against_real_libvirt() {
     );
 }
 
+/// A run killed after libvirt defined the pool but before its directory was made leaves a pool
+/// that cannot start; the next run's plan only starts it, and starting makes the directory.
+#[test]
+fn a_pool_defined_by_a_killed_run_without_its_directory_starts() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system"))
+        .expect("libvirtd runs (tests/services/start.sh)");
+    let guest = TestGuest::new("nodir", false);
+    let desired = &guest.desired;
+    connection
+        .define_storage_pool_xml(
+            &format!(
+                "<pool type='dir'><name>{}</name><target><path>{}</path></target></pool>",
+                desired.pool_name, desired.pool_path
+            ),
+            0,
+        )
+        .unwrap();
+    assert!(!std::path::Path::new(&desired.pool_path).exists());
+    let resources = guest.resources(&connection);
+    assert_eq!(resources.observe().unwrap().pool, PoolState::Inactive);
+
+    guest.build_without_starting(&connection);
+
+    assert_eq!(resources.observe().unwrap().pool, PoolState::Active);
+    assert!(std::path::Path::new(&desired.pool_path).is_dir());
+}
+
 /// What a run killed while writing the base image into the pool leaves (a partial file, seen
 /// by libvirt as a volume) is found, removed and written again; the image written is the very
 /// file that was verified, and a seed changed since is replaced under its name.
