@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the path of the test guest image, building it only when the cache has none for the current
-# inputs. The cache key is the sha256 of everything that decides the image's contents (the build
-# script and the package list), so editing either builds a new image; the three most recently used
+# inputs. The cache key is the sha256 of everything that decides the image's contents (the
+# product's builder, the tests' build script, package list and overlay), so editing any of them
+# builds a new image; the three most recently used
 # images are kept. Cache: ${TROG_TEST_CACHE:-/var/cache/trog-tests}/images/<key>/.
 # Only the path goes to standard output; progress goes to standard error.
 set -euo pipefail
@@ -14,7 +15,15 @@ lock_wait_s=1800 # another run may be building the same image
 
 log() { printf '[ensure-image] %s\n' "$*" >&2; }
 
-key=$(cat "$here/build-image.sh" "$here/packages.txt" | sha256sum | cut -c1-16)
+key=$(
+  cd "$here"
+  cat build-image.sh packages.txt ../../src/images/build_debian.sh
+  find overlay -type f | LC_ALL=C sort | while read -r file; do
+    printf '%s %s\n' "$file" "$(stat -c %a "$file")"
+    cat "$file"
+  done
+)
+key=$(sha256sum <<<"$key" | cut -c1-16)
 dir=$cache/$key
 mkdir -p "$cache"
 
