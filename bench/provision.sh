@@ -11,6 +11,9 @@
 #   TROG_BENCH_MACHINE     trog's guest recipe `machine_type` (default: unset)
 #   TROG_BENCH_LABEL       a name for this run's variant, copied into every line (default "default")
 #   TROG_BIN               the trog binary (default: the checkout's debug build, built first)
+#   TROG_BENCH_ONLY        `trog`: run trog's side only (to compare trog's own variants quickly)
+#   TROG_BENCH_BOOTCHART   a directory: each guest's boot as it saw it (bench/bootchart.sh) is
+#                          saved there as TOOL-PAIR.txt
 # Prints one JSON line per run on stdout, every phase counted in seconds from the moment the tool
 # was started:
 #   trog:          before_boot_s (trog's own steps before the guest starts: defining, uploading,
@@ -111,11 +114,13 @@ CONF
   [[ -n ${TROG_BENCH_MACHINE:-} ]] && echo "    machine_type: $TROG_BENCH_MACHINE"
   echo "  data: {}"
 } >"$work/recipes.d/$domain.yaml"
-# A login of the bench's own, so it can ask the guest when cloud-init finished without trog's key.
+# A login of the bench's own, so it can ask the guest when cloud-init finished (and, with sudo,
+# read cloud-init's log for bench/bootchart.sh) without trog's key.
 ssh-keygen -q -t ed25519 -N '' -C bench -f "$work/probe_key"
 cat >"$work/recipes.d/$domain/users.yaml" <<CONF
 - name: benchprobe
   lock_passwd: true
+  sudo: ALL=(ALL) NOPASSWD:ALL
   ssh_authorized_keys:
     - $(cat "$work/probe_key.pub")
 CONF
@@ -153,6 +158,10 @@ for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >
     guest_times="$(now) $(ssh -i "$work/probe_key" -o BatchMode=yes -o StrictHostKeyChecking=no \
       -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 "benchprobe@$address" \
       'date +%s.%N; date -r /var/lib/cloud/data/result.json +%s.%N' </dev/null 2>/dev/null | tr '\n' ' ')" || true
+  fi
+  if [[ -n $address && -n ${TROG_BENCH_BOOTCHART:-} ]]; then
+    "$root/bench/bootchart.sh" "$work/probe_key" "benchprobe@$address" \
+      >"$TROG_BENCH_BOOTCHART/trog-$1.txt" 2>&1 || true
   fi
   python3 - "$work/events.stamped" "$started" "$ended" "$status" "$(lease_started "$mac" || true)" \
     "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" <<'PY'
@@ -195,7 +204,8 @@ PY
 
 run_virt_install() { # pair order
   local line status=0
-  line=$("$root/bench/boot.sh" "$image" 2>"$work/boot.stderr" | grep '^bench virt-install:') || status=$?
+  line=$(TROG_BENCH_BOOTCHART=${TROG_BENCH_BOOTCHART:+$TROG_BENCH_BOOTCHART/virt-install-$1.txt} \
+    "$root/bench/boot.sh" "$image" 2>"$work/boot.stderr" | grep '^bench virt-install:') || status=$?
   python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" <<'PY'
 import json, sys
 text, status, pair, order, label, vcpus, memory = sys.argv[1:]
@@ -216,9 +226,9 @@ PY
 for ((pair = 1; pair <= pairs; pair++)); do
   if ((pair % 2)); then
     run_trog "$pair" trog-first | tee -a "$work/results.jsonl"
-    run_virt_install "$pair" trog-first | tee -a "$work/results.jsonl"
+    [[ ${TROG_BENCH_ONLY:-} == trog ]] || run_virt_install "$pair" trog-first | tee -a "$work/results.jsonl"
   else
-    run_virt_install "$pair" virt-install-first | tee -a "$work/results.jsonl"
+    [[ ${TROG_BENCH_ONLY:-} == trog ]] || run_virt_install "$pair" virt-install-first | tee -a "$work/results.jsonl"
     run_trog "$pair" virt-install-first | tee -a "$work/results.jsonl"
   fi
 done

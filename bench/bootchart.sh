@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Where a benchmark guest's boot went, as the guest saw it: systemd's split of the boot (firmware,
+# loader, kernel, initrd, userspace), the chain of units that held back sshd, the slowest units,
+# and cloud-init's own account of its stages and modules. Used by bench/provision.sh and
+# bench/boot.sh (TROG_BENCH_BOOTCHART); not a test.
+#   bench/bootchart.sh KEY LOGIN@ADDRESS
+set -euo pipefail
+key=$1 login=$2
+ssh -i "$key" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+  -o LogLevel=ERROR -o ConnectTimeout=10 "$login" '
+  echo "== systemd-analyze"; systemd-analyze 2>&1
+  echo "== critical-chain ssh.service"; systemd-analyze critical-chain ssh.service 2>&1
+  echo "== blame (15 slowest)"; systemd-analyze blame 2>&1 | head -n 15
+  echo "== cloud-init analyze show"; { sudo -n cloud-init analyze show 2>/dev/null || cloud-init analyze show; } 2>&1 | grep -E "^(Starting stage|Finished stage|Total Time)|->" | grep -vE "\+0+\.0[0-4][0-9]*s"
+  echo "== kernel command line"; cat /proc/cmdline
+  echo "== CPU and clock"; grep -m1 vendor_id /proc/cpuinfo
+  echo "flags that cost under emulation: $(grep -m1 ^flags /proc/cpuinfo | tr " " "\n" | grep -xE "la57|svm|vmx|pcid|avx2|avx512f" | tr "\n" " ")"
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+  echo "kvm modules loaded: $(lsmod | grep -c "^kvm" || true)"
+' </dev/null
