@@ -4,5 +4,5 @@
 # the same as none to the C library, so a guest without one gets an empty one.
 aptmirror:
 	[ -e /etc/resolv.conf ] || [ -L /etc/resolv.conf ] || touch /etc/resolv.conf
-	systemctl enable apt-cacher-ng
+	systemctl is-enabled --quiet apt-cacher-ng || systemctl enable apt-cacher-ng
 	systemctl restart apt-cacher-ng

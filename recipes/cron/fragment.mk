@@ -1,2 +1,3 @@
 cron:
-	systemctl enable --now cron
+	systemctl is-enabled --quiet cron || systemctl enable cron
+	systemctl start cron

@@ -4,5 +4,5 @@ fetchcache:
 	squid -k parse
 	systemctl stop squid
 	squid --foreground -z
-	systemctl enable squid
+	systemctl is-enabled --quiet squid || systemctl enable squid
 	systemctl start squid

@@ -2,5 +2,5 @@
 logcollector:
 	mkdir -p /var/log/remote
 	rsyslogd -N1
-	systemctl enable rsyslog
+	systemctl is-enabled --quiet rsyslog || systemctl enable rsyslog
 	systemctl restart rsyslog

@@ -3,5 +3,5 @@
 logshipper:
 	rsyslogd -N1
 	systemctl restart systemd-journald
-	systemctl enable rsyslog
+	systemctl is-enabled --quiet rsyslog || systemctl enable rsyslog
 	systemctl restart rsyslog

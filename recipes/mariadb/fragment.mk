@@ -2,7 +2,7 @@
 # which every process on the guest could read).
 mariadb:
 	install -d -m 0700 {{ args.dump_dir }}
-	systemctl enable mariadb
+	systemctl is-enabled --quiet mariadb || systemctl enable mariadb
 	systemctl restart mariadb
 	mysql --user=root < /etc/trog/mariadb/setup.sql
 	rm -f /etc/trog/mariadb/setup.sql

@@ -6,5 +6,5 @@ nginx:
 	ln -sfn ../sites-available/{{ domain }}.conf /etc/nginx/sites-enabled/{{ domain }}.conf
 	rm -f /etc/nginx/sites-enabled/default
 	nginx -t -q
-	systemctl enable nginx
+	systemctl is-enabled --quiet nginx || systemctl enable nginx
 	systemctl reload-or-restart nginx

@@ -4,7 +4,7 @@
 postgres:
 	install -d -m 0700 -o postgres -g postgres {{ args.dump_dir }}
 	set -e; for conf in /etc/postgresql/*/main/conf.d; do install -m 0644 /etc/trog/postgres/trog.conf "$$conf/60-trog.conf"; done
-	systemctl enable postgresql
+	systemctl is-enabled --quiet postgresql || systemctl enable postgresql
 	systemctl restart postgresql
 	cd / && su postgres -c 'psql -v ON_ERROR_STOP=1 -q -f /etc/trog/postgres/setup.sql'
 	rm -f /etc/trog/postgres/setup.sql
