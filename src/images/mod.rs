@@ -285,11 +285,8 @@ mod tests {
     /// download ends as stalled after the stall bound, and keeps nothing.
     #[test]
     fn a_stalled_download_ends_and_keeps_nothing() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
         let (done_sender, done) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            let mut stream = accept_request(&listener);
+        let address = answer_one_request(move |mut stream| {
             write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
@@ -305,13 +302,7 @@ mod tests {
             stall: Duration::from_millis(500),
             total: Duration::from_secs(30),
         };
-        let error = ensure_image_within(
-            &format!("http://{address}/base.qcow2"),
-            &sha256(&"0".repeat(64)),
-            &cache,
-            bounds,
-        )
-        .unwrap_err();
+        let error = download_within(address, &cache, bounds).unwrap_err();
         drop(done_sender);
         assert!(matches!(error, ImageError::Stalled { .. }), "{error}");
         assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
@@ -321,11 +312,8 @@ mod tests {
     /// only the total bound ends it, with the error that says so, and keeps nothing.
     #[test]
     fn a_download_that_never_ends_stops_at_the_total_bound_and_keeps_nothing() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
         let (sent_sender, sent) = std::sync::mpsc::channel::<usize>();
-        std::thread::spawn(move || {
-            let mut stream = accept_request(&listener);
+        let address = answer_one_request(move |mut stream| {
             write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n"
@@ -346,13 +334,7 @@ mod tests {
             total: Duration::from_secs(2),
         };
         let started = Instant::now();
-        let error = ensure_image_within(
-            &format!("http://{address}/base.qcow2"),
-            &sha256(&"0".repeat(64)),
-            &cache,
-            bounds,
-        )
-        .unwrap_err();
+        let error = download_within(address, &cache, bounds).unwrap_err();
         let took = started.elapsed();
         assert!(
             matches!(error, ImageError::TooSlow { seconds: 2, .. }),
@@ -385,12 +367,34 @@ mod tests {
         stream
     }
 
-    /// Serves `body` once over HTTP on loopback and returns the URL.
-    fn serve_once(body: &'static [u8]) -> String {
+    /// Listens on loopback, and hands the first request's connection, read past its headers, to
+    /// `answer` on a thread of its own.
+    fn answer_one_request(
+        answer: impl FnOnce(std::net::TcpStream) + Send + 'static,
+    ) -> std::net::SocketAddr {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
-        std::thread::spawn(move || {
-            let mut stream = accept_request(&listener);
+        std::thread::spawn(move || answer(accept_request(&listener)));
+        address
+    }
+
+    /// Downloads `/base.qcow2` from `address` within `bounds`, expecting a digest nothing has.
+    fn download_within(
+        address: std::net::SocketAddr,
+        cache: &Path,
+        bounds: DownloadBounds,
+    ) -> Result<PathBuf, ImageError> {
+        ensure_image_within(
+            &format!("http://{address}/base.qcow2"),
+            &sha256(&"0".repeat(64)),
+            cache,
+            bounds,
+        )
+    }
+
+    /// Serves `body` once over HTTP on loopback and returns the URL.
+    fn serve_once(body: &'static [u8]) -> String {
+        let address = answer_one_request(move |mut stream| {
             write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

@@ -4,8 +4,9 @@
 //! pipe), which is what lets a hypervisor's lock outlive no run that held it.
 
 use crate::machine::command::MachineError;
+use crate::machine::process::spawn_with_output_piped;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -52,16 +53,7 @@ pub fn start_held(
     host: &str,
     command_line: &str,
 ) -> Result<HeldCommand, MachineError> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| MachineError::Spawn {
-            program: program.to_string(),
-            source,
-        })?;
+    let mut child = spawn_with_output_piped(program, args, Stdio::piped())?;
     let mut stdin = child.stdin.take();
     if let Some(pipe) = stdin.as_mut() {
         if !prefix.is_empty() {

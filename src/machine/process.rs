@@ -5,7 +5,7 @@
 use crate::machine::command::{CommandOutput, Input, MachineError};
 use crate::machine::{Watch, WATCH_INTERVAL};
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How often a running process is checked for having ended. Short enough to add no noticeable
@@ -58,6 +58,24 @@ impl Source {
     }
 }
 
+/// Starts `program` with `args`, `stdin` as given and both outputs piped to this process.
+pub(crate) fn spawn_with_output_piped(
+    program: &str,
+    args: &[String],
+    stdin: Stdio,
+) -> Result<Child, MachineError> {
+    Command::new(program)
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| MachineError::Spawn {
+            program: program.to_string(),
+            source,
+        })
+}
+
 /// Runs `program` with `args`; `host` and `command_line` name it in errors. `watch` is asked
 /// every [`WATCH_INTERVAL`] while the process runs; once it gives a reason, the process is killed
 /// and the error carries that reason.
@@ -73,20 +91,15 @@ pub fn run_process(
     let source = stdin
         .map(|feed| Source::open(&feed, host, command_line))
         .transpose()?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(if source.is_some() {
+    let mut child = spawn_with_output_piped(
+        program,
+        args,
+        if source.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| MachineError::Spawn {
-            program: program.to_string(),
-            source,
-        })?;
+        },
+    )?;
 
     let feeder = match (source, child.stdin.take()) {
         (Some(source), Some(mut pipe)) => Some(std::thread::spawn(move || source.pour(&mut pipe))),

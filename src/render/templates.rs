@@ -270,11 +270,9 @@ pub fn render_template(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_secret_reaches_the_template_and_no_type_that_prints_or_serialises() {
-        let recipe = RecipeName::parse("mariadb").unwrap();
-        let args = serde_json::json!({"root_pw": "secret:Db/root/password", "port": 3306});
-        let context = TemplateContext {
+    /// The context of the `mariadb` recipe of `db.example.test`, with `args`.
+    fn mariadb_context(args: Value) -> TemplateContext {
+        TemplateContext {
             domain: "db.example.test".into(),
             hostname: "db".into(),
             global: Value::Null,
@@ -284,7 +282,14 @@ mod tests {
             release: "12".into(),
             packages: vec![],
             recipe: "mariadb".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_secret_reaches_the_template_and_no_type_that_prints_or_serialises() {
+        let recipe = RecipeName::parse("mariadb").unwrap();
+        let args = serde_json::json!({"root_pw": "secret:Db/root/password", "port": 3306});
+        let context = mariadb_context(args);
         let mut secrets = ResolvedSecrets::none();
         secrets.insert(&recipe, "/root_pw", Secret::new("planted-4711"));
         let template = Template {
@@ -310,17 +315,7 @@ mod tests {
     #[test]
     fn debug_leaves_out_the_arguments_that_hold_secrets() {
         let args = serde_json::json!({"root_pw": "planted-4711"});
-        let context = TemplateContext {
-            domain: "db.example.test".into(),
-            hostname: "db".into(),
-            global: Value::Null,
-            args: args.clone(),
-            recipes: [("mariadb".to_string(), args)].into_iter().collect(),
-            distro: "debian".into(),
-            release: "12".into(),
-            packages: vec![],
-            recipe: "mariadb".into(),
-        };
+        let context = mariadb_context(args);
         let shown = format!("{context:?}");
         assert!(!shown.contains("planted-4711"), "{shown}");
         assert!(shown.contains("mariadb"), "{shown}");
