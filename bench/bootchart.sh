@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Where a benchmark guest's boot went, as the guest saw it: systemd's split of the boot (firmware,
-# loader, kernel, initrd, userspace), the chain of units that held back sshd, the slowest units,
+# Where a benchmark guest's boot went, as the guest saw it: systemd's split of the boot (kernel and
+# userspace; firmware and loader too under UEFI), the chain of units that held back sshd, the slowest units,
 # and cloud-init's own account of its stages and modules. Used by bench/provision.sh and
 # bench/boot.sh (TROG_BENCH_BOOTCHART); not a test.
 #   bench/bootchart.sh KEY LOGIN@ADDRESS
