@@ -286,10 +286,10 @@ impl Diagnose for DomainXmlError {
 /// Under TCG (`domain_type` qemu) there is no host CPU to pass through: qemu refuses
 /// `-cpu host` without KVM, and a host model may name features TCG cannot emulate. The guest
 /// gets libvirt's `maximum` mode instead (`-cpu max`: every feature TCG emulates), the nearest
-/// thing to passthrough. No model measured boots it faster: with QEMU 10 the test image took
-/// about 5 s longer to its DHCP lease and 11 s longer to cloud-init's end as `Nehalem`, and
-/// `qemu64` was no quicker beyond the spread between runs (bench/README.md). A named model is
-/// honoured under both types.
+/// thing to passthrough, and the one every image boots on. With QEMU 10 the test image took
+/// about 5 s longer to its DHCP lease and 11 s longer to cloud-init's end as `Nehalem`; `qemu64`
+/// was quicker only with one vCPU, and lacks what images built for x86-64-v2 need
+/// (bench/README.md). A named model is honoured under both types.
 fn cpu_context(domain_type: DomainType, cpu_mode: &CpuMode) -> (&'static str, Option<String>) {
     match (domain_type, cpu_mode) {
         (_, CpuMode::Named(model)) => ("custom", Some(model.clone())),
