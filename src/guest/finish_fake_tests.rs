@@ -30,7 +30,7 @@ fn a_finish_that_goes_well_runs_every_stage_in_order() {
     assert_eq!(result.unwrap().tests_output, "ok nginx_answers\n");
     // The tests' report follows the Makefile's log: a run shows which checks passed.
     assert_eq!(log, "building\nok nginx_answers\n");
-    let order: Vec<usize> = [CLOUD_INIT, UNPACK, START, FOLLOW, TESTS]
+    let order: Vec<usize> = [UNPACK, CLOUD_INIT, START, FOLLOW, TESTS]
         .iter()
         .map(|needle| {
             guest
@@ -144,12 +144,25 @@ fn a_connection_lost_while_following_is_named() {
 }
 
 #[test]
-fn cloud_init_that_failed_stops_the_finish_before_the_payload() {
+fn cloud_init_that_failed_stops_the_finish_before_make() {
     let guest = FakeMachine::new().answer(CLOUD_INIT, &[Answer::Exit(1, "status: error\n")]);
     let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
     assert_eq!(
         error.to_string(),
         "cloud-init did not finish cleanly on fake.example.test:\nstatus: error"
     );
-    assert_eq!(guest.count(UNPACK), 0);
+    // The payload was staged while cloud-init worked; it does not replace the last one.
+    assert_eq!(guest.count(UNPACK), 1);
+    assert_eq!(guest.count(START), 0);
+}
+
+#[test]
+fn a_make_that_cannot_start_is_named() {
+    let guest = FakeMachine::new().answer(START, &[Answer::Exit(1, "")]);
+    let error = run(&guest, Duration::from_secs(60)).0.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "cannot start the Makefile on fake.example.test"
+    );
+    assert_eq!(guest.count(FOLLOW), 0);
 }
