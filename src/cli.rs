@@ -167,6 +167,7 @@ mod tests {
                 guest: "www.example.test".into(),
                 state: "shut off".into(),
                 waited: Duration::from_secs(30),
+                restarts: 0,
                 hypervisor_log: None,
                 console: None,
             },

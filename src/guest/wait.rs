@@ -16,14 +16,22 @@ pub const DEFAULT_SSH_WAIT: Duration = Duration::from_secs(300);
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 /// Lines of the serial console shown when a guest never answered.
 pub const CONSOLE_TAIL_LINES: usize = 30;
+/// How many times a wait starts a guest again whose emulator crashed before SSH answered.
+/// QEMU's software emulation (TCG) with more than one vCPU has been seen to abort on an
+/// assertion of its own (`iotlb_to_section`) while the guest's kernel set up its PCI devices,
+/// in about one boot of twenty: a race inside the emulator, which the next start does not meet
+/// again. Once only: an emulator that crashes twice in a row has something else wrong.
+pub const EMULATOR_RESTARTS: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
-    #[error("{guest} stopped while it was waited for: libvirt says it is {state}, after {}s{}{}", waited.as_secs(), hypervisor_log_tail(.hypervisor_log), console_tail(.console))]
+    #[error("{guest} stopped while it was waited for: libvirt says it is {state}, after {}s{}{}{}", waited.as_secs(), restarts_said(*.restarts), hypervisor_log_tail(.hypervisor_log), console_tail(.console))]
     Stopped {
         guest: String,
         state: String,
         waited: Duration,
+        /// How many times the wait had started it again after its emulator crashed.
+        restarts: u32,
         hypervisor_log: Option<String>,
         console: Option<String>,
     },
@@ -42,6 +50,30 @@ pub enum WaitError {
         last_error: String,
         console: Option<String>,
     },
+}
+
+fn restarts_said(restarts: u32) -> String {
+    match restarts {
+        0 => String::new(),
+        1 => " (it had been started again once, after its emulator crashed)".into(),
+        n => format!(" (it had been started again {n} times, after its emulator crashed)"),
+    }
+}
+
+/// Whether libvirt's state and reason (as [`GuestProbe::stopped`] gives them) say the emulator
+/// itself ended abnormally, rather than the guest powering off or someone stopping it.
+fn emulator_crashed(state: &str) -> bool {
+    state.ends_with("(crashed)") || state.starts_with("crashed")
+}
+
+/// The line of the emulator's log that says why it ended: its last line of QEMU's own
+/// (`qemu-system-x86_64: …`, which libvirt may stamp with a time), if it wrote one. A QEMU killed
+/// by a signal it could not catch wrote none.
+fn emulator_last_word(log: Option<&str>) -> Option<&str> {
+    log?.lines().rev().map(str::trim).find(|line| {
+        line.split_whitespace()
+            .any(|word| word.starts_with("qemu-system-") && word.ends_with(':'))
+    })
 }
 
 fn hypervisor_log_tail(log: &Option<String>) -> String {
@@ -112,6 +144,11 @@ pub trait GuestProbe {
     }
     /// Called every round, with the time spent so far (progress on a terminal).
     fn waiting(&mut self, _what: &str, _elapsed: Duration) {}
+    /// Starts the guest's domain again after its emulator crashed, then tells whoever watches
+    /// the run `note`; `Err` says why it could not.
+    fn start_again(&mut self, _note: &str) -> Result<(), String> {
+        Err("this wait cannot start a guest".into())
+    }
 }
 
 /// Waits until SSH answers at one of the guest's addresses and returns that address.
@@ -126,14 +163,35 @@ pub fn wait_for_ssh(
     let started = clock();
     let mut last_error = String::from("no attempt finished");
     let mut seen_addresses: Vec<String> = Vec::new();
-    let stopped = |probe: &mut dyn GuestProbe, state: String| WaitError::Stopped {
-        guest: guest.into(),
-        state,
-        waited: clock() - started,
-        hypervisor_log: probe.hypervisor_log(),
-        console: probe.console(),
+    let mut restarts = 0;
+    // A guest whose domain stopped: started again when its emulator crashed and restarts are
+    // left (the wait goes on), otherwise the wait's error.
+    let mut on_stop = |probe: &mut dyn GuestProbe, state: String| -> Result<(), WaitError> {
+        let waited = clock() - started;
+        let log = probe.hypervisor_log();
+        if emulator_crashed(&state) && restarts < EMULATOR_RESTARTS {
+            let said = emulator_last_word(log.as_deref())
+                .map(|line| format!(": {line}"))
+                .unwrap_or_default();
+            let note = format!(
+                "{guest}: its emulator crashed {}s into the wait, before SSH answered (libvirt: {state}){said}; started the guest again",
+                waited.as_secs()
+            );
+            if probe.start_again(&note).is_ok() {
+                restarts += 1;
+                return Ok(());
+            }
+        }
+        Err(WaitError::Stopped {
+            guest: guest.into(),
+            state,
+            waited,
+            restarts,
+            hypervisor_log: log,
+            console: probe.console(),
+        })
     };
-    loop {
+    'round: loop {
         let addresses = probe.candidate_addresses();
         for address in &addresses {
             if !seen_addresses.contains(address) {
@@ -141,18 +199,23 @@ pub fn wait_for_ssh(
             }
             // Before every attempt: an attempt at a guest that is gone is wasted time.
             if let Some(state) = probe.stopped() {
-                return Err(stopped(probe, state));
+                on_stop(probe, state)?;
+                continue 'round;
             }
             match probe.try_ssh(address) {
                 Ok(()) => return Ok(address.clone()),
-                Err(AttemptFailed::GuestStopped(state)) => return Err(stopped(probe, state)),
+                Err(AttemptFailed::GuestStopped(state)) => {
+                    on_stop(probe, state)?;
+                    continue 'round;
+                }
                 Err(AttemptFailed::NoAnswer(error)) => last_error = error,
             }
         }
-        let elapsed = clock() - started;
         if let Some(state) = probe.stopped() {
-            return Err(stopped(probe, state));
+            on_stop(probe, state)?;
+            continue;
         }
+        let elapsed = clock() - started;
         if elapsed >= timeout {
             let console = probe.console();
             return Err(if seen_addresses.is_empty() {
@@ -197,6 +260,33 @@ mod tests {
         stops_after_round: usize,
         /// The round after which the domain stops during an SSH attempt.
         stops_during_attempt_of_round: usize,
+        /// libvirt's state and reason once the domain stopped.
+        stopped_state: &'static str,
+        /// Whether starting it again works.
+        can_start_again: bool,
+        /// The notes of every start again.
+        notes: Vec<String>,
+        /// Whether it crashes again (two rounds after each start again).
+        crashes_every_time: bool,
+        /// The end of its emulator's log on the hypervisor.
+        emulator_log: &'static str,
+    }
+
+    impl Default for ScriptedGuest {
+        fn default() -> ScriptedGuest {
+            ScriptedGuest {
+                address_after_round: usize::MAX,
+                ssh_after_round: usize::MAX,
+                round: 0,
+                stops_after_round: usize::MAX,
+                stops_during_attempt_of_round: usize::MAX,
+                stopped_state: "shut off (crashed)",
+                can_start_again: false,
+                notes: Vec::new(),
+                crashes_every_time: false,
+                emulator_log: "qemu-system-x86_64: terminating on signal 9\n",
+            }
+        }
     }
 
     impl GuestProbe for ScriptedGuest {
@@ -212,16 +302,29 @@ mod tests {
             if self.round > self.ssh_after_round {
                 Ok(())
             } else if self.round > self.stops_during_attempt_of_round {
-                Err(AttemptFailed::GuestStopped("shut off (crashed)".into()))
+                Err(AttemptFailed::GuestStopped(self.stopped_state.into()))
             } else {
                 Err(AttemptFailed::NoAnswer("Connection refused".into()))
             }
         }
         fn stopped(&mut self) -> Option<String> {
-            (self.round > self.stops_after_round).then(|| "shut off (crashed)".to_string())
+            (self.round > self.stops_after_round).then(|| self.stopped_state.to_string())
         }
         fn hypervisor_log(&mut self) -> Option<String> {
-            Some("qemu-system-x86_64: terminating on signal 9\n".into())
+            Some(self.emulator_log.into())
+        }
+        fn start_again(&mut self, note: &str) -> Result<(), String> {
+            if !self.can_start_again {
+                return Err("cannot".into());
+            }
+            self.notes.push(note.to_string());
+            self.stops_after_round = if self.crashes_every_time {
+                self.round + 2
+            } else {
+                usize::MAX
+            };
+            self.stops_during_attempt_of_round = usize::MAX;
+            Ok(())
         }
         fn console(&mut self) -> Option<String> {
             Some(
@@ -257,6 +360,7 @@ mod tests {
             round: 0,
             stops_after_round: 3,
             stops_during_attempt_of_round: usize::MAX,
+            ..ScriptedGuest::default()
         };
         let error = run(&mut guest, Duration::from_secs(300)).unwrap_err();
         let text = error.to_string();
@@ -280,6 +384,7 @@ mod tests {
             round: 0,
             stops_after_round: usize::MAX,
             stops_during_attempt_of_round: 2,
+            ..ScriptedGuest::default()
         };
         let text = run(&mut guest, Duration::from_secs(300))
             .unwrap_err()
@@ -300,6 +405,7 @@ mod tests {
             round: 0,
             stops_after_round: usize::MAX,
             stops_during_attempt_of_round: usize::MAX,
+            ..ScriptedGuest::default()
         };
         assert_eq!(
             run(&mut guest, Duration::from_secs(60)).unwrap(),
@@ -315,6 +421,7 @@ mod tests {
             round: 0,
             stops_after_round: usize::MAX,
             stops_during_attempt_of_round: usize::MAX,
+            ..ScriptedGuest::default()
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         let text = error.to_string();
@@ -335,6 +442,7 @@ mod tests {
             round: 0,
             stops_after_round: usize::MAX,
             stops_during_attempt_of_round: usize::MAX,
+            ..ScriptedGuest::default()
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         assert!(
@@ -343,5 +451,112 @@ mod tests {
             ),
             "{error}"
         );
+    }
+    /// What QEMU 10.0's log on the hypervisor says when TCG aborts in a boot.
+    const TCG_ABORT: &str = "char device redirected to /dev/pts/0 (label charserial0)\n\
+        qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.\n\
+        2026-12-01 23:37:14.421+0000: shutting down, reason=crashed\n";
+
+    #[test]
+    fn a_guest_whose_emulator_crashed_is_started_again_once_and_the_run_says_so() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 6,
+            ssh_after_round: 8,
+            stops_after_round: 2,
+            can_start_again: true,
+            emulator_log: TCG_ABORT,
+            ..ScriptedGuest::default()
+        };
+        assert_eq!(
+            run(&mut guest, Duration::from_secs(300)).unwrap(),
+            "192.168.122.50"
+        );
+        assert_eq!(
+            guest.notes,
+            [
+                "www.example.test: its emulator crashed 1s into the wait, before SSH answered \
+              (libvirt: shut off (crashed)): qemu-system-x86_64: system/physmem.c:2678: \
+              iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.; \
+              started the guest again"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_emulator_that_crashes_again_ends_the_wait_and_the_error_says_it_was_restarted() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 1,
+            stops_after_round: 3,
+            can_start_again: true,
+            crashes_every_time: true,
+            emulator_log: TCG_ABORT,
+            ..ScriptedGuest::default()
+        };
+        let text = run(&mut guest, Duration::from_secs(300))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(guest.notes.len(), EMULATOR_RESTARTS as usize);
+        assert!(
+            text.starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed), after 2s (it had been started again once, after its emulator crashed)"),
+            "{text}"
+        );
+        assert!(text.contains("iotlb_to_section"), "{text}");
+    }
+
+    #[test]
+    fn a_guest_that_was_shut_off_or_destroyed_is_not_started_again() {
+        for state in [
+            "shut off (shutdown)",
+            "shut off (destroyed)",
+            "undefined: the domain no longer exists",
+        ] {
+            let mut guest = ScriptedGuest {
+                stops_after_round: 1,
+                stopped_state: state,
+                can_start_again: true,
+                ..ScriptedGuest::default()
+            };
+            let text = run(&mut guest, Duration::from_secs(300))
+                .unwrap_err()
+                .to_string();
+            assert!(guest.notes.is_empty(), "{state}");
+            assert!(text.contains(state), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_crash_the_probe_cannot_restart_ends_the_wait() {
+        let mut guest = ScriptedGuest {
+            stops_after_round: 1,
+            emulator_log: TCG_ABORT,
+            ..ScriptedGuest::default()
+        };
+        let text = run(&mut guest, Duration::from_secs(300))
+            .unwrap_err()
+            .to_string();
+        assert!(guest.notes.is_empty());
+        assert!(!text.contains("started again"), "{text}");
+    }
+
+    #[test]
+    fn the_emulators_last_word_is_its_own_line_not_libvirts() {
+        assert_eq!(
+            emulator_last_word(Some(TCG_ABORT)),
+            Some("qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.")
+        );
+        assert_eq!(emulator_last_word(Some("\n")), None);
+        // Killed by SIGKILL: libvirt's lines and the command line, nothing of QEMU's own.
+        assert_eq!(
+            emulator_last_word(Some("/usr/bin/qemu-system-x86_64 \\\n-msg timestamp=on\nchar device redirected to /dev/pts/0 (label charserial0)\n2026-12-01 23:37:14.421+0000: shutting down, reason=crashed\n")),
+            None
+        );
+        assert_eq!(
+            emulator_last_word(Some("2026-12-01T23:38:54.446564Z qemu-system-x86_64: terminating on signal 15 from pid 5627 (libvirtd)\n2026-12-01 23:38:56.474+0000: shutting down, reason=shutdown\n")),
+            Some("2026-12-01T23:38:54.446564Z qemu-system-x86_64: terminating on signal 15 from pid 5627 (libvirtd)")
+        );
+        assert_eq!(emulator_last_word(None), None);
+        assert!(emulator_crashed("shut off (crashed)"));
+        assert!(emulator_crashed("crashed (panicked)"));
+        assert!(!emulator_crashed("shut off (destroyed)"));
     }
 }

@@ -11,7 +11,7 @@ use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, GuestProbe, DEFAULT_SSH_WAIT};
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
-use crate::libvirt::guest_state::stopped_state;
+use crate::libvirt::guest_state::{start_again, stopped_state};
 use crate::libvirt::network_filter::{
     define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
 };
@@ -311,7 +311,11 @@ impl GuestSteps for LibvirtSteps<'_> {
                 hypervisor_machine
                     .and_then(|machine| hypervisor_ops::serial_log(machine, &console_path))
             }),
-            stopped: Box::new(move || stopped_state(connection, &domain)),
+            stopped: Box::new({
+                let domain = domain.clone();
+                move || stopped_state(connection, &domain)
+            }),
+            start_again: Box::new(move || start_again(connection, &domain)),
             hypervisor_log: Box::new(move || {
                 hypervisor_machine
                     .and_then(|machine| hypervisor_ops::qemu_log(machine, &log_domain))

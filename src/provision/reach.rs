@@ -42,6 +42,8 @@ pub struct SshProbe<'a> {
     pub stopped: Box<dyn FnMut() -> Option<String> + 'a>,
     /// Reads the end of the hypervisor's QEMU log of the guest.
     pub hypervisor_log: Box<dyn FnMut() -> Option<String> + 'a>,
+    /// Starts the guest's domain again (after its emulator crashed).
+    pub start_again: Box<dyn FnMut() -> Result<(), String> + 'a>,
     pub progress: &'a Progress,
     pub connected: Option<SshMachine>,
 }
@@ -89,6 +91,12 @@ impl GuestProbe for SshProbe<'_> {
 
     fn waiting(&mut self, what: &str, elapsed: Duration) {
         self.progress.waiting(what, elapsed);
+    }
+
+    fn start_again(&mut self, note: &str) -> Result<(), String> {
+        (self.start_again)()?;
+        self.progress.say(note);
+        Ok(())
     }
 }
 

@@ -87,6 +87,9 @@ pub fn restore(
                 move || stopped_state(connection, &domain)
             }),
             hypervisor_log: Box::new(|| None),
+            // A restored guest whose emulator crashed would boot from its disk, not resume the
+            // snapshot: the restore reports the crash instead.
+            start_again: Box::new(|| Err("a restored guest is not started again".into())),
             progress,
             connected: None,
         };

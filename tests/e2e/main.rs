@@ -283,14 +283,28 @@ fn provision_converge_and_destroy_a_real_guest() {
         text(&answers.stderr)
     );
 
-    // 0. The guest's QEMU dies while trog waits for it: the wait ends within seconds (not after
-    //    its five minutes, nor after a login attempt's minute), with libvirt's state and reason
-    //    and the hypervisor's QEMU log.
+    // 0. The guest's QEMU dies while trog waits for it. The first time (libvirt's reason:
+    //    crashed) the guest is started again and the run says so; the second time the wait
+    //    ends within seconds (not after its five minutes, nor after a login attempt's minute),
+    //    with libvirt's state and reason and the hypervisor's QEMU log.
     let mut crashing = RunningProvision::start(&installation);
     crashing.reach("wait for the guest's address and SSH");
+    kill_qemu_of(domain);
+    crashing.reach("started the guest again");
     let killed_at = Instant::now();
     kill_qemu_of(domain);
     let (code, _, stderr) = crashing.finish();
+    assert!(
+        stderr.contains(&format!("{domain}: its emulator crashed "))
+            && stderr.contains(
+                "before SSH answered (libvirt: shut off (crashed)); started the guest again"
+            ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(it had been started again once, after its emulator crashed)"),
+        "{stderr}"
+    );
     let noticed_after = killed_at.elapsed();
     eprintln!("the QEMU kill was reported {noticed_after:.1?} after it");
     assert_eq!(code, Some(8), "{stderr}");
