@@ -1,8 +1,9 @@
 //! Finishing a guest over SSH: the payload is poured into `tar` on the guest while cloud-init may
-//! still be working, then once it is done the Makefile's default target runs detached (a dropped connection does not stop it), its log streams back,
-//! then the recipes' tests run. Their report (`ok   recipe: test` or `FAIL recipe: test` and its
-//! output, one line per test) follows the log when they all pass and is the error when one
-//! fails: which checks passed is what tells a person the guest is what its recipes say.
+//! still be working; once cloud-init is done, the Makefile's default target runs detached (a
+//! dropped connection does not stop it), its log streams back, then the recipes' tests run.
+//! Their report (`ok   recipe: test` or `FAIL recipe: test` and its output, one line per test)
+//! follows the log when they all pass and is the error when one fails: which checks passed is
+//! what tells a person the guest is what its recipes say.
 
 use crate::machine::{Machine, MachineCommand, MachineError};
 use std::time::{Duration, Instant};
