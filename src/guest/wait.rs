@@ -352,14 +352,17 @@ mod tests {
         )
     }
 
+    /// What a wait of five minutes that fails says.
+    fn failure_of(guest: &mut ScriptedGuest) -> String {
+        run(guest, Duration::from_secs(300))
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn a_guest_that_stops_is_reported_at_once_with_its_state_and_qemu_log() {
         let mut guest = ScriptedGuest {
-            address_after_round: usize::MAX,
-            ssh_after_round: usize::MAX,
-            round: 0,
             stops_after_round: 3,
-            stops_during_attempt_of_round: usize::MAX,
             ..ScriptedGuest::default()
         };
         let error = run(&mut guest, Duration::from_secs(300)).unwrap_err();
@@ -380,15 +383,10 @@ mod tests {
     fn a_guest_that_stops_during_an_attempt_ends_the_wait_with_the_attempts_word() {
         let mut guest = ScriptedGuest {
             address_after_round: 0,
-            ssh_after_round: usize::MAX,
-            round: 0,
-            stops_after_round: usize::MAX,
             stops_during_attempt_of_round: 2,
             ..ScriptedGuest::default()
         };
-        let text = run(&mut guest, Duration::from_secs(300))
-            .unwrap_err()
-            .to_string();
+        let text = failure_of(&mut guest);
         assert!(
             text.starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed)"),
             "{text}"
@@ -402,9 +400,6 @@ mod tests {
         let mut guest = ScriptedGuest {
             address_after_round: 3,
             ssh_after_round: 6,
-            round: 0,
-            stops_after_round: usize::MAX,
-            stops_during_attempt_of_round: usize::MAX,
             ..ScriptedGuest::default()
         };
         assert_eq!(
@@ -415,14 +410,7 @@ mod tests {
 
     #[test]
     fn a_guest_without_a_lease_is_reported_with_its_console() {
-        let mut guest = ScriptedGuest {
-            address_after_round: usize::MAX,
-            ssh_after_round: usize::MAX,
-            round: 0,
-            stops_after_round: usize::MAX,
-            stops_during_attempt_of_round: usize::MAX,
-            ..ScriptedGuest::default()
-        };
+        let mut guest = ScriptedGuest::default();
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
         let text = error.to_string();
         assert!(text.starts_with("www.example.test never asked for an address: waited 10s for a DHCP lease on MAC 52:54:00:aa:bb:cc"), "{text}");
@@ -438,10 +426,6 @@ mod tests {
     fn an_address_without_ssh_says_so() {
         let mut guest = ScriptedGuest {
             address_after_round: 0,
-            ssh_after_round: usize::MAX,
-            round: 0,
-            stops_after_round: usize::MAX,
-            stops_during_attempt_of_round: usize::MAX,
             ..ScriptedGuest::default()
         };
         let error = run(&mut guest, Duration::from_secs(10)).unwrap_err();
@@ -452,6 +436,7 @@ mod tests {
             "{error}"
         );
     }
+
     /// What QEMU 10.0's log on the hypervisor says when TCG aborts in a boot.
     const TCG_ABORT: &str = "char device redirected to /dev/pts/0 (label charserial0)\n\
         qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.\n\
@@ -492,9 +477,7 @@ mod tests {
             emulator_log: TCG_ABORT,
             ..ScriptedGuest::default()
         };
-        let text = run(&mut guest, Duration::from_secs(300))
-            .unwrap_err()
-            .to_string();
+        let text = failure_of(&mut guest);
         assert_eq!(guest.notes.len(), EMULATOR_RESTARTS as usize);
         assert!(
             text.starts_with("www.example.test stopped while it was waited for: libvirt says it is shut off (crashed), after 2s (it had been started again once, after its emulator crashed)"),
@@ -516,9 +499,7 @@ mod tests {
                 can_start_again: true,
                 ..ScriptedGuest::default()
             };
-            let text = run(&mut guest, Duration::from_secs(300))
-                .unwrap_err()
-                .to_string();
+            let text = failure_of(&mut guest);
             assert!(guest.notes.is_empty(), "{state}");
             assert!(text.contains(state), "{text}");
         }
@@ -531,9 +512,7 @@ mod tests {
             emulator_log: TCG_ABORT,
             ..ScriptedGuest::default()
         };
-        let text = run(&mut guest, Duration::from_secs(300))
-            .unwrap_err()
-            .to_string();
+        let text = failure_of(&mut guest);
         assert!(guest.notes.is_empty());
         assert!(!text.contains("started again"), "{text}");
     }
