@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 /// How often a running process is checked for having ended. Short enough to add no noticeable
 /// latency to quick commands, long enough to cost nothing.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How long output is still read after the process ended, when its pipes stay open: ssh's master
+/// (and the ProxyCommand it keeps, a jump host's `ssh -W`) holds on to the standard error of the
+/// command that started it for as long as it lives. What the process itself wrote is in the pipe
+/// by then and read at once.
+const OUTPUT_GRACE: Duration = Duration::from_secs(1);
 
 /// What a process's standard input gets: `prefix` (a sudo password line, which the program in
 /// front reads first), then the command's own input.
@@ -153,8 +158,9 @@ pub fn run_process(
         // its status; a broken pipe here adds nothing.
         let _ = feeder.join();
     }
-    let stdout = stdout_reader.join().unwrap_or_default();
-    let stderr = stderr_reader.join().unwrap_or_default();
+    let grace_ends = Instant::now() + OUTPUT_GRACE;
+    let stdout = stdout_reader.take(grace_ends);
+    let stderr = stderr_reader.take(grace_ends);
     Ok(CommandOutput {
         command_line: command_line.to_string(),
         host: host.to_string(),
@@ -164,12 +170,97 @@ pub fn run_process(
     })
 }
 
-fn collect<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+/// A pipe's bytes, read by a thread of its own as they come.
+struct Collected {
+    bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Disconnected once the pipe has closed.
+    closed: std::sync::mpsc::Receiver<()>,
+}
+
+impl Collected {
+    /// Everything read, once the pipe has closed or at `grace_ends`.
+    fn take(self, grace_ends: Instant) -> Vec<u8> {
+        let _ = self
+            .closed
+            .recv_timeout(grace_ends.saturating_duration_since(Instant::now()));
+        let mut bytes = self
+            .bytes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::take(&mut *bytes)
+    }
+}
+
+fn collect<R: Read + Send + 'static>(pipe: Option<R>) -> Collected {
+    let bytes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (signal, closed) = std::sync::mpsc::channel::<()>();
+    let filled = std::sync::Arc::clone(&bytes);
     std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
+        // Dropped when the pipe closes (or fails), which is what `take` waits for.
+        let _signal = signal;
+        let Some(mut pipe) = pipe else { return };
+        let mut chunk = [0u8; 8192];
+        loop {
+            match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(read) => filled
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .extend_from_slice(&chunk[..read]),
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
         }
-        bytes
-    })
+    });
+    Collected { bytes, closed }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_whose_child_keeps_its_pipes_is_done_when_it_exits() {
+        let started = Instant::now();
+        let output = run_process(
+            "sh",
+            &[
+                "-c".into(),
+                "echo out; echo err >&2; sleep 30 & exit 3".into(),
+            ],
+            None,
+            Duration::from_secs(20),
+            "this machine",
+            "sh -c …",
+            &mut || None,
+        )
+        .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(output.status, Some(3));
+        assert_eq!(output.stdout, b"out\n");
+        assert_eq!(output.stderr, b"err\n");
+    }
+
+    #[test]
+    fn output_is_read_to_its_end() {
+        let output = run_process(
+            "sh",
+            &[
+                "-c".into(),
+                "head -c 300000 /dev/zero; echo done >&2".into(),
+            ],
+            None,
+            Duration::from_secs(20),
+            "this machine",
+            "sh -c …",
+            &mut || None,
+        )
+        .unwrap();
+        assert_eq!(output.stdout.len(), 300000);
+        assert_eq!(output.stderr, b"done\n");
+    }
 }
