@@ -12,6 +12,7 @@ pub mod hypervisor_ops;
 pub mod local;
 mod process;
 pub mod ssh;
+pub mod ssh_masters;
 
 pub use command::{CommandOutput, MachineCommand, MachineError};
 pub use held::{HeldCommand, NextLine};

@@ -2,12 +2,15 @@
 //!
 //! The system `ssh` client is used, so `~/.ssh/config` (aliases, jump hosts, identities) and the
 //! agent work as they do for the user. One multiplexed master connection per host carries every
-//! command of the run; it is closed when the [`SshMachine`] is dropped, and it closes itself
-//! after [`MASTER_IDLE_LIMIT`] if the run was killed before it could.
+//! command of the run. A guest's is the run's own: closed when the [`SshMachine`] is dropped, and
+//! closing itself after [`MASTER_IDLE_LIMIT`] if the run was killed before it could. A
+//! hypervisor's is the login's shared master ([`super::ssh_masters`]), which libvirt's transport
+//! rides too and which outlives the run for a while.
 
 use crate::machine::command::{CommandOutput, MachineCommand, MachineError};
 use crate::machine::held::{start_held, HeldCommand};
 use crate::machine::process::{run_process, Feed};
+use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::{Machine, Watch};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,13 +71,28 @@ impl std::fmt::Debug for SudoPassword {
     }
 }
 
+/// The socket of a run's own master, in its folder.
+fn private_socket(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("master")
+}
+
+/// Where a machine's master connection lives.
+#[derive(Debug)]
+enum Master {
+    /// This run's alone: a folder of its own holds the socket.
+    Private(tempfile::TempDir),
+    /// The login's shared master, kept for the next run.
+    Shared(SharedMasters),
+}
+
 #[derive(Debug)]
 pub struct SshMachine {
+    /// The ssh client: `ssh`, or the command a hypervisor's URI names in its `command` parameter.
+    program: String,
     target: SshTarget,
     identity_file: Option<PathBuf>,
     host_keys: HostKeys,
-    /// Holds the master connection's socket; private to this run.
-    control_dir: tempfile::TempDir,
+    master: Master,
     sudo_password: Option<SudoPassword>,
 }
 
@@ -92,12 +110,38 @@ impl SshMachine {
                 source,
             })?;
         Ok(SshMachine {
+            program: "ssh".into(),
             target,
             identity_file,
             host_keys,
-            control_dir,
+            master: Master::Private(control_dir),
             sudo_password: None,
         })
+    }
+
+    /// A machine whose commands go over the login's shared master (a hypervisor's), opening it
+    /// when there is none.
+    pub fn sharing_master(
+        target: SshTarget,
+        identity_file: Option<PathBuf>,
+        host_keys: HostKeys,
+        masters: SharedMasters,
+    ) -> SshMachine {
+        SshMachine {
+            program: "ssh".into(),
+            target,
+            identity_file,
+            host_keys,
+            master: Master::Shared(masters),
+            sudo_password: None,
+        }
+    }
+
+    /// Runs `program` instead of `ssh`: a command that takes ssh's arguments (a hypervisor's URI may
+    /// name one for libvirt, and trog's own commands there go through it too).
+    pub fn through(mut self, program: String) -> SshMachine {
+        self.program = program;
+        self
     }
 
     /// Uses `password` for sudo on this host for the rest of the run.
@@ -109,28 +153,32 @@ impl SshMachine {
         &self.target
     }
 
-    fn control_path(&self) -> PathBuf {
-        self.control_dir.path().join("master")
+    /// The socket of this run's own master; none for a shared one.
+    fn private_control_path(&self) -> Option<PathBuf> {
+        match &self.master {
+            Master::Private(dir) => Some(private_socket(dir)),
+            Master::Shared(_) => None,
+        }
     }
 
     /// The options every ssh invocation of this machine shares.
     fn ssh_options(&self) -> Vec<String> {
-        let mut options: Vec<String> = vec![
-            "-o".into(),
-            "BatchMode=yes".into(),
-            "-o".into(),
-            format!("ConnectTimeout={}", CONNECT_TIMEOUT.as_secs()),
-            "-o".into(),
-            "ControlMaster=auto".into(),
-            "-o".into(),
-            format!("ControlPath={}", self.control_path().display()),
-            "-o".into(),
-            format!("ControlPersist={}", MASTER_IDLE_LIMIT.as_secs()),
-            "-o".into(),
-            "ServerAliveInterval=15".into(),
-            "-o".into(),
-            "ServerAliveCountMax=4".into(),
-        ];
+        let mut options: Vec<String> = vec!["-o".into(), "BatchMode=yes".into()];
+        match &self.master {
+            Master::Shared(masters) => options.extend(masters.ssh_options()),
+            Master::Private(dir) => options.extend(
+                [
+                    format!("ConnectTimeout={}", CONNECT_TIMEOUT.as_secs()),
+                    "ControlMaster=auto".into(),
+                    format!("ControlPath={}", private_socket(dir).display()),
+                    format!("ControlPersist={}", MASTER_IDLE_LIMIT.as_secs()),
+                    "ServerAliveInterval=15".into(),
+                    "ServerAliveCountMax=4".into(),
+                ]
+                .into_iter()
+                .flat_map(|option| ["-o".to_string(), option]),
+            ),
+        }
         if let Some(identity) = &self.identity_file {
             options.extend([
                 "-o".into(),
@@ -203,7 +251,7 @@ impl SshMachine {
             format!("127.0.0.1:{local_port}:{remote_host}:{remote_port}"),
             self.target.login(),
         ]);
-        let mut command = std::process::Command::new("ssh");
+        let mut command = std::process::Command::new(&self.program);
         command
             .args(&args)
             .stdin(std::process::Stdio::null())
@@ -218,7 +266,7 @@ impl SshMachine {
             });
         }
         let mut child = command.spawn().map_err(|source| MachineError::Spawn {
-            program: "ssh".into(),
+            program: self.program.clone(),
             source,
         })?;
         let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
@@ -249,12 +297,13 @@ impl SshMachine {
         }
     }
 
-    /// Closes the master connection. Also done on drop.
-    pub fn close(&self) {
+    /// Closes this run's own master connection. Done on drop; a shared master is left to close
+    /// itself once idle.
+    fn close(&self) {
         let mut args = self.ssh_options();
         args.extend(["-O".into(), "exit".into(), self.target.login()]);
         let _ = run_process(
-            "ssh",
+            &self.program,
             &args,
             None,
             CONNECT_TIMEOUT,
@@ -283,7 +332,7 @@ impl Machine for SshMachine {
             input: command.stdin.as_ref(),
         });
         let output = run_process(
-            "ssh",
+            &self.program,
             &args,
             stdin,
             command.timeout,
@@ -329,7 +378,7 @@ impl Machine for SshMachine {
         let mut args = self.ssh_options();
         args.extend([self.target.login(), "--".into(), line]);
         start_held(
-            "ssh",
+            &self.program,
             &args,
             prefix,
             &self.describe(),
@@ -367,7 +416,10 @@ impl Drop for PortForward {
 
 impl Drop for SshMachine {
     fn drop(&mut self) {
-        if self.control_path().exists() {
+        if self
+            .private_control_path()
+            .is_some_and(|path| path.exists())
+        {
             self.close();
         }
     }

@@ -144,15 +144,36 @@ impl LibvirtUri {
 
 impl LibvirtUri {
     /// The value of the query parameter `name` (`keyfile` in `qemu+ssh://hv1/system?keyfile=/k`),
-    /// as written.
-    pub fn query_param(&self, name: &str) -> Option<&str> {
+    /// as libvirt reads it: `%XX` escapes decoded.
+    pub fn query_param(&self, name: &str) -> Option<String> {
         let (_, query) = self.uri.split_once('?')?;
         query
             .split('&')
             .filter_map(|pair| pair.split_once('='))
             .find(|(key, _)| *key == name)
-            .map(|(_, value)| value)
+            .map(|(_, value)| percent_decode(value))
     }
+}
+
+/// A URI query value with its `%XX` escapes decoded; a `%` without two hex digits stays.
+fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                decoded.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 impl fmt::Display for LibvirtUri {
@@ -201,10 +222,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn query_values_are_decoded_as_libvirt_decodes_them() {
+        let uri =
+            LibvirtUri::parse("qemu+ssh://hv1/system?command=/opt/my%20ssh&k=100%&j=%2fa").unwrap();
+        assert_eq!(uri.query_param("command").as_deref(), Some("/opt/my ssh"));
+        assert_eq!(uri.query_param("k").as_deref(), Some("100%"));
+        assert_eq!(uri.query_param("j").as_deref(), Some("/a"));
+    }
+
+    #[test]
     fn query_parameters_are_read_from_the_uri() {
         let uri = LibvirtUri::parse("qemu+ssh://a@hv1/system?keyfile=/k/id&no_tty=1").unwrap();
-        assert_eq!(uri.query_param("keyfile"), Some("/k/id"));
-        assert_eq!(uri.query_param("no_tty"), Some("1"));
+        assert_eq!(uri.query_param("keyfile").as_deref(), Some("/k/id"));
+        assert_eq!(uri.query_param("no_tty").as_deref(), Some("1"));
         assert_eq!(uri.query_param("key"), None);
         assert_eq!(
             LibvirtUri::parse("qemu:///system")

@@ -7,6 +7,7 @@ use crate::diagnose::Failure;
 use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget, SudoPassword};
+use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::{Machine, MachineError};
 use crate::model::hypervisor::{LibvirtUri, Transport};
 use std::path::PathBuf;
@@ -48,23 +49,33 @@ pub fn sudo_access<M: Machine + ?Sized>(
 }
 
 /// The SSH login a libvirt URI names, with the key its `keyfile` parameter gives, trusting the
-/// host keys the user's (and the system's) known-hosts files hold.
+/// host keys the user's (and the system's) known-hosts files hold, through the ssh its `command`
+/// parameter names if any. Its commands ride the login's shared master, as libvirt's transport
+/// does, where this user has a private place for it.
 pub fn ssh_machine_for(
     uri: &LibvirtUri,
 ) -> Result<Option<HypervisorMachine<SshMachine>>, MachineError> {
     let Transport::Ssh { user, host, port } = &uri.transport else {
         return Ok(None);
     };
-    SshMachine::new(
-        SshTarget {
-            user: user.clone(),
-            host: host.clone(),
-            port: *port,
-        },
-        uri.query_param("keyfile").map(PathBuf::from),
-        HostKeys::UserKnownHosts,
-    )
-    .map(|machine| Some(HypervisorMachine::ssh(machine)))
+    let target = SshTarget {
+        user: user.clone(),
+        host: host.clone(),
+        port: *port,
+    };
+    let keyfile = uri.query_param("keyfile").map(PathBuf::from);
+    let mut machine = match SharedMasters::for_this_user() {
+        Ok(masters) => {
+            SshMachine::sharing_master(target, keyfile, HostKeys::UserKnownHosts, masters)
+        }
+        // Nowhere private to keep it: the run opens a master of its own, closed at its end.
+        Err(_) => SshMachine::new(target, keyfile, HostKeys::UserKnownHosts)?,
+    };
+    // The ssh the URI names for libvirt is the user's way to this host: trog's commands take it too.
+    if let Some(command) = uri.query_param("command") {
+        machine = machine.through(command);
+    }
+    Ok(Some(HypervisorMachine::ssh(machine)))
 }
 
 /// The user and host sudo messages name.
