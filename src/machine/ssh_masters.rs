@@ -42,7 +42,7 @@ pub struct SharedMasters {
 /// Why no directory of shared masters can be used; the run then keeps its master to itself.
 #[derive(Debug, thiserror::Error)]
 pub enum MastersUnavailable {
-    #[error("neither XDG_RUNTIME_DIR nor HOME is set")]
+    #[error("neither XDG_RUNTIME_DIR nor HOME names a folder")]
     NoBase,
     #[error("{path} is not this user's own, or others may write to it")]
     NotPrivate { path: PathBuf },

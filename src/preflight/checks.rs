@@ -186,6 +186,18 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
             "fix the connection first",
         ),
     });
+
+    // The SSH connection kept for the next run.
+    match &facts.connection_kept {
+        None => {}
+        Some(Ok(())) => checks.push(Check::ok(format!(
+            "The SSH connection to {host} stays open for a minute after each run, for the next run to use"
+        ))),
+        Some(Err(why)) => checks.push(Check::note(
+            format!("The SSH connection to {host} is not kept between runs: {why}"),
+            "give this user a private XDG_RUNTIME_DIR, or a home nobody else may write to; meanwhile every run pays SSH's handshake again",
+        )),
+    }
     checks
 }
 
@@ -364,6 +376,7 @@ mod tests {
             libguestfs: Ok(true),
             domain_type: crate::model::hypervisor::DomainType::Kvm,
             kvm: Ok(crate::machine::hypervisor_ops::KvmVerdict::Works),
+            connection_kept: Some(Ok(())),
         }
     }
 
@@ -378,7 +391,29 @@ mod tests {
             checks.iter().all(|c| c.outcome == Outcome::Ok),
             "{checks:#?}"
         );
-        assert_eq!(checks.len(), 9);
+        assert_eq!(checks.len(), 10);
+    }
+
+    #[test]
+    fn a_connection_that_cannot_be_kept_is_a_note_with_why() {
+        let facts = HypervisorFacts {
+            connection_kept: Some(Err("/home/www is not this user's own".into())),
+            ..healthy()
+        };
+        let checks = hypervisor_checks(&facts);
+        let last = checks.last().unwrap();
+        assert_eq!(last.outcome, Outcome::Note);
+        assert!(
+            last.summary
+                .ends_with("not kept between runs: /home/www is not this user's own"),
+            "{}",
+            last.summary
+        );
+        let local = HypervisorFacts {
+            connection_kept: None,
+            ..healthy()
+        };
+        assert_eq!(hypervisor_checks(&local).len(), 9);
     }
 
     #[test]
@@ -405,7 +440,8 @@ mod tests {
                 Outcome::Failed,
                 Outcome::Note,
                 Outcome::Note,
-                Outcome::Note
+                Outcome::Note,
+                Outcome::Ok
             ]
         );
     }

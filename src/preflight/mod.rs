@@ -118,6 +118,9 @@ pub struct HypervisorFacts {
     pub domain_type: crate::model::hypervisor::DomainType,
     /// Whether KVM actually works there (a guest started under it).
     pub kvm: Result<crate::machine::hypervisor_ops::KvmVerdict, String>,
+    /// Over SSH: whether the connection is kept between runs, or why it cannot be (this user has
+    /// no private folder for it). `None` for this machine and the test driver.
+    pub connection_kept: Option<Result<(), String>>,
 }
 
 /// How one configuration file fared.

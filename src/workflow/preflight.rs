@@ -14,6 +14,7 @@ use crate::generate::recipe_settings;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
 use crate::machine::hypervisor_ops::{kvm_verdict, HypervisorMachine, HypervisorOp};
 use crate::machine::ssh::SudoPassword;
+use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::MachineError;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
@@ -220,6 +221,11 @@ fn hypervisor_facts(
         libguestfs: ask(HypervisorOp::Libguestfs),
         domain_type: hypervisor.domain_type,
         kvm: reached.clone().and_then(kvm_verdict),
+        connection_kept: matches!(uri.transport, Transport::Ssh { .. }).then(|| {
+            SharedMasters::for_this_user()
+                .map(|_| ())
+                .map_err(|unavailable| unavailable.to_string())
+        }),
     }
 }
 
