@@ -15,9 +15,11 @@
 # round_trips counts, for one hypervisor observed alone, the times the conversation turned from the
 # far side back to trog (data sent after data received) on its one SSH link: the SSH handshake
 # and every libvirt call that waits for an answer.
-# With SSH_MULTIPLEX=1 each alias also gets an OpenSSH ControlMaster (ControlPersist 60 s), opened
-# before the clock starts, as an operator's ~/.ssh/config would keep one for a distant hypervisor:
-# libvirt's ssh transport then rides the open connection instead of a new SSH handshake.
+# trog keeps a shared master connection per hypervisor login for a minute after a run
+# (src/machine/ssh_masters.rs); here in a runtime directory of the bench's own. MASTERS=cold (the
+# default) closes them before every run, so each run connects as the first one after a quiet
+# minute does; MASTERS=warm opens them before the clock starts and keeps them, as for a run soon
+# after another.
 # Needs root, tests/services/start.sh and remote-host.sh. TROG_BIN names the binary (default:
 # target/debug/trog of this checkout). Runs each measurement REPEATS times (default 3), takes medians.
 set -euo pipefail
@@ -32,6 +34,8 @@ trog=${TROG_BIN:-$root/target/debug/trog}
 # interpreter without site packages starts in a few milliseconds of CPU, where a version
 # manager's shim on PATH costs a tenth of a second each and would be measured as the fleet's.
 python=${PYTHON:-/usr/bin/python3}
+masters=${MASTERS:-cold}
+[[ $masters == cold || $masters == warm ]] || { echo "bench: MASTERS is cold or warm, not $masters" >&2; exit 1; }
 [[ -x $trog ]] || { echo "bench: $trog is not built (cargo build)" >&2; exit 1; }
 
 eval "$("$root/tests/services/remote-host.sh")"
@@ -39,8 +43,14 @@ work=$(mktemp -d /tmp/trog-bench-remote.XXXXXX)
 remove_guests() {
   for i in $(seq "$guests"); do virsh -q -c qemu:///system undefine "bench-observe-$i" >/dev/null 2>&1 || true; done
 }
+# trog's masters, in a runtime directory of the bench's own (short: a socket's path is short).
+runtime=$work/rt
+mkdir -m 0700 "$runtime"
+export XDG_RUNTIME_DIR=$runtime
 stop_masters() {
-  for i in $(seq "$count"); do "$work/ssh" -O exit "hv$i" >/dev/null 2>&1 || true; done
+  for i in $(seq "$count"); do
+    "$work/ssh" -o "ControlPath=$runtime/trog/ssh/%C" -O exit "hv$i" >/dev/null 2>&1 || true
+  done
 }
 # A running directory pool, as every hypervisor has one: observing it (look up, refresh, read
 # its size) belongs to the cost.
@@ -50,6 +60,7 @@ remove_pool() {
   virsh -q -c qemu:///system pool-undefine "$pool" >/dev/null 2>&1 || true
 }
 trap 'stop_masters; remove_guests; remove_pool; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM # so that the EXIT trap cleans up after an interrupted run too
 mkdir "$work/pool"
 virsh -q -c qemu:///system pool-define-as "$pool" dir --target "$work/pool" >/dev/null
 virsh -q -c qemu:///system pool-start "$pool" >/dev/null
@@ -103,23 +114,20 @@ def write_all(data):
 pump("down", sock.recv, write_all)
 PY
 
-{
-  for i in $(seq "$count"); do
-    cat <<CFG
+# Each alias names a host of its own (hvN.bench), as eight hypervisors would be, so each gets a
+# master of its own; its relay connects to the one namespace host whatever the name.
+for i in $(seq "$count"); do
+  cat <<CFG
 Host hv$i
-  HostName $ADDRESS
+  HostName hv$i.bench
   HostKeyAlias $ADDRESS
   User $USER_NOPASSWD
   IdentityFile $KEYFILE
   IdentitiesOnly yes
   BatchMode yes
-  ProxyCommand $python -S $work/lag.py %h %p $delay_ms $work/turns/hv$i
+  ProxyCommand $python -S $work/lag.py $ADDRESS 22 $delay_ms $work/turns/hv$i
 CFG
-    if [[ ${SSH_MULTIPLEX:-0} == 1 ]]; then
-      printf '  ControlMaster auto\n  ControlPath %s/cm-%%n\n  ControlPersist 60\n' "$work"
-    fi
-  done
-} >"$work/ssh_config"
+done >"$work/ssh_config"
 cat >"$work/ssh" <<SH
 #!/bin/sh
 exec ssh -F $work/ssh_config "\$@"
@@ -137,6 +145,7 @@ for i in $(seq "$count"); do mkdir -p "$work/hv$i"; block "$i" >"$work/hv$i/hype
 # Seconds one `trog fleet` takes on the installation in $1; fails if not every hypervisor answered.
 observe() {
   local started ended output
+  [[ $masters == warm ]] || stop_masters
   started=$(date +%s.%N)
   output=$(TROG_PROVISIONER_CONFIG=$1 "$trog" fleet --json)
   ended=$(date +%s.%N)
@@ -147,8 +156,8 @@ observe() {
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-if [[ ${SSH_MULTIPLEX:-0} == 1 ]]; then
-  for i in $(seq "$count"); do "$work/ssh" -fN "hv$i"; done
+if [[ $masters == warm ]]; then
+  TROG_PROVISIONER_CONFIG=$work/fleet "$trog" fleet --json >/dev/null
 fi
 # Alternating: all at once, then each alone, REPEATS times, so drift on a shared machine hits both.
 concurrent_runs=()
@@ -171,7 +180,7 @@ single=$(printf '%s\n' "${singles[@]}" | median)
 # Round trips of one hypervisor observed alone, once more, counted on its links: the counts are
 # cumulative per link (a multiplexed master lives across runs), so the difference is this run's.
 turns_total() { { cat "$work/turns/hv1".*[0-9] 2>/dev/null || true; } | paste -sd+ | bc; }
-[[ ${SSH_MULTIPLEX:-0} == 1 ]] || { sleep 1; rm -f "$work/turns/"*; }
+[[ $masters == warm ]] || { stop_masters; sleep 1; rm -f "$work/turns/"*; }
 before=$(turns_total); before=${before:-0}
 observe "$work/hv1" >/dev/null
 sleep 1 # the relay of a closed link may still be writing its count
@@ -179,4 +188,4 @@ after=$(turns_total)
 round_trips=$(( ${after:-0} - before ))
 speedup=$(echo "scale=2; $sum / $concurrent" | bc)
 ratio=$(echo "scale=2; $concurrent / $single" | bc)
-echo "bench remote-observe: hypervisors=$count delay_ms=$delay_ms guests=$guests multiplexed=${SSH_MULTIPLEX:-0} round_trips=$round_trips concurrent_s=$concurrent single_s=$single concurrent_over_single=$ratio sum_of_single_s=$sum speedup=$speedup"
+echo "bench remote-observe: hypervisors=$count delay_ms=$delay_ms guests=$guests masters=$masters round_trips=$round_trips concurrent_s=$concurrent single_s=$single concurrent_over_single=$ratio sum_of_single_s=$sum speedup=$speedup"
