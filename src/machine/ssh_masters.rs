@@ -138,10 +138,6 @@ impl SharedMasters {
         })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The options that make an ssh use (or become) the login's shared master.
     pub fn ssh_options(&self) -> Vec<String> {
         [
