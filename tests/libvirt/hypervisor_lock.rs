@@ -201,25 +201,7 @@ pub fn take_turns(prefix: &str, uris: [&str; 2]) {
 /// the hypervisor's system whoever logs in, and a killed run's SSH session lets go.
 #[test]
 fn two_logins_take_turns_with_a_guest_over_ssh() {
-    let output = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/services/remote-host.sh"
-    ))
-    .output()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "remote-host.sh failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let value = |key: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("remote-host.sh gave no {key}"))
-            .to_string()
-    };
+    let value = super::remote_host();
     let (address, key) = (value("ADDRESS"), value("KEYFILE"));
     let uri = |user: String| format!("qemu+ssh://{user}@{address}/system?keyfile={key}");
     take_turns(

@@ -853,3 +853,27 @@ fn dhcp_reservations_are_made_live_and_persistent_and_released() {
     assert!(!release_reservation(&connection, uri, "default", second).unwrap());
     assert!(reserved(0).is_empty() && reserved(persistent).is_empty());
 }
+
+/// What tests/services/remote-host.sh says (it sets the namespace host up if needed): each
+/// `KEY=VALUE` line it prints, by key.
+pub fn remote_host() -> impl Fn(&str) -> String {
+    let output = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/services/remote-host.sh"
+    ))
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "remote-host.sh failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    move |key: &str| {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("remote-host.sh gave no {key}"))
+            .to_string()
+    }
+}

@@ -10,30 +10,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// What tests/services/remote-host.sh says: the address, a login and its key.
-fn remote_host() -> (String, String, String) {
-    let output = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/services/remote-host.sh"
-    ))
-    .output()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "remote-host.sh failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let value = |key: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("remote-host.sh gave no {key}"))
-            .to_string()
-    };
-    (value("ADDRESS"), value("USER_NOPASSWD"), value("KEYFILE"))
-}
-
 /// An installation whose one hypervisor is the remote host, reached through a counting ssh.
 struct Counted {
     dir: tempfile::TempDir,
@@ -43,7 +19,8 @@ struct Counted {
 
 impl Counted {
     fn new() -> Counted {
-        let (address, user, key) = remote_host();
+        let host = super::remote_host();
+        let (address, user, key) = (host("ADDRESS"), host("USER_NOPASSWD"), host("KEYFILE"));
         let dir = tempfile::tempdir().unwrap();
         let connections = dir.path().join("connections");
         let ssh = dir.path().join("counting-ssh");
