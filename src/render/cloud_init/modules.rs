@@ -1,0 +1,208 @@
+//! Which of cloud-init's modules a trog seed runs, and in which stage.
+//!
+//! An image's `cloud.cfg` lists some forty modules; each one costs a Python import and a call
+//! on every first boot, seconds together under emulation, and most have nothing to do on a trog
+//! guest (no snaps, no Puppet, no console banner of key fingerprints nobody reads). The seed
+//! names its own lists instead: the modules the user data configures, plus the few that act on
+//! every image (growing the root filesystem, the locale, GRUB's install device, an image's own
+//! per-instance scripts).
+//!
+//! Where a module runs matters too. The network stage (`cloud_init_modules`) runs before sshd
+//! starts, so everything in it delays the moment trog can log in; only what the login needs is
+//! kept there: the name, the users and their keys, the host keys. Growing the disk, the mirror,
+//! the files and the time zone run in the config stage beside sshd, still before the packages
+//! (final stage) and before trog's finish, which waits for cloud-init to end.
+
+use serde_json::{Map, Value};
+
+/// A cloud-init stage, by the key that lists its modules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// `cloud_init_modules`: after the network is up, before sshd.
+    Network,
+    /// `cloud_config_modules`: beside sshd and the rest of the boot.
+    Config,
+    /// `cloud_final_modules`: last; installs the packages.
+    Final,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 3] = [Stage::Network, Stage::Config, Stage::Final];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Network => "cloud_init_modules",
+            Stage::Config => "cloud_config_modules",
+            Stage::Final => "cloud_final_modules",
+        }
+    }
+}
+
+struct Module {
+    name: &'static str,
+    stage: Stage,
+    /// Runs whatever the user data says: it acts on the image itself.
+    always: bool,
+    /// The user-data keys it reads; it runs when one of them is present.
+    keys: &'static [&'static str],
+}
+
+const fn module(
+    name: &'static str,
+    stage: Stage,
+    always: bool,
+    keys: &'static [&'static str],
+) -> Module {
+    Module {
+        name,
+        stage,
+        always,
+        keys,
+    }
+}
+
+/// Every module a trog seed may run, in the order they run.
+const MODULES: &[Module] = &[
+    module(
+        "set_hostname",
+        Stage::Network,
+        false,
+        &["hostname", "fqdn", "prefer_fqdn_over_hostname"],
+    ),
+    module(
+        "update_hostname",
+        Stage::Network,
+        false,
+        &["hostname", "fqdn", "prefer_fqdn_over_hostname"],
+    ),
+    module(
+        "update_etc_hosts",
+        Stage::Network,
+        false,
+        &["manage_etc_hosts"],
+    ),
+    module("users_groups", Stage::Network, false, &["users"]),
+    // The host keys are made here, and the admin's key authorized: sshd needs both.
+    module("ssh", Stage::Network, true, &["disable_root"]),
+    // The root filesystem grows to the disk trog made, before the packages need the room.
+    module("growpart", Stage::Config, true, &[]),
+    module("resizefs", Stage::Config, true, &[]),
+    module("write_files", Stage::Config, false, &["write_files"]),
+    // Before apt_configure: the image's own sources go before the mirror's are written.
+    module("bootcmd", Stage::Config, false, &["bootcmd"]),
+    module("locale", Stage::Config, true, &[]),
+    module("set_passwords", Stage::Config, false, &["ssh_pwauth"]),
+    // Tells the grub-pc package which disk to install to, so a later upgrade does not stop.
+    module("grub_dpkg", Stage::Config, true, &[]),
+    module("apt_configure", Stage::Config, false, &["apt"]),
+    module("timezone", Stage::Config, false, &["timezone"]),
+    module("runcmd", Stage::Config, false, &["runcmd"]),
+    module(
+        "package_update_upgrade_install",
+        Stage::Final,
+        false,
+        &["package_update", "packages"],
+    ),
+    // An image may carry scripts of its own for these; they cost a directory listing each.
+    module("scripts_per_once", Stage::Final, true, &[]),
+    module("scripts_per_boot", Stage::Final, true, &[]),
+    module("scripts_per_instance", Stage::Final, true, &[]),
+    module("scripts_user", Stage::Final, false, &["runcmd"]),
+    // The console's "finished" line, and /var/lib/cloud/instance/boot-finished.
+    module("final_message", Stage::Final, true, &[]),
+];
+
+/// The modules of `stage` that `user_data` needs, in order.
+pub fn modules_for(user_data: &Map<String, Value>, stage: Stage) -> Vec<&'static str> {
+    MODULES
+        .iter()
+        .filter(|module| module.stage == stage)
+        .filter(|module| {
+            module.always || module.keys.iter().any(|key| user_data.contains_key(*key))
+        })
+        .map(|module| module.name)
+        .collect()
+}
+
+/// Adds the three module lists to `user_data`, which must already hold everything else.
+pub fn add_module_lists(user_data: &mut Map<String, Value>) {
+    for stage in Stage::ALL {
+        let names = modules_for(user_data, stage);
+        user_data.insert(stage.key().into(), Value::from(names));
+    }
+}
+
+/// User-data keys that no listed module would read: a key added to the seed without its module
+/// would be silently ignored on the guest.
+#[cfg(test)]
+pub fn unread_keys(user_data: &Map<String, Value>) -> Vec<String> {
+    user_data
+        .keys()
+        .filter(|key| !Stage::ALL.iter().any(|stage| stage.key() == key.as_str()))
+        .filter(|key| {
+            !MODULES.iter().any(|module| {
+                module.keys.contains(&key.as_str())
+                    && modules_for(user_data, module.stage).contains(&module.name)
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn document(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn only_what_the_login_needs_runs_before_sshd() {
+        let user_data = document(json!({
+            "hostname": "www", "users": [], "disable_root": true, "write_files": [], "apt": {},
+        }));
+        assert_eq!(
+            modules_for(&user_data, Stage::Network),
+            ["set_hostname", "update_hostname", "users_groups", "ssh"]
+        );
+    }
+
+    #[test]
+    fn a_module_runs_only_when_its_key_is_there() {
+        let bare = document(json!({ "hostname": "www" }));
+        assert_eq!(
+            modules_for(&bare, Stage::Config),
+            ["growpart", "resizefs", "locale", "grub_dpkg"]
+        );
+        assert_eq!(
+            modules_for(&bare, Stage::Final),
+            [
+                "scripts_per_once",
+                "scripts_per_boot",
+                "scripts_per_instance",
+                "final_message"
+            ]
+        );
+        let with_commands = document(json!({ "runcmd": ["true"], "packages": ["make"] }));
+        assert_eq!(
+            modules_for(&with_commands, Stage::Final),
+            [
+                "package_update_upgrade_install",
+                "scripts_per_once",
+                "scripts_per_boot",
+                "scripts_per_instance",
+                "scripts_user",
+                "final_message"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_key_no_module_reads_is_found() {
+        let mut user_data = document(json!({ "hostname": "www", "ntp": { "enabled": true } }));
+        add_module_lists(&mut user_data);
+        assert_eq!(unread_keys(&user_data), ["ntp"]);
+    }
+}
