@@ -3,7 +3,7 @@
 //! and re-planned, and each step finds what its earlier attempt left.
 
 use crate::machine::command::Input;
-use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp, Placement};
+use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp, Placement, StoredForm};
 use crate::model::digest::ImageDigest;
 use crate::model::units::Bytes;
 use crate::plan::{
@@ -373,6 +373,7 @@ impl GuestResources<'_> {
                     artifacts.seed_iso.len() as u64,
                     sha256,
                     Placement::Replace,
+                    StoredForm::AsSent,
                 )?,
                 None => {
                     self.delete_volume(volume)?;
@@ -551,6 +552,7 @@ impl GuestResources<'_> {
         length: u64,
         digest_hex: &str,
         placement: Placement,
+        form: StoredForm,
     ) -> Result<(), GuestResourceError> {
         let pool = self.active_pool()?;
         let xml = pool
@@ -578,6 +580,7 @@ impl GuestResources<'_> {
                 length,
                 digest,
                 placement,
+                form,
             })
             .and_then(|output| output.success())
             .map_err(self.fail(format!("write {name} into {dir}")))?;
@@ -639,6 +642,7 @@ impl GuestResources<'_> {
                 length,
                 &self.desired.base_image_digest,
                 Placement::KeepExisting,
+                StoredForm::Inflated,
             ),
             None => self.stream_base_image(volume, &partial, file, length),
         }

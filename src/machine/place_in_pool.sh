@@ -1,14 +1,22 @@
 # Fills one file of a storage pool from standard input, as root on the hypervisor, and puts it in
 # place only once it is whole: written under a partial name, checked against its digest, synced,
 # then given its final name. A run killed midway leaves only the partial file.
-# Arguments: pool directory, partial name, final name, checksum program, digest, keep|replace.
+# Arguments: pool directory, partial name, final name, checksum program, digest, keep|replace,
+# as-sent|inflate.
 set -eu
-dir=$1 partial=$2 name=$3 sum=$4 digest=$5 placement=$6
+dir=$1 partial=$2 name=$3 sum=$4 digest=$5 placement=$6 form=$7
 umask 077
 cat >"$dir/$partial"
 if ! printf '%s  %s\n' "$digest" "$dir/$partial" | "$sum" --check --status; then
 	echo "what arrived in $dir/$partial does not match its digest $digest: the transfer was cut short or changed on the way" >&2
 	exit 1
+fi
+if [ "$form" = inflate ]; then
+	# A base image: checked as it was sent (compressed, as cloud images are), then kept with
+	# every cluster plain, so QEMU does not inflate one on each of the guests' reads. Still
+	# under a partial name: a run killed meanwhile leaves only partial files.
+	qemu-img convert -f qcow2 -O qcow2 "$dir/$partial" "$dir/$partial.inflated"
+	mv -f -T -- "$dir/$partial.inflated" "$dir/$partial"
 fi
 sync -- "$dir/$partial"
 if [ "$placement" = keep ]; then

@@ -24,6 +24,19 @@ pub enum Placement {
     Replace,
 }
 
+/// The form a pool's file is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredForm {
+    /// The bytes as they were sent (a guest's seed).
+    AsSent,
+    /// A qcow2 image rewritten without compression (a base image). Cloud images ship with their
+    /// clusters compressed, and QEMU inflates a whole 64 KiB cluster for every read a guest makes
+    /// in one, each time: a first boot reads hundreds of megabytes of its base image in small
+    /// pieces, on the same cores as the guest's vCPUs. Inflated once on the hypervisor, the
+    /// transfer stays small and the guests' reads are plain reads.
+    Inflated,
+}
+
 /// A hypervisor's own system: this machine or an SSH login to it. It runs the operations of
 /// [`HypervisorOp`] and nothing else; the machine inside is never handed out.
 pub struct HypervisorMachine<M: Machine + ?Sized = dyn Machine> {
@@ -194,6 +207,7 @@ pub enum HypervisorOp {
         length: u64,
         digest: ImageDigest,
         placement: Placement,
+        form: StoredForm,
     },
     /// Takes one of trog's advisory locks on the hypervisor, `<dir>/<file>`, and holds it for as
     /// long as the run keeps the operation's standard input open (see
