@@ -182,9 +182,11 @@ impl SharedMasters {
 }
 
 /// Whether `path` is a folder this user owns that nobody else may write to; with `strict`, that
-/// nobody else may even enter (as a session's runtime directory is).
+/// nobody else may even enter (as a session's runtime directory is). A symbolic link is judged
+/// by the folder it leads to (a home under `/home` that links elsewhere): only someone who may
+/// write to the folder holding the link could have made it, and that folder is checked too.
 fn owned_and_private(path: &Path, strict: bool) -> bool {
-    let Ok(metadata) = std::fs::symlink_metadata(path) else {
+    let Ok(metadata) = std::fs::metadata(path) else {
         return false;
     };
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -273,6 +275,24 @@ mod tests {
         let refused = SharedMasters::at(base.path(), &base.path().join("trog/ssh")).unwrap_err();
         assert!(
             matches!(refused, MastersUnavailable::NotPrivate { path } if path.ends_with("trog"))
+        );
+    }
+
+    #[test]
+    fn a_home_that_links_elsewhere_is_judged_by_where_it_leads() {
+        let real = tempfile::tempdir().unwrap();
+        let parent = tempfile::tempdir().unwrap();
+        let home = parent.path().join("home");
+        std::os::unix::fs::symlink(real.path(), &home).unwrap();
+        let dir = home.join(".cache/trog/ssh");
+        SharedMasters::at(&home, &dir).unwrap();
+        assert!(real.path().join(".cache/trog/ssh").is_dir());
+
+        std::fs::set_permissions(real.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = SharedMasters::at(&home, &dir).unwrap_err();
+        assert!(
+            matches!(refused, MastersUnavailable::NotPrivate { .. }),
+            "{refused}"
         );
     }
 
