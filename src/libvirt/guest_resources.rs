@@ -73,6 +73,17 @@ fn is(error: &virt::error::Error, number: ErrorNumber) -> bool {
     error.code().is(number)
 }
 
+/// How long a pool's refresh waits for the volumes being built in it.
+const REFRESH_BUSY_WAIT: Duration = Duration::from_secs(60);
+const REFRESH_BUSY_POLL: Duration = Duration::from_millis(200);
+
+/// libvirt's refusal to refresh a pool while a volume is being built in it (`pool '…' has
+/// asynchronous jobs running`). Its code is the generic internal error, so the message tells it
+/// apart; libvirt has kept that wording since it added the refusal.
+fn is_building(error: &virt::error::Error) -> bool {
+    is(error, ErrorNumber::InternalError) && error.message().contains("asynchronous jobs running")
+}
+
 impl GuestResources<'_> {
     /// Turns the error of `operation` (libvirt's, or reading a local file) into this guest's.
     fn fail<E: std::error::Error + Send + Sync + 'static>(
@@ -499,11 +510,24 @@ impl GuestResources<'_> {
     /// Refreshes the pool's list of volumes, unless libvirt is busy building a volume in it
     /// (another run copying a base image): then its list is current already, and refusing would
     /// fail a run, or a dry run, for another's work.
+    /// Asks libvirt to list the pool's directory again. While a volume is being built in the
+    /// pool (another run's root disk or data volume, seconds each) libvirt refuses; that is
+    /// waited out, at most [`REFRESH_BUSY_WAIT`].
     fn refresh(&self, pool: &StoragePool) -> Result<(), GuestResourceError> {
-        match pool.refresh(0) {
-            Ok(_) => Ok(()),
-            Err(error) if is(&error, ErrorNumber::OperationInvalid) => Ok(()),
-            Err(error) => Err(self.fail("refresh the storage pool")(error)),
+        let started = Instant::now();
+        loop {
+            match pool.refresh(0) {
+                Ok(_) => return Ok(()),
+                Err(error) if is(&error, ErrorNumber::OperationInvalid) => return Ok(()),
+                Err(error) if is_building(&error) && started.elapsed() < REFRESH_BUSY_WAIT => {
+                    std::thread::sleep(REFRESH_BUSY_POLL);
+                }
+                Err(error) if is_building(&error) => return Err(self.fail(format!(
+                    "refresh the storage pool (volumes were still being built in it after {} s)",
+                    started.elapsed().as_secs()
+                ))(error)),
+                Err(error) => return Err(self.fail("refresh the storage pool")(error)),
+            }
         }
     }
 
