@@ -507,12 +507,11 @@ impl GuestResources<'_> {
         Ok(())
     }
 
-    /// Refreshes the pool's list of volumes, unless libvirt is busy building a volume in it
-    /// (another run copying a base image): then its list is current already, and refusing would
-    /// fail a run, or a dry run, for another's work.
-    /// Asks libvirt to list the pool's directory again. While a volume is being built in the
-    /// pool (another run's root disk or data volume, seconds each) libvirt refuses; that is
-    /// waited out, at most [`REFRESH_BUSY_WAIT`].
+    /// Asks libvirt to list the pool's directory again: it does not see what trog wrote there
+    /// itself. An operation libvirt calls invalid here (a pool that is not running) is no
+    /// failure: there is nothing to list. While a volume is being built in the pool (another
+    /// run's root disk or data volume, seconds each) libvirt refuses; that is waited out, at most
+    /// [`REFRESH_BUSY_WAIT`], since what this run just wrote would not be listed otherwise.
     fn refresh(&self, pool: &StoragePool) -> Result<(), GuestResourceError> {
         let started = Instant::now();
         loop {
@@ -522,10 +521,12 @@ impl GuestResources<'_> {
                 Err(error) if is_building(&error) && started.elapsed() < REFRESH_BUSY_WAIT => {
                     std::thread::sleep(REFRESH_BUSY_POLL);
                 }
-                Err(error) if is_building(&error) => return Err(self.fail(format!(
+                Err(error) if is_building(&error) => {
+                    return Err(self.fail(format!(
                     "refresh the storage pool (volumes were still being built in it after {} s)",
                     started.elapsed().as_secs()
-                ))(error)),
+                ))(error))
+                }
                 Err(error) => return Err(self.fail("refresh the storage pool")(error)),
             }
         }
