@@ -174,6 +174,20 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
     // Hardware virtualisation, against the configured domain_type.
     checks.push(kvm_check(facts));
 
+    // qemu-img, without which no guest can be built there.
+    checks.push(match &facts.qemu_img {
+        Ok(true) => Check::ok("qemu-img is there"),
+        Ok(false) => Check::failed(
+            format!("No qemu-img on {host}: provision cannot place a base image nor make a root disk there"),
+            "install qemu-utils there (Debian and Ubuntu; qemu-img on Fedora)",
+        ),
+        // Not reached: the connection's own check has failed already.
+        Err(why) => Check::note(
+            format!("qemu-img not checked: {why}"),
+            "fix the connection first",
+        ),
+    });
+
     // libguestfs, for debug_boot.
     checks.push(match &facts.libguestfs {
         Ok(true) => Check::ok("libguestfs is there"),
@@ -374,6 +388,7 @@ mod tests {
             real_tpm: Ok(true),
             swtpm: Ok(true),
             libguestfs: Ok(true),
+            qemu_img: Ok(true),
             domain_type: crate::model::hypervisor::DomainType::Kvm,
             kvm: Ok(crate::machine::hypervisor_ops::KvmVerdict::Works),
             connection_kept: Some(Ok(())),
@@ -391,7 +406,7 @@ mod tests {
             checks.iter().all(|c| c.outcome == Outcome::Ok),
             "{checks:#?}"
         );
-        assert_eq!(checks.len(), 10);
+        assert_eq!(checks.len(), 11);
     }
 
     #[test]
@@ -413,7 +428,7 @@ mod tests {
             connection_kept: None,
             ..healthy()
         };
-        assert_eq!(hypervisor_checks(&local).len(), 9);
+        assert_eq!(hypervisor_checks(&local).len(), 10);
     }
 
     #[test]
@@ -426,6 +441,7 @@ mod tests {
             real_tpm: Err("not reached".into()),
             swtpm: Err("not reached".into()),
             libguestfs: Err("not reached".into()),
+            qemu_img: Err("not reached".into()),
             kvm: Err("not reached".into()),
             ..healthy()
         };
@@ -441,8 +457,35 @@ mod tests {
                 Outcome::Note,
                 Outcome::Note,
                 Outcome::Note,
+                Outcome::Note,
                 Outcome::Ok
             ]
+        );
+    }
+
+    #[test]
+    fn a_hypervisor_without_qemu_img_fails_with_the_package_to_install() {
+        let facts = HypervisorFacts {
+            qemu_img: Ok(false),
+            ..healthy()
+        };
+        let checks = hypervisor_checks(&facts);
+        let failed: Vec<_> = checks
+            .iter()
+            .filter(|check| check.outcome == Outcome::Failed)
+            .collect();
+        assert_eq!(failed.len(), 1, "{checks:#?}");
+        assert!(
+            failed[0].summary.contains("No qemu-img on hv1"),
+            "{failed:?}"
+        );
+        assert!(
+            failed[0]
+                .advice
+                .as_deref()
+                .unwrap_or("")
+                .contains("qemu-utils"),
+            "{failed:?}"
         );
     }
 

@@ -114,6 +114,8 @@ pub struct HypervisorFacts {
     pub real_tpm: Result<bool, String>,
     pub swtpm: Result<bool, String>,
     pub libguestfs: Result<bool, String>,
+    /// Whether `qemu-img` is installed (base images and root disks are made with it).
+    pub qemu_img: Result<bool, String>,
     /// The `domain_type` hypervisors.conf gives it.
     pub domain_type: crate::model::hypervisor::DomainType,
     /// Whether KVM actually works there (a guest started under it).

@@ -219,6 +219,7 @@ fn hypervisor_facts(
         real_tpm: ask(HypervisorOp::RealTpm),
         swtpm: ask(HypervisorOp::Swtpm),
         libguestfs: ask(HypervisorOp::Libguestfs),
+        qemu_img: ask(HypervisorOp::QemuImg),
         domain_type: hypervisor.domain_type,
         kvm: reached.clone().and_then(kvm_verdict),
         connection_kept: matches!(uri.transport, Transport::Ssh { .. }).then(|| {

@@ -129,6 +129,7 @@ impl HypervisorOp {
             }
             HypervisorOp::Swtpm => MachineCommand::shell("command -v swtpm"),
             HypervisorOp::Libguestfs => MachineCommand::shell("command -v guestfish"),
+            HypervisorOp::QemuImg => MachineCommand::shell("command -v qemu-img"),
             HypervisorOp::DiskImageInfo { path } => {
                 MachineCommand::new(["qemu-img", "info", "--output=json", "-U", path.as_str()])
                     .as_root(true)
@@ -243,6 +244,7 @@ mod tests {
             HypervisorOp::RealTpm,
             HypervisorOp::Swtpm,
             HypervisorOp::Libguestfs,
+            HypervisorOp::QemuImg,
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog { path: path.clone() },
             HypervisorOp::KvmWorks,

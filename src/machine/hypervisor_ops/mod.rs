@@ -152,6 +152,9 @@ pub enum HypervisorOp {
     Swtpm,
     /// Whether libguestfs's `guestfish` is installed, for `debug_boot`'s reads of a guest's disk.
     Libguestfs,
+    /// Whether `qemu-img` is installed: placing a base image inflates it with it, and libvirt
+    /// runs it to make each root disk over its base image.
+    QemuImg,
     /// The filesystem holding a directory (the storage pool's): mount point, type, size and
     /// free space in bytes, as `findmnt` reports them on one line.
     FilesystemOf { path: String },
