@@ -3,6 +3,7 @@
 //! and re-planned, and each step finds what its earlier attempt left.
 
 use crate::machine::command::Input;
+use crate::machine::hypervisor_ops::boot_files::{self, BootFiles};
 use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp, Placement, StoredForm};
 use crate::model::digest::ImageDigest;
 use crate::model::units::Bytes;
@@ -580,17 +581,7 @@ impl GuestResources<'_> {
         form: StoredForm,
     ) -> Result<(), GuestResourceError> {
         let pool = self.active_pool()?;
-        let xml = pool
-            .xml_desc(0)
-            .map_err(self.fail("read the storage pool's XML"))?;
-        let dir = crate::libvirt::facts::target_path(&xml).ok_or_else(|| GuestResourceError {
-            hypervisor: self.hypervisor.to_string(),
-            operation: format!(
-                "find the directory of storage pool {}",
-                self.desired.pool_name
-            ),
-            source: "its XML names no target path".into(),
-        })?;
+        let dir = self.pool_directory(&pool)?;
         let digest = ImageDigest::from_hex(digest_hex).ok_or_else(|| GuestResourceError {
             hypervisor: self.hypervisor.to_string(),
             operation: format!("check {name}"),
@@ -618,6 +609,77 @@ impl GuestResources<'_> {
                 source: format!("it was written into {dir}, but the pool does not list it").into(),
             }),
         }
+    }
+
+    /// The directory a storage pool keeps its volumes in, on the hypervisor.
+    fn pool_directory(&self, pool: &StoragePool) -> Result<String, GuestResourceError> {
+        let xml = pool
+            .xml_desc(0)
+            .map_err(self.fail("read the storage pool's XML"))?;
+        crate::libvirt::facts::target_path(&xml).ok_or_else(|| GuestResourceError {
+            hypervisor: self.hypervisor.to_string(),
+            operation: format!(
+                "find the directory of storage pool {}",
+                self.desired.pool_name
+            ),
+            source: "its XML names no target path".into(),
+        })
+    }
+
+    /// The base image's kernel, initramfs and kernel command line, read out of it on the
+    /// hypervisor the first time one of its guests boots and kept beside it in the pool
+    /// ([`HypervisorOp::BootFiles`]). `None` without a hypervisor's system (libvirt's test
+    /// driver, whose guests never run).
+    pub fn boot_files(&self) -> Result<Option<BootFiles>, GuestResourceError> {
+        let Some(machine) = self.machine else {
+            return Ok(None);
+        };
+        let base = &self.desired.base_image_volume;
+        let pool = self.active_pool()?;
+        let dir = self.pool_directory(&pool)?;
+        let operation = format!("read the kernel out of {base} in {dir}");
+        let output = machine
+            .run(&HypervisorOp::BootFiles {
+                dir: dir.clone(),
+                base: base.clone(),
+            })
+            .and_then(|output| output.success())
+            .map_err(self.fail(operation.clone()))?;
+        let stdout = output.stdout_text();
+        boot_files::parse(&stdout)
+            .map(Some)
+            .ok_or_else(|| GuestResourceError {
+                hypervisor: self.hypervisor.to_string(),
+                operation,
+                source: format!("its answer {stdout:?} is not what it prints").into(),
+            })
+    }
+
+    /// Starts the guest once as `first_xml` defines it, then defines it as `lasting_xml` again:
+    /// the running guest keeps the first definition until it stops, every later start uses the
+    /// lasting one. The lasting one is put back also when the start fails. Nothing happens to a
+    /// guest that runs already.
+    pub fn start_once_as(
+        &self,
+        first_xml: &str,
+        lasting_xml: &str,
+    ) -> Result<(), GuestResourceError> {
+        let domain = self.require_domain()?;
+        if domain
+            .is_active()
+            .map_err(self.fail("ask whether the guest runs"))?
+        {
+            return Ok(());
+        }
+        let started = self
+            .connection
+            .define_domain_xml(first_xml)
+            .map_err(self.fail("define the guest for its first boot"))
+            .and_then(|first| first.create().map_err(self.fail("start the guest")));
+        self.connection
+            .define_domain_xml(lasting_xml)
+            .map_err(self.fail("define the guest for the boots after its first"))?;
+        started.map(|_| ())
     }
 
     /// Removes every partial copy of the base image in the pool, whichever machine's it is

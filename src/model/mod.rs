@@ -2,6 +2,7 @@
 //! Nothing here does I/O.
 
 pub mod digest;
+pub mod direct_boot;
 pub mod hypervisor;
 pub mod names;
 pub mod units;

@@ -147,6 +147,7 @@ pub fn domain_spec(
         tpm,
         partition: hypervisor.partition.clone(),
         tag,
+        direct_boot: None,
     }
 }
 

@@ -26,7 +26,7 @@ use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::plan::{
     check_plan, plan, with_backup_restore, Action, DesiredGuest, ObservedGuest, Plan, Resolution,
 };
-use crate::render::domain_xml::{render_domain_xml, DEFAULT_DOMAIN_TEMPLATE};
+use crate::render::domain_xml::{render_domain_xml, DomainSpec, DEFAULT_DOMAIN_TEMPLATE};
 use inputs::GuestInputs;
 use std::path::{Path, PathBuf};
 
@@ -48,6 +48,9 @@ pub struct PreparedGuest {
     pub observed: ObservedGuest,
     pub plan: Plan,
     pub domain_xml: String,
+    /// What `domain_xml` was rendered from; the first boot renders it again with the base
+    /// image's kernel.
+    pub domain_spec: DomainSpec,
     /// The verified base image on this machine, when the plan uploads it.
     pub base_image: Option<PathBuf>,
 }
@@ -162,6 +165,7 @@ pub fn prepare(
         observed,
         plan,
         domain_xml,
+        domain_spec: spec,
         base_image: None,
     })
 }

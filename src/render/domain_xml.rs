@@ -16,10 +16,14 @@
 //!   file (`<log append='on'>`): the log survives restarts and snapshot reverts, and a timeout
 //!   can quote the guest's last lines;
 //! - a qemu guest agent channel (addresses without a lease), a virtio RNG (entropy for the SSH
-//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots.
+//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots;
+//! - for a BIOS guest's first boot only, the base image's kernel, initramfs and GRUB command line
+//!   (`<kernel>`, `<initrd>`, `<cmdline>`), which QEMU loads itself: no firmware disk reads, no
+//!   GRUB (docs/CONVERGE.md "A guest's first boot").
 
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
+use crate::model::direct_boot::DirectBoot;
 use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::MiB;
@@ -250,6 +254,9 @@ pub struct DomainSpec {
     pub partition: Option<String>,
     /// trog's tag, recorded in the domain's `<metadata>`.
     pub tag: GuestTag,
+    /// The kernel QEMU starts itself, for a BIOS guest's first boot only: the definition it
+    /// keeps boots from its disk, as GRUB says (see `provision::execute`).
+    pub direct_boot: Option<DirectBoot>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -334,6 +341,7 @@ pub struct DomainContext {
     root_dev: &'static str,
     data_dev: &'static str,
     partition: Option<String>,
+    direct_boot: Option<DirectBoot>,
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
     seed_pool: String,
@@ -374,6 +382,11 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         cpu_model,
         uefi: spec.firmware == Firmware::Uefi,
         partition: spec.partition.clone(),
+        // UEFI guests boot through their firmware always (it holds their boot entries).
+        direct_boot: spec
+            .direct_boot
+            .clone()
+            .filter(|_| spec.firmware == Firmware::Bios),
         root_disk: disk_context(&spec.root_disk),
         data_disk: spec.data_disk.as_ref().map(disk_context),
         seed_pool: spec.root_disk.pool.clone(),

@@ -1,4 +1,5 @@
 use crate::oracle::{arg, run};
+use trog::model::direct_boot::DirectBoot;
 use trog::model::hypervisor::DomainType;
 use trog::model::names::DomainName;
 use trog::model::units::MiB;
@@ -37,6 +38,7 @@ fn representative_guest() -> DomainSpec {
             shape_fingerprint: "1".repeat(64),
             payload_digest: None,
         },
+        direct_boot: None,
     }
 }
 
@@ -107,6 +109,9 @@ fn libvirt_accepts_every_variant() {
     scsi_pc.machine_type = "pc".to_string();
     scsi_pc.disk_bus = DiskBus::Scsi;
     variants.push(scsi_pc);
+    let mut first_boot = representative_guest();
+    first_boot.direct_boot = Some(direct_boot());
+    variants.push(first_boot);
 
     for spec in &variants {
         let xml = render_domain_xml(spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
@@ -174,6 +179,39 @@ fn variants_say_what_they_ask_for() {
         xpath_value(&xml, "/domain/devices/controller[@type='scsi']/@model"),
         "virtio-scsi"
     );
+}
+
+fn direct_boot() -> DirectBoot {
+    DirectBoot {
+        kernel: "/pool/trog-base-1.qcow2.kernel".to_string(),
+        initrd: "/pool/trog-base-1.qcow2.initrd".to_string(),
+        cmdline: "root=LABEL=r ro console=ttyS0,115200n8 x=<&'\">".to_string(),
+    }
+}
+
+#[test]
+fn a_first_boot_starts_the_images_kernel_with_its_command_line_unless_uefi() {
+    let mut spec = representative_guest();
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(xpath_value(&xml, "count(/domain/os/kernel)"), "0");
+    spec.direct_boot = Some(direct_boot());
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(
+        xpath_value(&xml, "/domain/os/kernel"),
+        "/pool/trog-base-1.qcow2.kernel"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/os/initrd"),
+        "/pool/trog-base-1.qcow2.initrd"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/os/cmdline"),
+        direct_boot().cmdline,
+        "read back unchanged"
+    );
+    spec.firmware = Firmware::Uefi;
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(xpath_value(&xml, "count(/domain/os/kernel)"), "0");
 }
 
 #[test]

@@ -406,6 +406,41 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     // 3b. Backed up, destroyed and built again: the backup is back on the new root disk.
     let address = backups::survive_destroy(&installation, &address);
+    // That build was a first boot from start to end: the base image's own kernel, started
+    // directly with its GRUB menu's command line, read out of the image and kept beside it;
+    // the definition the guest keeps boots from its disk.
+    let cmdline = on_guest(&installation, &address, "cat /proc/cmdline");
+    assert!(
+        !cmdline.contains("BOOT_IMAGE=") && cmdline.contains("root=LABEL=trog-root"),
+        "not started directly: {cmdline}"
+    );
+    let boot_files = [
+        base.clone(),
+        format!("{base}.cmdline"),
+        format!("{base}.initrd"),
+        format!("{base}.kernel"),
+    ];
+    assert!(
+        boot_files
+            .iter()
+            .all(|file| volumes(&installation.pool).contains(file)),
+        "{:?}",
+        volumes(&installation.pool)
+    );
+    let definitions = |flags: u32| {
+        virt::error::clear_error_callback();
+        let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+        let guest = connection.lookup_domain_by_name(domain).unwrap();
+        guest.xml_desc(flags).unwrap()
+    };
+    assert!(definitions(0).contains(&format!(
+        "<kernel>{}/{base}.kernel</kernel>",
+        installation.pool_path.display()
+    )));
+    assert!(
+        !definitions(virt::sys::VIR_DOMAIN_XML_INACTIVE).contains("<kernel>"),
+        "the kept definition boots from the disk"
+    );
 
     // 4. Snapshots of the running and the shut-off guest, restored; the guest is left running
     //    with two snapshots.
@@ -436,13 +471,14 @@ fn provision_converge_and_destroy_a_real_guest() {
     assert!(listed("kept", &format!("data volume {data}")), "{said}");
     json_pins::pin("destroy", &installation, destroy.status.code(), &events);
     assert!(!domain_exists(domain));
-    let mut kept = vec![data.clone(), base.clone()];
+    let mut kept = vec![data.clone()];
+    kept.extend(boot_files.clone());
     kept.sort();
     assert_eq!(volumes(&installation.pool), kept);
     let purge = run_verb("destroy", config, &["--purge", "--yes", domain]);
     let said = format!("{}\n{}", text(&purge.stdout), text(&purge.stderr));
     assert!(purge.status.success(), "{said}");
-    assert_eq!(volumes(&installation.pool), [base]);
+    assert_eq!(volumes(&installation.pool), boot_files);
     assert!(installation.pool_path.exists());
     let status = run_verb("status", config, &[domain]);
     assert_eq!(status.status.code(), Some(1));

@@ -107,9 +107,20 @@ fn five_guests_provisioned_at_once_share_one_base_image() {
             stdout.contains(&format!("{domain} is on local at ")),
             "{domain}:\n{stdout}\n{stderr}"
         );
+        // The five read the base image's kernel out of it at once: each got whole files.
+        assert!(
+            format!("{stdout}{stderr}").contains("the base image's kernel, started directly"),
+            "{domain}:\n{stdout}\n{stderr}"
+        );
     }
     let base = trog::plan::resource_names::base_image_volume(&digest);
-    let mut expected = vec![base.clone()];
+    let boot_files = [
+        base.clone(),
+        format!("{base}.cmdline"),
+        format!("{base}.initrd"),
+        format!("{base}.kernel"),
+    ];
+    let mut expected = boot_files.to_vec();
     for domain in &domains {
         expected.push(format!("{domain}-root.qcow2"));
         expected.push(format!("{domain}-seed.iso"));
@@ -128,7 +139,7 @@ fn five_guests_provisioned_at_once_share_one_base_image() {
         );
     }
 
-    // Destroyed, all of them: only the shared base image stays in the pool.
+    // Destroyed, all of them: only the shared base image (and its kernel) stays in the pool.
     for domain in &domains {
         let purge = run_verb("destroy", config, &["--purge", "--yes", domain]);
         assert!(
@@ -138,5 +149,5 @@ fn five_guests_provisioned_at_once_share_one_base_image() {
             text(&purge.stderr)
         );
     }
-    assert_eq!(volumes(&pool), [base]);
+    assert_eq!(volumes(&pool), boot_files);
 }

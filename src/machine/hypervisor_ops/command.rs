@@ -17,6 +17,14 @@ const KVM_PROBE_SCRIPT: &str = include_str!("../kvm_probe.sh");
 /// Fills a pool's file from standard input and puts it in place once whole (see the script).
 const PLACE_IN_POOL_SCRIPT: &str = include_str!("../place_in_pool.sh");
 
+/// Reads a base image's kernel out of it (see the script).
+const BOOT_FILES_SCRIPT: &str = include_str!("../boot_files.sh");
+
+/// How long reading a base image's kernel may take: the image is written out raw once (its data
+/// only, about a gigabyte for a cloud image: seconds on a disk, a minute on a slow one), then
+/// three files are read from it.
+const BOOT_FILES_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Takes and holds a lock on the hypervisor (see the script).
 const HOLD_LOCK_SCRIPT: &str = include_str!("../hold_lock.sh");
 
@@ -130,6 +138,12 @@ impl HypervisorOp {
             HypervisorOp::Swtpm => MachineCommand::shell("command -v swtpm"),
             HypervisorOp::Libguestfs => MachineCommand::shell("command -v guestfish"),
             HypervisorOp::QemuImg => MachineCommand::shell("command -v qemu-img"),
+            HypervisorOp::BootFiles { dir, base } => {
+                let script = without_comments(BOOT_FILES_SCRIPT);
+                return MachineCommand::new(["sh", "-c", &script, "trog-boot-files", dir, base])
+                    .as_root(true)
+                    .timeout(BOOT_FILES_TIMEOUT);
+            }
             HypervisorOp::DiskImageInfo { path } => {
                 MachineCommand::new(["qemu-img", "info", "--output=json", "-U", path.as_str()])
                     .as_root(true)

@@ -5,6 +5,7 @@
 //! module. A new kind of work on a hypervisor is a new variant here, reviewed as such; nothing
 //! else can compose one.
 
+pub mod boot_files;
 mod command;
 
 use crate::debug_boot::guest_disk::DiskFile;
@@ -212,6 +213,11 @@ pub enum HypervisorOp {
         placement: Placement,
         form: StoredForm,
     },
+    /// The kernel, initramfs and kernel command line a base image's GRUB boots first, read out
+    /// of the image once and kept beside it in the pool (`<image>.kernel`, `.initrd`,
+    /// `.cmdline`), for a guest's first boot to start directly (`boot_files.sh`). As root.
+    /// Prints what [`boot_files::parse`] reads.
+    BootFiles { dir: String, base: String },
     /// Takes one of trog's advisory locks on the hypervisor, `<dir>/<file>`, and holds it for as
     /// long as the run keeps the operation's standard input open (see
     /// [`HypervisorMachine::keep_running`]); a run that ends or dies closes it, so a dead run's

@@ -1,0 +1,99 @@
+# Reads the kernel, the initramfs and the kernel command line that a base image's GRUB boots
+# first, and keeps them beside the image in its pool, so a guest's first boot can start that
+# kernel directly: no firmware reading the disk sector by sector, no GRUB. As root on the
+# hypervisor. Arguments: pool directory, the base image's file name. Prints either
+#   kernel PATH / initrd PATH / cmdline TEXT   (three lines)
+# or one line `none REASON` when the image holds nothing this can boot directly. A reason that
+# lies in the image (no ext2/3/4 filesystem with a GRUB menu, a menu whose default is not its
+# first entry, GRUB variables in the command line) is kept beside it too, so the next run does
+# not look again; one that lies in this host (a missing tool) is not.
+set -eu
+# debugfs and sfdisk live in sbin, which a login's PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
+dir=$1 base=$2
+kept=$dir/$base
+report() {
+	if [ -e "$kept.no-direct-boot" ]; then
+		printf 'none %s\n' "$(cat "$kept.no-direct-boot")"
+	else
+		printf 'kernel %s\ninitrd %s\ncmdline %s\n' "$kept.kernel" "$kept.initrd" "$(cat "$kept.cmdline")"
+	fi
+	exit 0
+}
+give_up() {
+	printf '%s\n' "$1" >"$kept.no-direct-boot.$$"
+	mv -f -T -- "$kept.no-direct-boot.$$" "$kept.no-direct-boot"
+	report
+}
+# The command line is written last, so its presence says the kernel and initramfs are whole.
+if [ -e "$kept.cmdline" ] || [ -e "$kept.no-direct-boot" ]; then
+	report
+fi
+for tool in qemu-img debugfs sfdisk; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "none $tool is not installed on the hypervisor"
+		exit 0
+	fi
+done
+umask 022
+# The raw copy goes to the host's temporary space, not the pool: a run killed meanwhile leaves
+# nothing in the pool that libvirt would list as a volume.
+work=$(mktemp -d "${TMPDIR:-/var/tmp}/trog-boot-files.XXXXXX")
+trap 'rm -rf -- "$work"' EXIT
+# debugfs reads a raw filesystem at an offset; the image is qcow2 (sparse: only data is written).
+qemu-img convert -f qcow2 -O raw -- "$dir/$base" "$work/disk"
+sector=$(sfdisk -d "$work/disk" 2>/dev/null | sed -n 's/^sector-size: *\([0-9]*\)$/\1/p')
+starts=$(sfdisk -d "$work/disk" 2>/dev/null | sed -n 's/.* start= *\([0-9]*\),.*/\1/p')
+found=
+for start in 0 $starts; do
+	source="$work/disk?offset=$((start * ${sector:-512}))"
+	# /boot/grub on the root filesystem, or /grub on a /boot of its own.
+	for menu in /boot/grub/grub.cfg /grub/grub.cfg; do
+		debugfs -R "dump -p $menu $work/grub.cfg" "$source" >/dev/null 2>&1 || true
+		if [ -s "$work/grub.cfg" ]; then
+			found=$source
+			break 2
+		fi
+	done
+done
+[ -n "$found" ] || give_up "no ext2/3/4 filesystem in it holds /boot/grub/grub.cfg"
+default=$(sed -n "s/^[[:space:]]*set default=[\"']*\([^\"' ]*\).*/\1/p" "$work/grub.cfg" | head -n 1)
+case $default in
+'' | 0) ;;
+*) give_up "its GRUB menu starts entry \"$default\", not the first" ;;
+esac
+linux=$(grep -m 1 -E '^[[:space:]]*linux(16|efi)?[[:space:]]' "$work/grub.cfg" || true)
+initrd=$(grep -m 1 -E '^[[:space:]]*initrd(16|efi)?[[:space:]]' "$work/grub.cfg" || true)
+if [ -z "$linux" ] || [ -z "$initrd" ]; then
+	give_up "its GRUB menu has no linux and initrd line"
+fi
+case $linux$initrd in
+*'$'* | *'"'* | *"'"* | *\\*) give_up "its GRUB menu's linux line uses variables or quoting" ;;
+esac
+set -f
+# shellcheck disable=SC2086 # split into words on purpose, globbing off
+set -- $initrd
+[ $# -eq 2 ] || give_up "its GRUB menu loads more than one initramfs"
+initrd_path=$2
+# shellcheck disable=SC2086
+set -- $linux
+kernel_path=$2
+shift 2
+cmdline=$*
+set +f
+debugfs -R "dump -p $kernel_path $work/kernel" "$found" >/dev/null 2>&1 || true
+debugfs -R "dump -p $initrd_path $work/initrd" "$found" >/dev/null 2>&1 || true
+if [ ! -s "$work/kernel" ] || [ ! -s "$work/initrd" ]; then
+	give_up "the kernel $kernel_path or the initramfs $initrd_path its GRUB menu names cannot be read"
+fi
+# Into the pool under a partial name, then renamed: a file under its final name is whole.
+# Readable by QEMU, whichever user it runs as: what an image boots is no secret.
+for file in kernel initrd; do
+	cp -- "$work/$file" "$kept.$file.part-$$"
+	chmod 644 "$kept.$file.part-$$"
+	sync -- "$kept.$file.part-$$"
+	mv -f -T -- "$kept.$file.part-$$" "$kept.$file"
+done
+printf '%s\n' "$cmdline" >"$kept.cmdline.part-$$"
+mv -f -T -- "$kept.cmdline.part-$$" "$kept.cmdline"
+report
