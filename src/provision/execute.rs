@@ -263,8 +263,8 @@ impl LibvirtSteps<'_> {
     /// menu gives it: the firmware's disk reads and GRUB are skipped (under TCG, seconds before
     /// the kernel even starts; bench/README.md). Only that boot: the definition the guest keeps
     /// boots from its disk, so a kernel its packages install later is the one it runs after its
-    /// next start. An image whose kernel cannot be read out boots from its disk, and the run
-    /// says why.
+    /// next start. An image whose kernel cannot be read out, or whose kernel QEMU could not
+    /// start, boots from its disk, and the run says why.
     fn start_first_boot(&mut self, progress: &mut Progress) -> Result<(), Failure> {
         let from_disk = |why: String| format!("first boot from the disk: {why}");
         match self.resources.boot_files() {
@@ -274,10 +274,15 @@ impl LibvirtSteps<'_> {
                     ..self.prepared.domain_spec.clone()
                 };
                 let first = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
-                self.resources
-                    .start_once_as(&first, self.artifacts.domain_xml)?;
-                progress.say("first boot: the base image's kernel, started directly");
-                return Ok(());
+                match self.resources.start_once_as(&first, self.artifacts.domain_xml) {
+                    Ok(()) => {
+                        progress.say("first boot: the base image's kernel, started directly");
+                        return Ok(());
+                    }
+                    // The lasting definition is put back whatever failed: the start below, from
+                    // the disk, says whether the guest can start at all (or finds it running).
+                    Err(error) => progress.say(&from_disk(error.to_string())),
+                }
             }
             Ok(Some(BootFiles::None(why))) => progress.say(&from_disk(format!(
                 "the base image's kernel cannot be started directly: {why}"
