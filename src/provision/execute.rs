@@ -274,7 +274,10 @@ impl LibvirtSteps<'_> {
                     ..self.prepared.domain_spec.clone()
                 };
                 let first = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
-                match self.resources.start_once_as(&first, self.artifacts.domain_xml) {
+                match self
+                    .resources
+                    .start_once_as(&first, self.artifacts.domain_xml)
+                {
                     Ok(()) => {
                         progress.say("first boot: the base image's kernel, started directly");
                         return Ok(());
