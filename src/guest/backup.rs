@@ -4,7 +4,8 @@
 
 use crate::backup::archive_dir::{read_verified, ArchiveDirError};
 use crate::backup::guest_restore_script;
-use crate::guest::finish::{wait_for_cloud_init, FinishError};
+use crate::guest::cloud_init::wait_for_cloud_init;
+use crate::guest::finish::FinishError;
 use crate::machine::{Machine, MachineCommand, MachineError, FILE_TRANSFER_TIMEOUT};
 use std::path::Path;
 

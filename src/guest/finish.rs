@@ -5,6 +5,7 @@
 //! follows the log when they all pass and is the error when one fails: which checks passed is
 //! what tells a person the guest is what its recipes say.
 
+use super::cloud_init::wait_for_cloud_init;
 use crate::machine::{Machine, MachineCommand, MachineError};
 use std::time::{Duration, Instant};
 
@@ -15,9 +16,6 @@ pub const GUEST_STATE_DIR: &str = "/var/lib/trog";
 pub const DEFAULT_FINISH_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long the recipes' tests may take together.
 pub const TESTS_TIMEOUT: Duration = Duration::from_secs(600);
-/// How long cloud-init may still be working after SSH first answers: its package installs over a
-/// slow mirror take minutes; one still running after fifteen has stopped progressing.
-pub const CLOUD_INIT_TIMEOUT: Duration = Duration::from_secs(900);
 /// How long one fetch of the finish's log waits on the guest for make to end before it returns
 /// what the log holds so far. The guest answers as soon as make ends, so the finish learns of
 /// it within a tenth of a second, and a running make costs one command every two seconds.
@@ -33,6 +31,14 @@ pub enum FinishError {
         #[source]
         source: MachineError,
     },
+    #[error("cloud-init on {guest} showed no sign of work for {}s (its logs, dpkg's and apt's downloads all stood still); this run stopped waiting after {}s", quiet.as_secs(), waited.as_secs())]
+    CloudInitQuiet {
+        guest: String,
+        quiet: Duration,
+        waited: Duration,
+    },
+    #[error("cloud-init on {guest} was still working after {}s; it goes on there, but this run stops waiting", waited.as_secs())]
+    CloudInitTooLong { guest: String, waited: Duration },
     #[error("cannot unpack the payload on {guest}")]
     Unpack {
         guest: String,
@@ -76,6 +82,12 @@ impl crate::diagnose::Diagnose for FinishError {
         if let FinishError::CloudInit { .. } | FinishError::CloudInitUnknown { .. } = self {
             return Some("an `Err:` or `Failed to fetch` line above names a package mirror the guest could not reach (_global's mirror); otherwise the guest's /var/log/cloud-init.log says why; fix the seed's input (users.yaml, packages, mirror) and provision again".into());
         }
+        if let FinishError::CloudInitQuiet { .. } = self {
+            return Some("the end of the guest's /var/log/cloud-init-output.log shows the step it stopped at (a fetch from a mirror that stopped answering is named there: _global's mirror); once that is fixed, provision again: the guest is finished again without rebuilding its disk".into());
+        }
+        if let FinishError::CloudInitTooLong { .. } = self {
+            return Some("cloud-init goes on in the guest (/var/log/cloud-init-output.log shows how far it is); provision again to wait for it and finish: the disk is not rebuilt".into());
+        }
         Some(format!(
             "the whole log is {GUEST_STATE_DIR}/finish.log on the guest; fix the recipe or the site's Makefile and run provision again: it finishes again without rebuilding the disk"
         ))
@@ -87,39 +99,6 @@ impl crate::diagnose::Diagnose for FinishError {
 pub struct FinishReport {
     pub make_duration: Duration,
     pub tests_output: String,
-}
-
-/// Where cloud-init writes what its modules print: apt's own lines among them.
-const CLOUD_INIT_OUTPUT_LOG: &str = "/var/log/cloud-init-output.log";
-/// What cloud-init writes when its last stage has ended, with the errors of every stage.
-const CLOUD_INIT_RESULT: &str = "/run/cloud-init/result.json";
-/// How often the guest looks again for cloud-init's result while it boots, in seconds.
-const CLOUD_INIT_POLL_S: &str = "0.2";
-
-/// Waits for cloud-init to finish every stage, so the Makefile never races its package installs
-/// (the apt lock) or the SSH restart it makes when it changes sshd's configuration.
-///
-/// `cloud-init status --wait` is a Python program: starting it takes seconds on a guest without
-/// hardware acceleration (4.6 s measured on an idle one), taken from the boot it waits for. So
-/// the shell watches for the result file while systemd is still booting, and accepts it when it
-/// lists no errors; only an answer the shell cannot read (no result once the boot has ended,
-/// errors, another format, no systemd) asks cloud-init itself. `status --wait` exits 2 for
-/// "done, with recoverable errors" (warnings, deprecated keys): done is done. When cloud-init
-/// did not end cleanly, prints its long status, then apt's errors from the first boot: a mirror
-/// the guest cannot reach is named there (`Err:` / `Failed to fetch` with its URL), and the
-/// guest's sources list no other archive to fall back to.
-fn cloud_init_script() -> String {
-    format!(
-        "command -v cloud-init >/dev/null || exit 0; \
-         if command -v systemctl >/dev/null; then \
-         while [ ! -e {CLOUD_INIT_RESULT} ]; do \
-         case $(systemctl is-system-running 2>/dev/null) in initializing|starting) sleep {CLOUD_INIT_POLL_S};; *) break;; esac; \
-         done; fi; \
-         grep -Eqs '\"errors\": ?\\[\\]' {CLOUD_INIT_RESULT} && exit 0; \
-         cloud-init status --wait >/dev/null 2>&1; case $? in 0|2) exit 0;; esac; \
-         cloud-init status --long; \
-         grep -E '^(Err:|E: |W: Failed to fetch)' {CLOUD_INIT_OUTPUT_LOG} 2>/dev/null | tail -n 8; exit 1"
-    )
 }
 
 /// The shell that unpacks the payload into a directory of its own beside the current one; the
@@ -141,28 +120,6 @@ fn start_script(payload_digest: &str) -> String {
          setsid -f sh -c 'make > {GUEST_STATE_DIR}/finish.log 2>&1; echo $? > {GUEST_STATE_DIR}/finish.status.new; \
          mv {GUEST_STATE_DIR}/finish.status.new {GUEST_STATE_DIR}/finish.status' < /dev/null > /dev/null 2>&1"
     )
-}
-
-/// Waits (bounded) until cloud-init has finished every stage on the guest, and says how it ended
-/// when not cleanly.
-pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
-    let name = guest.describe();
-    let settled = MachineCommand::shell(&cloud_init_script())
-        .as_root(true)
-        .timeout(CLOUD_INIT_TIMEOUT);
-    let output = guest
-        .run(&settled)
-        .map_err(|source| FinishError::CloudInitUnknown {
-            guest: name.clone(),
-            source,
-        })?;
-    if output.status != Some(0) {
-        return Err(FinishError::CloudInit {
-            guest: name,
-            status: output.stdout_text().trim().to_string(),
-        });
-    }
-    Ok(())
 }
 
 /// One fetch of the finish: waits up to [`FOLLOW_WAIT_TENTHS`] for make's status, then prints
@@ -348,163 +305,6 @@ mod tests {
     /// The scripts run for real against a scratch directory standing in for the guest's.
     fn on_scratch(script: String, dir: &std::path::Path) -> String {
         script.replace(GUEST_STATE_DIR, dir.to_str().unwrap())
-    }
-
-    /// A guest's cloud-init and systemd, stood in for by scripts in a scratch directory: the
-    /// stand-in `cloud-init` answers `status --wait` with a given status, `status --long` with a
-    /// line the error must carry, and notes every call; `systemctl is-system-running` answers
-    /// what the file `system_state` holds.
-    struct CloudInitStandIn {
-        dir: tempfile::TempDir,
-    }
-
-    impl CloudInitStandIn {
-        fn new(wait_status: i32, output_log: &str, system_state: &str) -> CloudInitStandIn {
-            use std::os::unix::fs::PermissionsExt;
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path();
-            std::fs::write(path.join("cloud-init-output.log"), output_log).unwrap();
-            std::fs::write(path.join("system_state"), system_state).unwrap();
-            let calls = path.join("calls");
-            let scripts = [
-                (
-                    "cloud-init",
-                    format!(
-                        "#!/bin/sh
-echo \"$*\" >> {}
-case \"$2\" in --wait) exit {wait_status};; --long) echo 'status: error';; esac\n",
-                        calls.display()
-                    ),
-                ),
-                (
-                    "systemctl",
-                    format!(
-                        "#!/bin/sh
-cat {}\n",
-                        path.join("system_state").display()
-                    ),
-                ),
-            ];
-            for (name, text) in scripts {
-                std::fs::write(path.join(name), text).unwrap();
-                std::fs::set_permissions(path.join(name), std::fs::Permissions::from_mode(0o755))
-                    .unwrap();
-            }
-            CloudInitStandIn { dir }
-        }
-
-        fn result_path(&self) -> std::path::PathBuf {
-            self.dir.path().join("result.json")
-        }
-
-        fn run(&self) -> (Option<i32>, String) {
-            let path = self.dir.path();
-            let script = format!(
-                "PATH={}:$PATH; {}",
-                path.display(),
-                cloud_init_script()
-                    .replace(
-                        CLOUD_INIT_OUTPUT_LOG,
-                        path.join("cloud-init-output.log").to_str().unwrap()
-                    )
-                    .replace(CLOUD_INIT_RESULT, self.result_path().to_str().unwrap())
-            );
-            let output = LocalMachine.run(&MachineCommand::shell(&script)).unwrap();
-            (output.status, output.stdout_text())
-        }
-
-        /// Whether the wait asked cloud-init itself (the slow way).
-        fn asked_cloud_init(&self) -> bool {
-            self.dir.path().join("calls").exists()
-        }
-    }
-
-    /// What cloud-init 22.4 writes at the end of its last stage.
-    const RESULT_WITHOUT_ERRORS: &str =
-        "{\n \"v1\": {\n  \"datasource\": \"DataSourceNoCloud [seed=/dev/sr0][dsmode=net]\",\n  \"errors\": []\n }\n}";
-
-    fn cloud_init_wait_with(wait_status: i32) -> (Option<i32>, String) {
-        cloud_init_wait_logged(wait_status, "")
-    }
-
-    fn cloud_init_wait_logged(wait_status: i32, output_log: &str) -> (Option<i32>, String) {
-        CloudInitStandIn::new(wait_status, output_log, "running").run()
-    }
-
-    #[test]
-    fn finishing_waits_for_cloud_init_and_reports_how_it_ended() {
-        assert_eq!(cloud_init_wait_with(0), (Some(0), String::new()));
-        assert_eq!(
-            cloud_init_wait_with(1),
-            (Some(1), "status: error\n".to_string())
-        );
-        // Done with recoverable errors (warnings, deprecated keys) is done.
-        assert_eq!(cloud_init_wait_with(2), (Some(0), String::new()));
-    }
-
-    #[test]
-    fn a_result_without_errors_is_enough_and_cloud_init_is_not_started() {
-        let guest = CloudInitStandIn::new(1, "", "running");
-        std::fs::write(guest.result_path(), RESULT_WITHOUT_ERRORS).unwrap();
-        assert_eq!(guest.run(), (Some(0), String::new()));
-        assert!(!guest.asked_cloud_init());
-    }
-
-    #[test]
-    fn a_result_with_errors_is_told_by_cloud_init_itself() {
-        let guest = CloudInitStandIn::new(1, "", "degraded");
-        std::fs::write(
-            guest.result_path(),
-            RESULT_WITHOUT_ERRORS.replace("[]", "[\"('scripts_user', RuntimeError())\"]"),
-        )
-        .unwrap();
-        assert_eq!(guest.run(), (Some(1), "status: error\n".to_string()));
-        assert!(guest.asked_cloud_init());
-    }
-
-    #[test]
-    fn while_the_guest_boots_the_wait_watches_for_the_result() {
-        let guest = CloudInitStandIn::new(1, "", "starting");
-        let result = guest.result_path();
-        let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(500));
-            std::fs::write(result, RESULT_WITHOUT_ERRORS).unwrap();
-        });
-        assert_eq!(guest.run(), (Some(0), String::new()));
-        writer.join().unwrap();
-        assert!(!guest.asked_cloud_init());
-    }
-
-    #[test]
-    fn a_boot_that_ended_without_a_result_asks_cloud_init() {
-        let guest = CloudInitStandIn::new(0, "", "starting");
-        let state = guest.dir.path().join("system_state");
-        let boot_ends = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(500));
-            std::fs::write(state, "degraded").unwrap();
-        });
-        assert_eq!(guest.run(), (Some(0), String::new()));
-        boot_ends.join().unwrap();
-        assert!(guest.asked_cloud_init());
-    }
-
-    #[test]
-    fn an_unreachable_mirror_is_named_when_first_boot_failed() {
-        let log = "Reading package lists...\n\
-                   Err:1 http://192.0.2.1:3142/deb.debian.org/debian bookworm InRelease\n  Could not connect to 192.0.2.1:3142\n\
-                   W: Failed to fetch http://192.0.2.1:3142/deb.debian.org/debian/dists/bookworm/InRelease  Could not connect\n\
-                   E: Unable to locate package nginx\n";
-        let (status, said) = cloud_init_wait_logged(1, log);
-        assert_eq!(status, Some(1));
-        assert_eq!(
-            said,
-            "status: error\n\
-             Err:1 http://192.0.2.1:3142/deb.debian.org/debian bookworm InRelease\n\
-             W: Failed to fetch http://192.0.2.1:3142/deb.debian.org/debian/dists/bookworm/InRelease  Could not connect\n\
-             E: Unable to locate package nginx\n"
-        );
-        // A first boot that went well says nothing, whatever its log holds.
-        assert_eq!(cloud_init_wait_logged(0, log), (Some(0), String::new()));
     }
 
     #[test]

@@ -2,5 +2,6 @@
 //! SSH.
 
 pub mod backup;
+pub mod cloud_init;
 pub mod finish;
 pub mod wait;

@@ -1,0 +1,190 @@
+//! Waiting for cloud-init to finish every stage on a guest, so the Makefile never races its
+//! package installs (the apt lock) or the SSH restart it makes when it changes sshd's
+//! configuration.
+//!
+//! A guest's first boot installs the seed's packages: seconds from a warm mirror, the better part
+//! of an hour from a slow one on an emulated guest. No single bound fits both, so the wait goes in
+//! rounds and watches cloud-init work: it gives up when nothing has moved for
+//! [`CLOUD_INIT_QUIET_LIMIT`] (cloud-init's logs, dpkg's and apt's, and the downloads apt has
+//! under way all stood still), or after [`CLOUD_INIT_LIMIT`] in all, and it ends at once when
+//! cloud-init has ended, cleanly or not.
+
+use super::finish::FinishError;
+use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
+use std::time::{Duration, Instant};
+
+/// How long cloud-init may go without any sign of work (no log line, no dpkg step, no byte
+/// downloaded) before the wait gives up: a package's configure step under emulation runs a few
+/// minutes without a line; ten of silence is a guest that stopped.
+pub const CLOUD_INIT_QUIET_LIMIT: Duration = Duration::from_secs(600);
+/// The most the wait takes whatever cloud-init does: as long as the Makefile may run.
+pub const CLOUD_INIT_LIMIT: Duration = super::finish::DEFAULT_FINISH_TIMEOUT;
+/// How long one round waits on the guest before it reports how far cloud-init has come. The
+/// guest answers as soon as cloud-init ends, so the round's length costs no time.
+const ROUND_S: u32 = 30;
+/// How much longer than a round its command may take: the SSH session and, when the shell cannot
+/// read the answer itself, one start of `cloud-init status` (seconds under emulation).
+const ROUND_SLACK: Duration = Duration::from_secs(90);
+/// How often the guest looks again for cloud-init's result while it boots, in seconds.
+const POLL_S: &str = "0.2";
+
+/// Where cloud-init writes what its modules print: apt's own lines among them.
+const OUTPUT_LOG: &str = "/var/log/cloud-init-output.log";
+/// What cloud-init writes when its last stage has ended, with the errors of every stage.
+const RESULT: &str = "/run/cloud-init/result.json";
+/// Files that grow while cloud-init works: its own logs, and dpkg's and apt's while the seed's
+/// packages install.
+const PROGRESS_FILES: [&str; 4] = [
+    OUTPUT_LOG,
+    "/var/log/cloud-init.log",
+    "/var/log/dpkg.log",
+    "/var/log/apt/term.log",
+];
+/// Where apt keeps the packages it is downloading: a long download grows here and nowhere else.
+const APT_PARTIAL: &str = "/var/cache/apt/archives/partial";
+
+/// The round's exit status when cloud-init is still working (EX_TEMPFAIL); its output is then
+/// the progress count.
+const STILL_WORKING: i32 = 75;
+
+/// One round on the guest. Exits 0 when cloud-init has ended cleanly (or is not installed), 1
+/// when it ended in error (printing its long status, then apt's errors from the first boot: a
+/// mirror the guest cannot reach is named there, `Err:` / `Failed to fetch` with its URL, and the
+/// guest's sources list no other archive to fall back to), and [`STILL_WORKING`] with the count
+/// of bytes in [`PROGRESS_FILES`] and [`APT_PARTIAL`] when the round ran out first.
+///
+/// `cloud-init status --wait` is a Python program: starting it takes seconds on a guest without
+/// hardware acceleration (4.6 s measured on an idle one), taken from the boot it waits for. So
+/// the shell watches for the result file while systemd is still booting, and accepts it when it
+/// lists no errors; only an answer the shell cannot read (errors, no result once the boot has
+/// ended, no systemd) asks cloud-init itself, for at most the rest of the round. `status --wait`
+/// exits 2 for "done, with recoverable errors" (warnings, deprecated keys): done is done.
+fn round_script() -> String {
+    round_script_of(ROUND_S)
+}
+
+fn round_script_of(round_s: u32) -> String {
+    let ticks = round_s * 5;
+    let files = PROGRESS_FILES.join(" ");
+    format!(
+        "command -v cloud-init >/dev/null || exit 0; \
+         progress() {{ {{ stat -c %s {files} 2>/dev/null; find {APT_PARTIAL} -type f -printf '%s\\n' 2>/dev/null; }} | awk '{{ n += $1 }} END {{ print n + 0 }}'; }}; \
+         booting() {{ command -v systemctl >/dev/null && case $(systemctl is-system-running 2>/dev/null) in initializing|starting) true;; *) false;; esac; }}; \
+         n=0; while [ ! -e {RESULT} ] && booting && [ $n -lt {ticks} ]; do sleep {POLL_S}; n=$((n + 1)); done; \
+         if [ -e {RESULT} ]; then grep -Eqs '\"errors\": ?\\[\\]' {RESULT} && exit 0; \
+         elif booting; then progress; exit {STILL_WORKING}; fi; \
+         timeout {round_s} cloud-init status --wait >/dev/null 2>&1; case $? in 0|2) exit 0;; 124) progress; exit {STILL_WORKING};; esac; \
+         cloud-init status --long; \
+         grep -E '^(Err:|E: |W: Failed to fetch)' {OUTPUT_LOG} 2>/dev/null | tail -n 8; exit 1"
+    )
+}
+
+/// What one round found.
+#[derive(Debug, PartialEq, Eq)]
+enum Round {
+    Done,
+    Failed(String),
+    /// Still working; the count grows as long as cloud-init does.
+    Working(u64),
+}
+
+/// Whether to wait another round, given what the rounds have found so far. Pure: the clock is
+/// handed in.
+#[derive(Debug)]
+struct Watch {
+    started: Instant,
+    last_progress: Option<u64>,
+    last_moved: Instant,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    WaitOn,
+    Quiet { quiet: Duration, waited: Duration },
+    TooLong { waited: Duration },
+}
+
+impl Watch {
+    fn new(now: Instant) -> Watch {
+        Watch {
+            started: now,
+            last_progress: None,
+            last_moved: now,
+        }
+    }
+
+    fn observe(&mut self, progress: u64, now: Instant) -> Verdict {
+        if self.last_progress != Some(progress) {
+            self.last_progress = Some(progress);
+            self.last_moved = now;
+        }
+        let waited = now.duration_since(self.started);
+        let quiet = now.duration_since(self.last_moved);
+        if quiet >= CLOUD_INIT_QUIET_LIMIT {
+            Verdict::Quiet { quiet, waited }
+        } else if waited >= CLOUD_INIT_LIMIT {
+            Verdict::TooLong { waited }
+        } else {
+            Verdict::WaitOn
+        }
+    }
+}
+
+/// Reads a round's answer; any other is an error naming the command and its status.
+fn read_round(output: CommandOutput) -> Result<Round, MachineError> {
+    let text = output.stdout_text();
+    match (output.status, text.trim().parse::<u64>()) {
+        (Some(0), _) => Ok(Round::Done),
+        (Some(1), _) => Ok(Round::Failed(text.trim().to_string())),
+        (Some(STILL_WORKING), Ok(progress)) => Ok(Round::Working(progress)),
+        // Not an answer a round gives: the error names the command and how it ended.
+        _ => output.success().map(|_| Round::Done),
+    }
+}
+
+/// Waits (bounded, as above) until cloud-init has finished every stage on the guest, and says
+/// how it ended when not cleanly.
+pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
+    let name = guest.describe();
+    let round = MachineCommand::shell(&round_script())
+        .as_root(true)
+        .timeout(Duration::from_secs(ROUND_S.into()) + ROUND_SLACK);
+    let mut watch = Watch::new(Instant::now());
+    loop {
+        let found = guest.run(&round).and_then(read_round).map_err(|source| {
+            FinishError::CloudInitUnknown {
+                guest: name.clone(),
+                source,
+            }
+        })?;
+        match found {
+            Round::Done => return Ok(()),
+            Round::Failed(status) => {
+                return Err(FinishError::CloudInit {
+                    guest: name,
+                    status,
+                })
+            }
+            Round::Working(progress) => match watch.observe(progress, Instant::now()) {
+                Verdict::WaitOn => {}
+                Verdict::Quiet { quiet, waited } => {
+                    return Err(FinishError::CloudInitQuiet {
+                        guest: name,
+                        quiet,
+                        waited,
+                    })
+                }
+                Verdict::TooLong { waited } => {
+                    return Err(FinishError::CloudInitTooLong {
+                        guest: name,
+                        waited,
+                    })
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "cloud_init_tests.rs"]
+mod tests;
