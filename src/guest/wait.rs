@@ -1,15 +1,44 @@
 //! Waiting for a new guest: first for an address, then for SSH to answer there. Every wait is
-//! bounded, named, and on timeout says what it waited for, for how long, and what the guest's
-//! console said last. A guest whose domain stops is not waited for: the wait asks before every
+//! bounded (by the guest's console standing still, and in all: [`BootWait`]), named, and on
+//! timeout says what it waited for, for how long, and what the guest's console said last. A guest whose domain stops is not waited for: the wait asks before every
 //! attempt, and an attempt in progress (a login may take a minute on a loaded host) is itself
 //! stopped within half a second of the domain's end.
 
 use std::time::{Duration, Instant};
 
+/// How long a wait for a booting guest may go on. It follows the guest's serial console: a boot
+/// that still prints is still going, however slow its hypervisor (several emulated guests booting
+/// at once on two cores take minutes each); one whose console stood still for `quiet` has stopped
+/// (a kernel panic, a boot prompt, a guest up but without the admin's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootWait {
+    /// Given up once the console has not changed for this long; a console that cannot be read
+    /// never changes, so this is then a bound from the start.
+    pub quiet: Duration,
+    /// Given up after this long, whatever the console does.
+    pub limit: Duration,
+}
+
+impl BootWait {
+    /// A wait bounded by `bound` alone, whatever the console does.
+    pub const fn fixed(bound: Duration) -> BootWait {
+        BootWait {
+            quiet: bound,
+            limit: bound,
+        }
+    }
+}
+
 /// How long a new guest gets to ask for an address and answer SSH. Measured boots take 25–40 s
-/// under software emulation; five minutes leaves room for a slow first boot (cloud-init
-/// installing packages) without leaving a broken guest unnoticed for long.
-pub const DEFAULT_SSH_WAIT: Duration = Duration::from_secs(300);
+/// under software emulation on an idle machine and several minutes on a loaded one: five minutes
+/// of a silent console is a boot that stopped, twenty in all a boot that loops.
+pub const DEFAULT_BOOT_WAIT: BootWait = BootWait {
+    quiet: Duration::from_secs(300),
+    limit: Duration::from_secs(1200),
+};
+/// How often the wait reads the console for a sign of progress: a read is one command on the
+/// hypervisor, over SSH for a remote one.
+pub const CONSOLE_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 /// How often the address and SSH are tried again while waiting. A round costs two libvirt calls
 /// and, once there is an address, one refused TCP connection: cheap enough to try often, and
 /// the guest is reached within half a second of its SSH answering instead of up to two.
@@ -35,21 +64,32 @@ pub enum WaitError {
         hypervisor_log: Option<String>,
         console: Option<String>,
     },
-    #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}", waited.as_secs(), console_tail(.console))]
+    #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}{}", waited.as_secs(), ended_said(.quiet), console_tail(.console))]
     NoAddress {
         guest: String,
         mac: String,
         waited: Duration,
+        /// How long its console had not changed, when that ended the wait.
+        quiet: Option<Duration>,
         console: Option<String>,
     },
-    #[error("{guest} has {addresses} but SSH did not answer there: waited {}s{}", waited.as_secs(), console_tail(.console))]
+    #[error("{guest} has {addresses} but SSH did not answer there: waited {}s{}{}", waited.as_secs(), ended_said(.quiet), console_tail(.console))]
     NoSsh {
         guest: String,
         addresses: String,
         waited: Duration,
+        /// How long its console had not changed, when that ended the wait.
+        quiet: Option<Duration>,
         last_error: String,
         console: Option<String>,
     },
+}
+
+fn ended_said(quiet: &Option<Duration>) -> String {
+    match quiet {
+        Some(quiet) => format!(", its console unchanged for the last {}s", quiet.as_secs()),
+        None => ", the longest a boot is waited for".into(),
+    }
 }
 
 fn restarts_said(restarts: u32) -> String {
@@ -132,7 +172,8 @@ pub trait GuestProbe {
     fn candidate_addresses(&mut self) -> Vec<String>;
     /// Tries SSH at `address`, giving up as soon as the guest's domain stops.
     fn try_ssh(&mut self, address: &str) -> Result<(), AttemptFailed>;
-    /// The guest's serial console so far, for the timeout message.
+    /// The guest's serial console so far: its changes tell the wait the boot goes on, and its
+    /// end is in the message when the wait gives up.
     fn console(&mut self) -> Option<String>;
     /// `Some(state and reason)` once the guest's domain no longer runs (crashed, shut off).
     fn stopped(&mut self) -> Option<String> {
@@ -156,11 +197,12 @@ pub fn wait_for_ssh(
     probe: &mut dyn GuestProbe,
     guest: &str,
     mac: &str,
-    timeout: Duration,
+    bounds: BootWait,
     clock: &dyn Fn() -> Instant,
     pause: &dyn Fn(Duration),
 ) -> Result<String, WaitError> {
     let started = clock();
+    let mut console = ConsoleWatch::new(started);
     let mut last_error = String::from("no attempt finished");
     let mut seen_addresses: Vec<String> = Vec::new();
     let mut restarts = 0;
@@ -215,14 +257,18 @@ pub fn wait_for_ssh(
             on_stop(probe, state)?;
             continue;
         }
-        let elapsed = clock() - started;
-        if elapsed >= timeout {
+        let now = clock();
+        let elapsed = now - started;
+        let quiet = console.quiet(probe, now);
+        if quiet >= bounds.quiet || elapsed >= bounds.limit {
+            let quiet = (quiet >= bounds.quiet && console.seen()).then_some(quiet);
             let console = probe.console();
             return Err(if seen_addresses.is_empty() {
                 WaitError::NoAddress {
                     guest: guest.into(),
                     mac: mac.into(),
                     waited: elapsed,
+                    quiet,
                     console,
                 }
             } else {
@@ -230,6 +276,7 @@ pub fn wait_for_ssh(
                     guest: guest.into(),
                     addresses: seen_addresses.join(", "),
                     waited: elapsed,
+                    quiet,
                     last_error,
                     console,
                 }
@@ -244,6 +291,44 @@ pub fn wait_for_ssh(
             elapsed,
         );
         pause(RETRY_INTERVAL);
+    }
+}
+
+/// When the guest's console last changed, read every [`CONSOLE_CHECK_INTERVAL`].
+struct ConsoleWatch {
+    last_read: Option<Instant>,
+    last_text: Option<String>,
+    last_moved: Instant,
+}
+
+impl ConsoleWatch {
+    fn new(started: Instant) -> ConsoleWatch {
+        ConsoleWatch {
+            last_read: None,
+            last_text: None,
+            last_moved: started,
+        }
+    }
+
+    /// How long the console has not changed, reading it again when it is time to.
+    fn quiet(&mut self, probe: &mut dyn GuestProbe, now: Instant) -> Duration {
+        let due = self
+            .last_read
+            .is_none_or(|read| now - read >= CONSOLE_CHECK_INTERVAL);
+        if due {
+            self.last_read = Some(now);
+            let text = probe.console();
+            if text.is_some() && text != self.last_text {
+                self.last_text = text;
+                self.last_moved = now;
+            }
+        }
+        now - self.last_moved
+    }
+
+    /// Whether the console could be read at all.
+    fn seen(&self) -> bool {
+        self.last_text.is_some()
     }
 }
 
@@ -270,6 +355,8 @@ mod tests {
         crashes_every_time: bool,
         /// The end of its emulator's log on the hypervisor.
         emulator_log: &'static str,
+        /// The round until which its console gains a line every round (then it stands still).
+        console_moves_until_round: usize,
     }
 
     impl Default for ScriptedGuest {
@@ -285,6 +372,7 @@ mod tests {
                 notes: Vec::new(),
                 crashes_every_time: false,
                 emulator_log: "qemu-system-x86_64: terminating on signal 9\n",
+                console_moves_until_round: 0,
             }
         }
     }
@@ -328,7 +416,7 @@ mod tests {
         }
         fn console(&mut self) -> Option<String> {
             Some(
-                (1..=40)
+                (1..=40 + self.round.min(self.console_moves_until_round))
                     .map(|n| format!("boot line {n}"))
                     .collect::<Vec<_>>()
                     .join("\n"),
@@ -338,6 +426,10 @@ mod tests {
 
     /// A clock that advances only when the wait pauses: the test takes no time.
     fn run(guest: &mut ScriptedGuest, timeout: Duration) -> Result<String, WaitError> {
+        run_bounded(guest, BootWait::fixed(timeout))
+    }
+
+    fn run_bounded(guest: &mut ScriptedGuest, bounds: BootWait) -> Result<String, WaitError> {
         let start = Instant::now();
         let offset = Cell::new(Duration::ZERO);
         let clock = || start + offset.get();
@@ -346,7 +438,7 @@ mod tests {
             guest,
             "www.example.test",
             "52:54:00:aa:bb:cc",
-            timeout,
+            bounds,
             &clock,
             &pause,
         )
@@ -405,6 +497,57 @@ mod tests {
         assert_eq!(
             run(&mut guest, Duration::from_secs(60)).unwrap(),
             "192.168.122.50"
+        );
+    }
+
+    #[test]
+    fn a_slow_boot_whose_console_moves_is_waited_for_past_five_minutes() {
+        let mut guest = ScriptedGuest {
+            // An address after 350 s, SSH after 355 s: five emulated guests booting at once.
+            address_after_round: 700,
+            ssh_after_round: 710,
+            console_moves_until_round: usize::MAX,
+            ..ScriptedGuest::default()
+        };
+        assert_eq!(
+            run_bounded(&mut guest, DEFAULT_BOOT_WAIT).unwrap(),
+            "192.168.122.50"
+        );
+    }
+
+    #[test]
+    fn a_console_that_stands_still_ends_the_wait_that_long_after_its_last_change() {
+        let mut guest = ScriptedGuest {
+            // Lines until about 20 s in, then nothing.
+            console_moves_until_round: 40,
+            ..ScriptedGuest::default()
+        };
+        let bounds = BootWait {
+            quiet: Duration::from_secs(30),
+            limit: Duration::from_secs(600),
+        };
+        let text = run_bounded(&mut guest, bounds).unwrap_err().to_string();
+        assert!(
+            text.starts_with("www.example.test never asked for an address: waited 50s for a DHCP lease on MAC 52:54:00:aa:bb:cc, its console unchanged for the last 30s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_console_that_never_stops_ends_the_wait_at_the_limit() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 0,
+            console_moves_until_round: usize::MAX,
+            ..ScriptedGuest::default()
+        };
+        let bounds = BootWait {
+            quiet: Duration::from_secs(10),
+            limit: Duration::from_secs(60),
+        };
+        let text = run_bounded(&mut guest, bounds).unwrap_err().to_string();
+        assert!(
+            text.starts_with("www.example.test has 192.168.122.50 but SSH did not answer there: waited 60s, the longest a boot is waited for"),
+            "{text}"
         );
     }
 

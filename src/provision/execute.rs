@@ -9,7 +9,7 @@ use crate::addresses::settle::tenant_directory;
 use crate::diagnose::Failure;
 use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
-use crate::guest::wait::{wait_for_ssh, GuestProbe, DEFAULT_SSH_WAIT};
+use crate::guest::wait::{wait_for_ssh, BootWait, GuestProbe, DEFAULT_BOOT_WAIT};
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
 use crate::libvirt::guest_state::{start_again, stopped_state};
 use crate::libvirt::network_filter::{
@@ -58,7 +58,7 @@ pub trait ReachProbe: GuestProbe {
 
 /// How long the wait and the finish may take, and the clock they are measured with.
 pub struct Waits<'a> {
-    pub ssh: Duration,
+    pub ssh: BootWait,
     pub finish: Duration,
     pub clock: &'a dyn Fn() -> Instant,
     pub pause: &'a dyn Fn(Duration),
@@ -66,7 +66,7 @@ pub struct Waits<'a> {
 
 /// The bounds and the clock of a real run.
 pub const REAL_WAITS: Waits<'static> = Waits {
-    ssh: DEFAULT_SSH_WAIT,
+    ssh: DEFAULT_BOOT_WAIT,
     finish: DEFAULT_FINISH_TIMEOUT,
     clock: &Instant::now,
     pause: &std::thread::sleep,

@@ -222,7 +222,7 @@ fn run(steps: &mut FakeSteps, plan: &Plan) -> Result<ConvergeReport, Failure> {
     let clock = || time.now();
     let pause = |step: Duration| time.advance(step);
     let waits = Waits {
-        ssh: Duration::from_secs(300),
+        ssh: crate::guest::wait::BootWait::fixed(Duration::from_secs(300)),
         finish: Duration::from_secs(3600),
         clock: &clock,
         pause: &pause,

@@ -6,7 +6,7 @@ use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::guest::wait::wait_for_ssh;
+use crate::guest::wait::{wait_for_ssh, BootWait};
 use crate::libvirt::guest_state::stopped_state;
 use crate::libvirt::snapshot::GuestSnapshots;
 use crate::lock::Locks;
@@ -97,7 +97,7 @@ pub fn restore(
             &mut probe,
             &domain,
             &inputs.generated.mac_address.to_string(),
-            RESTORE_SSH_WAIT,
+            BootWait::fixed(RESTORE_SSH_WAIT),
             &Instant::now,
             &std::thread::sleep,
         )?);
