@@ -36,6 +36,10 @@ pub fn pin(name: &str, installation: &Installation, code: Option<i32>, events: &
     let redacted = redacted(installation, events);
     insta::with_settings!({
         filters => vec![
+            // Durations first: `seconds` and `total_seconds`, and the seconds in a report's
+            // steps (a fraction's digits, 0.123456789012, would otherwise pass for hex).
+            (r#""(seconds|total_seconds)": [0-9.e+-]+"#, r#""$1": "[SECONDS]""#),
+            (r"(?m)^(\s+)[0-9]+\.[0-9]+(e[+-]?[0-9]+)?$", "$1[SECONDS]"),
             // Digests (a key is new in every run, and so is all that carries it), then shorter
             // hex runs: the base image volume's name holds a digest's prefix.
             (r"\b[0-9a-f]{64}\b", "[SHA256]"),
@@ -46,9 +50,6 @@ pub fn pin(name: &str, installation: &Installation, code: Option<i32>, events: &
             (r"\[ADDRESS\]:\d+", "[ADDRESS]:[PORT]"),
             // A backup's name is the time it was taken.
             (r"\b\d{8}T\d{6}Z\b", "[TIME]"),
-            // Durations: `seconds` and `total_seconds`, and the seconds in a report's steps.
-            (r#""(seconds|total_seconds)": [0-9.e+-]+"#, r#""$1": "[SECONDS]""#),
-            (r"(?m)^(\s+)[0-9]+\.[0-9]+(e[+-]?[0-9]+)?$", "$1[SECONDS]"),
             // A backup archive's size (gzip of files with times in them).
             (r#""bytes": \d+"#, r#""bytes": "[BYTES]""#),
             // The filters refreshed for every tenant with guests on the shared libvirtd: other
