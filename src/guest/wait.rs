@@ -64,31 +64,38 @@ pub enum WaitError {
         hypervisor_log: Option<String>,
         console: Option<String>,
     },
-    #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}{}", waited.as_secs(), ended_said(.quiet), console_tail(.console))]
+    #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}{}", waited.as_secs(), gave_up_said(*.gave_up), console_tail(.console))]
     NoAddress {
         guest: String,
         mac: String,
         waited: Duration,
-        /// How long its console had not changed, when that ended the wait.
-        quiet: Option<Duration>,
+        gave_up: GaveUp,
         console: Option<String>,
     },
-    #[error("{guest} has {addresses} but SSH did not answer there: waited {}s{}{}", waited.as_secs(), ended_said(.quiet), console_tail(.console))]
+    #[error("{guest} has {addresses} but SSH did not answer there: waited {}s{}{}", waited.as_secs(), gave_up_said(*.gave_up), console_tail(.console))]
     NoSsh {
         guest: String,
         addresses: String,
         waited: Duration,
-        /// How long its console had not changed, when that ended the wait.
-        quiet: Option<Duration>,
+        gave_up: GaveUp,
         last_error: String,
         console: Option<String>,
     },
 }
 
-fn ended_said(quiet: &Option<Duration>) -> String {
-    match quiet {
-        Some(quiet) => format!(", its console unchanged for the last {}s", quiet.as_secs()),
-        None => ", the longest a boot is waited for".into(),
+/// Why a wait for a booting guest gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GaveUp {
+    /// Its console had not changed for this many seconds.
+    QuietFor(u32),
+    /// The most a boot is waited for had passed (or its console could not be read).
+    Limit,
+}
+
+fn gave_up_said(gave_up: GaveUp) -> String {
+    match gave_up {
+        GaveUp::QuietFor(seconds) => format!(", its console unchanged for the last {seconds}s"),
+        GaveUp::Limit => ", the longest a boot is waited for".into(),
     }
 }
 
@@ -261,14 +268,18 @@ pub fn wait_for_ssh(
         let elapsed = now - started;
         let quiet = console.quiet(probe, now);
         if quiet >= bounds.quiet || elapsed >= bounds.limit {
-            let quiet = (quiet >= bounds.quiet && console.seen()).then_some(quiet);
+            let gave_up = if quiet >= bounds.quiet && console.seen() {
+                GaveUp::QuietFor(u32::try_from(quiet.as_secs()).unwrap_or(u32::MAX))
+            } else {
+                GaveUp::Limit
+            };
             let console = probe.console();
             return Err(if seen_addresses.is_empty() {
                 WaitError::NoAddress {
                     guest: guest.into(),
                     mac: mac.into(),
                     waited: elapsed,
-                    quiet,
+                    gave_up,
                     console,
                 }
             } else {
@@ -276,7 +287,7 @@ pub fn wait_for_ssh(
                     guest: guest.into(),
                     addresses: seen_addresses.join(", "),
                     waited: elapsed,
-                    quiet,
+                    gave_up,
                     last_error,
                     console,
                 }
