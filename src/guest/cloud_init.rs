@@ -21,12 +21,17 @@ pub const CLOUD_INIT_QUIET_LIMIT: Duration = Duration::from_secs(600);
 pub const CLOUD_INIT_LIMIT: Duration = super::finish::DEFAULT_FINISH_TIMEOUT;
 /// How long one round waits on the guest before it reports how far cloud-init has come. The
 /// guest answers as soon as cloud-init ends, so the round's length costs no time.
-const ROUND_S: u32 = 30;
-/// How much longer than a round its command may take: the SSH session and, when the shell cannot
-/// read the answer itself, one start of `cloud-init status` (seconds under emulation).
-const ROUND_SLACK: Duration = Duration::from_secs(90);
+const ROUND_S: u32 = 20;
+/// How much longer than a round its command may take: the SSH session, counting what cloud-init
+/// and apt wrote, and, when the shell cannot read the answer itself, `cloud-init status` (a
+/// Python start: seconds under emulation, tens of them on a loaded host). A round that takes
+/// longer still counts as one that saw no progress, not as an error.
+const ROUND_SLACK: Duration = Duration::from_secs(100);
 /// How often the guest looks again for cloud-init's result while it boots, in seconds.
 const POLL_S: &str = "0.2";
+/// Every how many looks the guest asks systemd whether it is still booting: each question starts
+/// `systemctl`, which costs more than a look on an emulated guest.
+const BOOT_CHECK_EVERY: u32 = 10;
 
 /// Where cloud-init writes what its modules print: apt's own lines among them.
 const OUTPUT_LOG: &str = "/var/log/cloud-init-output.log";
@@ -64,13 +69,14 @@ fn round_script() -> String {
 }
 
 fn round_script_of(round_s: u32) -> String {
-    let ticks = round_s * 5;
     let files = PROGRESS_FILES.join(" ");
     format!(
         "command -v cloud-init >/dev/null || exit 0; \
          progress() {{ {{ stat -c %s {files} 2>/dev/null; find {APT_PARTIAL} -type f -printf '%s\\n' 2>/dev/null; }} | awk '{{ n += $1 }} END {{ print n + 0 }}'; }}; \
          booting() {{ command -v systemctl >/dev/null && case $(systemctl is-system-running 2>/dev/null) in initializing|starting) true;; *) false;; esac; }}; \
-         n=0; while [ ! -e {RESULT} ] && booting && [ $n -lt {ticks} ]; do sleep {POLL_S}; n=$((n + 1)); done; \
+         end=$(($(date +%s) + {round_s})); n=0; \
+         while [ ! -e {RESULT} ] && [ \"$(date +%s)\" -lt $end ]; do \
+         if [ $((n % {BOOT_CHECK_EVERY})) -eq 0 ] && ! booting; then break; fi; sleep {POLL_S}; n=$((n + 1)); done; \
          if [ -e {RESULT} ]; then grep -Eqs '\"errors\": ?\\[\\]' {RESULT} && exit 0; \
          elif booting; then progress; exit {STILL_WORKING}; fi; \
          timeout {round_s} cloud-init status --wait >/dev/null 2>&1; case $? in 0|2) exit 0;; 124) progress; exit {STILL_WORKING};; esac; \
@@ -86,6 +92,8 @@ enum Round {
     Failed(String),
     /// Still working; the count grows as long as cloud-init does.
     Working(u64),
+    /// No answer within the round's bound.
+    Unseen,
 }
 
 /// Whether to wait another round, given what the rounds have found so far. Pure: the clock is
@@ -113,9 +121,10 @@ impl Watch {
         }
     }
 
-    fn observe(&mut self, progress: u64, now: Instant) -> Verdict {
-        if self.last_progress != Some(progress) {
-            self.last_progress = Some(progress);
+    /// Takes in what a round counted (`None`: it could not count) and says whether to go on.
+    fn observe(&mut self, progress: Option<u64>, now: Instant) -> Verdict {
+        if progress.is_some() && self.last_progress != progress {
+            self.last_progress = progress;
             self.last_moved = now;
         }
         let waited = now.duration_since(self.started);
@@ -151,13 +160,18 @@ pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
         .timeout(Duration::from_secs(ROUND_S.into()) + ROUND_SLACK);
     let mut watch = Watch::new(Instant::now());
     loop {
-        let found = guest.run(&round).and_then(read_round).map_err(|source| {
-            FinishError::CloudInitUnknown {
-                guest: name.clone(),
-                source,
+        let found = match guest.run(&round).and_then(read_round) {
+            Ok(found) => found,
+            // A guest too loaded to answer within the round's bound has not been seen to move.
+            Err(MachineError::TimedOut { .. }) => Round::Unseen,
+            Err(source) => {
+                return Err(FinishError::CloudInitUnknown {
+                    guest: name,
+                    source,
+                })
             }
-        })?;
-        match found {
+        };
+        let progress = match found {
             Round::Done => return Ok(()),
             Round::Failed(status) => {
                 return Err(FinishError::CloudInit {
@@ -165,22 +179,24 @@ pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
                     status,
                 })
             }
-            Round::Working(progress) => match watch.observe(progress, Instant::now()) {
-                Verdict::WaitOn => {}
-                Verdict::Quiet { quiet, waited } => {
-                    return Err(FinishError::CloudInitQuiet {
-                        guest: name,
-                        quiet,
-                        waited,
-                    })
-                }
-                Verdict::TooLong { waited } => {
-                    return Err(FinishError::CloudInitTooLong {
-                        guest: name,
-                        waited,
-                    })
-                }
-            },
+            Round::Working(progress) => Some(progress),
+            Round::Unseen => None,
+        };
+        match watch.observe(progress, Instant::now()) {
+            Verdict::WaitOn => {}
+            Verdict::Quiet { quiet, waited } => {
+                return Err(FinishError::CloudInitQuiet {
+                    guest: name,
+                    quiet,
+                    waited,
+                })
+            }
+            Verdict::TooLong { waited } => {
+                return Err(FinishError::CloudInitTooLong {
+                    guest: name,
+                    waited,
+                })
+            }
         }
     }
 }

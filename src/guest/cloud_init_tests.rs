@@ -24,6 +24,16 @@ struct CloudInitStandIn {
 
 impl CloudInitStandIn {
     fn new(wait: Wait, output_log: &str, system_state: &str) -> CloudInitStandIn {
+        CloudInitStandIn::with_systemctl_delay(wait, output_log, system_state, 0)
+    }
+
+    /// As [`CloudInitStandIn::new`], its `systemctl` taking `delay_s` to answer (a loaded guest).
+    fn with_systemctl_delay(
+        wait: Wait,
+        output_log: &str,
+        system_state: &str,
+        delay_s: u32,
+    ) -> CloudInitStandIn {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let stand_in = CloudInitStandIn { dir };
@@ -52,7 +62,10 @@ impl CloudInitStandIn {
             ),
             (
                 "systemctl",
-                format!("#!/bin/sh\ncat {}\n", path.join("system_state").display()),
+                format!(
+                    "#!/bin/sh\nsleep {delay_s}\ncat {}\n",
+                    path.join("system_state").display()
+                ),
             ),
         ];
         for (name, text) in scripts {
@@ -170,6 +183,20 @@ fn a_round_that_runs_out_while_the_guest_boots_counts_what_cloud_init_and_apt_wr
 }
 
 #[test]
+fn a_round_ends_on_time_however_slowly_systemd_answers() {
+    // Each question to systemd takes two seconds: a round of one second asks it twice (once in
+    // its loop, once at its end), not once for every look at the result file.
+    let guest = CloudInitStandIn::with_systemctl_delay(Wait::Exits(0), "log", "starting", 2);
+    let started = Instant::now();
+    assert_eq!(guest.run(), (Some(STILL_WORKING), "3\n".to_string()));
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn a_round_whose_cloud_init_status_is_still_waiting_reports_progress() {
     let guest = CloudInitStandIn::new(Wait::Hangs, "log", "running");
     assert_eq!(guest.run(), (Some(STILL_WORKING), "3\n".to_string()));
@@ -209,7 +236,7 @@ fn the_watch_waits_on_while_anything_moves_however_long_each_step_is() {
     // Nine minutes between signs of work, for most of an hour: a slow mirror, never a stall.
     for step in 0..6 {
         assert_eq!(
-            watch.observe(step, start + minutes(9 * step)),
+            watch.observe(Some(step), start + minutes(9 * step)),
             Verdict::WaitOn
         );
     }
@@ -219,11 +246,17 @@ fn the_watch_waits_on_while_anything_moves_however_long_each_step_is() {
 fn the_watch_gives_up_after_ten_minutes_without_a_sign_of_work() {
     let start = Instant::now();
     let mut watch = Watch::new(start);
-    assert_eq!(watch.observe(100, start), Verdict::WaitOn);
-    assert_eq!(watch.observe(200, start + minutes(3)), Verdict::WaitOn);
-    assert_eq!(watch.observe(200, start + minutes(12)), Verdict::WaitOn);
+    assert_eq!(watch.observe(Some(100), start), Verdict::WaitOn);
     assert_eq!(
-        watch.observe(200, start + minutes(13)),
+        watch.observe(Some(200), start + minutes(3)),
+        Verdict::WaitOn
+    );
+    assert_eq!(
+        watch.observe(Some(200), start + minutes(12)),
+        Verdict::WaitOn
+    );
+    assert_eq!(
+        watch.observe(Some(200), start + minutes(13)),
         Verdict::Quiet {
             quiet: minutes(10),
             waited: minutes(13)
@@ -235,11 +268,26 @@ fn the_watch_gives_up_after_ten_minutes_without_a_sign_of_work() {
 fn the_watch_gives_up_after_an_hour_whatever_moves() {
     let start = Instant::now();
     let mut watch = Watch::new(start);
-    assert_eq!(watch.observe(1, start + minutes(59)), Verdict::WaitOn);
+    assert_eq!(watch.observe(Some(1), start + minutes(59)), Verdict::WaitOn);
     assert_eq!(
-        watch.observe(2, start + minutes(60)),
+        watch.observe(Some(2), start + minutes(60)),
         Verdict::TooLong {
             waited: minutes(60)
+        }
+    );
+}
+
+#[test]
+fn a_round_that_could_not_count_is_no_sign_of_work() {
+    let start = Instant::now();
+    let mut watch = Watch::new(start);
+    assert_eq!(watch.observe(Some(100), start), Verdict::WaitOn);
+    assert_eq!(watch.observe(None, start + minutes(5)), Verdict::WaitOn);
+    assert_eq!(
+        watch.observe(None, start + minutes(10)),
+        Verdict::Quiet {
+            quiet: minutes(10),
+            waited: minutes(10)
         }
     );
 }
@@ -253,6 +301,20 @@ fn the_wait_goes_round_after_round_until_cloud_init_is_done() {
         &[
             Answer::Exit(STILL_WORKING, "100\n"),
             Answer::Exit(STILL_WORKING, "250\n"),
+            Answer::Exit(0, ""),
+        ],
+    );
+    wait_for_cloud_init(&guest).unwrap();
+    assert_eq!(guest.count(ROUND), 3);
+}
+
+#[test]
+fn a_round_that_times_out_is_waited_past() {
+    let guest = FakeMachine::new().answer(
+        ROUND,
+        &[
+            Answer::Exit(STILL_WORKING, "100\n"),
+            Answer::TimedOut,
             Answer::Exit(0, ""),
         ],
     );
