@@ -100,6 +100,9 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
     })
 }
 
+/// The apt setting a guest installs its packages with.
+const NO_RECOMMENDS: &str = "APT::Install-Recommends \"false\";\n";
+
 fn user_data(input: &SeedInput) -> Value {
     let mut users = vec![json!({
         "name": input.admin_user,
@@ -122,6 +125,7 @@ fn user_data(input: &SeedInput) -> Value {
     document.insert("users".into(), Value::Array(users));
     document.insert("disable_root".into(), json!(true));
     document.insert("ssh_pwauth".into(), json!(false));
+    let mut apt = Map::new();
     if let Some(mirror) = &input.apt_mirror {
         // The installation's mirrors serve the security suite too: a guest that has to reach
         // the internet for security updates has not got a mirror.
@@ -130,14 +134,9 @@ fn user_data(input: &SeedInput) -> Value {
         // Debian's images set `preserve_sources_list: true` in their cloud.cfg, and user data
         // merges into it: without saying false here the image's sources (the distribution's own
         // servers) stay, and the mirror is never used.
-        document.insert(
-            "apt".into(),
-            json!({
-                "preserve_sources_list": false,
-                "primary": archive(mirror),
-                "security": archive(security),
-            }),
-        );
+        apt.insert("preserve_sources_list".into(), json!(false));
+        apt.insert("primary".into(), archive(mirror));
+        apt.insert("security".into(), archive(security));
         // An image may also carry its sources as a deb822 file beside sources.list; removed
         // before cloud-init writes the mirror's list (bootcmd runs before apt is configured), so
         // the mirror is the only archive apt knows and an unreachable one is an error, never a
@@ -151,6 +150,17 @@ fn user_data(input: &SeedInput) -> Value {
                 "/etc/apt/sources.list.d/ubuntu.sources"
             ]]),
         );
+    }
+    if !input.packages.is_empty() {
+        // The seed's packages install as the Makefile's distro target installs them: without
+        // what they only recommend. cloud-init's own `apt-get install` would take those too, and
+        // the guest would hold packages no recipe named (an MTA beside mariadb-server, nftables
+        // beside ufw), each one more to fetch and unpack, slow on an emulated guest. The setting stays in the
+        // guest (/etc/apt/apt.conf.d/94cloud-init-config), so later installs agree.
+        apt.insert("conf".into(), json!(NO_RECOMMENDS));
+    }
+    if !apt.is_empty() {
+        document.insert("apt".into(), Value::Object(apt));
     }
     if !input.packages.is_empty() {
         document.insert("package_update".into(), json!(true));
@@ -257,6 +267,23 @@ mod tests {
             user_data["apt"]["security"][0]["uri"],
             "http://mirror.example.test/debian-security"
         );
+    }
+
+    #[test]
+    fn packages_install_without_recommends_with_or_without_a_mirror() {
+        let mut input = example();
+        for mirror in [true, false] {
+            if !mirror {
+                input.apt_mirror = None;
+            }
+            let user_data: Value =
+                serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+            assert_eq!(
+                user_data["apt"]["conf"],
+                "APT::Install-Recommends \"false\";\n"
+            );
+            assert_eq!(user_data["apt"]["primary"].is_null(), !mirror);
+        }
     }
 
     #[test]
