@@ -23,20 +23,22 @@ const RANGE: &str = "192.168.122.230-192.168.122.237/24";
 const UNHELD: &str = "192.168.122.237";
 const GATEWAY: &str = "192.168.122.1";
 
-/// Pings (ICMP echo) or connects (TCP) from the guest, optionally from a given source
-/// address, and prints `yes` or `no`. The test image has python3 (cloud-init's) but no ping.
+/// Probes from the guest, all at once: each argument `ping,TARGET[,SOURCE]` (ICMP echo) or
+/// `tcp,TARGET[,SOURCE]` (a connection to port 22), sent from SOURCE if given; prints `yes` or
+/// `no` for each, in order, on one line. One Python start and one SSH session for a guest's
+/// probes, and the ones that must fail wait out their timeouts together. The test image has
+/// python3 (cloud-init's) but no ping.
 const PROBE: &str = r#"
-import os, socket, struct, sys, time
+import os, socket, struct, sys, threading, time
 def checksum(data):
     if len(data) % 2: data += b"\0"
     total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
     total = (total >> 16) + (total & 0xffff); total += total >> 16
     return ~total & 0xffff
-def ping(target, source):
+def ping(target, source, ident):
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     s.settimeout(1)
     if source: s.bind((source, 0))
-    ident = os.getpid() & 0xffff
     for seq in range(3):
         body = b"trog"
         packet = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + body
@@ -49,15 +51,42 @@ def ping(target, source):
             if sender[0] == target and reply[20] == 0 and struct.unpack("!H", reply[24:26])[0] == ident:
                 return True
     return False
-def tcp(target, source):
+def tcp(target, source, ident):
     s = socket.socket(); s.settimeout(3)
     if source: s.bind((source, 0))
     try: s.connect((target, 22)); return True
     except OSError: return False
-kind, target = sys.argv[1], sys.argv[2]
-source = sys.argv[3] if len(sys.argv) > 3 else None
-print("yes" if (ping if kind == "ping" else tcp)(target, source) else "no")
+specs = [arg.split(",") for arg in sys.argv[1:]]
+answers = [None] * len(specs)
+def probe(index):
+    kind, target, source = (specs[index] + [None])[:3]
+    # Every probe its own echo identifier: each raw socket sees every reply.
+    ident = (os.getpid() + index) & 0xffff
+    answers[index] = (ping if kind == "ping" else tcp)(target, source, ident)
+threads = [threading.Thread(target=probe, args=(index,)) for index in range(len(specs))]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+print(" ".join("yes" if answer else "no" for answer in answers))
 "#;
+
+/// One probe and what it must find: `kind` is `ping` or `tcp`, `source` the address sent from.
+struct Probe<'a> {
+    kind: &'static str,
+    target: &'a str,
+    source: Option<&'a str>,
+    reaches: bool,
+    what: String,
+}
+
+fn probe<'a>(kind: &'static str, target: &'a str, reaches: bool, what: &str) -> Probe<'a> {
+    Probe {
+        kind,
+        target,
+        source: None,
+        reaches,
+        what: what.to_string(),
+    }
+}
 
 struct Installation {
     dir: tempfile::TempDir,
@@ -169,29 +198,44 @@ fn on_guest(
         .unwrap_or_else(|stderr| panic!("`{command}` on {guest} ({address}): {stderr}"))
 }
 
-/// Whether `from` reaches `target` by `kind` (`ping` or `tcp`), sending from `source` if given.
-fn reaches(
-    installation: &Installation,
-    from: &(DomainName, String),
-    kind: &str,
-    target: &str,
-    source: Option<&str>,
-) -> bool {
-    let probe = PROBE.replace('\'', "'\\''");
+/// Runs `probes` from `from` at once and fails, naming each, for every one that found otherwise.
+fn expect(installation: &Installation, from: &(DomainName, String), probes: &[Probe]) {
+    let script = PROBE.replace('\'', "'\\''");
+    let specs: Vec<String> = probes
+        .iter()
+        .map(|probe| match probe.source {
+            Some(source) => format!("{},{},{source}", probe.kind, probe.target),
+            None => format!("{},{}", probe.kind, probe.target),
+        })
+        .collect();
     let answer = on_guest(
         installation,
         &from.0,
         &from.1,
-        &format!(
-            "sudo python3 -c '{probe}' {kind} {target} {}",
-            source.unwrap_or_default()
-        ),
+        &format!("sudo python3 -c '{script}' {}", specs.join(" ")),
     );
-    match answer.trim() {
-        "yes" => true,
-        "no" => false,
-        other => panic!("the probe on {} answered {other:?}", from.0),
-    }
+    let found: Vec<bool> = answer
+        .split_whitespace()
+        .map(|word| match word {
+            "yes" => true,
+            "no" => false,
+            other => panic!("the probe on {} answered {other:?}", from.0),
+        })
+        .collect();
+    assert_eq!(found.len(), probes.len(), "{}: {answer:?}", from.0);
+    let wrong: Vec<String> = probes
+        .iter()
+        .zip(&found)
+        .filter(|(probe, found)| probe.reaches != **found)
+        .map(|(probe, found)| {
+            let said = if *found { "reaches" } else { "does not reach" };
+            format!(
+                "{} {said} ({} {}): {}",
+                from.0, probe.kind, probe.target, probe.what
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 fn address_in(stdout: &str, guest: &DomainName) -> String {
@@ -267,20 +311,14 @@ fn tenants_are_kept_apart_on_real_guests() {
     };
     let config = installation.dir.path();
 
-    // The first run makes the secret store alone; then the three at once (each its own run:
-    // ips.db hands out three addresses, and each run's filters learn the others').
-    let first = run_verb("provision", config, &[installation.guests[0].as_str()]);
-    assert!(
-        first.status.success(),
-        "{}\n{}",
-        text(&first.stdout),
-        text(&first.stderr)
-    );
-    let runs: Vec<_> = installation.guests[1..]
+    // The three at once, each its own run: the first to get there makes the secret store,
+    // ips.db hands out three addresses, and each run's filters learn the others'.
+    let runs: Vec<_> = installation
+        .guests
         .iter()
         .map(|guest| spawn_verb("provision", config, &[guest.as_str()]))
         .collect();
-    let mut stdout = text(&first.stdout);
+    let mut stdout = String::new();
     for run in runs {
         let output = run.wait_with_output().unwrap();
         assert!(
@@ -316,35 +354,30 @@ fn tenants_are_kept_apart_on_real_guests() {
 
     // Tenants: shop's guests reach each other; blog's reaches neither, nor is reached; all reach
     // the gateway.
-    for kind in ["ping", "tcp"] {
-        assert!(
-            reaches(&installation, shop_a, kind, &shop_b.1, None),
-            "{kind} shop-a → shop-b"
-        );
-        assert!(
-            reaches(&installation, shop_b, kind, &shop_a.1, None),
-            "{kind} shop-b → shop-a"
-        );
-        for shop in [shop_a, shop_b] {
-            assert!(
-                !reaches(&installation, blog_a, kind, &shop.1, None),
-                "{kind} blog → {}",
-                shop.0
-            );
-            assert!(
-                !reaches(&installation, shop, kind, &blog_a.1, None),
-                "{kind} {} → blog",
-                shop.0
-            );
-        }
-    }
-    for guest in &guests {
-        assert!(
-            reaches(&installation, guest, "ping", GATEWAY, None),
-            "{} → gateway",
-            guest.0
+    for (shop, other) in [(shop_a, shop_b), (shop_b, shop_a)] {
+        expect(
+            &installation,
+            shop,
+            &[
+                probe("ping", &other.1, true, "the same tenant"),
+                probe("tcp", &other.1, true, "the same tenant"),
+                probe("ping", &blog_a.1, false, "another tenant"),
+                probe("tcp", &blog_a.1, false, "another tenant"),
+                probe("ping", GATEWAY, true, "the gateway"),
+            ],
         );
     }
+    expect(
+        &installation,
+        blog_a,
+        &[
+            probe("ping", &shop_a.1, false, "another tenant"),
+            probe("tcp", &shop_a.1, false, "another tenant"),
+            probe("ping", &shop_b.1, false, "another tenant"),
+            probe("tcp", &shop_b.1, false, "another tenant"),
+            probe("ping", GATEWAY, true, "the gateway"),
+        ],
+    );
 
     // A foreign source address: blog's guest takes an address that is not its own (one no
     // guest holds, then shop-a's) and gets nothing through, not even from its gateway.
@@ -362,13 +395,17 @@ fn tenants_are_kept_apart_on_real_guests() {
             &blog_a.1,
             &format!("sudo ip addr add {foreign}/32 dev {interface}"),
         );
-        assert!(
-            !reaches(&installation, blog_a, "ping", GATEWAY, Some(foreign)),
-            "spoofed {foreign} → gateway"
-        );
-        assert!(
-            !reaches(&installation, blog_a, "ping", &shop_b.1, Some(foreign)),
-            "spoofed {foreign} → shop-b"
+        let spoofed = |target, what: &str| Probe {
+            source: Some(foreign),
+            ..probe("ping", target, false, what)
+        };
+        expect(
+            &installation,
+            blog_a,
+            &[
+                spoofed(GATEWAY, "the gateway, from an address not its own"),
+                spoofed(&shop_b.1, "another guest, from an address not its own"),
+            ],
         );
         on_guest(
             &installation,
@@ -377,7 +414,16 @@ fn tenants_are_kept_apart_on_real_guests() {
             &format!("sudo ip addr del {foreign}/32 dev {interface}"),
         );
     }
-    assert!(reaches(&installation, blog_a, "ping", GATEWAY, None));
+    expect(
+        &installation,
+        blog_a,
+        &[probe(
+            "ping",
+            GATEWAY,
+            true,
+            "the gateway, from its own address again",
+        )],
+    );
 
     // A root-disk rebuild (a new disk size) keeps shop-a's address, and its isolation. It is run
     // by a second installation sharing the hypervisor, whose ips.db knows shop-a only: its run
@@ -392,18 +438,26 @@ fn tenants_are_kept_apart_on_real_guests() {
         "the plan did not rebuild the root disk:\n{said}"
     );
     assert_eq!(address_in(&text(&rebuilt.stdout), &shop_a.0), shop_a.1);
-    assert!(reaches(&installation, shop_b, "tcp", &shop_a.1, None));
-    for kind in ["ping", "tcp"] {
-        assert!(!reaches(&installation, blog_a, kind, &shop_a.1, None));
-        assert!(
-            !reaches(&installation, blog_a, kind, &shop_b.1, None),
-            "{kind} blog → shop-b after another installation's run"
-        );
-        assert!(
-            !reaches(&installation, shop_b, kind, &blog_a.1, None),
-            "{kind} shop-b → blog after another installation's run"
-        );
-    }
+    let after = "after another installation's run";
+    expect(
+        &installation,
+        shop_b,
+        &[
+            probe("tcp", &shop_a.1, true, after),
+            probe("ping", &blog_a.1, false, after),
+            probe("tcp", &blog_a.1, false, after),
+        ],
+    );
+    expect(
+        &installation,
+        blog_a,
+        &[
+            probe("ping", &shop_a.1, false, after),
+            probe("tcp", &shop_a.1, false, after),
+            probe("ping", &shop_b.1, false, after),
+            probe("tcp", &shop_b.1, false, after),
+        ],
+    );
 
     // Destroyed: the tenants' filters go with their last guests.
     for guest in &installation.guests {
