@@ -1,8 +1,9 @@
 //! Waiting for a new guest: first for an address, then for SSH to answer there. Every wait is
-//! bounded (by the guest's console standing still, and in all: [`BootWait`]), named, and on
-//! timeout says what it waited for, for how long, and what the guest's console said last. A guest whose domain stops is not waited for: the wait asks before every
-//! attempt, and an attempt in progress (a login may take a minute on a loaded host) is itself
-//! stopped within half a second of the domain's end.
+//! bounded (by the guest's console standing still, and in all: [`BootWait`]), named, and on timeout
+//! says what it waited for, for how long, and what the guest's console said last. A guest whose
+//! domain stops is not waited for: the wait asks before every attempt, and an attempt in progress
+//! (a login may take a minute on a loaded host) is itself stopped within half a second of the
+//! domain's end.
 
 use std::time::{Duration, Instant};
 

@@ -155,8 +155,8 @@ fn user_data(input: &SeedInput) -> Value {
         // The seed's packages install as the Makefile's distro target installs them: without
         // what they only recommend. cloud-init's own `apt-get install` would take those too, and
         // the guest would hold packages no recipe named (an MTA beside mariadb-server, nftables
-        // beside ufw), each one more to fetch and unpack, slow on an emulated guest. The setting stays in the
-        // guest (/etc/apt/apt.conf.d/94cloud-init-config), so later installs agree.
+        // beside ufw), each one more to fetch and unpack, slow on an emulated guest. The setting
+        // stays in the guest (/etc/apt/apt.conf.d/94cloud-init-config), so later installs agree.
         apt.insert("conf".into(), json!(NO_RECOMMENDS));
     }
     if !apt.is_empty() {
