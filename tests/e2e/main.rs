@@ -25,8 +25,9 @@ use trog::model::names::DomainName;
 
 /// How soon a run must report that its guest's QEMU died while it waited for the guest.
 const CRASH_REPORTED_WITHIN: Duration = Duration::from_secs(15);
-/// How long a killed run is given to reach the step it is killed in.
-const REACH_STEP_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a killed run is given to reach the step it is killed in. The wait ends at once when
+/// the run ends; a step after the guest's boot is minutes away on a loaded emulated host.
+const REACH_STEP_TIMEOUT: Duration = Duration::from_secs(900);
 
 struct Installation {
     dir: tempfile::TempDir,
