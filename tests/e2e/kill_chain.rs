@@ -37,8 +37,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a run is given to reach the step it is killed in (the first run verifies the image).
-const REACH_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a run is given to reach the step it is killed in (the first run verifies the image;
+/// a step after the guest's boot is many minutes away on a loaded emulated host). The wait ends
+/// when the run ends.
+const REACH_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// A kill point of the chain: a step of the plan as it starts, or the middle of the base
 /// image's write.
