@@ -275,8 +275,18 @@ impl GuestResources<'_> {
                         }
                     },
                 };
-                pool.build(0)
-                    .map_err(self.fail(format!("create the directory of pool {name}")))?;
+                if let Err(error) = pool.build(0) {
+                    // Defined and started by another run since this one looked: an active
+                    // pool has its directory, and building one is refused.
+                    if !pool
+                        .is_active()
+                        .map_err(self.fail("ask whether the pool is active"))?
+                    {
+                        return Err(self.fail(format!("create the directory of pool {name}"))(
+                            error,
+                        ));
+                    }
+                }
                 pool.set_autostart(true)
                     .map_err(self.fail(format!("autostart pool {name}")))?;
             }

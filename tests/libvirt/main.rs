@@ -276,6 +276,48 @@ fn a_pool_defined_by_a_killed_run_without_its_directory_starts() {
     assert!(std::path::Path::new(&desired.pool_path).is_dir());
 }
 
+/// Runs started together on a fresh installation all plan to define the pool; the first defines
+/// and starts it, and the others' steps find it made and go on (they used to fail on libvirt's
+/// refusal to build an active pool).
+#[test]
+fn a_pool_another_run_made_since_this_one_looked_is_used() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system"))
+        .expect("libvirtd runs (tests/services/start.sh)");
+    let guest = TestGuest::new("poolrace", false);
+    let resources = guest.resources(&connection);
+    let artifacts = BuiltArtifacts {
+        domain_xml: &guest.xml,
+        seed_iso: &guest.seed_iso,
+        base_image_file: &guest.base,
+    };
+    let steps = plan::plan(
+        &guest.desired,
+        &resources.observe().unwrap(),
+        Resolution::default(),
+    )
+    .unwrap();
+    let pool_steps: Vec<&Action> = steps
+        .actions
+        .iter()
+        .take_while(|action| matches!(action, Action::DefinePool { .. } | Action::StartPool { .. }))
+        .collect();
+    assert_eq!(pool_steps.len(), 2, "{steps:?}");
+
+    // The other run, between this one's look and its steps.
+    for action in &pool_steps {
+        resources.execute(action, &artifacts).unwrap();
+    }
+    assert_eq!(resources.observe().unwrap().pool, PoolState::Active);
+
+    for action in &pool_steps {
+        resources
+            .execute(action, &artifacts)
+            .unwrap_or_else(|error| panic!("{action}: {error:?}"));
+    }
+    assert_eq!(resources.observe().unwrap().pool, PoolState::Active);
+}
+
 /// What a run killed while writing the base image into the pool leaves (a partial file, seen
 /// by libvirt as a volume) is found, removed and written again; the image written is the very
 /// file that was verified, and a seed changed since is replaced under its name.
