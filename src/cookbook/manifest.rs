@@ -33,6 +33,8 @@
 //!   first_boot:                 # what cloud-init does before trog connects to finish the guest
 //!     packages: [make, at]      # installed by cloud-init, so the finishing Makefile can run
 //!     commands: []              # cloud-init `runcmd` lines, in order
+//!     apt_sources: |            # the sources.list written when the installation has a mirror
+//!       deb $PRIMARY $RELEASE main
 //! ```
 
 use crate::config::merge::Origins;
@@ -153,6 +155,12 @@ pub struct FirstBoot {
     /// cloud-init `runcmd` lines, run in order.
     #[serde(default)]
     pub commands: Vec<String>,
+    /// The `sources.list` cloud-init writes when the installation has a mirror, in cloud-init's
+    /// template words (`$PRIMARY`, `$SECURITY`, `$RELEASE`): the suites the Makefile's own
+    /// sources name, so the first boot fetches no index the guest will not keep. Left out,
+    /// cloud-init's template for the distro is used (Debian's adds source packages and backports).
+    #[serde(default)]
+    pub apt_sources: Option<String>,
 }
 
 /// The part of a manifest only distro recipes have.

@@ -342,6 +342,7 @@ pub fn generate(
         timezone: settings.timezone.clone(),
         apt_mirror: settings.mirror.clone(),
         apt_security_mirror: settings.security_mirror.clone(),
+        apt_sources: first_boot.apt_sources.clone(),
         mac_address: mac_address.to_string(),
         addresses: settings.ips.iter().map(ToString::to_string).collect(),
         gateway: settings.gateway.map(|gateway| gateway.to_string()),

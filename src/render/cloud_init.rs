@@ -36,6 +36,10 @@ pub struct SeedInput {
     pub apt_mirror: Option<String>,
     /// The security suite's mirror, when `apt_mirror` does not serve it.
     pub apt_security_mirror: Option<String>,
+    /// The `sources.list` cloud-init writes from the mirrors (the distro recipe's
+    /// `first_boot.apt_sources`, in cloud-init's template words); `None` keeps cloud-init's own
+    /// template for the distro.
+    pub apt_sources: Option<String>,
     /// The guest's interface MAC, so the network configuration matches the right device
     /// whatever the kernel names it.
     pub mac_address: String,
@@ -100,8 +104,10 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
     })
 }
 
-/// The apt setting a guest installs its packages with.
-const NO_RECOMMENDS: &str = "APT::Install-Recommends \"false\";\n";
+/// The apt settings a guest installs its packages with: nothing a package only recommends, and
+/// no translated package descriptions (a guest is administered over SSH in English; each
+/// `apt-get update` would fetch and parse several megabytes more, slow on an emulated guest).
+const APT_CONF: &str = "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n";
 
 fn user_data(input: &SeedInput) -> Value {
     let mut users = vec![json!({
@@ -137,6 +143,12 @@ fn user_data(input: &SeedInput) -> Value {
         apt.insert("preserve_sources_list".into(), json!(false));
         apt.insert("primary".into(), archive(mirror));
         apt.insert("security".into(), archive(security));
+        // The distro's sources, as the Makefile writes them: cloud-init's own Debian template
+        // adds source packages and backports, megabytes of indexes the first boot would fetch
+        // and parse for nothing.
+        if let Some(sources) = &input.apt_sources {
+            apt.insert("sources_list".into(), json!(sources));
+        }
         // An image may also carry its sources as a deb822 file beside sources.list; removed
         // before cloud-init writes the mirror's list (bootcmd runs before apt is configured), so
         // the mirror is the only archive apt knows and an unreachable one is an error, never a
@@ -155,9 +167,9 @@ fn user_data(input: &SeedInput) -> Value {
         // The seed's packages install as the Makefile's distro target installs them: without
         // what they only recommend. cloud-init's own `apt-get install` would take those too, and
         // the guest would hold packages no recipe named (an MTA beside mariadb-server, nftables
-        // beside ufw), each one more to fetch and unpack, slow on an emulated guest. The setting
-        // stays in the guest (/etc/apt/apt.conf.d/94cloud-init-config), so later installs agree.
-        apt.insert("conf".into(), json!(NO_RECOMMENDS));
+        // beside ufw), each one more to fetch and unpack, slow on an emulated guest. The settings
+        // stay in the guest (/etc/apt/apt.conf.d/94cloud-init-config), so later installs agree.
+        apt.insert("conf".into(), json!(APT_CONF));
     }
     if !apt.is_empty() {
         document.insert("apt".into(), Value::Object(apt));
@@ -237,6 +249,9 @@ mod tests {
             timezone: "Etc/UTC".into(),
             apt_mirror: Some("http://mirror.example.test/debian".into()),
             apt_security_mirror: None,
+            apt_sources: Some(
+                "deb $PRIMARY $RELEASE main\ndeb $SECURITY $RELEASE-security main\n".into(),
+            ),
             mac_address: "52:54:00:12:34:56".into(),
             addresses: vec!["192.0.2.10/24".into()],
             gateway: Some("192.0.2.1".into()),
@@ -280,10 +295,26 @@ mod tests {
                 serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
             assert_eq!(
                 user_data["apt"]["conf"],
-                "APT::Install-Recommends \"false\";\n"
+                "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n"
             );
             assert_eq!(user_data["apt"]["primary"].is_null(), !mirror);
         }
+    }
+
+    #[test]
+    fn the_distros_sources_replace_cloud_inits_only_with_a_mirror() {
+        let mut input = example();
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert_eq!(
+            user_data["apt"]["sources_list"],
+            "deb $PRIMARY $RELEASE main\ndeb $SECURITY $RELEASE-security main\n"
+        );
+        input.apt_mirror = None;
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert!(user_data["apt"]["sources_list"].is_null());
+        assert!(user_data["apt"]["preserve_sources_list"].is_null());
     }
 
     #[test]
