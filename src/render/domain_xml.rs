@@ -49,6 +49,9 @@ pub enum CpuMode {
     HostPassthrough,
     /// A named model close to the host's, so the guest can move to a similar hypervisor.
     HostModel,
+    /// libvirt's `maximum`: every feature the hypervisor can give, emulated ones included
+    /// (`-cpu max`); under TCG, more features than `qemu64` and slower.
+    Maximum,
     /// A qemu CPU model by name (`Skylake-Client`, `EPYC`, `qemu64`).
     Named(String),
 }
@@ -58,6 +61,7 @@ impl CpuMode {
         match text {
             "host-passthrough" => Ok(CpuMode::HostPassthrough),
             "host-model" => Ok(CpuMode::HostModel),
+            "maximum" => Ok(CpuMode::Maximum),
             model
                 if !model.is_empty()
                     && model
@@ -77,6 +81,7 @@ impl CpuMode {
         match self {
             CpuMode::HostPassthrough => "host-passthrough",
             CpuMode::HostModel => "host-model",
+            CpuMode::Maximum => "maximum",
             CpuMode::Named(model) => model,
         }
     }
@@ -262,7 +267,7 @@ pub struct DomainSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum DomainXmlError {
     #[error(
-        "`{value}` is not a cpu_mode: use host-passthrough, host-model or a qemu CPU model name"
+        "`{value}` is not a cpu_mode: use host-passthrough, host-model, maximum or a qemu CPU model name"
     )]
     CpuMode { value: String },
     #[error("could not render the domain XML template")]
@@ -292,17 +297,23 @@ impl Diagnose for DomainXmlError {
 ///
 /// Under TCG (`domain_type` qemu) there is no host CPU to pass through: qemu refuses
 /// `-cpu host` without KVM, and a host model may name features TCG cannot emulate. The guest
-/// gets libvirt's `maximum` mode instead (`-cpu max`: every feature TCG emulates), the nearest
-/// thing to passthrough, and the one every image boots on. With QEMU 10 the test image took
-/// about 5 s longer to its DHCP lease and 11 s longer to cloud-init's end as `Nehalem`; `qemu64`
-/// was quicker only with one vCPU, and lacks what images built for x86-64-v2 need
-/// (bench/README.md). A named model is honoured under both types.
+/// gets `qemu64` instead, the model TCG runs fastest: with QEMU 10, guests installing real
+/// packages finished about a tenth sooner on it than on libvirt's `maximum` (`-cpu max`, every
+/// feature TCG emulates) and sooner still than on `Nehalem`, with one vCPU and with two
+/// (bench/README.md). It lacks what images built for x86-64-v2 need, which Debian and Ubuntu
+/// are not; a named model (`cpu_mode: Nehalem`) is honoured under both types.
+/// The CPU model a TCG guest gets when its `cpu_mode` names the host's.
+const TCG_CPU_MODEL: &str = "qemu64";
+
 fn cpu_context(domain_type: DomainType, cpu_mode: &CpuMode) -> (&'static str, Option<String>) {
     match (domain_type, cpu_mode) {
         (_, CpuMode::Named(model)) => ("custom", Some(model.clone())),
         (DomainType::Kvm, CpuMode::HostPassthrough) => ("host-passthrough", None),
         (DomainType::Kvm, CpuMode::HostModel) => ("host-model", None),
-        (DomainType::Qemu, CpuMode::HostPassthrough | CpuMode::HostModel) => ("maximum", None),
+        (_, CpuMode::Maximum) => ("maximum", None),
+        (DomainType::Qemu, CpuMode::HostPassthrough | CpuMode::HostModel) => {
+            ("custom", Some(TCG_CPU_MODEL.to_string()))
+        }
     }
 }
 
@@ -482,7 +493,13 @@ mod tests {
 
     #[test]
     fn cpu_modes_parse_and_spell_back() {
-        for text in ["host-passthrough", "host-model", "Skylake-Client", "qemu64"] {
+        for text in [
+            "host-passthrough",
+            "host-model",
+            "maximum",
+            "Skylake-Client",
+            "qemu64",
+        ] {
             assert_eq!(CpuMode::parse(text).unwrap().as_declared(), text);
         }
         for text in ["", "host passthrough", "<model>", "Skylake'"] {
@@ -493,7 +510,10 @@ mod tests {
     #[test]
     fn tcg_never_gets_a_host_cpu() {
         for mode in [CpuMode::HostPassthrough, CpuMode::HostModel] {
-            assert_eq!(cpu_context(DomainType::Qemu, &mode), ("maximum", None));
+            assert_eq!(
+                cpu_context(DomainType::Qemu, &mode),
+                ("custom", Some("qemu64".to_string()))
+            );
         }
         assert_eq!(
             cpu_context(DomainType::Kvm, &CpuMode::HostPassthrough),
@@ -503,6 +523,12 @@ mod tests {
             cpu_context(DomainType::Qemu, &CpuMode::Named("qemu64".into())),
             ("custom", Some("qemu64".to_string()))
         );
+        for domain_type in [DomainType::Qemu, DomainType::Kvm] {
+            assert_eq!(
+                cpu_context(domain_type, &CpuMode::Maximum),
+                ("maximum", None)
+            );
+        }
     }
 
     #[test]

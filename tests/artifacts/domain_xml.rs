@@ -152,9 +152,10 @@ fn variants_say_what_they_ask_for() {
     assert_eq!(xpath_value(&xml, "/domain/os/@firmware"), "efi");
     assert_eq!(
         xpath_value(&xml, "/domain/cpu/@mode"),
-        "maximum",
+        "custom",
         "TCG gets no host CPU"
     );
+    assert_eq!(xpath_value(&xml, "/domain/cpu/model"), "qemu64");
     assert_eq!(
         xpath_value(&xml, "/domain/devices/tpm/backend/@type"),
         "emulator"
