@@ -105,8 +105,8 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
 }
 
 /// The apt settings a guest installs its packages with: nothing a package only recommends, and
-/// no translated package descriptions (a guest is administered over SSH in English; each
-/// `apt-get update` would fetch and parse several megabytes more, slow on an emulated guest).
+/// no translated package descriptions (each `apt-get update` would fetch and parse several
+/// megabytes more, slow on an emulated guest, for the long descriptions only `apt show` prints).
 const APT_CONF: &str = "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n";
 
 fn user_data(input: &SeedInput) -> Value {

@@ -293,6 +293,9 @@ impl Diagnose for DomainXmlError {
     }
 }
 
+/// The CPU model a TCG guest gets when its `cpu_mode` names the host's.
+const TCG_CPU_MODEL: &str = "qemu64";
+
 /// The `<cpu>` element's mode and model.
 ///
 /// Under TCG (`domain_type` qemu) there is no host CPU to pass through: qemu refuses
@@ -300,11 +303,9 @@ impl Diagnose for DomainXmlError {
 /// gets `qemu64` instead, the model TCG runs fastest: with QEMU 10, guests installing real
 /// packages finished about a tenth sooner on it than on libvirt's `maximum` (`-cpu max`, every
 /// feature TCG emulates) and sooner still than on `Nehalem`, with one vCPU and with two
-/// (bench/README.md). It lacks what images built for x86-64-v2 need, which Debian and Ubuntu
-/// are not; a named model (`cpu_mode: Nehalem`) is honoured under both types.
-/// The CPU model a TCG guest gets when its `cpu_mode` names the host's.
-const TCG_CPU_MODEL: &str = "qemu64";
-
+/// (bench/README.md). It lacks what images built for x86-64-v2 need (Debian and Ubuntu are
+/// built for the baseline): such a guest asks for `maximum` or names a model (`Nehalem`), and
+/// either is honoured under both types.
 fn cpu_context(domain_type: DomainType, cpu_mode: &CpuMode) -> (&'static str, Option<String>) {
     match (domain_type, cpu_mode) {
         (_, CpuMode::Named(model)) => ("custom", Some(model.clone())),
