@@ -10,6 +10,12 @@
 #   TROG_BENCH_CPU_MODE    trog's guest recipe `cpu_mode` (default: unset, trog's own default)
 #   TROG_BENCH_MACHINE     trog's guest recipe `machine_type` (default: unset)
 #   TROG_BENCH_LABEL       a name for this run's variant, copied into every line (default "default")
+#   TROG_BENCH_ADDRESSES   `lease` (default): trog's guest asks for a DHCP lease, as virt-install's;
+#                          `range`: trog hands its guest an address from 192.168.122.200-249
+#                          (docs/NETWORK.md), written into the seed as a static address
+#   TROG_BENCH_GUEST       `new` (default): each trog run provisions a guest of a new name, so a
+#                          new MAC as each of virt-install's has; `same`: every run rebuilds the
+#                          first run's guest, whose MAC the network's DHCP server knows
 #   TROG_BIN               the trog binary (default: the checkout's debug build, built first)
 #   TROG_BENCH_ONLY        `trog`: run trog's side only (to compare trog's own variants quickly)
 #   TROG_BENCH_BOOTCHART   a directory: each guest's boot as it saw it (bench/bootchart.sh) is
@@ -33,6 +39,10 @@ pairs=${TROG_BENCH_PAIRS:-5}
 memory_mib=${TROG_BENCH_MEMORY_MIB:-1024}
 vcpus=${TROG_BENCH_VCPUS:-2}
 label=${TROG_BENCH_LABEL:-default}
+guests=${TROG_BENCH_GUEST:-new}
+addresses=${TROG_BENCH_ADDRESSES:-lease}
+[[ $addresses == lease || $addresses == range ]] || { echo "TROG_BENCH_ADDRESSES is lease or range, not $addresses" >&2; exit 2; }
+[[ $guests == new || $guests == same ]] || { echo "TROG_BENCH_GUEST is new or same, not $guests" >&2; exit 2; }
 port=18777
 uri=qemu:///system
 export TROG_BENCH_MEMORY_MIB=$memory_mib TROG_BENCH_VCPUS=$vcpus
@@ -48,12 +58,15 @@ fi
 
 work=$(mktemp -d /var/tmp/trog-bench.XXXXXX)
 chmod 755 "$work"
-domain=bench-$$.test
 mirror_pid=
 trog() { TROG_PROVISIONER_CONFIG=$work XDG_CACHE_HOME=$work/cache "$TROG_BIN" --credentials "$@"; }
 cleanup() {
   if [[ -n $mirror_pid ]]; then kill "$mirror_pid" 2>/dev/null || true; fi
-  printf 'keepass: bench\n\n' | trog destroy "$domain" --purge --yes >/dev/null 2>&1 || true
+  local recipe
+  for recipe in "$work"/recipes.d/*.yaml; do # every guest a run made, also one interrupted
+    [[ -e $recipe ]] || continue
+    printf 'keepass: bench\n\n' | trog destroy "$(basename "$recipe" .yaml)" --purge --yes >/dev/null 2>&1 || true
+  done
   virsh -q -c "$uri" pool-destroy "trog-bench-$$" >/dev/null 2>&1 || true
   virsh -q -c "$uri" pool-undefine "trog-bench-$$" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -98,36 +111,56 @@ _base:
     mirror: http://192.168.122.1:$port/debian
     upgrade: false
 CONF
-mkdir -p "$work/recipes.d/$domain"
-{
-  cat <<CONF
-$domain:
+if [[ $addresses == range ]]; then
+  cat >>"$work/recipes.yaml" <<CONF
+    network: default
+    address_range: 192.168.122.200-192.168.122.249/24
+    gateway: 192.168.122.1
+    resolvers: [192.168.122.1]
+CONF
+fi
+# A login of the bench's own, so it can ask the guest when cloud-init finished (and, with sudo,
+# read cloud-init's log for bench/bootchart.sh) without trog's key.
+ssh-keygen -q -t ed25519 -N '' -C bench -f "$work/probe_key"
+image_sha256=$(sha256sum "$image" | cut -d' ' -f1)
+
+# Writes the recipes of guest $1 and makes its secrets and key (new_config): before the clock
+# starts, as in any installation that has provisioned before. The base image is uploaded inside
+# the first timed run.
+prepare_guest() { # name
+  mkdir -p "$work/recipes.d/$1"
+  {
+    cat <<CONF
+$1:
   _global:
     memory: $memory_mib
     cpus: $vcpus
     size: 4G
     image:
       url: file://$image
-      sha256: $(sha256sum "$image" | cut -d' ' -f1)
+      sha256: $image_sha256
 CONF
-  [[ -n ${TROG_BENCH_CPU_MODE:-} ]] && echo "    cpu_mode: $TROG_BENCH_CPU_MODE"
-  [[ -n ${TROG_BENCH_MACHINE:-} ]] && echo "    machine_type: $TROG_BENCH_MACHINE"
-  echo "  data: {}"
-} >"$work/recipes.d/$domain.yaml"
-# A login of the bench's own, so it can ask the guest when cloud-init finished (and, with sudo,
-# read cloud-init's log for bench/bootchart.sh) without trog's key.
-ssh-keygen -q -t ed25519 -N '' -C bench -f "$work/probe_key"
-cat >"$work/recipes.d/$domain/users.yaml" <<CONF
+    [[ -n ${TROG_BENCH_CPU_MODE:-} ]] && echo "    cpu_mode: $TROG_BENCH_CPU_MODE"
+    [[ -n ${TROG_BENCH_MACHINE:-} ]] && echo "    machine_type: $TROG_BENCH_MACHINE"
+    echo "  data: {}"
+  } >"$work/recipes.d/$1.yaml"
+  cat >"$work/recipes.d/$1/users.yaml" <<CONF
 - name: benchprobe
   lock_passwd: true
   sudo: ALL=(ALL) NOPASSWD:ALL
   ssh_authorized_keys:
     - $(cat "$work/probe_key.pub")
 CONF
+  printf 'keepass: bench\n\n' | trog new_config "$1" --out "$work/out.$1" >/dev/null
+}
 
-# The secret store and the guest's key exist before the clock starts, as in any installation
-# that has provisioned before; the base image is uploaded inside the first timed run.
-printf 'keepass: bench\n\n' | trog new_config "$domain" --out "$work/out" >/dev/null
+# The guest of each trog run: a new name (so a new MAC, as virt-install's guests have) or, with
+# TROG_BENCH_GUEST=same, the first run's again (a rebuild: the network's DHCP server has its
+# lease from the run before and answers at once, where a new MAC waits for its address-in-use
+# check).
+guest_for_run() { # pair
+  if [[ $guests == same ]]; then echo "bench-$$.test"; else echo "bench-$$-$1.test"; fi
+}
 
 now() { date +%s.%N; }
 
@@ -140,7 +173,9 @@ lease_started() { # mac
 }
 
 run_trog() { # pair order
-  local started status=0 mac address guest_times
+  local started status=0 mac address guest_times domain
+  domain=$(guest_for_run "$1")
+  [[ -f $work/recipes.d/$domain.yaml ]] || prepare_guest "$domain"
   started=$(now)
   printf 'keepass: bench\n\n' | trog --json provision "$domain" 2>"$work/trog.stderr" |
     python3 -u -c 'import sys, time
@@ -148,9 +183,14 @@ for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >
   local ended
   ended=$(now)
   mac=$(virsh -q -c "$uri" domiflist "$domain" 2>/dev/null | awk '{print $5}' | head -n1)
-  # The newest lease: an earlier guest of the same name (same MAC) may have left one.
-  address=$(virsh -q -c "$uri" net-dhcp-leases default --mac "$mac" 2>/dev/null |
-    awk '$5 ~ /\// {print $1" "$2" "$5}' | sort | tail -n1 | awk '{print $3}' | cut -d/ -f1)
+  # Where trog reached the guest (the report in its last event); else the newest lease: an earlier
+  # guest of the same name (same MAC) may have left one.
+  address=$(tail -n1 "$work/events.stamped" | cut -d' ' -f2- |
+    python3 -c 'import json, sys; print((json.load(sys.stdin).get("report") or {}).get("address") or "")' 2>/dev/null || true)
+  if [[ -z $address ]]; then
+    address=$(virsh -q -c "$uri" net-dhcp-leases default --mac "$mac" 2>/dev/null |
+      awk '$5 ~ /\// {print $1" "$2" "$5}' | sort | tail -n1 | awk '{print $3}' | cut -d/ -f1)
+  fi
   guest_times=
   if [[ -n $address ]]; then
     # The guest's clock and cloud-init's result, read at one moment: the difference to this
@@ -164,12 +204,13 @@ for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >
       >"$TROG_BENCH_BOOTCHART/trog-$1.txt" 2>&1 || true
   fi
   python3 - "$work/events.stamped" "$started" "$ended" "$status" "$(lease_started "$mac" || true)" \
-    "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" <<'PY'
+    "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" "$guests" "$addresses" <<'PY'
 import json, sys
-path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu = sys.argv[1:]
+path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu, guest, addresses = sys.argv[1:]
 started, ended = float(started), float(ended)
 line = {"tool": "trog", "label": label, "pair": int(pair), "order": order, "vcpus": int(vcpus),
-        "memory_mib": int(memory), "cpu_mode": cpu or None,
+        "memory_mib": int(memory), "cpu_mode": cpu or None, "guest": guest,
+        "addresses": addresses,
         "load": float(open("/proc/loadavg").read().split()[0])}
 events = []
 for raw in open(path):
