@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 mod modules;
+mod network;
 
 /// Everything the seed is made from, already validated by the configuration layer.
 #[derive(Debug, Clone, Serialize)]
@@ -90,13 +91,16 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
         "#cloud-config\n{}",
         to_yaml("user-data", &user_data(input))?
     );
-    let network_config = to_yaml("network-config", &network_config(input))?;
+    let network_config = to_yaml("network-config", &network::network_config(input))?;
     let digest = hex::encode(Sha256::digest(format!("{user_data}\0{network_config}")));
     let instance_id = format!("trog-{}-{}", input.fqdn, &digest[..16]);
-    let meta_data = to_yaml(
-        "meta-data",
-        &json!({ "instance-id": instance_id, "local-hostname": input.hostname }),
-    )?;
+    let mut meta_data = json!({ "instance-id": instance_id, "local-hostname": input.hostname });
+    if network::networkd_file(input).is_some() {
+        // Local mode: the network stage's modules, the files among them, run before the network
+        // is brought up, so trog's own networkd file is in place when systemd-networkd starts.
+        meta_data["dsmode"] = json!("local");
+    }
+    let meta_data = to_yaml("meta-data", &meta_data)?;
     Ok(SeedFiles {
         user_data,
         meta_data,
@@ -182,52 +186,23 @@ fn user_data(input: &SeedInput) -> Value {
         document.insert("runcmd".into(), json!(input.first_boot_commands));
     }
     // Root's mail is read by whoever `contact_email` names; any MTA a recipe installs uses it.
-    document.insert(
-        "write_files".into(),
-        json!([{
-            "path": "/etc/aliases",
-            "content": format!("root: {}\n", input.contact_email),
+    let mut files = vec![json!({
+        "path": "/etc/aliases",
+        "content": format!("root: {}\n", input.contact_email),
+        "permissions": "0644",
+        "owner": "root:root",
+    })];
+    if let Some(networkd) = network::networkd_file(input) {
+        files.push(json!({
+            "path": network::NETWORKD_FILE_PATH,
+            "content": networkd,
             "permissions": "0644",
             "owner": "root:root",
-        }]),
-    );
+        }));
+    }
+    document.insert("write_files".into(), Value::Array(files));
     modules::add_module_lists(&mut document);
     Value::Object(document)
-}
-
-fn network_config(input: &SeedInput) -> Value {
-    let mut ethernet = Map::new();
-    ethernet.insert("match".into(), json!({ "macaddress": input.mac_address }));
-    if input.addresses.is_empty() {
-        ethernet.insert("dhcp4".into(), json!(true));
-    } else {
-        ethernet.insert("dhcp4".into(), json!(false));
-        ethernet.insert("addresses".into(), json!(input.addresses));
-        if let Some(gateway) = &input.gateway {
-            // The default route as a prefix, not netplan's `default`: the cloud-init of Debian
-            // bookworm (22.4) refuses `to: default` and leaves the guest without its network.
-            let default_route = if gateway.contains(':') {
-                "::/0"
-            } else {
-                "0.0.0.0/0"
-            };
-            ethernet.insert(
-                "routes".into(),
-                json!([{ "to": default_route, "via": gateway }]),
-            );
-        }
-    }
-    if !input.resolvers.is_empty() || !input.search_domains.is_empty() {
-        let mut nameservers = Map::new();
-        if !input.resolvers.is_empty() {
-            nameservers.insert("addresses".into(), json!(input.resolvers));
-        }
-        if !input.search_domains.is_empty() {
-            nameservers.insert("search".into(), json!(input.search_domains));
-        }
-        ethernet.insert("nameservers".into(), Value::Object(nameservers));
-    }
-    json!({ "version": 2, "ethernets": { "primary": Value::Object(ethernet) } })
 }
 
 #[cfg(test)]
@@ -315,6 +290,39 @@ mod tests {
             serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
         assert!(user_data["apt"]["sources_list"].is_null());
         assert!(user_data["apt"]["preserve_sources_list"].is_null());
+    }
+
+    #[test]
+    fn a_static_guest_is_seeded_in_local_mode_with_its_networkd_file() {
+        let seeded = |input: &SeedInput| {
+            let files = render_seed(input).unwrap();
+            let meta_data: Value = serde_saphyr::from_str(&files.meta_data).unwrap();
+            let user_data: Value = serde_saphyr::from_str(&files.user_data).unwrap();
+            let paths: Vec<String> = user_data["write_files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|file| file["path"].as_str().unwrap().to_string())
+                .collect();
+            (
+                meta_data["dsmode"].as_str().map(str::to_string),
+                paths,
+                user_data,
+            )
+        };
+        let (dsmode, paths, user_data) = seeded(&example());
+        assert_eq!(dsmode.as_deref(), Some("local"));
+        assert_eq!(paths, ["/etc/aliases", network::NETWORKD_FILE_PATH]);
+        // Written in the stage local mode runs before the network starts.
+        assert!(user_data["cloud_init_modules"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("write_files")));
+        let mut dhcp = example();
+        dhcp.addresses.clear();
+        let (dsmode, paths, _) = seeded(&dhcp);
+        assert_eq!(dsmode, None);
+        assert_eq!(paths, ["/etc/aliases"]);
     }
 
     #[test]

@@ -9,16 +9,20 @@
 //!
 //! Where a module runs matters too. The network stage (`cloud_init_modules`) runs before sshd
 //! starts, so everything in it delays the moment trog can log in; only what the login needs is
-//! kept there: the name, the users and their keys, the host keys. Growing the disk, the mirror,
-//! the files and the time zone run in the config stage beside sshd, still before the packages
-//! (final stage) and before trog's finish, which waits for cloud-init to end.
+//! kept there: the name, the users and their keys, the host keys, and the files (one small
+//! write, which a guest of static addresses needs before its network starts: see
+//! `super::network`). Growing the disk, the mirror and the time zone run in the config stage
+//! beside sshd, still before the packages (final stage) and before trog's finish, which waits
+//! for cloud-init to end. A seed in local mode (`dsmode: local`) runs the network stage's
+//! modules before the network is brought up.
 
 use serde_json::{Map, Value};
 
 /// A cloud-init stage, by the key that lists its modules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// `cloud_init_modules`: after the network is up, before sshd.
+    /// `cloud_init_modules`: before sshd; after the network is up, or before it is brought up
+    /// when the seed is in local mode.
     Network,
     /// `cloud_config_modules`: beside sshd and the rest of the boot.
     Config,
@@ -84,10 +88,12 @@ const MODULES: &[Module] = &[
     module("users_groups", Stage::Network, false, &["users"]),
     // The host keys are made here, and the admin's key authorized: sshd needs both.
     module("ssh", Stage::Network, true, &["disable_root"]),
+    // Before the network, in local mode: a guest of static addresses has its network
+    // configuration among the files.
+    module("write_files", Stage::Network, false, &["write_files"]),
     // The root filesystem grows to the disk trog made, before the packages need the room.
     module("growpart", Stage::Config, true, &[]),
     module("resizefs", Stage::Config, true, &[]),
-    module("write_files", Stage::Config, false, &["write_files"]),
     // Before apt_configure: the image's own sources go before the mirror's are written.
     module("bootcmd", Stage::Config, false, &["bootcmd"]),
     module("locale", Stage::Config, true, &[]),
@@ -159,13 +165,19 @@ mod tests {
     }
 
     #[test]
-    fn only_what_the_login_needs_runs_before_sshd() {
+    fn only_what_the_login_and_a_static_network_need_runs_before_sshd() {
         let user_data = document(json!({
             "hostname": "www", "users": [], "disable_root": true, "write_files": [], "apt": {},
         }));
         assert_eq!(
             modules_for(&user_data, Stage::Network),
-            ["set_hostname", "update_hostname", "users_groups", "ssh"]
+            [
+                "set_hostname",
+                "update_hostname",
+                "users_groups",
+                "ssh",
+                "write_files"
+            ]
         );
     }
 

@@ -1,0 +1,153 @@
+//! The guest's network: cloud-init's `network-config`, and for a guest of static IPv4 addresses
+//! a systemd-networkd file of trog's own.
+//!
+//! Why the second file: with IPv6 router advertisements taken (networkd's default), networkd
+//! counts a link configured only once its router solicitations were answered or ran out, three
+//! of them four seconds apart. A DHCP lease ends that wait; a static address does not, so on a
+//! network without IPv6 routers (libvirt's NAT network, many LANs) every boot of a statically
+//! addressed guest stood 12 s in `systemd-networkd-wait-online` before cloud-init's network
+//! stage and sshd. `accept-ra: false` in `network-config` would say it, but the cloud-init of
+//! Debian bookworm (22.4) writes it into networkd's file only for links that use DHCP. So the
+//! seed writes the whole link itself, in a file named to sort before cloud-init's (networkd
+//! takes the first file that matches), and runs its files before the network starts (local
+//! mode, `super::render_seed`). A guest with an IPv6 address keeps router advertisements and
+//! cloud-init's file alone. On an image without systemd-networkd the file is inert and
+//! `network-config` configures the link as before.
+
+use super::SeedInput;
+use serde_json::{json, Map, Value};
+
+/// Where the seed writes trog's networkd file: `05-` sorts before cloud-init's `10-cloud-init-*`.
+pub const NETWORKD_FILE_PATH: &str = "/etc/systemd/network/05-trog-static.network";
+
+/// cloud-init's `network-config` (version 2): DHCP, or the static addresses with their route and
+/// resolvers, on the interface of the guest's MAC.
+pub fn network_config(input: &SeedInput) -> Value {
+    let mut ethernet = Map::new();
+    ethernet.insert("match".into(), json!({ "macaddress": input.mac_address }));
+    if input.addresses.is_empty() {
+        ethernet.insert("dhcp4".into(), json!(true));
+    } else {
+        ethernet.insert("dhcp4".into(), json!(false));
+        ethernet.insert("addresses".into(), json!(input.addresses));
+        if let Some(gateway) = &input.gateway {
+            // The default route as a prefix, not netplan's `default`: the cloud-init of Debian
+            // bookworm (22.4) refuses `to: default` and leaves the guest without its network.
+            let default_route = if gateway.contains(':') {
+                "::/0"
+            } else {
+                "0.0.0.0/0"
+            };
+            ethernet.insert(
+                "routes".into(),
+                json!([{ "to": default_route, "via": gateway }]),
+            );
+        }
+    }
+    if !input.resolvers.is_empty() || !input.search_domains.is_empty() {
+        let mut nameservers = Map::new();
+        if !input.resolvers.is_empty() {
+            nameservers.insert("addresses".into(), json!(input.resolvers));
+        }
+        if !input.search_domains.is_empty() {
+            nameservers.insert("search".into(), json!(input.search_domains));
+        }
+        ethernet.insert("nameservers".into(), Value::Object(nameservers));
+    }
+    json!({ "version": 2, "ethernets": { "primary": Value::Object(ethernet) } })
+}
+
+/// trog's networkd file for a guest whose addresses are all static IPv4 ones: the same link as
+/// `network-config` describes, taking no router advertisements. `None` for any other guest.
+pub fn networkd_file(input: &SeedInput) -> Option<String> {
+    if input.addresses.is_empty() || input.addresses.iter().any(|a| a.contains(':')) {
+        return None;
+    }
+    let mut file = String::from(
+        "# Written by trog's seed: this guest's static addresses. No IPv6 router advertisements\n\
+         # are taken, so the boot does not wait for an IPv6 router that the network may not have.\n\
+         [Match]\n",
+    );
+    file.push_str(&format!("MACAddress={}\n\n[Network]\n", input.mac_address));
+    for address in &input.addresses {
+        file.push_str(&format!("Address={address}\n"));
+    }
+    if let Some(gateway) = &input.gateway {
+        file.push_str(&format!("Gateway={gateway}\n"));
+    }
+    for resolver in &input.resolvers {
+        file.push_str(&format!("DNS={resolver}\n"));
+    }
+    if !input.search_domains.is_empty() {
+        file.push_str(&format!("Domains={}\n", input.search_domains.join(" ")));
+    }
+    file.push_str("IPv6AcceptRA=no\n");
+    Some(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guest(addresses: &[&str]) -> SeedInput {
+        SeedInput {
+            fqdn: "www.example.test".into(),
+            hostname: "www".into(),
+            admin_user: "someadmin".into(),
+            admin_authorized_keys: vec![],
+            extra_users: vec![],
+            packages: vec![],
+            first_boot_commands: vec![],
+            contact_email: "ops@example.test".into(),
+            timezone: "Etc/UTC".into(),
+            apt_mirror: None,
+            apt_security_mirror: None,
+            apt_sources: None,
+            mac_address: "52:54:00:12:34:56".into(),
+            addresses: addresses.iter().map(ToString::to_string).collect(),
+            gateway: Some("192.0.2.1".into()),
+            resolvers: vec!["192.0.2.1".into(), "192.0.2.2".into()],
+            search_domains: vec!["example.test".into(), "example.org".into()],
+        }
+    }
+
+    #[test]
+    fn static_ipv4_addresses_get_a_networkd_file_without_router_advertisements() {
+        assert_eq!(
+            networkd_file(&guest(&["192.0.2.10/24", "192.0.2.11/24"])).unwrap(),
+            "# Written by trog's seed: this guest's static addresses. No IPv6 router advertisements\n\
+             # are taken, so the boot does not wait for an IPv6 router that the network may not have.\n\
+             [Match]\n\
+             MACAddress=52:54:00:12:34:56\n\
+             \n\
+             [Network]\n\
+             Address=192.0.2.10/24\n\
+             Address=192.0.2.11/24\n\
+             Gateway=192.0.2.1\n\
+             DNS=192.0.2.1\n\
+             DNS=192.0.2.2\n\
+             Domains=example.test example.org\n\
+             IPv6AcceptRA=no\n"
+        );
+    }
+
+    #[test]
+    fn dhcp_and_any_ipv6_address_leave_the_link_to_cloud_init() {
+        assert_eq!(networkd_file(&guest(&[])), None);
+        assert_eq!(networkd_file(&guest(&["2001:db8::10/64"])), None);
+        assert_eq!(
+            networkd_file(&guest(&["192.0.2.10/24", "2001:db8::10/64"])),
+            None
+        );
+    }
+
+    #[test]
+    fn a_guest_without_gateway_or_resolvers_has_only_its_addresses() {
+        let mut input = guest(&["192.0.2.10/24"]);
+        input.gateway = None;
+        input.resolvers.clear();
+        input.search_domains.clear();
+        let file = networkd_file(&input).unwrap();
+        assert!(file.ends_with("[Network]\nAddress=192.0.2.10/24\nIPv6AcceptRA=no\n"));
+    }
+}
