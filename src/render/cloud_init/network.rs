@@ -10,9 +10,11 @@
 //! Debian bookworm (22.4) writes it into networkd's file only for links that use DHCP. So the
 //! seed writes the whole link itself, in a file named to sort before cloud-init's (networkd
 //! takes the first file that matches), and runs its files before the network starts (local
-//! mode, `super::render_seed`). A guest with an IPv6 address keeps router advertisements and
-//! cloud-init's file alone. On an image without systemd-networkd the file is inert and
-//! `network-config` configures the link as before.
+//! mode, `super::render_seed`). The link gets no IPv6 link-local address either: an IPv4-only
+//! guest has no use for it, and its duplicate address detection held the link's configuration
+//! another second or more. A guest with an IPv6 address keeps both and cloud-init's file
+//! alone. On an image without systemd-networkd the file is inert and `network-config`
+//! configures the link as before.
 
 use super::SeedInput;
 use serde_json::{json, Map, Value};
@@ -64,8 +66,8 @@ pub fn networkd_file(input: &SeedInput) -> Option<String> {
         return None;
     }
     let mut file = String::from(
-        "# Written by trog's seed: this guest's static addresses. No IPv6 router advertisements\n\
-         # are taken, so the boot does not wait for an IPv6 router that the network may not have.\n\
+        "# Written by trog's seed: this guest's static IPv4 addresses. Neither IPv6 router\n\
+         # advertisements nor a link-local address: the boot waits for neither.\n\
          [Match]\n",
     );
     file.push_str(&format!("MACAddress={}\n\n[Network]\n", input.mac_address));
@@ -81,7 +83,7 @@ pub fn networkd_file(input: &SeedInput) -> Option<String> {
     if !input.search_domains.is_empty() {
         file.push_str(&format!("Domains={}\n", input.search_domains.join(" ")));
     }
-    file.push_str("IPv6AcceptRA=no\n");
+    file.push_str("IPv6AcceptRA=no\nLinkLocalAddressing=no\n");
     Some(file)
 }
 
@@ -115,8 +117,8 @@ mod tests {
     fn static_ipv4_addresses_get_a_networkd_file_without_router_advertisements() {
         assert_eq!(
             networkd_file(&guest(&["192.0.2.10/24", "192.0.2.11/24"])).unwrap(),
-            "# Written by trog's seed: this guest's static addresses. No IPv6 router advertisements\n\
-             # are taken, so the boot does not wait for an IPv6 router that the network may not have.\n\
+            "# Written by trog's seed: this guest's static IPv4 addresses. Neither IPv6 router\n\
+             # advertisements nor a link-local address: the boot waits for neither.\n\
              [Match]\n\
              MACAddress=52:54:00:12:34:56\n\
              \n\
@@ -127,7 +129,8 @@ mod tests {
              DNS=192.0.2.1\n\
              DNS=192.0.2.2\n\
              Domains=example.test example.org\n\
-             IPv6AcceptRA=no\n"
+             IPv6AcceptRA=no\n\
+             LinkLocalAddressing=no\n"
         );
     }
 
@@ -148,6 +151,8 @@ mod tests {
         input.resolvers.clear();
         input.search_domains.clear();
         let file = networkd_file(&input).unwrap();
-        assert!(file.ends_with("[Network]\nAddress=192.0.2.10/24\nIPv6AcceptRA=no\n"));
+        assert!(file.ends_with(
+            "[Network]\nAddress=192.0.2.10/24\nIPv6AcceptRA=no\nLinkLocalAddressing=no\n"
+        ));
     }
 }
