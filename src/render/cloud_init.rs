@@ -87,15 +87,16 @@ fn to_yaml(file: &'static str, value: &Value) -> Result<String, CloudInitError> 
 /// of taking the disk for one it has already set up.
 pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
     use sha2::{Digest, Sha256};
+    let networkd = network::networkd_file(input);
     let user_data = format!(
         "#cloud-config\n{}",
-        to_yaml("user-data", &user_data(input))?
+        to_yaml("user-data", &user_data(input, networkd.as_deref()))?
     );
     let network_config = to_yaml("network-config", &network::network_config(input))?;
     let digest = hex::encode(Sha256::digest(format!("{user_data}\0{network_config}")));
     let instance_id = format!("trog-{}-{}", input.fqdn, &digest[..16]);
     let mut meta_data = json!({ "instance-id": instance_id, "local-hostname": input.hostname });
-    if network::networkd_file(input).is_some() {
+    if networkd.is_some() {
         // Local mode: the network stage's modules, the files among them, run before the network
         // is brought up, so trog's own networkd file is in place when systemd-networkd starts.
         meta_data["dsmode"] = json!("local");
@@ -113,7 +114,8 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
 /// megabytes more, slow on an emulated guest, for the long descriptions only `apt show` prints).
 const APT_CONF: &str = "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n";
 
-fn user_data(input: &SeedInput) -> Value {
+/// The user-data; `networkd` is trog's networkd file, when the guest has one.
+fn user_data(input: &SeedInput, networkd: Option<&str>) -> Value {
     let mut users = vec![json!({
         "name": input.admin_user,
         "groups": ["sudo"],
@@ -192,7 +194,7 @@ fn user_data(input: &SeedInput) -> Value {
         "permissions": "0644",
         "owner": "root:root",
     })];
-    if let Some(networkd) = network::networkd_file(input) {
+    if let Some(networkd) = networkd {
         files.push(json!({
             "path": network::NETWORKD_FILE_PATH,
             "content": networkd,
@@ -353,7 +355,9 @@ mod tests {
         bare.first_boot_commands.clear();
         bare.extra_users.clear();
         for input in [example(), bare] {
-            let Value::Object(document) = user_data(&input) else {
+            let Value::Object(document) =
+                user_data(&input, network::networkd_file(&input).as_deref())
+            else {
                 panic!("user data is a mapping")
             };
             assert_eq!(modules::unread_keys(&document), Vec::<String>::new());
