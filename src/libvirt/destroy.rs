@@ -55,6 +55,29 @@ impl crate::diagnose::Diagnose for DestroyRefusal {
     }
 }
 
+/// What a destroy leaves of trog's network filters when it cannot remove them.
+pub const UNUSED_FILTERS: &str = "trog's unused network filters";
+
+/// Removes trog's network filters that no domain on `connection` uses any more (the destroyed
+/// guest's, when it was the last to use them), adding them to `outcome`. The caller holds the
+/// filters' lock, so that no guest being defined meanwhile is about to reference one.
+pub fn remove_unused_network_filters(
+    connection: &Connect,
+    hypervisor: &str,
+    outcome: &mut DestroyOutcome,
+) {
+    match remove_unused_filters(connection, hypervisor) {
+        Ok(removed) => outcome.removed.extend(
+            removed
+                .into_iter()
+                .map(|name| format!("network filter {name}")),
+        ),
+        Err(error) => outcome
+            .left_behind
+            .push((UNUSED_FILTERS.into(), error.to_string())),
+    }
+}
+
 /// Destroys the guest `domain` in pool `pool_name` on `connection`.
 pub fn destroy_guest(
     connection: &Connect,
@@ -91,17 +114,6 @@ pub fn destroy_guest(
                 Err(error) => outcome
                     .left_behind
                     .push((format!("domain {domain}"), error.to_string())),
-            }
-            // The guest's network filter goes when no other domain uses it.
-            match remove_unused_filters(connection, hypervisor) {
-                Ok(removed) => outcome.removed.extend(
-                    removed
-                        .into_iter()
-                        .map(|name| format!("network filter {name}")),
-                ),
-                Err(error) => outcome
-                    .left_behind
-                    .push(("trog's unused network filters".into(), error.to_string())),
             }
         }
         Err(error) if error.code().is(ErrorNumber::NoDomain) => {}

@@ -294,5 +294,10 @@ mod tests {
             Subject::Guest("www.example.test".into()).hypervisor_file_name(),
             "guest-www.example.test.lock"
         );
+        let filters = Subject::NetworkFilters {
+            hypervisor: "hv1".into(),
+        };
+        assert_eq!(filters.hypervisor_file_name(), "network-filters.lock");
+        assert_eq!(filters.file_name(), "network-filters-hv1.lock");
     }
 }

@@ -1,5 +1,6 @@
 //! Advisory locks between runs of trog on this machine: one writer of the secret store, one run
-//! per guest, one upload of a base image to a pool.
+//! per guest, one upload of a base image to a pool, one run at a time changing trog's network
+//! filters on a hypervisor.
 //!
 //! Runs overlap (cron, a person, a web button). What two runs can both change is taken under a
 //! lock first: an exclusive `flock` on a file in the installation's `locks/` directory (beside
@@ -66,6 +67,11 @@ pub enum Subject {
         pool: String,
         volume: String,
     },
+    /// trog's network filters on one hypervisor, which every guest's interface references: held
+    /// from defining them until the guest's domain (which then keeps them in use) is defined,
+    /// and while a destroy removes those no domain uses, so that it never removes one a
+    /// guest being defined is about to reference.
+    NetworkFilters { hypervisor: String },
 }
 
 impl Subject {
@@ -79,6 +85,7 @@ impl Subject {
                 pool,
                 volume,
             } => format!("image-{hypervisor}-{pool}-{volume}"),
+            Subject::NetworkFilters { hypervisor } => format!("network-filters-{hypervisor}"),
         };
         let safe: String = raw
             .chars()
@@ -104,6 +111,7 @@ impl Subject {
             }
             .file_name()
             .replacen("image--", "image-", 1),
+            Subject::NetworkFilters { .. } => "network-filters.lock".to_string(),
             _ => self.file_name(),
         }
     }
@@ -122,6 +130,12 @@ impl std::fmt::Display for Subject {
                 formatter,
                 "the upload of base image {volume} to pool {pool} on {hypervisor}"
             ),
+            Subject::NetworkFilters { hypervisor } => {
+                write!(
+                    formatter,
+                    "the set of trog's network filters on {hypervisor}"
+                )
+            }
         }
     }
 }

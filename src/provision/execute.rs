@@ -16,11 +16,12 @@ use crate::libvirt::network_filter::{
     define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
 };
 use crate::libvirt::reservation::reserve_address;
-use crate::lock::{LockingHypervisor, Subject};
+use crate::lock::{HeldLocks, LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
 use crate::machine::ssh::SshMachine;
 use crate::machine::Machine;
+use crate::model::hypervisor::Transport;
 use crate::output::progress::Progress;
 use crate::plan::{Action, GuestTag, Plan};
 use crate::provision::reach::{self, SshProbe};
@@ -36,8 +37,9 @@ use std::time::{Duration, Instant};
 /// wait connected to).
 pub trait GuestSteps {
     /// Defines the guest's network filter (and refreshes the tenants' filters on its hypervisor)
-    /// before its domain is defined; returns the step's label when it did.
-    fn apply_network_filters(&mut self) -> Result<Option<String>, Failure>;
+    /// just before its domain is defined or started; returns the step's label when it did.
+    fn apply_network_filters(&mut self, progress: &mut Progress)
+        -> Result<Option<String>, Failure>;
     /// Reserves the guest's static address in the libvirt network it joins, before it boots;
     /// returns the step's label when something changed.
     fn reserve_address(&mut self) -> Result<Option<String>, Failure>;
@@ -150,14 +152,6 @@ pub fn execute_plan(
         steps: Vec::new(),
         total_seconds: 0.0,
     };
-    // Before the domain is defined: its interface references the filter, and the other tenants'
-    // filters learn this guest's address before it can send anything.
-    let filtering = (waits.clock)();
-    if let Some(filtered) = steps.apply_network_filters()? {
-        report
-            .steps
-            .push((filtered, seconds((waits.clock)() - filtering)));
-    }
     // Before the guest boots, so that dnsmasq never leases its address to another MAC.
     let reserving = (waits.clock)();
     if let Some(reserved) = steps.reserve_address()? {
@@ -166,8 +160,22 @@ pub fn execute_plan(
             .push((reserved, seconds((waits.clock)() - reserving)));
     }
     let mut connected: Option<Box<dyn Machine>> = None;
+    let mut filtered = false;
     let total = run.plan.actions.len();
     for (index, action) in run.plan.actions.iter().enumerate() {
+        // Just before the domain is defined (or started): its interface references the filter,
+        // and the other tenants' filters learn this guest's address before it can send anything.
+        // Not sooner: the filters stay locked until the domain is defined, and a first upload of
+        // the base image before it may take minutes.
+        if !filtered && matches!(action, Action::DefineDomain { .. } | Action::StartDomain) {
+            filtered = true;
+            let filtering = (waits.clock)();
+            if let Some(label) = steps.apply_network_filters(progress)? {
+                report
+                    .steps
+                    .push((label, seconds((waits.clock)() - filtering)));
+            }
+        }
         progress.start(run.guest, index + 1, total, &action.to_string());
         let outcome: Result<(), Failure> = match action {
             Action::WaitForSsh => steps.reach(progress).and_then(|mut probe| {
@@ -243,6 +251,9 @@ pub struct LibvirtSteps<'a> {
     pub artifacts: BuiltArtifacts<'a>,
     /// The guest's key and known-hosts file live only for this run, in private temporary places.
     pub key_file: Option<PrivateKeyFile>,
+    /// The lock of the hypervisor's network filters, from defining them until the domain that
+    /// references them is defined.
+    pub network_filters_lock: Option<HeldLocks>,
 }
 
 impl LibvirtSteps<'_> {
@@ -300,8 +311,35 @@ impl LibvirtSteps<'_> {
 }
 
 impl GuestSteps for LibvirtSteps<'_> {
-    fn apply_network_filters(&mut self) -> Result<Option<String>, Failure> {
-        apply_network_filters(self.guest, self.prepared)
+    fn apply_network_filters(
+        &mut self,
+        progress: &mut Progress,
+    ) -> Result<Option<String>, Failure> {
+        // libvirt's test driver has no network filters (and its guests never run).
+        if !changes_the_domain(self.prepared)
+            || self.guest.hypervisor.libvirt_uri.transport == Transport::Test
+        {
+            return Ok(None);
+        }
+        let name = self.guest.hypervisor.name.to_string();
+        let held = self.guest.locks.acquire_with_hypervisor(
+            &Subject::NetworkFilters {
+                hypervisor: name.clone(),
+            },
+            self.guest
+                .hypervisor_machine
+                .map(|machine| LockingHypervisor {
+                    machine,
+                    name: &name,
+                }),
+            &mut |text| progress.say(text),
+        )?;
+        let label = apply_network_filters(self.guest)?;
+        // Until the domain is defined, a destroy elsewhere would find the filters unused.
+        if defines_the_domain(self.prepared) {
+            self.network_filters_lock = Some(held);
+        }
+        Ok(Some(label))
     }
 
     fn reserve_address(&mut self) -> Result<Option<String>, Failure> {
@@ -339,6 +377,12 @@ impl GuestSteps for LibvirtSteps<'_> {
                 Ok(self.resources.execute(action, &self.artifacts)?)
             }
             Action::StartDomain if self.is_first_boot() => self.start_first_boot(progress),
+            Action::DefineDomain { .. } => {
+                self.resources.execute(action, &self.artifacts)?;
+                // The domain references the filters now: they are in use, whoever looks.
+                self.network_filters_lock = None;
+                Ok(())
+            }
             _ => Ok(self.resources.execute(action, &self.artifacts)?),
         }
     }
@@ -417,6 +461,7 @@ pub fn execute(
             base_image_file: prepared.base_image.as_deref().unwrap_or(&no_file),
         },
         key_file: None,
+        network_filters_lock: None,
     };
     let domain = prepared.desired.domain.to_string();
     let mac = guest.inputs.generated.mac_address.to_string();
@@ -431,27 +476,33 @@ pub fn execute(
     execute_plan(&mut steps, &run, &REAL_WAITS, progress)
 }
 
-/// Defines the guest's network filter, and refreshes every tenant's filter on the hypervisor
-/// with the addresses ips.db holds now joined with those the hypervisor's domains carry, when
-/// the plan defines or starts the domain (a converged guest's run changes nothing). ips.db is
-/// read here, not when the run began, so that runs of several guests at once each see the
-/// others' addresses; the domains are read so that a run of another installation sharing the
-/// hypervisor (its own ips.db) never takes away an address only this one knows.
-fn apply_network_filters(
-    guest: &GuestOnHypervisor,
-    prepared: &PreparedGuest,
-) -> Result<Option<String>, Failure> {
-    let defines_or_starts = prepared
+/// Whether the plan defines the guest's domain.
+fn defines_the_domain(prepared: &PreparedGuest) -> bool {
+    prepared
         .plan
         .actions
         .iter()
-        .any(|action| matches!(action, Action::DefineDomain { .. } | Action::StartDomain));
-    // libvirt's test driver has no network filters (and its guests never run).
-    if !defines_or_starts
-        || guest.hypervisor.libvirt_uri.transport == crate::model::hypervisor::Transport::Test
-    {
-        return Ok(None);
-    }
+        .any(|action| matches!(action, Action::DefineDomain { .. }))
+}
+
+/// Whether the plan defines or starts the guest's domain (a converged guest's run changes
+/// nothing, and leaves the filters alone).
+fn changes_the_domain(prepared: &PreparedGuest) -> bool {
+    defines_the_domain(prepared)
+        || prepared
+            .plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::StartDomain))
+}
+
+/// Defines the guest's network filter, and refreshes every tenant's filter on the hypervisor
+/// with the addresses ips.db holds now joined with those the hypervisor's domains carry; returns
+/// the step's label. The caller holds the filters' lock. ips.db is read here, not when the run
+/// began, so that runs of several guests at once each see the others' addresses; the domains
+/// are read so that a run of another installation sharing the hypervisor (its own ips.db) never
+/// takes away an address only this one knows.
+fn apply_network_filters(guest: &GuestOnHypervisor) -> Result<String, Failure> {
     let hypervisor = guest.hypervisor.name.as_str();
     let mut tenants = tenants_with_filters(guest.connection, hypervisor)?;
     if let Some(own) = &guest.inputs.config.settings.tenant {
@@ -464,7 +515,7 @@ fn apply_network_filters(
     let filters = filters_for(&directory, &tenants);
     define_filters(guest.connection, hypervisor, &filters)?;
     let names: Vec<&str> = filters.iter().map(|filter| filter.name.as_str()).collect();
-    Ok(Some(format!("network filters {}", names.join(", "))))
+    Ok(format!("network filters {}", names.join(", ")))
 }
 
 /// Reserves a guest's static address for its MAC in the libvirt network it joins, when that

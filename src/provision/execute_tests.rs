@@ -28,6 +28,8 @@ struct FakeSteps {
     boot: Boot,
     guest: FakeMachine,
     ran: Vec<String>,
+    /// How many libvirt steps had run each time the network filters were applied.
+    filtered_after: Vec<usize>,
     tags: Vec<GuestTag>,
     probes: usize,
     /// The run's time: the wait's pauses and the logins' hangs pass on it.
@@ -47,6 +49,7 @@ impl FakeSteps {
             boot,
             guest,
             ran: Vec::new(),
+            filtered_after: Vec::new(),
             tags: Vec::new(),
             probes: 0,
             login: FakeMachine::new()
@@ -59,7 +62,11 @@ impl FakeSteps {
 }
 
 impl GuestSteps for FakeSteps {
-    fn apply_network_filters(&mut self) -> Result<Option<String>, Failure> {
+    fn apply_network_filters(
+        &mut self,
+        _progress: &mut Progress,
+    ) -> Result<Option<String>, Failure> {
+        self.filtered_after.push(self.ran.len());
         Ok(None)
     }
 
@@ -328,6 +335,28 @@ fn an_upload_that_fails_stops_the_run_before_the_domain_is_defined() {
     assert!(failure.chain()[0]
         .starts_with("www.example.test: step 2 of 8 failed: upload base image base-abc.qcow2"));
     assert_eq!(steps.ran, labels(&plan, 0..2));
+    assert!(steps.filtered_after.is_empty(), "no filters for no domain");
+}
+
+#[test]
+fn the_network_filters_are_applied_once_just_before_the_domain_is_defined() {
+    // After the pool and the upload (which may take minutes, and the filters stay locked
+    // until the domain is defined), never before.
+    let plan = fresh_plan();
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    run(&mut steps, &plan).unwrap();
+    assert_eq!(steps.filtered_after, vec![2]);
+    assert_eq!(plan.actions[2].to_string(), steps.ran[2]);
+    assert!(matches!(plan.actions[2], Action::DefineDomain { .. }));
+
+    // A guest that is only started again: just before the start.
+    let restart = Plan {
+        domain: plan.domain.clone(),
+        actions: plan.actions[5..].to_vec(),
+    };
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    run(&mut steps, &restart).unwrap();
+    assert_eq!(steps.filtered_after, vec![0]);
 }
 
 #[test]

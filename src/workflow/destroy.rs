@@ -5,12 +5,14 @@ use crate::addresses::AddressBook;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::destroy::{destroy_guest, DestroyOutcome};
+use crate::libvirt::destroy::{
+    destroy_guest, remove_unused_network_filters, DestroyOutcome, UNUSED_FILTERS,
+};
 use crate::libvirt::reservation::release_reservation;
 use crate::lock::Locks;
 use crate::model::names::DomainName;
 use crate::workflow::backup::{back_up_located, TakenBackup};
-use crate::workflow::lock::take_guest_lock;
+use crate::workflow::lock::{take_guest_lock, take_network_filters_lock};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
 use std::time::Duration;
@@ -134,6 +136,18 @@ pub fn destroy(
         &opened.config.pool_name,
         request.purge,
     )?;
+    // The guest's network filter goes when no other domain uses it; under the filters' lock, so
+    // that a guest another run is defining meanwhile keeps the filters it is about to use.
+    match take_network_filters_lock(locks, hypervisor, None, &mut |text| eprintln!("{text}")) {
+        Ok(_filters_lock) => remove_unused_network_filters(
+            &opened.connection,
+            opened.config.name.as_str(),
+            &mut outcome,
+        ),
+        Err(error) => outcome
+            .left_behind
+            .push((UNUSED_FILTERS.into(), error.to_string())),
+    }
     if request.purge {
         release_addresses(paths, request.domain, &opened, &mut outcome);
     } else if let Ok(Some(book)) = AddressBook::open_existing(&paths.ips_db) {

@@ -1,7 +1,8 @@
 //! The guest's lock, taken by every verb that changes a guest after locating it and held until
 //! the verb is done: two runs never act on one guest at once (see the module docs of
 //! `workflow`). It is two locks: this installation's (between runs of it), then the guest's
-//! hypervisor's (between runs from every installation that reaches that hypervisor).
+//! hypervisor's (between runs from every installation that reaches that hypervisor). The lock
+//! of a hypervisor's network filters is taken the same way, by a destroy removing them.
 
 use crate::lock::{HeldLock, HeldLocks, LockError, LockingHypervisor, Locks, Subject};
 use crate::machine::hypervisor_ops::HypervisorMachine;
@@ -9,13 +10,16 @@ use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::provision::hypervisor_machine::lock_machine_for;
 
-/// A guest's locks, held until dropped.
-pub struct GuestLock {
+/// A lock held here and on a hypervisor (a guest's, or its network filters'), until dropped.
+pub struct HypervisorWideLock {
     // Let go before the machine they were taken over is closed.
     _held: HeldLocks,
     /// The hypervisor's system opened for the lock alone, when the verb had none open.
     _machine: Option<HypervisorMachine>,
 }
+
+/// A guest's locks, held until dropped.
+pub type GuestLock = HypervisorWideLock;
 
 /// Takes `domain`'s lock here and on `hypervisor`, where the guest is, waiting up to the run's
 /// `--wait` in all for another run holding either; `on_wait` is told what is waited for, once,
@@ -29,7 +33,41 @@ pub fn take_guest_lock(
     system: Option<&HypervisorMachine>,
     on_wait: &mut dyn FnMut(&str),
 ) -> Result<GuestLock, LockError> {
-    let subject = Subject::Guest(domain.to_string());
+    take_hypervisor_wide_lock(
+        locks,
+        &Subject::Guest(domain.to_string()),
+        hypervisor,
+        system,
+        on_wait,
+    )
+}
+
+/// Takes the lock of `hypervisor`'s network filters here and there, as [`take_guest_lock`]
+/// takes a guest's.
+pub fn take_network_filters_lock(
+    locks: &Locks,
+    hypervisor: &HypervisorConfig,
+    system: Option<&HypervisorMachine>,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<HypervisorWideLock, LockError> {
+    take_hypervisor_wide_lock(
+        locks,
+        &Subject::NetworkFilters {
+            hypervisor: hypervisor.name.to_string(),
+        },
+        hypervisor,
+        system,
+        on_wait,
+    )
+}
+
+fn take_hypervisor_wide_lock(
+    locks: &Locks,
+    subject: &Subject,
+    hypervisor: &HypervisorConfig,
+    system: Option<&HypervisorMachine>,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<HypervisorWideLock, LockError> {
     let opened = match system {
         Some(_) => None,
         None => {
@@ -45,8 +83,8 @@ pub fn take_guest_lock(
         machine,
         name: &name,
     });
-    let held = locks.acquire_with_hypervisor(&subject, locking, on_wait)?;
-    Ok(GuestLock {
+    let held = locks.acquire_with_hypervisor(subject, locking, on_wait)?;
+    Ok(HypervisorWideLock {
         _held: held,
         _machine: opened,
     })

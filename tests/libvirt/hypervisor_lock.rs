@@ -17,7 +17,7 @@ const LOCK_DIR: &str = "/run/lock/trog";
 
 /// An installation whose fleet is this machine's libvirtd through `uri`, named `local`, with
 /// `pool`.
-fn installation(uri: &str, pool: &str) -> tempfile::TempDir {
+pub(super) fn installation(uri: &str, pool: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("hypervisors.conf"),
@@ -27,7 +27,7 @@ fn installation(uri: &str, pool: &str) -> tempfile::TempDir {
     dir
 }
 
-fn trog(installation: &tempfile::TempDir, args: &[&str]) -> Command {
+pub(super) fn trog(installation: &tempfile::TempDir, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_trog"));
     command
         .args(args)
@@ -37,7 +37,7 @@ fn trog(installation: &tempfile::TempDir, args: &[&str]) -> Command {
 }
 
 /// The lines `pipe` gives, as they come.
-fn lines(pipe: impl std::io::Read + Send + 'static) -> Receiver<String> {
+pub(super) fn lines(pipe: impl std::io::Read + Send + 'static) -> Receiver<String> {
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(pipe).lines().map_while(Result::ok) {
@@ -50,7 +50,11 @@ fn lines(pipe: impl std::io::Read + Send + 'static) -> Receiver<String> {
 }
 
 /// The first line `lines` gives that contains `needle`, within `within`; `None` after that.
-fn line_with(lines: &Receiver<String>, needle: &str, within: Duration) -> Option<String> {
+pub(super) fn line_with(
+    lines: &Receiver<String>,
+    needle: &str,
+    within: Duration,
+) -> Option<String> {
     let deadline = Instant::now() + within;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match lines.recv_timeout(left) {

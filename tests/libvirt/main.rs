@@ -3,6 +3,7 @@
 //! hypervisor's own system (as trog does on a real libvirtd, never a stream), an overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
 
 mod hypervisor_lock;
+mod network_filters_lock;
 mod shared_master;
 mod snapshot_failure;
 
