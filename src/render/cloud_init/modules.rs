@@ -13,8 +13,8 @@
 //! write, which a guest of static addresses needs before its network starts: see
 //! `super::network`). Growing the disk, the mirror and the time zone run in the config stage
 //! beside sshd, still before the packages (final stage) and before trog's finish, which waits
-//! for cloud-init to end. A seed in local mode (`dsmode: local`) runs the network stage's
-//! modules before the network is brought up.
+//! for cloud-init to end. trog's seeds are in local mode (`dsmode: local`), which runs the
+//! network stage's modules in cloud-init's local stage, before the network is brought up.
 
 use serde_json::{Map, Value};
 
