@@ -16,7 +16,7 @@ use crate::libvirt::network_filter::{
     define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
 };
 use crate::libvirt::reservation::reserve_address;
-use crate::lock::{HeldLocks, LockingHypervisor, Subject};
+use crate::lock::{HeldLocks, LockError, LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
 use crate::machine::ssh::SshMachine;
@@ -257,6 +257,26 @@ pub struct LibvirtSteps<'a> {
 }
 
 impl LibvirtSteps<'_> {
+    /// Takes `subject`'s lock in this installation and on the guest's hypervisor, saying what a
+    /// wait is for.
+    fn lock_here_and_there(
+        &self,
+        subject: &Subject,
+        progress: &mut Progress,
+    ) -> Result<HeldLocks, LockError> {
+        let name = self.guest.hypervisor.name.to_string();
+        self.guest.locks.acquire_with_hypervisor(
+            subject,
+            self.guest
+                .hypervisor_machine
+                .map(|machine| LockingHypervisor {
+                    machine,
+                    name: &name,
+                }),
+            &mut |text| progress.say(text),
+        )
+    }
+
     /// Whether this start is the guest's first: a BIOS guest, on a root disk and a definition
     /// this plan made.
     fn is_first_boot(&self) -> bool {
@@ -321,18 +341,11 @@ impl GuestSteps for LibvirtSteps<'_> {
         {
             return Ok(None);
         }
-        let name = self.guest.hypervisor.name.to_string();
-        let held = self.guest.locks.acquire_with_hypervisor(
+        let held = self.lock_here_and_there(
             &Subject::NetworkFilters {
-                hypervisor: name.clone(),
+                hypervisor: self.guest.hypervisor.name.to_string(),
             },
-            self.guest
-                .hypervisor_machine
-                .map(|machine| LockingHypervisor {
-                    machine,
-                    name: &name,
-                }),
-            &mut |text| progress.say(text),
+            progress,
         )?;
         let label = apply_network_filters(self.guest)?;
         // Until the domain is defined, a destroy elsewhere would find the filters unused.
@@ -357,17 +370,7 @@ impl GuestSteps for LibvirtSteps<'_> {
                     pool: self.prepared.desired.pool_name.clone(),
                     volume: self.prepared.desired.base_image_volume.clone(),
                 };
-                let name = self.guest.hypervisor.name.to_string();
-                let held = self.guest.locks.acquire_with_hypervisor(
-                    &subject,
-                    self.guest
-                        .hypervisor_machine
-                        .map(|machine| LockingHypervisor {
-                            machine,
-                            name: &name,
-                        }),
-                    &mut |text| progress.say(text),
-                )?;
+                let held = self.lock_here_and_there(&subject, progress)?;
                 if held.on_hypervisor.is_some() {
                     // Every run that writes this image into this pool, from whichever machine,
                     // holds the hypervisor's lock while it does: a partial copy there now is a
