@@ -117,13 +117,24 @@ fn debug_boot(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 
 /// Fetches the capture until it shows `wanted`, for as long as the console keeps changing.
 fn fetch_until(dir: &Path, domain: &str, wanted: &str) -> String {
+    fetch_until_shown(dir, domain, wanted, |console| console.contains(wanted))
+}
+
+/// Fetches the capture until `shown` holds for it (`wanted` describes what it waits for), for as
+/// long as the console keeps changing.
+fn fetch_until_shown(
+    dir: &Path,
+    domain: &str,
+    wanted: &str,
+    shown: impl Fn(&str) -> bool,
+) -> String {
     let started = Instant::now();
     let mut last = String::new();
     let mut last_changed = started;
     loop {
         let (status, stdout, stderr) = debug_boot(dir, &[domain, "--fetch"]);
         assert_eq!(status, Some(0), "{stderr}");
-        if stdout.contains(wanted) {
+        if shown(&stdout) {
             return stdout;
         }
         if stdout != last {
@@ -323,7 +334,16 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     fetch_until(dir, &domain, "Press ESC for boot menu");
     let (status, _, stderr) = debug_boot(dir, &[&domain, "--keys", "esc"]);
     assert_eq!(status, Some(0), "{stderr}");
-    let held = fetch_until(dir, &domain, "Select boot device");
+    // The firmware prints its menu a line at a time over the serial console (slowly, under
+    // TCG): the capture is read once the network's entry, the menu's last, is there whole.
+    let held = fetch_until_shown(dir, &domain, "the boot menu's network entry", |console| {
+        console
+            .split_once("Select boot device")
+            .is_some_and(|(_, menu)| {
+                menu.split_inclusive('\n')
+                    .any(|line| line.contains(". iPXE") && line.ends_with('\n'))
+            })
+    });
     boot_menu_on_the_screen_and_a_key_moving_in_it(dir, &domain, &held, &login_screen);
 
     // --restore: the definition is what provision made, byte for byte; status says converged.
