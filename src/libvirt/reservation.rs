@@ -87,7 +87,11 @@ pub fn reservation_change(network_xml: &str, mac: &str, ip: Ipv4Addr) -> Reserva
     }
 }
 
-fn network(connection: &Connect, name: &str, uri: &str) -> Result<Network, LibvirtError> {
+pub(crate) fn network(
+    connection: &Connect,
+    name: &str,
+    uri: &str,
+) -> Result<Network, LibvirtError> {
     connection
         .lookup_network_by_name(name)
         .map_err(|error| LibvirtError::query(uri, "look up the network", error))
@@ -95,7 +99,7 @@ fn network(connection: &Connect, name: &str, uri: &str) -> Result<Network, Libvi
 
 /// The network's live definition when it runs (where dnsmasq reads reservations), else its
 /// persistent one; and the flags that change both.
-fn definition(
+pub(crate) fn definition(
     network: &Network,
     uri: &str,
 ) -> Result<(String, sys::virNetworkUpdateFlags), LibvirtError> {
@@ -113,7 +117,7 @@ fn definition(
     Ok((xml, flags))
 }
 
-fn update(
+pub(crate) fn update(
     network: &Network,
     command: sys::virNetworkUpdateCommand,
     host: &DhcpHost,

@@ -6,12 +6,14 @@
 //! the unit tests (`execute_tests.rs`) stand a fake in its place to walk every failure path.
 
 use crate::addresses::settle::tenant_directory;
+use crate::addresses::store::AddressBook;
 use crate::diagnose::Failure;
 use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, BootWait, GuestProbe, DEFAULT_BOOT_WAIT};
 use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
 use crate::libvirt::guest_state::{start_again, stopped_state};
+use crate::libvirt::lease_pin::{pin_lease, release_pins, KeptApart, PinnedLease};
 use crate::libvirt::network_filter::{
     define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
 };
@@ -43,6 +45,10 @@ pub trait GuestSteps {
     /// Reserves the guest's static address in the libvirt network it joins, before it boots;
     /// returns the step's label when something changed.
     fn reserve_address(&mut self) -> Result<Option<String>, Failure>;
+    /// Pins the lease of a guest without a static address (docs/NETWORK.md, "Pinned leases")
+    /// just before its domain is defined or started; returns the step's label when it made the
+    /// pin. Should the definition then fail, the pin is taken back.
+    fn pin_lease(&mut self) -> Result<Option<String>, Failure>;
     /// Carries out one libvirt step of the plan (anything but the wait and the finish).
     fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure>;
     /// What the wait for SSH asks of the guest and its hypervisor.
@@ -175,6 +181,15 @@ pub fn execute_plan(
                     .steps
                     .push((label, seconds((waits.clock)() - filtering)));
             }
+            // A leased guest's lease is pinned here rather than at the start, so that a run
+            // ending before its domain is defined (a lock not given, an upload that failed)
+            // leaves no reservation that no domain's destroy would find.
+            let pinning = (waits.clock)();
+            if let Some(label) = steps.pin_lease()? {
+                report
+                    .steps
+                    .push((label, seconds((waits.clock)() - pinning)));
+            }
         }
         progress.start(run.guest, index + 1, total, &action.to_string());
         let outcome: Result<(), Failure> = match action {
@@ -254,9 +269,25 @@ pub struct LibvirtSteps<'a> {
     /// The lock of the hypervisor's network filters, from defining them until the domain that
     /// references them is defined.
     pub network_filters_lock: Option<HeldLocks>,
+    /// The address whose lease this run pinned, until the domain is defined.
+    pub lease_pinned: Option<std::net::Ipv4Addr>,
 }
 
 impl LibvirtSteps<'_> {
+    /// Removes the lease this run pinned, its domain not defined after all. At best: a pin left
+    /// behind only keeps an address from other guests until this one is provisioned again.
+    fn take_back_pinned_lease(&mut self) {
+        if self.lease_pinned.take().is_some() {
+            let _ = release_pins(
+                self.guest.connection,
+                &self.guest.hypervisor.libvirt_uri.uri,
+                &self.guest.inputs.config.settings.network,
+                &self.guest.inputs.generated.mac_address.to_string(),
+                &[],
+            );
+        }
+    }
+
     /// Takes `subject`'s lock in this installation and on the guest's hypervisor, saying what a
     /// wait is for.
     fn lock_here_and_there(
@@ -359,6 +390,19 @@ impl GuestSteps for LibvirtSteps<'_> {
         reserve_static_address(self.guest)
     }
 
+    fn pin_lease(&mut self) -> Result<Option<String>, Failure> {
+        let Some(pinned) = pin_guest_lease(self.guest)? else {
+            return Ok(None);
+        };
+        self.lease_pinned = Some(pinned.address);
+        Ok(Some(format!(
+            "pin the lease of {} for {} in network {}",
+            pinned.address,
+            self.guest.inputs.generated.mac_address,
+            self.guest.inputs.config.settings.network
+        )))
+    }
+
     fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure> {
         match action {
             Action::UploadBaseImage { .. } | Action::RemovePartialBaseImage { .. } => {
@@ -381,9 +425,15 @@ impl GuestSteps for LibvirtSteps<'_> {
             }
             Action::StartDomain if self.is_first_boot() => self.start_first_boot(progress),
             Action::DefineDomain { .. } => {
-                self.resources.execute(action, &self.artifacts)?;
-                // The domain references the filters now: they are in use, whoever looks.
+                if let Err(error) = self.resources.execute(action, &self.artifacts) {
+                    // No domain carries the MAC for a destroy to find the pin by.
+                    self.take_back_pinned_lease();
+                    return Err(error.into());
+                }
+                // The domain references the filters now: they are in use, whoever looks. And it
+                // carries the MAC the pinned lease is found by.
                 self.network_filters_lock = None;
+                self.lease_pinned = None;
                 Ok(())
             }
             _ => Ok(self.resources.execute(action, &self.artifacts)?),
@@ -465,6 +515,7 @@ pub fn execute(
         },
         key_file: None,
         network_filters_lock: None,
+        lease_pinned: None,
     };
     let domain = prepared.desired.domain.to_string();
     let mac = guest.inputs.generated.mac_address.to_string();
@@ -526,27 +577,71 @@ fn apply_network_filters(guest: &GuestOnHypervisor) -> Result<String, Failure> {
 /// when something changed.
 fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, Failure> {
     let settings = &guest.inputs.config.settings;
-    let address = settings.ips.iter().find_map(|cidr| match cidr.address {
-        std::net::IpAddr::V4(address) => Some(address),
-        std::net::IpAddr::V6(_) => None,
-    });
-    let (None, Some(address)) = (&settings.bridge, address) else {
+    let (None, Some(address)) = (&settings.bridge, static_ipv4(guest)) else {
         return Ok(None);
     };
     let mac = guest.inputs.generated.mac_address.to_string();
+    let network = &settings.network;
     let changed = reserve_address(
         guest.connection,
         &guest.hypervisor.libvirt_uri.uri,
-        &settings.network,
+        network,
         &mac,
         address,
     )?;
-    Ok(changed.then(|| {
-        format!(
-            "reserve {address} for {mac} in network {}",
-            settings.network
-        )
-    }))
+    Ok(changed.then(|| format!("reserve {address} for {mac} in network {network}")))
+}
+
+/// The guest's first static IPv4 address, if it has one.
+fn static_ipv4(guest: &GuestOnHypervisor) -> Option<std::net::Ipv4Addr> {
+    guest
+        .inputs
+        .config
+        .settings
+        .ips
+        .iter()
+        .find_map(|cidr| match cidr.address {
+            std::net::IpAddr::V4(address) => Some(address),
+            std::net::IpAddr::V6(_) => None,
+        })
+}
+
+/// Pins the lease of a guest without a static IPv4 address in the libvirt network it joins
+/// (docs/NETWORK.md, "Pinned leases"); the pin when this run made it.
+fn pin_guest_lease(guest: &GuestOnHypervisor) -> Result<Option<PinnedLease>, Failure> {
+    let settings = &guest.inputs.config.settings;
+    if settings.bridge.is_some() || static_ipv4(guest).is_some() {
+        return Ok(None);
+    }
+    let kept_apart = kept_apart_on(&guest.inputs.paths.ips_db, &settings.network)?;
+    let pinned = pin_lease(
+        guest.connection,
+        &guest.hypervisor.libvirt_uri.uri,
+        &settings.network,
+        &guest.inputs.generated.mac_address.to_string(),
+        &kept_apart,
+    )?;
+    Ok(pinned.filter(|pinned| pinned.made))
+}
+
+/// What `ips.db` keeps for static addresses on `network`: never pinned to a leased guest.
+fn kept_apart_on(ips_db: &std::path::Path, network: &str) -> Result<KeptApart, Failure> {
+    let Some(book) = AddressBook::open_existing(ips_db)? else {
+        return Ok(KeptApart::default());
+    };
+    let (ranges, holdings) = book.list()?;
+    Ok(KeptApart {
+        ranges: ranges
+            .into_iter()
+            .filter(|record| record.network == network)
+            .map(|record| record.range)
+            .collect(),
+        held: holdings
+            .into_iter()
+            .filter(|holding| holding.network == network)
+            .map(|holding| holding.address)
+            .collect(),
+    })
 }
 
 /// The tag the domain carries once the plan's domain steps have run.

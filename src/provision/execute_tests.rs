@@ -30,6 +30,8 @@ struct FakeSteps {
     ran: Vec<String>,
     /// How many libvirt steps had run each time the network filters were applied.
     filtered_after: Vec<usize>,
+    /// How many libvirt steps had run each time a lease was pinned.
+    pinned_after: Vec<usize>,
     tags: Vec<GuestTag>,
     probes: usize,
     /// The run's time: the wait's pauses and the logins' hangs pass on it.
@@ -50,6 +52,7 @@ impl FakeSteps {
             guest,
             ran: Vec::new(),
             filtered_after: Vec::new(),
+            pinned_after: Vec::new(),
             tags: Vec::new(),
             probes: 0,
             login: FakeMachine::new()
@@ -71,6 +74,11 @@ impl GuestSteps for FakeSteps {
     }
 
     fn reserve_address(&mut self) -> Result<Option<String>, Failure> {
+        Ok(None)
+    }
+
+    fn pin_lease(&mut self) -> Result<Option<String>, Failure> {
+        self.pinned_after.push(self.ran.len());
         Ok(None)
     }
 
@@ -336,16 +344,21 @@ fn an_upload_that_fails_stops_the_run_before_the_domain_is_defined() {
         .starts_with("www.example.test: step 2 of 8 failed: upload base image base-abc.qcow2"));
     assert_eq!(steps.ran, labels(&plan, 0..2));
     assert!(steps.filtered_after.is_empty(), "no filters for no domain");
+    assert!(
+        steps.pinned_after.is_empty(),
+        "no pinned lease for no domain"
+    );
 }
 
 #[test]
-fn the_network_filters_are_applied_once_just_before_the_domain_is_defined() {
+fn the_network_filters_are_applied_and_the_lease_pinned_once_just_before_the_domain_is_defined() {
     // After the pool and the upload (which may take minutes, and the filters stay locked
-    // until the domain is defined), never before.
+    // until the domain is defined), never before; a run that ends before leaves no pin.
     let plan = fresh_plan();
     let mut steps = FakeSteps::new(BOOTS, healthy_guest());
     run(&mut steps, &plan).unwrap();
     assert_eq!(steps.filtered_after, vec![2]);
+    assert_eq!(steps.pinned_after, vec![2]);
     assert_eq!(plan.actions[2].to_string(), steps.ran[2]);
     assert!(matches!(plan.actions[2], Action::DefineDomain { .. }));
 
@@ -357,6 +370,7 @@ fn the_network_filters_are_applied_once_just_before_the_domain_is_defined() {
     let mut steps = FakeSteps::new(BOOTS, healthy_guest());
     run(&mut steps, &restart).unwrap();
     assert_eq!(steps.filtered_after, vec![0]);
+    assert_eq!(steps.pinned_after, vec![0]);
 }
 
 #[test]

@@ -8,6 +8,7 @@ use crate::diagnose::Failure;
 use crate::libvirt::destroy::{
     destroy_guest, remove_unused_network_filters, DestroyOutcome, UNUSED_FILTERS,
 };
+use crate::libvirt::lease_pin::{domain_network_interfaces, release_pins};
 use crate::libvirt::reservation::release_reservation;
 use crate::lock::Locks;
 use crate::model::names::DomainName;
@@ -98,6 +99,54 @@ fn release_addresses(
     }
 }
 
+/// A guest's pinned leases go with it (its static addresses' reservations stay, as the addresses
+/// do, until `--purge`). What fails is named as left behind.
+fn release_pinned_leases(
+    paths: &InstallationPaths,
+    domain: &DomainName,
+    opened: &crate::workflow::OpenedHypervisor,
+    interfaces: &[(String, String)],
+    outcome: &mut DestroyOutcome,
+) {
+    let statics: Vec<std::net::Ipv4Addr> = match AddressBook::open_existing(&paths.ips_db) {
+        Ok(Some(book)) => match book.held_by(domain.as_str()) {
+            Ok(held) => held.into_iter().map(|holding| holding.address).collect(),
+            Err(error) => {
+                outcome
+                    .left_behind
+                    .push(("its pinned leases".into(), error.to_string()));
+                return;
+            }
+        },
+        Ok(None) => Vec::new(),
+        Err(error) => {
+            outcome
+                .left_behind
+                .push(("its pinned leases".into(), error.to_string()));
+            return;
+        }
+    };
+    for (network, mac) in interfaces {
+        match release_pins(
+            &opened.connection,
+            &opened.config.libvirt_uri.uri,
+            network,
+            mac,
+            &statics,
+        ) {
+            Ok(released) => outcome.removed.extend(
+                released
+                    .into_iter()
+                    .map(|address| format!("pinned lease of {address} in network {network}")),
+            ),
+            Err(error) => outcome.left_behind.push((
+                format!("pinned lease of {mac} in network {network}"),
+                error.to_string(),
+            )),
+        }
+    }
+}
+
 pub fn destroy(
     paths: &InstallationPaths,
     request: &DestroyRequest,
@@ -129,6 +178,8 @@ pub fn destroy(
             why: failure.chain().join(": "),
         },
     };
+    // Read before the domain goes: which networks its pinned leases are in, for which MAC.
+    let interfaces = domain_network_interfaces(&opened.connection, request.domain.as_str());
     let mut outcome = destroy_guest(
         &opened.connection,
         opened.config.name.as_str(),
@@ -148,6 +199,7 @@ pub fn destroy(
             .left_behind
             .push((UNUSED_FILTERS.into(), error.to_string())),
     }
+    release_pinned_leases(paths, request.domain, &opened, &interfaces, &mut outcome);
     if request.purge {
         release_addresses(paths, request.domain, &opened, &mut outcome);
     } else if let Ok(Some(book)) = AddressBook::open_existing(&paths.ips_db) {

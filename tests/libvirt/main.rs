@@ -897,6 +897,96 @@ fn dhcp_reservations_are_made_live_and_persistent_and_released() {
     assert!(reserved(0).is_empty() && reserved(persistent).is_empty());
 }
 
+/// Pinned leases on the default network, several runs at once (each its own libvirt client):
+/// every MAC gets an address of its own inside the network's DHCP range and away from the range
+/// kept for static addresses, live and persistent; pinning again changes nothing; releasing
+/// removes the pins and keeps a reservation named to be kept.
+#[test]
+fn leases_pinned_at_once_get_addresses_of_their_own_and_go_when_released() {
+    use trog::addresses::range::AddressRange;
+    use trog::libvirt::lease_pin::{pin_lease, release_pins, KeptApart};
+    use trog::libvirt::reservation::{dhcp_hosts, reserve_address};
+    let uri = "qemu:///system";
+    let macs: Vec<String> = (0..6)
+        .map(|n| format!("52:54:00:7e:57:{:02x}", 0x10 + n))
+        .collect();
+    let kept = AddressRange::parse("192.168.122.100-192.168.122.249/24").unwrap();
+    let kept_apart = KeptApart {
+        ranges: vec![kept],
+        held: Vec::new(),
+    };
+    let connection = virt::connect::Connect::open(Some(uri)).unwrap();
+    for mac in &macs {
+        release_pins(&connection, uri, "default", mac, &[]).unwrap();
+    }
+    let pinned: Vec<std::net::Ipv4Addr> = std::thread::scope(|scope| {
+        let runs: Vec<_> = macs
+            .iter()
+            .map(|mac| {
+                let kept_apart = kept_apart.clone();
+                scope.spawn(move || {
+                    let connection = virt::connect::Connect::open(Some(uri)).unwrap();
+                    let pinned = pin_lease(&connection, uri, "default", mac, &kept_apart)
+                        .unwrap()
+                        .expect("the default network hands out leases");
+                    assert!(pinned.made, "{mac}");
+                    pinned.address
+                })
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    let distinct: std::collections::BTreeSet<_> = pinned.iter().collect();
+    assert_eq!(distinct.len(), macs.len(), "{pinned:?}");
+    for address in &pinned {
+        assert!(!kept.contains(*address), "{address}");
+        assert!(address.octets()[..3] == [192, 168, 122] && address.octets()[3] >= 2);
+    }
+    let network = connection.lookup_network_by_name("default").unwrap();
+    let reserved = |flags: u32, mac: &str| -> Vec<String> {
+        dhcp_hosts(&network.xml_desc(flags).unwrap())
+            .unwrap()
+            .into_iter()
+            .filter(|host| host.mac.as_deref() == Some(mac))
+            .filter_map(|host| host.ip)
+            .collect()
+    };
+    for (mac, address) in macs.iter().zip(&pinned) {
+        for flags in [0, virt::sys::VIR_NETWORK_XML_INACTIVE] {
+            assert_eq!(reserved(flags, mac), [address.to_string()]);
+        }
+        let again = pin_lease(&connection, uri, "default", mac, &kept_apart)
+            .unwrap()
+            .unwrap();
+        assert_eq!((again.address, again.made), (*address, false));
+    }
+
+    // The first MAC's static address (as `provision` reserves one) replaces its pin, and a
+    // release that keeps it leaves it.
+    let fixed: std::net::Ipv4Addr = "192.168.122.246".parse().unwrap();
+    assert!(reserve_address(&connection, uri, "default", &macs[0], fixed).unwrap());
+    assert!(
+        release_pins(&connection, uri, "default", &macs[0], &[fixed])
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(reserved(0, &macs[0]), [fixed.to_string()]);
+    assert_eq!(
+        release_pins(&connection, uri, "default", &macs[0], &[]).unwrap(),
+        [fixed]
+    );
+    for (mac, address) in macs.iter().zip(&pinned).skip(1) {
+        assert_eq!(
+            release_pins(&connection, uri, "default", mac, &[]).unwrap(),
+            [*address]
+        );
+        assert!(
+            reserved(0, mac).is_empty()
+                && reserved(virt::sys::VIR_NETWORK_XML_INACTIVE, mac).is_empty()
+        );
+    }
+}
+
 /// What tests/services/remote-host.sh says (it sets the namespace host up if needed): each
 /// `KEY=VALUE` line it prints, by key.
 pub fn remote_host() -> impl Fn(&str) -> String {
