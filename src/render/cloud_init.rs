@@ -90,14 +90,14 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
     let networkd = network::networkd_file(input);
     let user_data = format!(
         "#cloud-config\n{}",
-        to_yaml("user-data", &user_data(input, networkd.as_deref()))?
+        to_yaml("user-data", &user_data(input, networkd.as_ref()))?
     );
     let network_config = to_yaml("network-config", &network::network_config(input))?;
     let digest = hex::encode(Sha256::digest(format!("{user_data}\0{network_config}")));
     let instance_id = format!("trog-{}-{}", input.fqdn, &digest[..16]);
     // Local mode: the network stage's modules (the name, the users and their keys, the host keys,
-    // the files) run in cloud-init's local stage, before the network is brought up. A guest of
-    // static addresses needs it (its networkd file must be there when systemd-networkd starts),
+    // the files) run in cloud-init's local stage, before the network is brought up. trog's networkd
+    // file needs it (it must be there when systemd-networkd starts),
     // and every guest gains from it: the network stage, whose end sshd waits for, then only
     // checks its cache, and the user-data is read once instead of twice (bench/README.md:
     // sshd listening 1.6 s sooner with one emulated vCPU).
@@ -120,7 +120,7 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
 const APT_CONF: &str = "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n";
 
 /// The user-data; `networkd` is trog's networkd file, when the guest has one.
-fn user_data(input: &SeedInput, networkd: Option<&str>) -> Value {
+fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Value {
     let mut users = vec![json!({
         "name": input.admin_user,
         "groups": ["sudo"],
@@ -201,8 +201,8 @@ fn user_data(input: &SeedInput, networkd: Option<&str>) -> Value {
     })];
     if let Some(networkd) = networkd {
         files.push(json!({
-            "path": network::NETWORKD_FILE_PATH,
-            "content": networkd,
+            "path": networkd.path,
+            "content": networkd.content,
             "permissions": "0644",
             "owner": "root:root",
         }));
@@ -300,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn every_guest_is_seeded_in_local_mode_and_a_static_one_with_its_networkd_file() {
+    fn every_guest_is_seeded_in_local_mode_with_its_networkd_file() {
         let seeded = |input: &SeedInput| {
             let files = render_seed(input).unwrap();
             let meta_data: Value = serde_saphyr::from_str(&files.meta_data).unwrap();
@@ -329,7 +329,7 @@ mod tests {
         dhcp.addresses.clear();
         let (dsmode, paths, _) = seeded(&dhcp);
         assert_eq!(dsmode.as_deref(), Some("local"));
-        assert_eq!(paths, ["/etc/aliases"]);
+        assert_eq!(paths, ["/etc/aliases", network::NETWORKD_LEASE_FILE_PATH]);
     }
 
     #[test]
@@ -361,7 +361,7 @@ mod tests {
         bare.extra_users.clear();
         for input in [example(), bare] {
             let Value::Object(document) =
-                user_data(&input, network::networkd_file(&input).as_deref())
+                user_data(&input, network::networkd_file(&input).as_ref())
             else {
                 panic!("user data is a mapping")
             };

@@ -1,5 +1,5 @@
-//! The guest's network: cloud-init's `network-config`, and for a guest of static IPv4 addresses
-//! a systemd-networkd file of trog's own.
+//! The guest's network: cloud-init's `network-config`, and a systemd-networkd file of trog's own
+//! for a guest of static IPv4 addresses or one taking a DHCP lease.
 //!
 //! Why the second file: with IPv6 router advertisements taken (networkd's default), networkd
 //! counts a link configured only once its router solicitations were answered or ran out, three
@@ -12,9 +12,11 @@
 //! takes the first file that matches), and runs its files before the network starts (local
 //! mode, `super::render_seed`). The link gets no IPv6 link-local address either: an IPv4-only
 //! guest has no use for it, and its duplicate address detection held the link's configuration
-//! another second or more. A guest with an IPv6 address keeps both and cloud-init's file
-//! alone. On an image without systemd-networkd the file is inert and `network-config`
-//! configures the link as before.
+//! another second or more. A guest taking a lease keeps IPv6 (a LAN's routers may give it an
+//! address) without that detection, so that its link is configured as soon as the lease is
+//! there. A guest with an IPv6 address keeps both and cloud-init's file alone. On an image
+//! without systemd-networkd the file is inert and `network-config` configures the link as
+//! before.
 
 use super::SeedInput;
 use serde_json::{json, Map, Value};
@@ -59,10 +61,29 @@ pub fn network_config(input: &SeedInput) -> Value {
     json!({ "version": 2, "ethernets": { "primary": Value::Object(ethernet) } })
 }
 
-/// trog's networkd file for a guest whose addresses are all static IPv4 ones: the same link as
-/// `network-config` describes, taking no router advertisements. `None` for any other guest.
-pub fn networkd_file(input: &SeedInput) -> Option<String> {
-    if input.addresses.is_empty() || input.addresses.iter().any(|a| a.contains(':')) {
+/// A networkd file of trog's, and where the seed writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkdFile {
+    pub path: &'static str,
+    pub content: String,
+}
+
+/// Where the seed writes a DHCP guest's networkd file: beside the static one's, sorting first.
+pub const NETWORKD_LEASE_FILE_PATH: &str = "/etc/systemd/network/05-trog-lease.network";
+
+/// trog's networkd file: for a guest whose addresses are all static IPv4 ones, the same link
+/// as `network-config` describes, taking no router advertisements and without a link-local
+/// address; for a guest taking a DHCP lease, the link's lease, with IPv6 (link-local and
+/// advertised addresses) kept but not probed for duplicates. `None` for a guest with an IPv6
+/// address, whose link is cloud-init's alone.
+pub fn networkd_file(input: &SeedInput) -> Option<NetworkdFile> {
+    if input.addresses.is_empty() {
+        return Some(NetworkdFile {
+            path: NETWORKD_LEASE_FILE_PATH,
+            content: lease_file(input),
+        });
+    }
+    if input.addresses.iter().any(|a| a.contains(':')) {
         return None;
     }
     let mut file = String::from(
@@ -77,14 +98,40 @@ pub fn networkd_file(input: &SeedInput) -> Option<String> {
     if let Some(gateway) = &input.gateway {
         file.push_str(&format!("Gateway={gateway}\n"));
     }
+    push_resolvers(&mut file, input);
+    file.push_str("IPv6AcceptRA=no\nLinkLocalAddressing=no\n");
+    Some(NetworkdFile {
+        path: NETWORKD_FILE_PATH,
+        content: file,
+    })
+}
+
+/// A DHCP guest's link. Duplicate address detection held the link's configuration a second and
+/// more after the lease (networkd counts it configured once its IPv6 link-local address is no
+/// longer tentative): the addresses are derived from the guest's MAC, which is unique wherever
+/// its IPv4 lease is, so they are used at once.
+fn lease_file(input: &SeedInput) -> String {
+    let mut file = String::from(
+        "# Written by trog's seed: this guest takes a DHCP lease. Its IPv6 addresses (link-local,\n\
+         # and any a router advertises) are not probed for duplicates: the boot does not wait.\n\
+         [Match]\n",
+    );
+    file.push_str(&format!(
+        "MACAddress={}\n\n[Network]\nDHCP=ipv4\n",
+        input.mac_address
+    ));
+    push_resolvers(&mut file, input);
+    file.push_str("IPv6DuplicateAddressDetection=0\n");
+    file
+}
+
+fn push_resolvers(file: &mut String, input: &SeedInput) {
     for resolver in &input.resolvers {
         file.push_str(&format!("DNS={resolver}\n"));
     }
     if !input.search_domains.is_empty() {
         file.push_str(&format!("Domains={}\n", input.search_domains.join(" ")));
     }
-    file.push_str("IPv6AcceptRA=no\nLinkLocalAddressing=no\n");
-    Some(file)
 }
 
 #[cfg(test)]
@@ -116,7 +163,9 @@ mod tests {
     #[test]
     fn static_ipv4_addresses_get_a_networkd_file_without_router_advertisements() {
         assert_eq!(
-            networkd_file(&guest(&["192.0.2.10/24", "192.0.2.11/24"])).unwrap(),
+            networkd_file(&guest(&["192.0.2.10/24", "192.0.2.11/24"]))
+                .unwrap()
+                .content,
             "# Written by trog's seed: this guest's static IPv4 addresses. Neither IPv6 router\n\
              # advertisements nor a link-local address: the boot waits for neither.\n\
              [Match]\n\
@@ -135,8 +184,29 @@ mod tests {
     }
 
     #[test]
-    fn dhcp_and_any_ipv6_address_leave_the_link_to_cloud_init() {
-        assert_eq!(networkd_file(&guest(&[])), None);
+    fn a_dhcp_guest_gets_a_networkd_file_without_duplicate_address_detection() {
+        assert_eq!(
+            networkd_file(&guest(&[])).unwrap(),
+            NetworkdFile {
+                path: NETWORKD_LEASE_FILE_PATH,
+                content: "# Written by trog's seed: this guest takes a DHCP lease. Its IPv6 addresses (link-local,\n\
+                          # and any a router advertises) are not probed for duplicates: the boot does not wait.\n\
+                          [Match]\n\
+                          MACAddress=52:54:00:12:34:56\n\
+                          \n\
+                          [Network]\n\
+                          DHCP=ipv4\n\
+                          DNS=192.0.2.1\n\
+                          DNS=192.0.2.2\n\
+                          Domains=example.test example.org\n\
+                          IPv6DuplicateAddressDetection=0\n"
+                    .into(),
+            }
+        );
+    }
+
+    #[test]
+    fn any_ipv6_address_leaves_the_link_to_cloud_init() {
         assert_eq!(networkd_file(&guest(&["2001:db8::10/64"])), None);
         assert_eq!(
             networkd_file(&guest(&["192.0.2.10/24", "2001:db8::10/64"])),
@@ -150,7 +220,7 @@ mod tests {
         input.gateway = None;
         input.resolvers.clear();
         input.search_domains.clear();
-        let file = networkd_file(&input).unwrap();
+        let file = networkd_file(&input).unwrap().content;
         assert!(file.ends_with(
             "[Network]\nAddress=192.0.2.10/24\nIPv6AcceptRA=no\nLinkLocalAddressing=no\n"
         ));
