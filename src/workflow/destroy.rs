@@ -108,17 +108,14 @@ fn release_pinned_leases(
     interfaces: &[(String, String)],
     outcome: &mut DestroyOutcome,
 ) {
-    let statics: Vec<std::net::Ipv4Addr> = match AddressBook::open_existing(&paths.ips_db) {
-        Ok(Some(book)) => match book.held_by(domain.as_str()) {
-            Ok(held) => held.into_iter().map(|holding| holding.address).collect(),
-            Err(error) => {
-                outcome
-                    .left_behind
-                    .push(("its pinned leases".into(), error.to_string()));
-                return;
-            }
-        },
-        Ok(None) => Vec::new(),
+    let held = AddressBook::open_existing(&paths.ips_db)
+        .and_then(|book| book.map(|book| book.held_by(domain.as_str())).transpose());
+    let statics: Vec<std::net::Ipv4Addr> = match held {
+        Ok(held) => held
+            .unwrap_or_default()
+            .into_iter()
+            .map(|holding| holding.address)
+            .collect(),
         Err(error) => {
             outcome
                 .left_behind
