@@ -319,7 +319,7 @@ mod tests {
         };
         let (dsmode, paths, user_data) = seeded(&example());
         assert_eq!(dsmode.as_deref(), Some("local"));
-        assert_eq!(paths, ["/etc/aliases", network::NETWORKD_FILE_PATH]);
+        assert_eq!(paths, ["/etc/aliases", network::NETWORKD_STATIC_FILE_PATH]);
         // Written in the stage local mode runs before the network starts.
         assert!(user_data["cloud_init_modules"]
             .as_array()

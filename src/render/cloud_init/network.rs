@@ -21,8 +21,8 @@
 use super::SeedInput;
 use serde_json::{json, Map, Value};
 
-/// Where the seed writes trog's networkd file: `05-` sorts before cloud-init's `10-cloud-init-*`.
-pub const NETWORKD_FILE_PATH: &str = "/etc/systemd/network/05-trog-static.network";
+/// Where the seed writes a static guest's networkd file: `05-` sorts before cloud-init's `10-cloud-init-*`.
+pub const NETWORKD_STATIC_FILE_PATH: &str = "/etc/systemd/network/05-trog-static.network";
 
 /// cloud-init's `network-config` (version 2): DHCP, or the static addresses with their route and
 /// resolvers, on the interface of the guest's MAC.
@@ -68,7 +68,7 @@ pub struct NetworkdFile {
     pub content: String,
 }
 
-/// Where the seed writes a DHCP guest's networkd file: beside the static one's, sorting first.
+/// Where the seed writes the networkd file of a guest taking a DHCP lease (`05-` as well).
 pub const NETWORKD_LEASE_FILE_PATH: &str = "/etc/systemd/network/05-trog-lease.network";
 
 /// trog's networkd file: for a guest whose addresses are all static IPv4 ones, the same link
@@ -101,7 +101,7 @@ pub fn networkd_file(input: &SeedInput) -> Option<NetworkdFile> {
     push_resolvers(&mut file, input);
     file.push_str("IPv6AcceptRA=no\nLinkLocalAddressing=no\n");
     Some(NetworkdFile {
-        path: NETWORKD_FILE_PATH,
+        path: NETWORKD_STATIC_FILE_PATH,
         content: file,
     })
 }
