@@ -82,8 +82,10 @@ else
   restart_libvirtd() { # pid why
     say "restarting libvirtd (pid $1, $2) to apply $libvirtd_conf"
     kill -TERM "$1"
-    for _ in $(seq 100); do [[ -d /proc/$1 ]] || break; sleep 0.1; done
-    [[ ! -d /proc/$1 ]] || die "libvirtd (pid $1) did not stop within 10 s"
+    # A libvirtd that has just started finishes initialising its drivers (probing QEMU's
+    # capabilities, seconds under emulation on a busy machine) before it acts on SIGTERM.
+    for _ in $(seq 600); do [[ -d /proc/$1 ]] || break; sleep 0.1; done
+    [[ ! -d /proc/$1 ]] || die "libvirtd (pid $1) did not stop within 60 s"
     start_libvirtd
     say "started libvirtd with $libvirtd_conf"
   }
