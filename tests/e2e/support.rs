@@ -153,6 +153,10 @@ impl Drop for LibvirtLeftovers {
         let Ok(connection) = virt::connect::Connect::open(Some("qemu:///system")) else {
             return;
         };
+        // The guest's DHCP reservations (its pinned lease) go with it, as `trog destroy` would
+        // remove them: read from its definition before it is gone.
+        let interfaces =
+            trog::libvirt::lease_pin::domain_network_interfaces(&connection, &self.domain);
         if let Ok(domain) = connection.lookup_domain_by_name(&self.domain) {
             let _ = domain.destroy();
             // A run that failed after its snapshots were taken leaves them: libvirt refuses to
@@ -160,6 +164,15 @@ impl Drop for LibvirtLeftovers {
             let _ = domain.undefine_flags(
                 virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM
                     | virt::sys::VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA,
+            );
+        }
+        for (network, mac) in interfaces {
+            let _ = trog::libvirt::lease_pin::release_pins(
+                &connection,
+                "qemu:///system",
+                &network,
+                &mac,
+                &[],
             );
         }
         if let Ok(pool) = connection.lookup_storage_pool_by_name(&self.pool) {
