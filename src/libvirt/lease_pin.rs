@@ -9,7 +9,9 @@
 use crate::addresses::range::AddressRange;
 use crate::libvirt::error::LibvirtError;
 use crate::libvirt::network_leases::{network_leases, NetworkLease};
-use crate::libvirt::reservation::{definition, dhcp_hosts, network, update, DhcpHost};
+use crate::libvirt::reservation::{
+    definition, dhcp_hosts, ipv4_dhcp, network, update, DhcpHost, Ipv4Dhcp,
+};
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
 use virt::sys;
@@ -43,33 +45,6 @@ pub struct PinnedLease {
     pub made: bool,
 }
 
-/// The IPv4 DHCP ranges of a network's XML, and the network's own address.
-fn ipv4_dhcp(network_xml: &str) -> (Vec<(Ipv4Addr, Ipv4Addr)>, Option<Ipv4Addr>) {
-    let Ok(document) = roxmltree::Document::parse(network_xml) else {
-        return (Vec::new(), None);
-    };
-    let Some(ip) = document
-        .root_element()
-        .children()
-        .filter(|node| node.has_tag_name("ip"))
-        .find(|ip| ip.attribute("family").is_none_or(|family| family == "ipv4"))
-    else {
-        return (Vec::new(), None);
-    };
-    let own = ip.attribute("address").and_then(|text| text.parse().ok());
-    let ranges = ip
-        .children()
-        .filter(|node| node.has_tag_name("dhcp"))
-        .flat_map(|dhcp| dhcp.children().filter(|node| node.has_tag_name("range")))
-        .filter_map(|range| {
-            let start: Ipv4Addr = range.attribute("start")?.parse().ok()?;
-            let end: Ipv4Addr = range.attribute("end")?.parse().ok()?;
-            (start <= end).then_some((start, end))
-        })
-        .collect();
-    (ranges, own)
-}
-
 /// How much `mac` prefers `address`: FNV-1a of the MAC's text (lower case) and the address. The
 /// free address it prefers most is pinned, so one MAC is offered the same address every time,
 /// and two new guests pinning at once rarely want the same one (each MAC has an order of its
@@ -91,26 +66,30 @@ pub fn pin_choice(
     leases: &[NetworkLease],
     kept_apart: &KeptApart,
 ) -> PinChoice {
-    let Some(hosts) = dhcp_hosts(network_xml) else {
+    let Some(Ipv4Dhcp {
+        own_address,
+        ranges,
+        hosts,
+    }) = ipv4_dhcp(network_xml)
+    else {
         return PinChoice::NoDhcp;
     };
-    let (ranges, own) = ipv4_dhcp(network_xml);
     if ranges.is_empty() {
         return PinChoice::NoDhcp;
     }
     let same_mac = |other: &str| other.eq_ignore_ascii_case(mac);
+    let address_of = |host: &DhcpHost| host.ip.as_deref()?.parse::<Ipv4Addr>().ok();
     if let Some(address) = hosts
         .iter()
         .filter(|host| host.mac.as_deref().is_some_and(same_mac))
-        .find_map(|host| host.ip.as_deref()?.parse().ok())
+        .find_map(address_of)
     {
         return PinChoice::Pinned(address);
     }
+    let reserved: Vec<Ipv4Addr> = hosts.iter().filter_map(address_of).collect();
     let taken = |address: Ipv4Addr| {
-        own == Some(address)
-            || hosts
-                .iter()
-                .any(|host| host.ip.as_deref() == Some(address.to_string().as_str()))
+        own_address == Some(address)
+            || reserved.contains(&address)
             || leases
                 .iter()
                 .any(|lease| lease.address == address && !same_mac(&lease.mac))

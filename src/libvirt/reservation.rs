@@ -41,25 +41,47 @@ pub enum ReservationChange {
     Add { replacing: Vec<DhcpHost> },
 }
 
-/// The IPv4 DHCP host entries of a network's XML, or `None` when it has no IPv4 `<dhcp>`.
-pub fn dhcp_hosts(network_xml: &str) -> Option<Vec<DhcpHost>> {
+/// A network's IPv4 DHCP section: the network's own address, its ranges and its host entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipv4Dhcp {
+    pub own_address: Option<Ipv4Addr>,
+    /// Each `<range>`, first and last address.
+    pub ranges: Vec<(Ipv4Addr, Ipv4Addr)>,
+    pub hosts: Vec<DhcpHost>,
+}
+
+/// The IPv4 DHCP section of a network's XML, or `None` when it has no IPv4 `<dhcp>`.
+pub fn ipv4_dhcp(network_xml: &str) -> Option<Ipv4Dhcp> {
     let document = roxmltree::Document::parse(network_xml).ok()?;
-    let dhcp = document
+    let (ip, dhcp) = document
         .root_element()
         .children()
         .filter(|node| node.has_tag_name("ip"))
         .filter(|ip| ip.attribute("family").is_none_or(|family| family == "ipv4"))
-        .find_map(|ip| ip.children().find(|node| node.has_tag_name("dhcp")))?;
-    Some(
-        dhcp.children()
-            .filter(|node| node.has_tag_name("host"))
+        .find_map(|ip| Some((ip, ip.children().find(|node| node.has_tag_name("dhcp"))?)))?;
+    let children = |tag: &'static str| dhcp.children().filter(move |node| node.has_tag_name(tag));
+    Some(Ipv4Dhcp {
+        own_address: ip.attribute("address").and_then(|text| text.parse().ok()),
+        ranges: children("range")
+            .filter_map(|range| {
+                let start: Ipv4Addr = range.attribute("start")?.parse().ok()?;
+                let end: Ipv4Addr = range.attribute("end")?.parse().ok()?;
+                (start <= end).then_some((start, end))
+            })
+            .collect(),
+        hosts: children("host")
             .map(|host| DhcpHost {
                 mac: host.attribute("mac").map(str::to_string),
                 name: host.attribute("name").map(str::to_string),
                 ip: host.attribute("ip").map(str::to_string),
             })
             .collect(),
-    )
+    })
+}
+
+/// The IPv4 DHCP host entries of a network's XML, or `None` when it has no IPv4 `<dhcp>`.
+pub fn dhcp_hosts(network_xml: &str) -> Option<Vec<DhcpHost>> {
+    ipv4_dhcp(network_xml).map(|dhcp| dhcp.hosts)
 }
 
 /// What reserving `ip` for `mac` changes in a network whose XML is `network_xml`.

@@ -860,12 +860,23 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
     assert_eq!(sha256_of(&base_path), base_digest);
 }
 
+/// The addresses `network`'s definition (live, or persistent with `VIR_NETWORK_XML_INACTIVE`)
+/// reserves for `mac`.
+fn reserved_for(network: &virt::network::Network, flags: u32, mac: &str) -> Vec<String> {
+    trog::libvirt::reservation::dhcp_hosts(&network.xml_desc(flags).unwrap())
+        .unwrap()
+        .into_iter()
+        .filter(|host| host.mac.as_deref() == Some(mac))
+        .filter_map(|host| host.ip)
+        .collect()
+}
+
 /// A DHCP reservation made through the network update API is in the default network's live and
 /// persistent definitions, is not made twice, moves when the MAC's address changes, and is gone
 /// once released.
 #[test]
 fn dhcp_reservations_are_made_live_and_persistent_and_released() {
-    use trog::libvirt::reservation::{dhcp_hosts, release_reservation, reserve_address};
+    use trog::libvirt::reservation::{release_reservation, reserve_address};
     let uri = "qemu:///system";
     let connection = virt::connect::Connect::open(Some(uri)).unwrap();
     let network = connection.lookup_network_by_name("default").unwrap();
@@ -873,14 +884,7 @@ fn dhcp_reservations_are_made_live_and_persistent_and_released() {
     let mac = "52:54:00:7e:57:01";
     let first: std::net::Ipv4Addr = "192.168.122.247".parse().unwrap();
     let second: std::net::Ipv4Addr = "192.168.122.248".parse().unwrap();
-    let reserved = |flags: u32| -> Vec<String> {
-        dhcp_hosts(&network.xml_desc(flags).unwrap())
-            .unwrap()
-            .into_iter()
-            .filter(|host| host.mac.as_deref() == Some(mac))
-            .filter_map(|host| host.ip)
-            .collect()
-    };
+    let reserved = |flags: u32| reserved_for(&network, flags, mac);
     let persistent = virt::sys::VIR_NETWORK_XML_INACTIVE;
     let _ = release_reservation(&connection, uri, "default", first);
     let _ = release_reservation(&connection, uri, "default", second);
@@ -905,7 +909,7 @@ fn dhcp_reservations_are_made_live_and_persistent_and_released() {
 fn leases_pinned_at_once_get_addresses_of_their_own_and_go_when_released() {
     use trog::addresses::range::AddressRange;
     use trog::libvirt::lease_pin::{pin_lease, release_pins, KeptApart};
-    use trog::libvirt::reservation::{dhcp_hosts, reserve_address};
+    use trog::libvirt::reservation::reserve_address;
     let uri = "qemu:///system";
     let macs: Vec<String> = (0..6)
         .map(|n| format!("52:54:00:7e:57:{:02x}", 0x10 + n))
@@ -943,14 +947,7 @@ fn leases_pinned_at_once_get_addresses_of_their_own_and_go_when_released() {
         assert!(address.octets()[..3] == [192, 168, 122] && address.octets()[3] >= 2);
     }
     let network = connection.lookup_network_by_name("default").unwrap();
-    let reserved = |flags: u32, mac: &str| -> Vec<String> {
-        dhcp_hosts(&network.xml_desc(flags).unwrap())
-            .unwrap()
-            .into_iter()
-            .filter(|host| host.mac.as_deref() == Some(mac))
-            .filter_map(|host| host.ip)
-            .collect()
-    };
+    let reserved = |flags: u32, mac: &str| reserved_for(&network, flags, mac);
     for (mac, address) in macs.iter().zip(&pinned) {
         for flags in [0, virt::sys::VIR_NETWORK_XML_INACTIVE] {
             assert_eq!(reserved(flags, mac), [address.to_string()]);
