@@ -27,7 +27,9 @@
 #                  guest), finish_s (Makefile and recipe tests done: the command returned)
 #   virt-install:  command_s, lease_s, ssh_s, cloud_init_s (`cloud-init status --wait` returned)
 # then a summary line per tool (median, min, max of each phase) and the ratios trog/virt-install
-# of the medians and the median of the per-pair ratios. A run that fails prints a line with
+# of the medians and the median of the per-pair ratios. Each run starts once the machine has
+# settled (no QEMU left of the run before, processors idle; `settled_s` says how long that took).
+# A run that fails prints a line with
 # "failed" and the pair continues; the summary counts only complete pairs.
 # Needs tests/services/start.sh to have run, virt-install (package virtinst) and python3.
 # Removes every guest, pool and file it made, also on failure.
@@ -164,6 +166,34 @@ guest_for_run() { # pair
 
 now() { date +%s.%N; }
 
+# Before each run: the previous run's guest gone (no QEMU left) and the machine's processors at
+# least 90 % idle over a second, for up to 60 s. Without it, whichever tool ran first in a pair
+# booted beside the previous run's teardown (QEMU exiting, volumes deleted). Prints how long it
+# waited, for the run's JSON line.
+settle() {
+  python3 - <<'PY'
+import os, time
+def busy():
+    return any(open(f"/proc/{p}/comm").read().startswith("qemu-system")
+               for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/comm"))
+def idle_fraction(seconds=1.0):
+    def read():
+        fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)
+    idle0, total0 = read(); time.sleep(seconds); idle1, total1 = read()
+    return (idle1 - idle0) / max(1, total1 - total0)
+start = time.monotonic()
+while time.monotonic() - start < 60:
+    try:
+        if not busy() and idle_fraction() >= 0.9:
+            break
+    except OSError:
+        pass  # a process that ended while it was read
+    time.sleep(0.5)
+print(f"{time.monotonic() - start:.1f}")
+PY
+}
+
 # The lease's start: libvirt's network keeps dnsmasq's default lease time (one hour) and reports
 # the expiry, so start = expiry - 3600 (whole seconds).
 lease_started() { # mac
@@ -173,9 +203,10 @@ lease_started() { # mac
 }
 
 run_trog() { # pair order
-  local started status=0 mac address guest_times domain
+  local started status=0 mac address guest_times domain settled
   domain=$(guest_for_run "$1")
   [[ -f $work/recipes.d/$domain.yaml ]] || prepare_guest "$domain"
+  settled=$(settle)
   started=$(now)
   printf 'keepass: bench\n\n' | trog --json provision "$domain" 2>"$work/trog.stderr" |
     python3 -u -c 'import sys, time
@@ -204,13 +235,14 @@ for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >
       >"$TROG_BENCH_BOOTCHART/trog-$1.txt" 2>&1 || true
   fi
   python3 - "$work/events.stamped" "$started" "$ended" "$status" "$(lease_started "$mac" || true)" \
-    "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" "$guests" "$addresses" <<'PY'
+    "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" "$guests" "$addresses" \
+    "$settled" <<'PY'
 import json, sys
-path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu, guest, addresses = sys.argv[1:]
+path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu, guest, addresses, settled = sys.argv[1:]
 started, ended = float(started), float(ended)
 line = {"tool": "trog", "label": label, "pair": int(pair), "order": order, "vcpus": int(vcpus),
         "memory_mib": int(memory), "cpu_mode": cpu or None, "guest": guest,
-        "addresses": addresses,
+        "addresses": addresses, "settled_s": float(settled),
         "load": float(open("/proc/loadavg").read().split()[0])}
 events = []
 for raw in open(path):
@@ -244,14 +276,15 @@ PY
 }
 
 run_virt_install() { # pair order
-  local line status=0
+  local line status=0 settled
+  settled=$(settle)
   line=$(TROG_BENCH_BOOTCHART=${TROG_BENCH_BOOTCHART:+$TROG_BENCH_BOOTCHART/virt-install-$1.txt} \
     "$root/bench/boot.sh" "$image" 2>"$work/boot.stderr" | grep '^bench virt-install:') || status=$?
-  python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" <<'PY'
+  python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" "$settled" <<'PY'
 import json, sys
-text, status, pair, order, label, vcpus, memory = sys.argv[1:]
+text, status, pair, order, label, vcpus, memory, settled = sys.argv[1:]
 line = {"tool": "virt-install", "label": label, "pair": int(pair), "order": order,
-        "vcpus": int(vcpus), "memory_mib": int(memory)}
+        "vcpus": int(vcpus), "memory_mib": int(memory), "settled_s": float(settled)}
 for field in text.split()[2:]:
     key, _, value = field.partition("=")
     if key.endswith("_s") or key == "load":
