@@ -157,6 +157,11 @@ fn variants_say_what_they_ask_for() {
     );
     assert_eq!(xpath_value(&xml, "/domain/cpu/model"), "qemu64");
     assert_eq!(
+        xpath_value(&xml, "/domain/cpu/feature[@name='svm']/@policy"),
+        "disable",
+        "no nested virtualization for the guest's kernel to set up under emulation"
+    );
+    assert_eq!(
         xpath_value(&xml, "/domain/devices/tpm/backend/@type"),
         "emulator"
     );
