@@ -119,6 +119,20 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
 /// megabytes more, slow on an emulated guest, for the long descriptions only `apt show` prints).
 const APT_CONF: &str = "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n";
 
+/// Where the seed turns password logins off, in sshd's drop-in directory: read before
+/// `/etc/ssh/sshd_config`'s own lines (sshd keeps the first value it reads), and before any
+/// drop-in an image or cloud-init writes (`50-cloud-init.conf`, `60-cloudimg-settings.conf`).
+pub const SSHD_DROP_IN_PATH: &str = "/etc/ssh/sshd_config.d/05-trog.conf";
+
+/// A trog guest is logged into with keys only: no password, also not through PAM's
+/// keyboard-interactive prompt. Written with the first-boot files, before sshd first starts:
+/// cloud-init's `ssh_pwauth: false` edits sshd_config only in the config stage, after sshd has
+/// listened for seconds with the image's setting, and then restarts it (under emulation about
+/// 1.3 s of the guest's processor, beside trog's first login).
+const SSHD_DROP_IN: &str = "# Written by trog: logins to this guest are by key only.\n\
+                            PasswordAuthentication no\n\
+                            KbdInteractiveAuthentication no\n";
+
 /// The user-data; `networkd` is trog's networkd file, when the guest has one.
 fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Value {
     let mut users = vec![json!({
@@ -141,7 +155,6 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
     // configured, which is an account nobody watches.
     document.insert("users".into(), Value::Array(users));
     document.insert("disable_root".into(), json!(true));
-    document.insert("ssh_pwauth".into(), json!(false));
     let mut apt = Map::new();
     if let Some(mirror) = &input.apt_mirror {
         // The installation's mirrors serve the security suite too: a guest that has to reach
@@ -199,6 +212,12 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
         "permissions": "0644",
         "owner": "root:root",
     })];
+    files.push(json!({
+        "path": SSHD_DROP_IN_PATH,
+        "content": SSHD_DROP_IN,
+        "permissions": "0644",
+        "owner": "root:root",
+    }));
     if let Some(networkd) = networkd {
         files.push(json!({
             "path": networkd.path,
@@ -319,7 +338,14 @@ mod tests {
         };
         let (dsmode, paths, user_data) = seeded(&example());
         assert_eq!(dsmode.as_deref(), Some("local"));
-        assert_eq!(paths, ["/etc/aliases", network::NETWORKD_STATIC_FILE_PATH]);
+        assert_eq!(
+            paths,
+            [
+                "/etc/aliases",
+                SSHD_DROP_IN_PATH,
+                network::NETWORKD_STATIC_FILE_PATH
+            ]
+        );
         // Written in the stage local mode runs before the network starts.
         assert!(user_data["cloud_init_modules"]
             .as_array()
@@ -329,7 +355,44 @@ mod tests {
         dhcp.addresses.clear();
         let (dsmode, paths, _) = seeded(&dhcp);
         assert_eq!(dsmode.as_deref(), Some("local"));
-        assert_eq!(paths, ["/etc/aliases", network::NETWORKD_LEASE_FILE_PATH]);
+        assert_eq!(
+            paths,
+            [
+                "/etc/aliases",
+                SSHD_DROP_IN_PATH,
+                network::NETWORKD_LEASE_FILE_PATH
+            ]
+        );
+    }
+
+    #[test]
+    fn password_logins_are_off_before_sshd_first_starts() {
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&example()).unwrap().user_data).unwrap();
+        let drop_in = user_data["write_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|file| file["path"] == SSHD_DROP_IN_PATH)
+            .expect("the seed writes sshd's drop-in");
+        let lines: Vec<&str> = drop_in["content"].as_str().unwrap().lines().collect();
+        assert!(lines.contains(&"PasswordAuthentication no"));
+        assert!(lines.contains(&"KbdInteractiveAuthentication no"));
+        // Among the files written before sshd starts, and nothing left for cloud-init's
+        // set_passwords, which would restart sshd during the first login.
+        let before_sshd = user_data["cloud_init_modules"].as_array().unwrap();
+        assert!(before_sshd.contains(&json!("write_files")));
+        assert!(user_data["ssh_pwauth"].is_null());
+        for stage in [
+            "cloud_init_modules",
+            "cloud_config_modules",
+            "cloud_final_modules",
+        ] {
+            assert!(!user_data[stage]
+                .as_array()
+                .unwrap()
+                .contains(&json!("set_passwords")));
+        }
     }
 
     #[test]

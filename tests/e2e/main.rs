@@ -383,6 +383,27 @@ fn provision_converge_and_destroy_a_real_guest() {
         on_guest(&installation, &address, "cat /srv/site-made.txt").trim(),
         "made by the site's Makefile"
     );
+    // Logins by key only, from sshd's first start on (the seed's drop-in), and the emulated
+    // processor without the nested virtualization whose modules the kernel would load.
+    let sshd = on_guest(&installation, &address, "sudo sshd -T");
+    for setting in [
+        "passwordauthentication no",
+        "kbdinteractiveauthentication no",
+    ] {
+        assert!(
+            sshd.lines().any(|line| line == setting),
+            "{setting}: {sshd}"
+        );
+    }
+    assert_eq!(
+        on_guest(
+            &installation,
+            &address,
+            "grep -cw svm /proc/cpuinfo || true"
+        )
+        .trim(),
+        "0"
+    );
     // The data volume is formatted and mounted by the vm recipe.
     let mounted = on_guest(&installation, &address, "findmnt -n -o FSTYPE /srv/data");
     assert_eq!(mounted.trim(), "ext4");

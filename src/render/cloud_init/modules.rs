@@ -97,7 +97,6 @@ const MODULES: &[Module] = &[
     // Before apt_configure: the image's own sources go before the mirror's are written.
     module("bootcmd", Stage::Config, false, &["bootcmd"]),
     module("locale", Stage::Config, true, &[]),
-    module("set_passwords", Stage::Config, false, &["ssh_pwauth"]),
     // Tells the grub-pc package which disk to install to, so a later upgrade does not stop.
     module("grub_dpkg", Stage::Config, true, &[]),
     module("apt_configure", Stage::Config, false, &["apt"]),
