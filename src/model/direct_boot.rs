@@ -6,5 +6,48 @@
 pub struct DirectBoot {
     pub kernel: String,
     pub initrd: String,
+    /// The command line of the image's GRUB menu, as the menu has it.
     pub cmdline: String,
+    /// cloud-init's network stage, when the image runs it as a systemd service of its own
+    /// (`cloud-init.service` before cloud-init 24.3).
+    pub cloud_init_network_unit: Option<String>,
+}
+
+impl DirectBoot {
+    /// The command line the first boot starts with: the image's, and its cloud-init network
+    /// stage masked for this boot only. Every trog seed is in cloud-init's local mode
+    /// (`render::cloud_init`): the local stage has done that stage's work before the network
+    /// came up, so on the first boot it would only start Python to find that out, about 4.5 s of
+    /// an emulated processor that sshd waits for (sshd is ordered after it). Later boots go
+    /// through GRUB and run it as the image has it.
+    pub fn first_boot_cmdline(&self) -> String {
+        match &self.cloud_init_network_unit {
+            Some(unit) if self.cmdline.is_empty() => format!("systemd.mask={unit}"),
+            Some(unit) => format!("{} systemd.mask={unit}", self.cmdline),
+            None => self.cmdline.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_network_stage_is_masked_on_the_first_boot_only_when_the_image_has_it() {
+        let mut boot = DirectBoot {
+            kernel: "/k".into(),
+            initrd: "/i".into(),
+            cmdline: "root=LABEL=r ro".into(),
+            cloud_init_network_unit: None,
+        };
+        assert_eq!(boot.first_boot_cmdline(), "root=LABEL=r ro");
+        boot.cloud_init_network_unit = Some("cloud-init.service".into());
+        assert_eq!(
+            boot.first_boot_cmdline(),
+            "root=LABEL=r ro systemd.mask=cloud-init.service"
+        );
+        boot.cmdline.clear();
+        assert_eq!(boot.first_boot_cmdline(), "systemd.mask=cloud-init.service");
+    }
 }

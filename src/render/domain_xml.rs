@@ -357,6 +357,14 @@ fn disk_context(disk: &DiskSpec) -> DiskContext {
     }
 }
 
+/// A first boot's kernel, initramfs and the command line it starts with.
+#[derive(Debug, Serialize)]
+struct DirectBootContext {
+    kernel: String,
+    initrd: String,
+    cmdline: String,
+}
+
 /// The values the template prints: strings and numbers, every decision already taken.
 #[derive(Debug, Serialize)]
 pub struct DomainContext {
@@ -372,7 +380,7 @@ pub struct DomainContext {
     root_dev: &'static str,
     data_dev: &'static str,
     partition: Option<String>,
-    direct_boot: Option<DirectBoot>,
+    direct_boot: Option<DirectBootContext>,
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
     seed_pool: String,
@@ -414,8 +422,13 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         // UEFI guests boot through their firmware always (it holds their boot entries).
         direct_boot: spec
             .direct_boot
-            .clone()
-            .filter(|_| spec.firmware == Firmware::Bios),
+            .as_ref()
+            .filter(|_| spec.firmware == Firmware::Bios)
+            .map(|boot| DirectBootContext {
+                kernel: boot.kernel.clone(),
+                initrd: boot.initrd.clone(),
+                cmdline: boot.first_boot_cmdline(),
+            }),
         root_disk: disk_context(&spec.root_disk),
         data_disk: spec.data_disk.as_ref().map(disk_context),
         seed_pool: spec.root_disk.pool.clone(),

@@ -192,6 +192,7 @@ fn direct_boot() -> DirectBoot {
         kernel: "/pool/trog-base-1.qcow2.kernel".to_string(),
         initrd: "/pool/trog-base-1.qcow2.initrd".to_string(),
         cmdline: "root=LABEL=r ro console=ttyS0,115200n8 x=<&'\">".to_string(),
+        cloud_init_network_unit: None,
     }
 }
 
@@ -214,6 +215,16 @@ fn a_first_boot_starts_the_images_kernel_with_its_command_line_unless_uefi() {
         xpath_value(&xml, "/domain/os/cmdline"),
         direct_boot().cmdline,
         "read back unchanged"
+    );
+    // An image whose cloud-init runs its network stage as a service: left out of this boot.
+    spec.direct_boot = Some(DirectBoot {
+        cloud_init_network_unit: Some("cloud-init.service".to_string()),
+        ..direct_boot()
+    });
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(
+        xpath_value(&xml, "/domain/os/cmdline"),
+        format!("{} systemd.mask=cloud-init.service", direct_boot().cmdline)
     );
     spec.firmware = Firmware::Uefi;
     let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();

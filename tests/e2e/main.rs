@@ -436,11 +436,28 @@ fn provision_converge_and_destroy_a_real_guest() {
         !cmdline.contains("BOOT_IMAGE=") && cmdline.contains("root=LABEL=trog-root"),
         "not started directly: {cmdline}"
     );
+    // Without cloud-init's network stage, which the seed's local mode leaves nothing to do;
+    // cloud-init still ended, and well.
+    assert!(
+        cmdline.contains("systemd.mask=cloud-init.service"),
+        "{cmdline}"
+    );
+    assert!(on_guest(&installation, &address, "cloud-init status --long").contains("status: done"));
+    assert_eq!(
+        on_guest(
+            &installation,
+            &address,
+            "systemctl is-active cloud-init.service || true"
+        )
+        .trim(),
+        "inactive"
+    );
     let boot_files = [
         base.clone(),
         format!("{base}.cmdline"),
         format!("{base}.initrd"),
         format!("{base}.kernel"),
+        format!("{base}.network-stage"),
     ];
     assert!(
         boot_files
@@ -448,6 +465,13 @@ fn provision_converge_and_destroy_a_real_guest() {
             .all(|file| volumes(&installation.pool).contains(file)),
         "{:?}",
         volumes(&installation.pool)
+    );
+    // Kept uncompressed (the test image's is gzip): the guest's kernel copies it, no inflating.
+    let initrd = std::fs::read(installation.pool_path.join(format!("{base}.initrd"))).unwrap();
+    assert_eq!(
+        &initrd[..6],
+        b"070701",
+        "the kept initramfs is a cpio archive"
     );
     let definitions = |flags: u32| {
         virt::error::clear_error_callback();

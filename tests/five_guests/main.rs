@@ -119,6 +119,7 @@ fn five_guests_provisioned_at_once_share_one_base_image() {
         format!("{base}.cmdline"),
         format!("{base}.initrd"),
         format!("{base}.kernel"),
+        format!("{base}.network-stage"),
     ];
     let mut expected = boot_files.to_vec();
     for domain in &domains {

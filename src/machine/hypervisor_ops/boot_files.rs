@@ -10,8 +10,9 @@ pub enum BootFiles {
     None(String),
 }
 
-/// The script's standard output: `kernel PATH`, `initrd PATH`, `cmdline TEXT` lines, or one
-/// `none REASON` line. `None` for anything else, or a command line no XML could carry.
+/// The script's standard output: `kernel PATH`, `initrd PATH`, `cmdline TEXT` lines and
+/// perhaps a `network_stage UNIT` line, or one `none REASON` line. `None` for anything else, a
+/// command line no XML could carry, or a unit name that is not one.
 pub fn parse(stdout: &str) -> Option<BootFiles> {
     if let Some(reason) = stdout.strip_prefix("none ") {
         return Some(BootFiles::None(reason.trim_end().to_string()));
@@ -24,15 +25,29 @@ pub fn parse(stdout: &str) -> Option<BootFiles> {
             .and_then(|rest| rest.strip_prefix(' '))
             .map(str::to_string)
     };
+    let (kernel, initrd, cmdline) = (field("kernel")?, field("initrd")?, field("cmdline")?);
+    let cloud_init_network_unit = match lines.next() {
+        None => None,
+        Some(line) => Some(line.strip_prefix("network_stage ")?.to_string()),
+    };
     let boot = DirectBoot {
-        kernel: field("kernel")?,
-        initrd: field("initrd")?,
-        cmdline: field("cmdline")?,
+        kernel,
+        initrd,
+        cmdline,
+        cloud_init_network_unit,
     };
     let printable = |text: &str| !text.is_empty() && !text.chars().any(char::is_control);
+    // A unit's name goes into the kernel's command line: nothing but what unit names are made of.
+    let unit_name = |name: &String| {
+        name.ends_with(".service")
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "@._-".contains(c))
+    };
     let whole = printable(&boot.kernel)
         && printable(&boot.initrd)
-        && !boot.cmdline.chars().any(char::is_control);
+        && !boot.cmdline.chars().any(char::is_control)
+        && boot.cloud_init_network_unit.as_ref().is_none_or(unit_name);
     (whole && lines.next().is_none()).then_some(BootFiles::Direct(boot))
 }
 
@@ -49,6 +64,7 @@ mod tests {
                 kernel: "/p/trog-base-1.qcow2.kernel".into(),
                 initrd: "/p/trog-base-1.qcow2.initrd".into(),
                 cmdline: "root=LABEL=r ro console=ttyS0".into(),
+                cloud_init_network_unit: None,
             }))
         );
     }
@@ -59,6 +75,26 @@ mod tests {
             parse("kernel /k\ninitrd /i\ncmdline \n"),
             Some(BootFiles::Direct(boot)) if boot.cmdline.is_empty()
         ));
+    }
+
+    #[test]
+    fn a_fourth_line_names_the_network_stage_unit() {
+        let boot = |stdout: &str| match parse(stdout) {
+            Some(BootFiles::Direct(boot)) => Some(boot.cloud_init_network_unit),
+            _ => None,
+        };
+        assert_eq!(
+            boot("kernel /k\ninitrd /i\ncmdline x\nnetwork_stage cloud-init.service\n"),
+            Some(Some("cloud-init.service".into()))
+        );
+        for stdout in [
+            "kernel /k\ninitrd /i\ncmdline x\nnetwork_stage cloud init.service\n",
+            "kernel /k\ninitrd /i\ncmdline x\nnetwork_stage init=/bin/sh\n",
+            "kernel /k\ninitrd /i\ncmdline x\nnetwork_stage \n",
+            "kernel /k\ninitrd /i\ncmdline x\nnetwork_stage a.service\nmore\n",
+        ] {
+            assert_eq!(parse(stdout), None, "{stdout:?}");
+        }
     }
 
     #[test]
@@ -121,6 +157,19 @@ mod tests {
     /// A qcow2 disk as cloud images are made: a partition table and one ext4 filesystem at
     /// 1 MiB holding `files` (path, contents), or the filesystem alone on the whole disk.
     fn image(pool: &std::path::Path, name: &str, partitioned: bool, files: &[(&str, &str)]) {
+        let files: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(path, contents)| (*path, contents.as_bytes()))
+            .collect();
+        image_of_bytes(pool, name, partitioned, &files);
+    }
+
+    fn image_of_bytes(
+        pool: &std::path::Path,
+        name: &str,
+        partitioned: bool,
+        files: &[(&str, &[u8])],
+    ) {
         let tree = tempfile::tempdir().unwrap();
         for (path, contents) in files {
             let path = tree.path().join(path);
@@ -186,6 +235,7 @@ mod tests {
             kernel: format!("{}.kernel", kept.display()),
             initrd: format!("{}.initrd", kept.display()),
             cmdline: "root=LABEL=root ro console=ttyS0,115200n8".into(),
+            cloud_init_network_unit: None,
         });
         assert_eq!(
             read_out(pool.path(), "trog-base-1.qcow2"),
@@ -280,6 +330,90 @@ mod tests {
             let marker = pool.path().join(format!("{name}.no-direct-boot"));
             assert!(marker.exists(), "{name}: the reason is kept");
             assert!(!pool.path().join(format!("{name}.kernel")).exists());
+        }
+    }
+
+    const NETWORK_STAGE_UNIT: &str =
+        "[Unit]\nDescription=Initial cloud-init job (metadata service crawler)\n\n[Service]\nType=oneshot\nExecStart=/usr/bin/cloud-init init\n";
+
+    #[test]
+    fn a_separate_network_stage_service_is_reported_and_a_single_process_cloud_init_is_not() {
+        let pool = tempfile::tempdir().unwrap();
+        let menu = ("boot/grub/grub.cfg", MENU);
+        let (kernel, initrd) = (("boot/vmlinuz-6", "k"), ("boot/initrd.img-6", "i"));
+        let unit = ("lib/systemd/system/cloud-init.service", NETWORK_STAGE_UNIT);
+        let main = ("lib/systemd/system/cloud-init-main.service", "[Service]\n");
+        let local = (
+            "lib/systemd/system/cloud-init.service",
+            "[Service]\nExecStart=/usr/bin/cloud-init init --local\n",
+        );
+        // The image's name, its files, and the unit reported.
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Option<&'a str>);
+        let cases: [Case; 4] = [
+            (
+                "separate.qcow2",
+                vec![menu, kernel, initrd, unit],
+                Some("cloud-init.service"),
+            ),
+            (
+                "one-process.qcow2",
+                vec![menu, kernel, initrd, unit, main],
+                None,
+            ),
+            ("no-cloud-init.qcow2", vec![menu, kernel, initrd], None),
+            (
+                "other-command.qcow2",
+                vec![menu, kernel, initrd, local],
+                None,
+            ),
+        ];
+        for (name, files, expected) in cases {
+            image(pool.path(), name, true, &files);
+            for _ in 0..2 {
+                // Found in the image, then reported from what was kept.
+                match read_out(pool.path(), name) {
+                    Some(BootFiles::Direct(boot)) => {
+                        assert_eq!(boot.cloud_init_network_unit.as_deref(), expected, "{name}")
+                    }
+                    other => panic!("{name}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_compressed_initramfs_is_kept_as_the_archive_it_holds() {
+        let pool = tempfile::tempdir().unwrap();
+        let shell = |script: &str| {
+            let output = std::process::Command::new("sh")
+                .args(["-c", script])
+                .current_dir(pool.path())
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{script}");
+            output.stdout
+        };
+        // A cpio archive (newc, as initramfs-tools writes it), gzipped; and gzip of what is not.
+        let archive = shell("mkdir -p tree/etc && echo x > tree/etc/x && cd tree && find . | cpio -o -H newc 2>/dev/null");
+        let gzipped = shell("cd tree && find . | cpio -o -H newc 2>/dev/null | gzip -c");
+        let not_archive = shell("echo plain text | gzip -c");
+        for (name, initrd, kept) in [
+            ("gzip.qcow2", gzipped.clone(), archive.clone()),
+            ("plain.qcow2", archive.clone(), archive.clone()),
+            ("other.qcow2", not_archive.clone(), not_archive.clone()),
+        ] {
+            let files: [(&str, &[u8]); 3] = [
+                ("boot/grub/grub.cfg", MENU.as_bytes()),
+                ("boot/vmlinuz-6", b"k"),
+                ("boot/initrd.img-6", &initrd),
+            ];
+            image_of_bytes(pool.path(), name, true, &files);
+            assert!(matches!(
+                read_out(pool.path(), name),
+                Some(BootFiles::Direct(_))
+            ));
+            let kept_path = pool.path().join(format!("{name}.initrd"));
+            assert_eq!(std::fs::read(kept_path).unwrap(), kept, "{name}");
         }
     }
 }
