@@ -337,7 +337,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::Text,
         Presence::Default("host-passthrough"),
         Scope::Guest,
-        "libvirt's `<cpu mode>`; `host-model` or a named model eases migration. Under `domain_type = qemu` (TCG, no KVM) there is no host CPU: `host-passthrough` and `host-model` give `qemu64`, the model TCG runs fastest (guests installing packages finished about a tenth sooner than on `max`, more than that against `Nehalem`, bench/README.md); `maximum` gives libvirt's `maximum` mode (`-cpu max`, every feature TCG emulates); an image built for x86-64-v2 needs `maximum` or a named model such as `Nehalem`, which is used as named.",
+        "libvirt's `<cpu mode>`; `host-model` or a named model eases migration. Under `domain_type = qemu` (TCG, no KVM) there is no host CPU: `host-passthrough` and `host-model` give `qemu64`, the model TCG runs fastest (guests installing packages finished about a tenth sooner than on `max`, more than that against `Nehalem`, bench/README.md), without its `svm` (AMD's virtualization, which only makes the guest's kernel load KVM on every boot); `maximum` gives libvirt's `maximum` mode (`-cpu max`, every feature TCG emulates); an image built for x86-64-v2 needs `maximum` or a named model such as `Nehalem`, which is used as named.",
     ),
     setting(
         "aliases",
