@@ -258,6 +258,9 @@ if wait:
     line["before_boot_s"] = round(sum(e["seconds"] for t, e in finished if t < wait_at
                                       and "wait for the guest" not in e["label"]), 2)
     line["ssh_s"] = round(wait_at - started, 1)
+    # Which of trog's own steps took the time before the boot (those of a fifth of a second or more).
+    line["slow_steps"] = [[e["label"], round(e["seconds"], 2)] for t, e in finished
+                          if t < wait_at and e["seconds"] >= 0.2]
 if lease:
     line["lease_s"] = round(int(lease) - started, 1)
 parts = guest_times.split()
