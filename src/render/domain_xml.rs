@@ -427,14 +427,7 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
             .map(|boot| DirectBootContext {
                 kernel: boot.kernel.clone(),
                 initrd: boot.initrd.clone(),
-                cmdline: match spec.domain_type {
-                    // Under TCG on a busy host the kernel's early check that the timer
-                    // interrupt arrives can lose the race against its own calibrated delay and
-                    // panic ("IO-APIC + timer doesn't work"), seen with five guests starting at
-                    // once; the check has nothing to find on QEMU's emulated chipset.
-                    DomainType::Qemu => format!("{} no_timer_check", boot.first_boot_cmdline()),
-                    DomainType::Kvm => boot.first_boot_cmdline(),
-                },
+                cmdline: boot.first_boot_cmdline(spec.domain_type),
             }),
         root_disk: disk_context(&spec.root_disk),
         data_disk: spec.data_disk.as_ref().map(disk_context),
