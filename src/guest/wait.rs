@@ -3,8 +3,10 @@
 //! says what it waited for, for how long, and what the guest's console said last. A guest whose
 //! domain stops is not waited for: the wait asks before every attempt, and an attempt in progress
 //! (a login may take a minute on a loaded host) is itself stopped within half a second of the
-//! domain's end.
+//! domain's end. Nor is one whose console shows its boot stuck where it stays (a kernel panic,
+//! systemd's rescue shell): the domain runs on then, and the console is what tells.
 
+use crate::debug_boot::console::{end_shown_by, ConsoleEnd};
 use std::time::{Duration, Instant};
 
 /// How long a wait for a booting guest may go on. It follows the guest's serial console: a boot
@@ -63,6 +65,17 @@ pub enum WaitError {
         /// How many times the wait had started it again after its emulator crashed.
         restarts: u32,
         hypervisor_log: Option<String>,
+        console: Option<String>,
+    },
+    /// The boot got somewhere it stays (a kernel panic, systemd's rescue shell) while the domain
+    /// runs on, so libvirt never says it stopped: the console is what tells.
+    #[error("{guest} will not answer: {end}, seen {}s into the wait: {line}{}", waited.as_secs(), console_tail(.console))]
+    StuckBoot {
+        guest: String,
+        end: ConsoleEnd,
+        /// The console's line saying so.
+        line: String,
+        waited: Duration,
         console: Option<String>,
     },
     #[error("{guest} never asked for an address: waited {}s for a DHCP lease on MAC {mac}{}{}", waited.as_secs(), gave_up_said(*.gave_up), console_tail(.console))]
@@ -158,6 +171,7 @@ impl crate::diagnose::Diagnose for WaitError {
     fn hint(&self) -> Option<String> {
         Some(match self {
             WaitError::Stopped { guest, .. } => format!("the lines above say why QEMU ended; `trog debug_boot {guest} --console` starts it again and shows the whole boot"),
+            WaitError::StuckBoot { guest, .. } => format!("the lines above say where its boot stopped; the guest still runs, and stays there, until `trog debug_boot {guest} --console` restarts it and shows the whole boot, or `trog destroy {guest}`"),
             WaitError::NoAddress { guest, .. } => format!("the guest did not boot far enough to use its network: `trog debug_boot {guest} --console` shows the whole boot"),
             WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`"),
         })
@@ -268,6 +282,15 @@ pub fn wait_for_ssh(
         let now = clock();
         let elapsed = now - started;
         let quiet = console.quiet(probe, now);
+        if let Some((end, line)) = console.stuck() {
+            return Err(WaitError::StuckBoot {
+                guest: guest.into(),
+                end,
+                line: line.to_string(),
+                waited: elapsed,
+                console: console.last_text.clone(),
+            });
+        }
         if quiet >= bounds.quiet || elapsed >= bounds.limit {
             let gave_up = if quiet >= bounds.quiet && console.seen() {
                 GaveUp::QuietFor(u32::try_from(quiet.as_secs()).unwrap_or(u32::MAX))
@@ -342,6 +365,16 @@ impl ConsoleWatch {
     fn seen(&self) -> bool {
         self.last_text.is_some()
     }
+
+    /// Where the boot got stuck, and the line saying so, if what was read shows it somewhere it
+    /// stays other than a login prompt (which SSH follows).
+    fn stuck(&self) -> Option<(ConsoleEnd, &str)> {
+        self.last_text.as_deref()?.lines().find_map(|line| {
+            end_shown_by(line)
+                .filter(|end| matches!(end, ConsoleEnd::KernelPanic | ConsoleEnd::RescueShell))
+                .map(|end| (end, line.trim()))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -369,6 +402,9 @@ mod tests {
         emulator_log: &'static str,
         /// The round until which its console gains a line every round (then it stands still).
         console_moves_until_round: usize,
+        /// The round after which its console's last line is `stuck_line`.
+        stuck_after_round: usize,
+        stuck_line: &'static str,
     }
 
     impl Default for ScriptedGuest {
@@ -385,6 +421,8 @@ mod tests {
                 crashes_every_time: false,
                 emulator_log: "qemu-system-x86_64: terminating on signal 9\n",
                 console_moves_until_round: 0,
+                stuck_after_round: usize::MAX,
+                stuck_line: "[    0.064000] Kernel panic - not syncing: IO-APIC + timer doesn't work!  Boot with apic=debug and send a report.",
             }
         }
     }
@@ -427,12 +465,13 @@ mod tests {
             Ok(())
         }
         fn console(&mut self) -> Option<String> {
-            Some(
-                (1..=40 + self.round.min(self.console_moves_until_round))
-                    .map(|n| format!("boot line {n}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            )
+            let mut lines: Vec<String> = (1..=40 + self.round.min(self.console_moves_until_round))
+                .map(|n| format!("boot line {n}"))
+                .collect();
+            if self.round > self.stuck_after_round {
+                lines.push(self.stuck_line.into());
+            }
+            Some(lines.join("\n"))
         }
     }
 
@@ -542,6 +581,60 @@ mod tests {
         assert!(
             text.starts_with("www.example.test never asked for an address: waited 50s for a DHCP lease on MAC 52:54:00:aa:bb:cc, its console unchanged for the last 30s"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_panicked_ends_the_wait_at_the_next_look_at_its_console() {
+        // The guest keeps running (a panicked kernel spins), its console still: without looking
+        // for the panic the wait would go on for the whole quiet bound.
+        let mut guest = ScriptedGuest {
+            console_moves_until_round: 60,
+            stuck_after_round: 60,
+            ..ScriptedGuest::default()
+        };
+        let error = run_bounded(&mut guest, DEFAULT_BOOT_WAIT).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with("www.example.test will not answer: the kernel panicked, seen 30s into the wait: [    0.064000] Kernel panic - not syncing: IO-APIC + timer doesn't work!"),
+            "{text}"
+        );
+        assert!(text.contains("boot line 100"), "{text}");
+        assert!(matches!(error, WaitError::StuckBoot { .. }));
+        let hint = crate::diagnose::Diagnose::hint(&error).unwrap();
+        assert!(
+            hint.contains("trog debug_boot www.example.test --console"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn a_guest_in_its_rescue_shell_ends_the_wait_a_login_prompt_does_not() {
+        let mut guest = ScriptedGuest {
+            address_after_round: 0,
+            console_moves_until_round: 10,
+            stuck_after_round: 10,
+            stuck_line: "Give root password for maintenance",
+            ..ScriptedGuest::default()
+        };
+        let text = run_bounded(&mut guest, DEFAULT_BOOT_WAIT)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.starts_with("www.example.test will not answer: the guest is in its rescue shell, seen 10s into the wait: Give root password for maintenance"),
+            "{text}"
+        );
+        // A login prompt is where a booted guest waits: SSH comes after it (or the quiet bound).
+        let mut guest = ScriptedGuest {
+            address_after_round: 0,
+            ssh_after_round: 100,
+            stuck_after_round: 10,
+            stuck_line: "www login: ",
+            ..ScriptedGuest::default()
+        };
+        assert_eq!(
+            run_bounded(&mut guest, DEFAULT_BOOT_WAIT).unwrap(),
+            "192.168.122.50"
         );
     }
 

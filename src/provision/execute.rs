@@ -271,6 +271,11 @@ pub struct LibvirtSteps<'a> {
     pub network_filters_lock: Option<HeldLocks>,
     /// The address whose lease this run pinned, until the domain is defined.
     pub lease_pinned: Option<std::net::Ipv4Addr>,
+    /// Where in the guest's serial log (appended to across boots) the boot this run started
+    /// begins, or for a guest that ran already, where the log ended when the wait began: the
+    /// wait reads from there, so a panic of an earlier boot is not taken for this one's, and
+    /// only what is new crosses the link.
+    pub console_from: Option<u64>,
 }
 
 impl LibvirtSteps<'_> {
@@ -305,6 +310,18 @@ impl LibvirtSteps<'_> {
                     name: &name,
                 }),
             &mut |text| progress.say(text),
+        )
+    }
+
+    /// Notes where the serial log ends before the guest starts (from the start when that cannot
+    /// be read: the wait then sees earlier boots too, as it did before).
+    fn note_console_start(&mut self) -> u64 {
+        let path = desired::serial_log_path(&self.prepared.desired.domain);
+        *self.console_from.insert(
+            self.guest
+                .hypervisor_machine
+                .and_then(|machine| hypervisor_ops::serial_log_size(machine, &path))
+                .unwrap_or(0),
         )
     }
 
@@ -423,7 +440,14 @@ impl GuestSteps for LibvirtSteps<'_> {
                 }
                 Ok(self.resources.execute(action, &self.artifacts)?)
             }
-            Action::StartDomain if self.is_first_boot() => self.start_first_boot(progress),
+            Action::StartDomain => {
+                self.note_console_start();
+                if self.is_first_boot() {
+                    self.start_first_boot(progress)
+                } else {
+                    Ok(self.resources.execute(action, &self.artifacts)?)
+                }
+            }
             Action::DefineDomain { .. } => {
                 if let Err(error) = self.resources.execute(action, &self.artifacts) {
                     // No domain carries the MAC for a destroy to find the pin by.
@@ -444,6 +468,10 @@ impl GuestSteps for LibvirtSteps<'_> {
         &'s mut self,
         progress: &'s Progress,
     ) -> Result<Box<dyn ReachProbe + 's>, Failure> {
+        let console_from = match self.console_from {
+            Some(from) => from,
+            None => self.note_console_start(),
+        };
         let inputs = self.guest.inputs;
         let key = match &self.key_file {
             Some(key) => key,
@@ -462,8 +490,9 @@ impl GuestSteps for LibvirtSteps<'_> {
             key_file: key.path().to_path_buf(),
             known_hosts: key.directory().join("known_hosts"),
             console: Box::new(move || {
-                hypervisor_machine
-                    .and_then(|machine| hypervisor_ops::serial_log(machine, &console_path))
+                hypervisor_machine.and_then(|machine| {
+                    hypervisor_ops::serial_log(machine, &console_path, console_from)
+                })
             }),
             stopped: Box::new({
                 let domain = domain.clone();
@@ -516,6 +545,7 @@ pub fn execute(
         key_file: None,
         network_filters_lock: None,
         lease_pinned: None,
+        console_from: None,
     };
     let domain = prepared.desired.domain.to_string();
     let mac = guest.inputs.generated.mac_address.to_string();

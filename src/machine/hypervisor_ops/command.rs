@@ -61,6 +61,12 @@ fn place_in_pool_timeout(length: u64, form: StoredForm) -> Duration {
     PLACE_IN_POOL_ALLOWANCE + Duration::from_secs(copy + inflate)
 }
 
+/// A serial log from a byte on (`$2`), or whole when it is shorter (virtlogd rotated it).
+const READ_SERIAL_LOG_SCRIPT: &str = r#"size=$(wc -c <"$1") || exit 1
+if [ "$size" -lt "$2" ]; then cat -- "$1"; else tail -c "+$(($2 + 1))" -- "$1"; fi"#;
+/// A serial log's size in bytes; a guest that never booted has none yet.
+const SERIAL_LOG_SIZE_SCRIPT: &str = r#"if [ -e "$1" ]; then wc -c <"$1"; else echo 0; fi"#;
+
 /// Where libvirt keeps each guest's QEMU log on a hypervisor.
 const QEMU_LOG_DIR: &str = "/var/log/libvirt/qemu";
 /// Lines of a QEMU log shown when a guest stopped: its last start and the reason it ended.
@@ -157,9 +163,23 @@ impl HypervisorOp {
                 "--target",
                 path,
             ]),
-            HypervisorOp::ReadSerialLog { path } => {
-                MachineCommand::new(["cat", path]).as_root(true)
-            }
+            HypervisorOp::ReadSerialLog { path, from_byte } => MachineCommand::new([
+                "sh".to_string(),
+                "-c".to_string(),
+                READ_SERIAL_LOG_SCRIPT.to_string(),
+                "trog-serial-log".to_string(),
+                path.clone(),
+                from_byte.to_string(),
+            ])
+            .as_root(true),
+            HypervisorOp::SerialLogSize { path } => MachineCommand::new([
+                "sh".to_string(),
+                "-c".to_string(),
+                SERIAL_LOG_SIZE_SCRIPT.to_string(),
+                "trog-serial-log-size".to_string(),
+                path.clone(),
+            ])
+            .as_root(true),
             HypervisorOp::KvmWorks => MachineCommand::shell(KVM_PROBE_SCRIPT).as_root(true),
             HypervisorOp::ReadQemuLog { domain } => MachineCommand::new([
                 "tail".to_string(),
@@ -260,7 +280,11 @@ mod tests {
             HypervisorOp::Libguestfs,
             HypervisorOp::QemuImg,
             HypervisorOp::FilesystemOf { path: path.clone() },
-            HypervisorOp::ReadSerialLog { path: path.clone() },
+            HypervisorOp::ReadSerialLog {
+                path: path.clone(),
+                from_byte: 0,
+            },
+            HypervisorOp::SerialLogSize { path: path.clone() },
             HypervisorOp::KvmWorks,
             HypervisorOp::ReadQemuLog {
                 domain: DomainName::parse("www.example.test").unwrap(),
@@ -315,7 +339,11 @@ mod tests {
             as_root,
             [
                 HypervisorOp::RootAccess,
-                HypervisorOp::ReadSerialLog { path: "/x".into() },
+                HypervisorOp::ReadSerialLog {
+                    path: "/x".into(),
+                    from_byte: 0
+                },
+                HypervisorOp::SerialLogSize { path: "/x".into() },
                 HypervisorOp::KvmWorks,
                 HypervisorOp::ReadQemuLog {
                     domain: DomainName::parse("www.example.test").unwrap()
@@ -373,11 +401,20 @@ mod tests {
 
     #[test]
     fn paths_are_arguments_never_shell_text() {
+        let op = HypervisorOp::ReadQemuLog {
+            domain: DomainName::parse("www.example.test").unwrap(),
+        };
+        assert_eq!(
+            op.command().to_shell_line(),
+            "tail -n 15 /var/log/libvirt/qemu/www.example.test.log"
+        );
         let op = HypervisorOp::ReadSerialLog {
             path: "/var/log/a b;reboot".into(),
+            from_byte: 7,
         };
-        assert_eq!(op.command().argv, ["cat", "/var/log/a b;reboot"]);
-        assert_eq!(op.command().to_shell_line(), "cat '/var/log/a b;reboot'");
+        let argv = op.command().argv;
+        assert_eq!(argv[..2], ["sh", "-c"]);
+        assert_eq!(argv[3..], ["trog-serial-log", "/var/log/a b;reboot", "7"]);
     }
 
     #[test]

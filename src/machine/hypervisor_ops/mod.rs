@@ -159,8 +159,13 @@ pub enum HypervisorOp {
     /// The filesystem holding a directory (the storage pool's): mount point, type, size and
     /// free space in bytes, as `findmnt` reports them on one line.
     FilesystemOf { path: String },
-    /// A guest's serial console log, read as root (libvirt writes it owned by root).
-    ReadSerialLog { path: String },
+    /// A guest's serial console log from byte `from_byte` on, read as root (libvirt writes it
+    /// owned by root). The log is appended to across boots; a log that is now shorter than
+    /// `from_byte` was rotated, and is read whole.
+    ReadSerialLog { path: String, from_byte: u64 },
+    /// How many bytes a guest's serial console log holds (0 when there is none yet), read as
+    /// root: where the boot about to start will begin writing.
+    SerialLogSize { path: String },
     /// Whether hardware virtualisation actually works: a tiny guest is started under KVM with
     /// the host's CPU, as root (it opens /dev/kvm), and must finish within its bound
     /// (`kvm_probe.sh`). /dev/kvm existing proves nothing on a software-paging KVM.
@@ -281,15 +286,28 @@ pub fn kvm_verdict(hypervisor: &HypervisorMachine) -> Result<KvmVerdict, String>
     }
 }
 
-/// A guest's serial console log on its hypervisor, if it can be read.
-pub fn serial_log(hypervisor: &HypervisorMachine, path: &str) -> Option<String> {
+/// A guest's serial console log on its hypervisor from byte `from_byte` on, if it can be read.
+pub fn serial_log(hypervisor: &HypervisorMachine, path: &str, from_byte: u64) -> Option<String> {
     hypervisor
         .run(&HypervisorOp::ReadSerialLog {
             path: path.to_string(),
+            from_byte,
         })
         .ok()
         .and_then(|output| output.success().ok())
         .map(|output| output.stdout_text())
+}
+
+/// How many bytes a guest's serial console log holds on its hypervisor (0 when it has none yet),
+/// if that can be read.
+pub fn serial_log_size(hypervisor: &HypervisorMachine, path: &str) -> Option<u64> {
+    hypervisor
+        .run(&HypervisorOp::SerialLogSize {
+            path: path.to_string(),
+        })
+        .ok()
+        .and_then(|output| output.success().ok())
+        .and_then(|output| output.stdout_text().trim().parse().ok())
 }
 
 /// The end of libvirt's log of `domain`'s QEMU on its hypervisor, if it can be read.
@@ -316,6 +334,34 @@ mod tests {
                 assert!(!reason.trim().is_empty())
             }
         }
+    }
+
+    #[test]
+    fn a_serial_log_is_read_from_where_a_boot_began_or_whole_once_rotated() {
+        let machine = HypervisorMachine::local().into_dyn();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guest-serial.log");
+        let log = path.to_str().unwrap();
+        // A guest that never booted has no log yet: its first boot writes from the start.
+        assert_eq!(serial_log_size(&machine, log), Some(0));
+        std::fs::write(&path, "the boot before\nKernel panic - not syncing: old\n").unwrap();
+        let from = serial_log_size(&machine, log).unwrap();
+        assert_eq!(from, 48);
+        assert_eq!(serial_log(&machine, log, from).as_deref(), Some(""));
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("this boot\n");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(
+            serial_log(&machine, log, from).as_deref(),
+            Some("this boot\n")
+        );
+        std::fs::write(&path, "rotated\n").unwrap();
+        assert_eq!(
+            serial_log(&machine, log, from).as_deref(),
+            Some("rotated\n")
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(serial_log(&machine, log, 0), None);
     }
 
     #[test]
