@@ -4,7 +4,8 @@
 # This is the baseline trog's own provisioning is compared with: same image, same shape, same
 # network, same waits.
 #   bench/boot.sh [IMAGE.qcow2]       (default: tests/image/ensure-image.sh)
-#   TROG_BENCH_BOOTCHART=FILE  also save where the guest's boot went (bench/bootchart.sh) in FILE
+#   TROG_BENCH_BOOTCHART=FILE  also save where the guest's boot went (bench/bootchart.sh) in FILE,
+#                              and its serial console beside it (FILE without .txt, -serial.log)
 # Needs tests/services/start.sh to have run, and virt-install (package virtinst).
 # Prints one line: `bench virt-install: command_s=… lease_s=… ssh_s=… cloud_init_s=…`, each counted
 # from the moment virt-install was started. Removes the domain and its disk afterwards, also on failure.
@@ -83,6 +84,7 @@ cloud_init_s=$(seconds_since "$started_ms")
 guest_log "cloud-init done after ${cloud_init_s} s"
 if [[ -n ${TROG_BENCH_BOOTCHART:-} ]]; then
   "$root/bench/bootchart.sh" "$ssh_key" "debian@$address" >"$TROG_BENCH_BOOTCHART" 2>&1 || true
+  cp "$work/serial.log" "${TROG_BENCH_BOOTCHART%.txt}-serial.log" 2>/dev/null || true
 fi
 
 echo "bench virt-install: vcpus=$vcpus memory_mib=$memory_mib command_s=$command_s lease_s=$lease_s ssh_s=$ssh_s cloud_init_s=$cloud_init_s load=$(cut -d' ' -f1 /proc/loadavg)"

@@ -19,7 +19,8 @@
 #   TROG_BIN               the trog binary (default: the checkout's debug build, built first)
 #   TROG_BENCH_ONLY        `trog`: run trog's side only (to compare trog's own variants quickly)
 #   TROG_BENCH_BOOTCHART   a directory: each guest's boot as it saw it (bench/bootchart.sh) is
-#                          saved there as TOOL-PAIR.txt
+#                          saved there as TOOL-PAIR.txt, its serial console (the kernel's own
+#                          clock on every line) as TOOL-PAIR-serial.log
 # Prints one JSON line per run on stdout, every phase counted in seconds from the moment the tool
 # was started:
 #   trog:          before_boot_s (trog's own steps before the guest starts: defining, uploading,
@@ -28,7 +29,9 @@
 #   virt-install:  command_s, lease_s, ssh_s, cloud_init_s (`cloud-init status --wait` returned)
 # then a summary line per tool (median, min, max of each phase) and the ratios trog/virt-install
 # of the medians and the median of the per-pair ratios. Each run starts once the machine has
-# settled (no QEMU left of the run before, processors idle; `settled_s` says how long that took).
+# settled (no QEMU left of the run before, processors idle; `settled_s` says how long that took);
+# `stolen_s` is the processor time this machine's own host took from it during the run (steal,
+# every CPU together: a virtual machine's share that neither tool got).
 # A run that fails prints a line with
 # "failed" and the pair continues; the summary counts only complete pairs.
 # Needs tests/services/start.sh to have run, virt-install (package virtinst) and python3.
@@ -166,6 +169,15 @@ guest_for_run() { # pair
 
 now() { date +%s.%N; }
 
+# This machine's processor time taken by its own host (steal, summed over every CPU) so far, in
+# clock ticks: on a virtual machine, what it grows by during a run says how much of the run's
+# time the guests' emulation did not get, which the alternating pairs alone cannot tell.
+clock_ticks=$(getconf CLK_TCK)
+stolen_ticks() { awk '/^cpu / {print $9}' /proc/stat; }
+stolen_since() { # ticks
+  awk -v then="$1" -v now="$(stolen_ticks)" -v hz="$clock_ticks" 'BEGIN {printf "%.1f", (now - then) / hz}'
+}
+
 # Before each run: the previous run's guest gone (no QEMU left) and the machine's processors at
 # least 90 % idle over a second, for up to 60 s. Without it, whichever tool ran first in a pair
 # booted beside the previous run's teardown (QEMU exiting, volumes deleted). Prints how long it
@@ -207,12 +219,15 @@ run_trog() { # pair order
   domain=$(guest_for_run "$1")
   [[ -f $work/recipes.d/$domain.yaml ]] || prepare_guest "$domain"
   settled=$(settle)
+  local stolen_before stolen
+  stolen_before=$(stolen_ticks)
   started=$(now)
   printf 'keepass: bench\n\n' | trog --json provision "$domain" 2>"$work/trog.stderr" |
     python3 -u -c 'import sys, time
 for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >"$work/events.stamped" || status=$?
   local ended
   ended=$(now)
+  stolen=$(stolen_since "$stolen_before")
   mac=$(virsh -q -c "$uri" domiflist "$domain" 2>/dev/null | awk '{print $5}' | head -n1)
   # Where trog reached the guest (the report in its last event); else the newest lease: an earlier
   # guest of the same name (same MAC) may have left one.
@@ -234,15 +249,24 @@ for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >
     "$root/bench/bootchart.sh" "$work/probe_key" "benchprobe@$address" \
       >"$TROG_BENCH_BOOTCHART/trog-$1.txt" 2>&1 || true
   fi
+  if [[ -n ${TROG_BENCH_BOOTCHART:-} ]]; then
+    # libvirt appends every boot of a name to one log: this run's boot is its last kernel's.
+    python3 - "/var/log/libvirt/qemu/$domain-serial.log" >"$TROG_BENCH_BOOTCHART/trog-$1-serial.log" <<'PY' || true
+import sys
+text = open(sys.argv[1], errors="replace").read()
+start = text.rfind("] Linux version ")
+print(text[text.rfind("\n", 0, start) + 1 if start >= 0 else 0:], end="")
+PY
+  fi
   python3 - "$work/events.stamped" "$started" "$ended" "$status" "$(lease_started "$mac" || true)" \
     "$guest_times" "$1" "$2" "$label" "$vcpus" "$memory_mib" "${TROG_BENCH_CPU_MODE:-}" "$guests" "$addresses" \
-    "$settled" <<'PY'
+    "$settled" "$stolen" <<'PY'
 import json, sys
-path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu, guest, addresses, settled = sys.argv[1:]
+path, started, ended, status, lease, guest_times, pair, order, label, vcpus, memory, cpu, guest, addresses, settled, stolen = sys.argv[1:]
 started, ended = float(started), float(ended)
 line = {"tool": "trog", "label": label, "pair": int(pair), "order": order, "vcpus": int(vcpus),
         "memory_mib": int(memory), "cpu_mode": cpu or None, "guest": guest,
-        "addresses": addresses, "settled_s": float(settled),
+        "addresses": addresses, "settled_s": float(settled), "stolen_s": float(stolen),
         "load": float(open("/proc/loadavg").read().split()[0])}
 events = []
 for raw in open(path):
@@ -279,15 +303,18 @@ PY
 }
 
 run_virt_install() { # pair order
-  local line status=0 settled
+  local line status=0 settled stolen_before stolen
   settled=$(settle)
+  stolen_before=$(stolen_ticks)
   line=$(TROG_BENCH_BOOTCHART=${TROG_BENCH_BOOTCHART:+$TROG_BENCH_BOOTCHART/virt-install-$1.txt} \
     "$root/bench/boot.sh" "$image" 2>"$work/boot.stderr" | grep '^bench virt-install:') || status=$?
-  python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" "$settled" <<'PY'
+  stolen=$(stolen_since "$stolen_before")
+  python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" "$settled" "$stolen" <<'PY'
 import json, sys
-text, status, pair, order, label, vcpus, memory, settled = sys.argv[1:]
+text, status, pair, order, label, vcpus, memory, settled, stolen = sys.argv[1:]
 line = {"tool": "virt-install", "label": label, "pair": int(pair), "order": order,
-        "vcpus": int(vcpus), "memory_mib": int(memory), "settled_s": float(settled)}
+        "vcpus": int(vcpus), "memory_mib": int(memory), "settled_s": float(settled),
+        "stolen_s": float(stolen)}
 for field in text.split()[2:]:
     key, _, value = field.partition("=")
     if key.endswith("_s") or key == "load":
