@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Provisioning benchmark (not a test): trog against virt-install --import --cloud-init, booting
-# the same image with the same memory, vCPUs and network, in alternating pairs (odd pairs trog
-# first, even pairs virt-install first) so load that drifts during the run falls on both sides.
+# Provisioning benchmark (not a test): trog against virt-install --import --cloud-init, and
+# against kcli where it is installed, booting the same image with the same memory, vCPUs and
+# network, in rounds whose order rotates (with one peer: odd rounds trog first, even rounds the
+# peer first) so load that drifts during the run falls on every side. A round is a "pair".
 #   bench/provision.sh [IMAGE.qcow2]      (default: tests/image/ensure-image.sh)
 # Settings (environment):
-#   TROG_BENCH_PAIRS       pairs to run (default 5)
+#   TROG_BENCH_PAIRS       pairs (rounds) to run (default 5)
+#   TROG_BENCH_PEERS       the tools trog is compared with: `virt-install` (bench/boot.sh) and
+#                          `kcli` (bench/kcli.sh); default virt-install, and kcli too when it is
+#                          on PATH
 #   TROG_BENCH_VCPUS       vCPUs of both guests (default 2)
 #   TROG_BENCH_MEMORY_MIB  memory of both guests (default 1024)
 #   TROG_BENCH_CPU_MODE    trog's guest recipe `cpu_mode` (default: unset, trog's own default)
@@ -26,8 +30,9 @@
 #   trog:          before_boot_s (trog's own steps before the guest starts: defining, uploading,
 #                  starting), lease_s, ssh_s, cloud_init_s (cloud-init's result written on the
 #                  guest), finish_s (Makefile and recipe tests done: the command returned)
-#   virt-install:  command_s, lease_s, ssh_s, cloud_init_s (`cloud-init status --wait` returned)
-# then a summary line per tool (median, min, max of each phase) and the ratios trog/virt-install
+#   virt-install, kcli: command_s, lease_s, ssh_s, cloud_init_s (`cloud-init status --wait`
+#                  returned)
+# then a summary line per tool (median, min, max of each phase) and the ratios trog/peer
 # of the medians and the median of the per-pair ratios. Each run starts once the machine has
 # settled (no QEMU left of the run before, processors idle; `settled_s` says how long that took);
 # `stolen_s` is the processor time this machine's own host took from it during the run (steal,
@@ -35,6 +40,7 @@
 # A run that fails prints a line with
 # "failed" and the pair continues; the summary counts only complete pairs.
 # Needs tests/services/start.sh to have run, virt-install (package virtinst) and python3.
+# (`order` in a line names the tool that ran first in its round.)
 # Removes every guest, pool and file it made, also on failure.
 set -euo pipefail
 
@@ -52,10 +58,17 @@ port=18777
 uri=qemu:///system
 export TROG_BENCH_MEMORY_MIB=$memory_mib TROG_BENCH_VCPUS=$vcpus
 
-command -v virt-install >/dev/null || { echo "virt-install is missing (package virtinst)" >&2; exit 1; }
-if command -v kcli >/dev/null; then
-  echo "note: kcli is installed but not measured by this script" >&2
-fi
+default_peers=virt-install
+if command -v kcli >/dev/null; then default_peers="virt-install kcli"; fi
+read -r -a peers <<<"${TROG_BENCH_PEERS:-$default_peers}"
+[[ ${TROG_BENCH_ONLY:-} == trog ]] && peers=()
+for peer in "${peers[@]}"; do
+  case $peer in
+  virt-install) command -v virt-install >/dev/null || { echo "virt-install is missing (package virtinst)" >&2; exit 1; } ;;
+  kcli) command -v kcli >/dev/null || { echo "kcli is missing (pip install kcli)" >&2; exit 1; } ;;
+  *) echo "TROG_BENCH_PEERS names virt-install and kcli, not $peer" >&2; exit 2 ;;
+  esac
+done
 if [[ -z ${TROG_BIN:-} ]]; then
   cargo build --quiet --manifest-path "$root/Cargo.toml" --bin trog
   TROG_BIN=$root/target/debug/trog
@@ -302,17 +315,19 @@ PY
   if [[ $status != 0 ]]; then tail -n 20 "$work/trog.stderr" >&2; fi
 }
 
-run_virt_install() { # pair order
-  local line status=0 settled stolen_before stolen
+run_peer() { # tool pair order
+  local tool=$1 script line status=0 settled stolen_before stolen
+  case $tool in virt-install) script=boot.sh ;; kcli) script=kcli.sh ;; esac
+  shift
   settled=$(settle)
   stolen_before=$(stolen_ticks)
-  line=$(TROG_BENCH_BOOTCHART=${TROG_BENCH_BOOTCHART:+$TROG_BENCH_BOOTCHART/virt-install-$1.txt} \
-    "$root/bench/boot.sh" "$image" 2>"$work/boot.stderr" | grep '^bench virt-install:') || status=$?
+  line=$(TROG_BENCH_BOOTCHART=${TROG_BENCH_BOOTCHART:+$TROG_BENCH_BOOTCHART/$tool-$1.txt} \
+    "$root/bench/$script" "$image" 2>"$work/peer.stderr" | grep "^bench $tool:") || status=$?
   stolen=$(stolen_since "$stolen_before")
-  python3 - "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" "$settled" "$stolen" <<'PY'
+  python3 - "$tool" "$line" "$status" "$1" "$2" "$label" "$vcpus" "$memory_mib" "$settled" "$stolen" <<'PY'
 import json, sys
-text, status, pair, order, label, vcpus, memory, settled, stolen = sys.argv[1:]
-line = {"tool": "virt-install", "label": label, "pair": int(pair), "order": order,
+tool, text, status, pair, order, label, vcpus, memory, settled, stolen = sys.argv[1:]
+line = {"tool": tool, "label": label, "pair": int(pair), "order": order,
         "vcpus": int(vcpus), "memory_mib": int(memory), "settled_s": float(settled),
         "stolen_s": float(stolen)}
 for field in text.split()[2:]:
@@ -320,20 +335,24 @@ for field in text.split()[2:]:
     if key.endswith("_s") or key == "load":
         line[key] = float(value)
 if status != "0" or "cloud_init_s" not in line:
-    line["failed"] = f"bench/boot.sh exited {status}"
+    line["failed"] = f"bench/{'boot' if tool == 'virt-install' else tool}.sh exited {status}"
 print(json.dumps(line), flush=True)
 PY
-  if [[ $status != 0 ]]; then tail -n 20 "$work/boot.stderr" >&2; fi
+  if [[ $status != 0 ]]; then tail -n 20 "$work/peer.stderr" >&2; fi
 }
 
 : >"$work/results.jsonl"
+tools=(trog "${peers[@]}")
 for ((pair = 1; pair <= pairs; pair++)); do
-  if ((pair % 2)); then
-    run_trog "$pair" trog-first | tee -a "$work/results.jsonl"
-    [[ ${TROG_BENCH_ONLY:-} == trog ]] || run_virt_install "$pair" trog-first | tee -a "$work/results.jsonl"
-  else
-    [[ ${TROG_BENCH_ONLY:-} == trog ]] || run_virt_install "$pair" virt-install-first | tee -a "$work/results.jsonl"
-    run_trog "$pair" virt-install-first | tee -a "$work/results.jsonl"
-  fi
+  # Round N starts with tool N-1 (counting round the list), the rest following in the list's order.
+  first=$(((pair - 1) % ${#tools[@]}))
+  round=("${tools[@]:first}" "${tools[@]:0:first}")
+  for tool in "${round[@]}"; do
+    if [[ $tool == trog ]]; then
+      run_trog "$pair" "${round[0]}-first"
+    else
+      run_peer "$tool" "$pair" "${round[0]}-first"
+    fi | tee -a "$work/results.jsonl"
+  done
 done
 "$root/bench/provision-summary.py" "$work/results.jsonl"
