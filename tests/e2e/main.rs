@@ -234,10 +234,11 @@ fn provision_killed_at(installation: &Installation, step: &str) {
 }
 
 /// A guest given the least memory trog accepts, 128 MiB, too little for the test image's kernel
-/// and its 50 MB initramfs: the kernel panics on the first boot ("System is deadlocked on memory",
-/// about 3 s in, whether the initramfs is kept compressed or not), a real panic. The domain runs on (the kernel
-/// spins), so libvirt never says it stopped; the wait reads the console and ends at its next look,
-/// instead of after five minutes of a silent console. Then the guest goes.
+/// and its 50 MB initramfs: the kernel panics on the first boot ("System is deadlocked on
+/// memory", about 3 s in, whether the initramfs is kept compressed or not), a real panic. The
+/// domain runs on (the kernel spins), so libvirt never says it stopped; the wait reads the console
+/// and ends at its next look, instead of after five minutes of a silent console. Then the guest
+/// goes.
 fn panicking_guest_is_reported_at_its_next_console_look(installation: &Installation) {
     let config = installation.dir.path();
     let panicking = format!("panic-{}.test", std::process::id());
