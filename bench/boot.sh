@@ -22,6 +22,8 @@ timeout_s=${TROG_BENCH_TIMEOUT_S:-400}
 
 # shellcheck source=tests/image/guest-lib.sh
 source "$root/tests/image/guest-lib.sh"
+# shellcheck source=bench/peer-lib.sh
+source "$root/bench/peer-lib.sh"
 guest_log_tag=bench
 command -v virt-install >/dev/null || guest_die "virt-install is missing (package virtinst)"
 [[ -n $image ]] || image=$("$root/tests/image/ensure-image.sh")
@@ -74,17 +76,4 @@ virt-install --connect "$uri" --name "$name" --virt-type qemu --machine pc \
 command_s=$(seconds_since "$started_ms")
 guest_log "virt-install returned after ${command_s} s"
 
-address=$(wait_for_lease "$mac" "$timeout_s")
-lease_s=$(seconds_since "$started_ms")
-wait_for_ssh "$ssh_key" "$address" "$timeout_s"
-ssh_s=$(seconds_since "$started_ms")
-guest_log "SSH answers on $address after ${ssh_s} s"
-wait_for_cloud_init "$ssh_key" "$address" "$timeout_s"
-cloud_init_s=$(seconds_since "$started_ms")
-guest_log "cloud-init done after ${cloud_init_s} s"
-if [[ -n ${TROG_BENCH_BOOTCHART:-} ]]; then
-  "$root/bench/bootchart.sh" "$ssh_key" "debian@$address" >"$TROG_BENCH_BOOTCHART" 2>&1 || true
-  cp "$work/serial.log" "${TROG_BENCH_BOOTCHART%.txt}-serial.log" 2>/dev/null || true
-fi
-
-echo "bench virt-install: vcpus=$vcpus memory_mib=$memory_mib command_s=$command_s lease_s=$lease_s ssh_s=$ssh_s cloud_init_s=$cloud_init_s load=$(cut -d' ' -f1 /proc/loadavg)"
+peer_phases virt-install "$ssh_key" "$mac" "$started_ms" "$command_s" "$work/serial.log"

@@ -30,6 +30,8 @@ timeout_s=${TROG_BENCH_TIMEOUT_S:-400}
 
 # shellcheck source=tests/image/guest-lib.sh
 source "$root/tests/image/guest-lib.sh"
+# shellcheck source=bench/peer-lib.sh
+source "$root/bench/peer-lib.sh"
 guest_log_tag=bench-kcli
 command -v kcli >/dev/null || guest_die "kcli is missing (pip install kcli)"
 [[ -n $image ]] || image=$("$root/tests/image/ensure-image.sh")
@@ -112,17 +114,4 @@ command_s=$(seconds_since "$started_ms")
 guest_log "kcli created and started $name after ${command_s} s"
 
 mac=$(virsh -q -c "$uri" domiflist "$name" | awk '{print $5}' | head -n1)
-address=$(wait_for_lease "$mac" "$timeout_s")
-lease_s=$(seconds_since "$started_ms")
-wait_for_ssh "$HOME/.ssh/id_ed25519" "$address" "$timeout_s"
-ssh_s=$(seconds_since "$started_ms")
-guest_log "SSH answers on $address after ${ssh_s} s"
-wait_for_cloud_init "$HOME/.ssh/id_ed25519" "$address" "$timeout_s"
-cloud_init_s=$(seconds_since "$started_ms")
-guest_log "cloud-init done after ${cloud_init_s} s"
-if [[ -n ${TROG_BENCH_BOOTCHART:-} ]]; then
-  "$root/bench/bootchart.sh" "$HOME/.ssh/id_ed25519" "debian@$address" >"$TROG_BENCH_BOOTCHART" 2>&1 || true
-  cp "$work/serial.log" "${TROG_BENCH_BOOTCHART%.txt}-serial.log" 2>/dev/null || true
-fi
-
-echo "bench kcli: vcpus=$vcpus memory_mib=$memory_mib command_s=$command_s lease_s=$lease_s ssh_s=$ssh_s cloud_init_s=$cloud_init_s load=$(cut -d' ' -f1 /proc/loadavg)"
+peer_phases kcli "$HOME/.ssh/id_ed25519" "$mac" "$started_ms" "$command_s" "$work/serial.log"

@@ -282,11 +282,11 @@ pub fn wait_for_ssh(
         let now = clock();
         let elapsed = now - started;
         let quiet = console.quiet(probe, now);
-        if let Some((end, line)) = console.stuck() {
+        if let Some((end, line)) = console.stuck.take() {
             return Err(WaitError::StuckBoot {
                 guest: guest.into(),
                 end,
-                line: line.to_string(),
+                line,
                 waited: elapsed,
                 console: console.last_text.clone(),
             });
@@ -334,6 +334,8 @@ struct ConsoleWatch {
     last_read: Option<Instant>,
     last_text: Option<String>,
     last_moved: Instant,
+    /// Where the boot got stuck, and the line saying so, as of the last text read.
+    stuck: Option<(ConsoleEnd, String)>,
 }
 
 impl ConsoleWatch {
@@ -342,6 +344,7 @@ impl ConsoleWatch {
             last_read: None,
             last_text: None,
             last_moved: started,
+            stuck: None,
         }
     }
 
@@ -354,6 +357,7 @@ impl ConsoleWatch {
             self.last_read = Some(now);
             let text = probe.console();
             if text.is_some() && text != self.last_text {
+                self.stuck = text.as_deref().and_then(stuck_in);
                 self.last_text = text;
                 self.last_moved = now;
             }
@@ -366,15 +370,16 @@ impl ConsoleWatch {
         self.last_text.is_some()
     }
 
-    /// Where the boot got stuck, and the line saying so, if what was read shows it somewhere it
-    /// stays other than a login prompt (which SSH follows).
-    fn stuck(&self) -> Option<(ConsoleEnd, &str)> {
-        self.last_text.as_deref()?.lines().find_map(|line| {
-            end_shown_by(line)
-                .filter(|end| matches!(end, ConsoleEnd::KernelPanic | ConsoleEnd::RescueShell))
-                .map(|end| (end, line.trim()))
-        })
-    }
+}
+
+/// Where the boot got stuck, and the line saying so, if `console` shows it somewhere it stays
+/// other than a login prompt (which SSH follows).
+fn stuck_in(console: &str) -> Option<(ConsoleEnd, String)> {
+    console.lines().find_map(|line| {
+        end_shown_by(line)
+            .filter(|end| matches!(end, ConsoleEnd::KernelPanic | ConsoleEnd::RescueShell))
+            .map(|end| (end, line.trim().to_string()))
+    })
 }
 
 #[cfg(test)]

@@ -286,39 +286,36 @@ pub fn kvm_verdict(hypervisor: &HypervisorMachine) -> Result<KvmVerdict, String>
     }
 }
 
-/// A guest's serial console log on its hypervisor from byte `from_byte` on, if it can be read.
-pub fn serial_log(hypervisor: &HypervisorMachine, path: &str, from_byte: u64) -> Option<String> {
+/// What `op` printed on the hypervisor, if it ran and succeeded: for reads whose failure only
+/// means there is nothing to show.
+fn printed(hypervisor: &HypervisorMachine, op: &HypervisorOp) -> Option<String> {
     hypervisor
-        .run(&HypervisorOp::ReadSerialLog {
-            path: path.to_string(),
-            from_byte,
-        })
+        .run(op)
         .ok()
         .and_then(|output| output.success().ok())
         .map(|output| output.stdout_text())
+}
+
+/// A guest's serial console log on its hypervisor from byte `from_byte` on, if it can be read.
+pub fn serial_log(hypervisor: &HypervisorMachine, path: &str, from_byte: u64) -> Option<String> {
+    let path = path.to_string();
+    printed(hypervisor, &HypervisorOp::ReadSerialLog { path, from_byte })
 }
 
 /// How many bytes a guest's serial console log holds on its hypervisor (0 when it has none yet),
 /// if that can be read.
 pub fn serial_log_size(hypervisor: &HypervisorMachine, path: &str) -> Option<u64> {
-    hypervisor
-        .run(&HypervisorOp::SerialLogSize {
-            path: path.to_string(),
-        })
+    let path = path.to_string();
+    printed(hypervisor, &HypervisorOp::SerialLogSize { path })?
+        .trim()
+        .parse()
         .ok()
-        .and_then(|output| output.success().ok())
-        .and_then(|output| output.stdout_text().trim().parse().ok())
 }
 
 /// The end of libvirt's log of `domain`'s QEMU on its hypervisor, if it can be read.
 pub fn qemu_log(hypervisor: &HypervisorMachine, domain: &DomainName) -> Option<String> {
-    hypervisor
-        .run(&HypervisorOp::ReadQemuLog {
-            domain: domain.clone(),
-        })
-        .ok()
-        .and_then(|output| output.success().ok())
-        .map(|output| output.stdout_text())
+    let domain = domain.clone();
+    printed(hypervisor, &HypervisorOp::ReadQemuLog { domain })
 }
 
 #[cfg(test)]
