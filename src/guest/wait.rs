@@ -369,7 +369,6 @@ impl ConsoleWatch {
     fn seen(&self) -> bool {
         self.last_text.is_some()
     }
-
 }
 
 /// Where the boot got stuck, and the line saying so, if `console` shows it somewhere it stays
