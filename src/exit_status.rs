@@ -34,11 +34,14 @@ pub enum ExitStatus {
     /// The secret store or ips.db is damaged: not a database of its kind, truncated, unreadable,
     /// or written by a newer trog.
     DamagedStore,
+    /// Something answered at a guest's address with an SSH host key that is not the one trog gave
+    /// the guest: nothing was sent to it.
+    UntrustedGuest,
 }
 
 impl ExitStatus {
     /// Every status, in the order of their codes.
-    pub const ALL: [ExitStatus; 12] = [
+    pub const ALL: [ExitStatus; 13] = [
         ExitStatus::Success,
         ExitStatus::Failure,
         ExitStatus::Usage,
@@ -51,6 +54,7 @@ impl ExitStatus {
         ExitStatus::PartialDestroy,
         ExitStatus::Busy,
         ExitStatus::DamagedStore,
+        ExitStatus::UntrustedGuest,
     ];
 
     pub fn code(self) -> i32 {
@@ -67,6 +71,7 @@ impl ExitStatus {
             ExitStatus::PartialDestroy => 9,
             ExitStatus::Busy => 10,
             ExitStatus::DamagedStore => 11,
+            ExitStatus::UntrustedGuest => 12,
         }
     }
 
@@ -86,6 +91,7 @@ impl ExitStatus {
             ExitStatus::PartialDestroy => "partial_destroy",
             ExitStatus::Busy => "busy",
             ExitStatus::DamagedStore => "damaged_store",
+            ExitStatus::UntrustedGuest => "untrusted_guest",
         }
     }
 
@@ -114,6 +120,7 @@ impl ExitStatus {
                 "another run holds the guest, the secret store, ips.db or a base image (here or on the hypervisor), and did not let go in time"
             }
             ExitStatus::DamagedStore => "the secret store or ips.db is damaged, or is not a database of its kind",
+            ExitStatus::UntrustedGuest => "something answered at a guest's address with a host key that is not the guest's; nothing was sent",
         }
     }
 }

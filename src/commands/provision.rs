@@ -39,6 +39,10 @@ pub struct ProvisionArgs {
     /// Without a terminal, confirms --destroy-data (on a terminal the volume's name is retyped).
     #[arg(long)]
     pub yes: bool,
+    /// Take the SSH host key a guest built before trog made host keys answers with, once, and
+    /// accept it from then on (trog's own key replaces it with the guest's next root disk).
+    #[arg(long)]
+    pub adopt_host_key: bool,
     /// Seconds each hypervisor has to answer when the fleet is observed.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
     pub timeout: u64,
@@ -95,6 +99,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             std::env::var("XDG_CACHE_HOME").ok().as_deref(),
             std::env::var("HOME").ok().as_deref(),
         ),
+        adopt_host_key: args.adopt_host_key,
     };
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;

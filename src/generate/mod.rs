@@ -17,7 +17,7 @@ use crate::cookbook::resolve::{
     resolve_recipes, GuestRecipes, ResolveError, ResolvedRecipes, MACHINE_RECIPE,
 };
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
-use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedInput};
+use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput};
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
 use crate::render::files::{render_files_with_secrets, RenderedFile};
 use crate::render::fingerprint::{
@@ -38,6 +38,10 @@ pub struct GeneratedGuest {
     pub resolved: ResolvedRecipes,
     pub seed: SeedFiles,
     pub seed_iso: SeedIso,
+    /// The sha256 of the seed ISO as it is without the guest's host key: the seed's identity in
+    /// the provision fingerprint, and a seed a guest built before trog made host keys still
+    /// carries (it is kept, not replaced).
+    pub seed_iso_without_host_key_sha256: String,
     pub files: Vec<RenderedFile>,
     pub makefile: String,
     pub payload: Payload,
@@ -259,6 +263,7 @@ pub fn generate(
     cookbook: &Cookbook,
     site: &SiteFiles,
     public_key: &str,
+    host_key: Option<SeedHostKey>,
     lookup: &mut dyn SecretLookup,
 ) -> Result<GeneratedGuest, GenerateError> {
     let settings = &config.settings;
@@ -348,14 +353,23 @@ pub fn generate(
         gateway: settings.gateway.map(|gateway| gateway.to_string()),
         resolvers: settings.resolvers.iter().map(ToString::to_string).collect(),
         search_domains: settings.search_domains.clone(),
+        host_key,
     };
     let seed = render_seed(&seed_input)?;
-    let seed_iso = build_seed_iso(&crate::render::seed_iso::SeedFiles {
-        user_data: seed.user_data.clone().into_bytes(),
-        meta_data: seed.meta_data.clone().into_bytes(),
-        network_config: Some(seed.network_config.clone().into_bytes()),
-        vendor_data: None,
-    })?;
+    let seed_iso_of = |user_data: &str| {
+        build_seed_iso(&crate::render::seed_iso::SeedFiles {
+            user_data: user_data.as_bytes().to_vec(),
+            meta_data: seed.meta_data.clone().into_bytes(),
+            network_config: Some(seed.network_config.clone().into_bytes()),
+            vendor_data: None,
+        })
+    };
+    let seed_iso = seed_iso_of(&seed.user_data)?;
+    let seed_iso_without_host_key_sha256 = if seed.user_data == seed.user_data_without_host_key {
+        seed_iso.sha256_hex.clone()
+    } else {
+        seed_iso_of(&seed.user_data_without_host_key)?.sha256_hex
+    };
 
     let (image_url, image_digest) = match &settings.image {
         Some(image) => (
@@ -385,7 +399,7 @@ pub fn generate(
         image_digest: image_digest.clone(),
         distro,
         release: resolved.release.clone(),
-        seed_iso_sha256: seed_iso.sha256_hex.clone(),
+        seed_iso_sha256: seed_iso_without_host_key_sha256.clone(),
         memory: settings.memory,
         vcpus: settings.cpus,
         cpu_mode: cpu_mode.clone(),
@@ -396,6 +410,7 @@ pub fn generate(
         resolved,
         seed,
         seed_iso,
+        seed_iso_without_host_key_sha256,
         files,
         makefile,
         payload,
@@ -463,6 +478,7 @@ mod tests {
             &cookbook,
             &SiteFiles::default(),
             "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH4 test",
+            None,
             &mut Store,
         )
         .unwrap();

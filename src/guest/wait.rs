@@ -86,6 +86,10 @@ pub enum WaitError {
         gave_up: GaveUp,
         console: Option<String>,
     },
+    /// What answered at the guest's address showed a host key that is not the guest's: the
+    /// wait ends at once, since a key that is wrong now stays wrong, and nothing was sent.
+    #[error("{address} answered for {guest} with a host key that is not the guest's: refused before anything was sent")]
+    HostKeyRefused { guest: String, address: String },
     #[error("{guest} has {addresses} but SSH did not answer there: waited {}s{}{}", waited.as_secs(), gave_up_said(*.gave_up), console_tail(.console))]
     NoSsh {
         guest: String,
@@ -165,7 +169,10 @@ fn console_tail(console: &Option<String>) -> String {
 
 impl crate::diagnose::Diagnose for WaitError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
-        crate::exit_status::ExitStatus::Guest
+        match self {
+            WaitError::HostKeyRefused { .. } => crate::exit_status::ExitStatus::UntrustedGuest,
+            _ => crate::exit_status::ExitStatus::Guest,
+        }
     }
 
     fn hint(&self) -> Option<String> {
@@ -173,6 +180,7 @@ impl crate::diagnose::Diagnose for WaitError {
             WaitError::Stopped { guest, .. } => format!("the lines above say why QEMU ended; `trog debug_boot {guest} --console` starts it again and shows the whole boot"),
             WaitError::StuckBoot { guest, .. } => format!("the lines above say where its boot stopped; the guest still runs, and stays there, until `trog debug_boot {guest} --console` restarts it and shows the whole boot, or `trog destroy {guest}`"),
             WaitError::NoAddress { guest, .. } => format!("the guest did not boot far enough to use its network: `trog debug_boot {guest} --console` shows the whole boot"),
+            WaitError::HostKeyRefused { guest, .. } => format!("another machine may be answering at that address, or the guest's host key was replaced: find out which first. A guest built before trog pinned host keys is taken once, on purpose, with `trog provision --adopt-host-key {guest}`"),
             WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`"),
         })
     }
@@ -186,6 +194,8 @@ pub enum AttemptFailed {
     /// The guest's domain stopped during the attempt, which was given up: libvirt's state and
     /// reason, as [`GuestProbe::stopped`] gives them.
     GuestStopped(String),
+    /// What answered showed a host key the guest does not have.
+    HostKeyRefused,
 }
 
 /// What a wait needs from the world, so the logic can be tested without a guest.
@@ -273,6 +283,12 @@ pub fn wait_for_ssh(
                     continue 'round;
                 }
                 Err(AttemptFailed::NoAnswer(error)) => last_error = error,
+                Err(AttemptFailed::HostKeyRefused) => {
+                    return Err(WaitError::HostKeyRefused {
+                        guest: guest.into(),
+                        address: address.clone(),
+                    })
+                }
             }
         }
         if let Some(state) = probe.stopped() {
@@ -409,6 +425,7 @@ mod tests {
         /// The round after which its console's last line is `stuck_line`.
         stuck_after_round: usize,
         stuck_line: &'static str,
+        wrong_host_key_from_round: usize,
     }
 
     impl Default for ScriptedGuest {
@@ -427,6 +444,7 @@ mod tests {
                 console_moves_until_round: 0,
                 stuck_after_round: usize::MAX,
                 stuck_line: "[    0.064000] Kernel panic - not syncing: IO-APIC + timer doesn't work!  Boot with apic=debug and send a report.",
+                wrong_host_key_from_round: usize::MAX,
             }
         }
     }
@@ -441,7 +459,9 @@ mod tests {
             }
         }
         fn try_ssh(&mut self, _address: &str) -> Result<(), AttemptFailed> {
-            if self.round > self.ssh_after_round {
+            if self.round > self.wrong_host_key_from_round {
+                Err(AttemptFailed::HostKeyRefused)
+            } else if self.round > self.ssh_after_round {
                 Ok(())
             } else if self.round > self.stops_during_attempt_of_round {
                 Err(AttemptFailed::GuestStopped(self.stopped_state.into()))
@@ -524,6 +544,31 @@ mod tests {
             guest.round, 4,
             "it stopped waiting at the first round after the stop"
         );
+    }
+
+    #[test]
+    fn a_host_key_that_is_not_the_guests_ends_the_wait_at_once_with_its_own_status() {
+        use crate::diagnose::Diagnose;
+        let mut guest = ScriptedGuest {
+            address_after_round: 0,
+            ssh_after_round: 5,
+            wrong_host_key_from_round: 1,
+            ..ScriptedGuest::default()
+        };
+        let error = run(&mut guest, Duration::from_secs(300)).unwrap_err();
+        assert!(
+            matches!(&error, WaitError::HostKeyRefused { address, .. } if address == "192.168.122.50"),
+            "{error:?}"
+        );
+        assert_eq!(guest.round, 2, "no round after the refused key");
+        assert_eq!(
+            error.exit_status(),
+            crate::exit_status::ExitStatus::UntrustedGuest
+        );
+        assert!(error
+            .hint()
+            .unwrap()
+            .contains("trog provision --adopt-host-key www.example.test"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ fn desired(pool: &str) -> DesiredGuest {
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "cd".repeat(32),
+        seed_without_host_key_sha256: "ce".repeat(32),
         data_volume: None,
         boot_fingerprint: "b00t".into(),
         shape_fingerprint: "5hape".into(),

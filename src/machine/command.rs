@@ -175,6 +175,12 @@ pub enum MachineError {
     },
     #[error("cannot reach {host} over SSH: {detail}")]
     Unreachable { host: String, detail: String },
+    /// The host answered with an SSH host key that is not the one trog gave the guest: nothing
+    /// was sent to it.
+    #[error(
+        "{host} answered with a host key that is not the guest's: refused before anything was sent"
+    )]
+    HostKeyRefused { host: String },
     #[error("sudo on {host} wants a password for {user}, and there is no terminal to ask at and none was handed in")]
     SudoNeedsPassword { host: String, user: String },
     #[error("sudo on {host} refused the password handed in for {user}")]
@@ -202,6 +208,7 @@ impl crate::diagnose::Diagnose for MachineError {
             MachineError::SudoNeedsPassword { .. } | MachineError::SudoPasswordRefused { .. } => {
                 crate::exit_status::ExitStatus::Credentials
             }
+            MachineError::HostKeyRefused { .. } => crate::exit_status::ExitStatus::UntrustedGuest,
             _ => crate::exit_status::ExitStatus::Hypervisor,
         }
     }
@@ -213,6 +220,7 @@ impl crate::diagnose::Diagnose for MachineError {
             )),
             MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
             MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
+            MachineError::HostKeyRefused { .. } => Some("another machine may be answering at the guest's address, or the guest's host key was replaced; find out which before anything else. A guest built before trog pinned host keys is taken once with `trog provision --adopt-host-key DOMAIN`".into()),
             _ => None,
         }
     }

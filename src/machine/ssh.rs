@@ -46,10 +46,35 @@ pub enum HostKeys {
     /// The user's own known_hosts and configuration: for hypervisors, which are long-lived hosts
     /// the user already trusts.
     UserKnownHosts,
-    /// A guest that trog has just built: its key is accepted on first contact and remembered in
-    /// this file for the rest of the run, so a change of key mid-run is refused.
-    AcceptNewInto(PathBuf),
+    /// A guest: only the keys in `known_hosts` under `alias` (the host keys trog gave it, kept in
+    /// the secret store); a host answering with any other key is refused before anything is sent.
+    Pinned { known_hosts: PathBuf, alias: String },
+    /// A guest built before trog made host keys, adopted on purpose (`provision
+    /// --adopt-host-key`): whatever key it answers with is taken and written into `known_hosts`
+    /// under `alias`, for trog to read and keep.
+    AdoptInto { known_hosts: PathBuf, alias: String },
 }
+
+/// What ssh says when the host's key is not one the connection accepts.
+const HOST_KEY_REFUSED_MARKERS: [&str; 3] = [
+    "Host key verification failed",
+    "REMOTE HOST IDENTIFICATION HAS CHANGED",
+    "No ED25519 host key is known",
+];
+
+/// Options that keep a guest connection from lending the guest anything of this machine's, and
+/// from taking what the user's ssh_config says for other hosts: given on the command line, they
+/// come before any configuration file (ssh keeps the first value it reads).
+const GUEST_CONNECTION_OPTIONS: [&str; 8] = [
+    "ForwardAgent=no",
+    "ForwardX11=no",
+    "PermitLocalCommand=no",
+    "UpdateHostKeys=no",
+    "CheckHostIP=no",
+    "HashKnownHosts=no",
+    "GlobalKnownHostsFile=/dev/null",
+    "HostKeyAlgorithms=ssh-ed25519",
+];
 
 /// A sudo password handed in for the run. Never printed; only poured into sudo's stdin, and
 /// overwritten with zeros when dropped.
@@ -187,13 +212,23 @@ impl SshMachine {
                 identity.display().to_string(),
             ]);
         }
-        if let HostKeys::AcceptNewInto(known_hosts) = &self.host_keys {
-            options.extend([
-                "-o".into(),
-                "StrictHostKeyChecking=accept-new".into(),
-                "-o".into(),
+        let guest = match &self.host_keys {
+            HostKeys::UserKnownHosts => None,
+            HostKeys::Pinned { known_hosts, alias } => Some(("yes", known_hosts, alias)),
+            HostKeys::AdoptInto { known_hosts, alias } => Some(("accept-new", known_hosts, alias)),
+        };
+        if let Some((strict, known_hosts, alias)) = guest {
+            let mut guest_options = vec![
+                format!("StrictHostKeyChecking={strict}"),
                 format!("UserKnownHostsFile={}", known_hosts.display()),
-            ]);
+                format!("HostKeyAlias={alias}"),
+            ];
+            guest_options.extend(GUEST_CONNECTION_OPTIONS.map(String::from));
+            options.extend(
+                guest_options
+                    .into_iter()
+                    .flat_map(|option| ["-o".to_string(), option]),
+            );
         }
         if let Some(port) = self.target.port {
             options.extend(["-p".into(), port.to_string()]);
@@ -341,6 +376,16 @@ impl Machine for SshMachine {
             watch,
         )?;
         let stderr = String::from_utf8_lossy(&output.stderr);
+        if output.status == Some(SSH_CONNECTION_FAILURE)
+            && !matches!(self.host_keys, HostKeys::UserKnownHosts)
+            && HOST_KEY_REFUSED_MARKERS
+                .iter()
+                .any(|marker| stderr.contains(marker))
+        {
+            return Err(MachineError::HostKeyRefused {
+                host: self.describe(),
+            });
+        }
         if output.status == Some(SSH_CONNECTION_FAILURE) {
             return Err(MachineError::Unreachable {
                 host: self.describe(),
@@ -422,5 +467,60 @@ impl Drop for SshMachine {
         {
             self.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(host_keys: HostKeys) -> Vec<String> {
+        let target = SshTarget {
+            user: Some("admin".into()),
+            host: "192.0.2.10".into(),
+            port: None,
+        };
+        SshMachine::new(target, Some("/run/key".into()), host_keys)
+            .unwrap()
+            .ssh_options()
+    }
+
+    fn has(options: &[String], option: &str) -> bool {
+        options
+            .windows(2)
+            .any(|pair| pair[0] == "-o" && pair[1] == option)
+    }
+
+    #[test]
+    fn a_guest_is_held_to_its_pinned_key_and_lent_nothing() {
+        let pinned = options(HostKeys::Pinned {
+            known_hosts: "/run/trog-key-x/known_hosts".into(),
+            alias: "trog-guest.www.example.test".into(),
+        });
+        for option in [
+            "StrictHostKeyChecking=yes",
+            "UserKnownHostsFile=/run/trog-key-x/known_hosts",
+            "HostKeyAlias=trog-guest.www.example.test",
+            "GlobalKnownHostsFile=/dev/null",
+            "ForwardAgent=no",
+            "ForwardX11=no",
+            "UpdateHostKeys=no",
+            "IdentitiesOnly=yes",
+        ] {
+            assert!(has(&pinned, option), "{option} missing from {pinned:?}");
+        }
+        assert!(!pinned.iter().any(|option| option.contains("accept-new")));
+        let adopting = options(HostKeys::AdoptInto {
+            known_hosts: "/run/trog-key-x/adopted".into(),
+            alias: "trog-guest.www.example.test".into(),
+        });
+        assert!(has(&adopting, "StrictHostKeyChecking=accept-new"));
+        assert!(has(&adopting, "ForwardAgent=no"));
+        // A hypervisor is the user's own host: their known_hosts and configuration decide.
+        let hypervisor = options(HostKeys::UserKnownHosts);
+        assert!(!hypervisor
+            .iter()
+            .any(|option| option.starts_with("StrictHostKeyChecking")
+                || option.starts_with("HostKeyAlias")));
     }
 }

@@ -46,6 +46,10 @@ pub struct DesiredGuest {
     pub seed_volume: String,
     /// sha256 of the seed ISO bytes; the observed seed is compared against it.
     pub seed_sha256: String,
+    /// sha256 of the same seed without the guest's host key, which an observed seed may also
+    /// have: a guest built before trog made host keys keeps the seed it was built from (replacing
+    /// it would restart the guest for nothing: a seed is read on a root disk's first boot only).
+    pub seed_without_host_key_sha256: String,
     pub data_volume: Option<DesiredVolume>,
     pub boot_fingerprint: String,
     pub shape_fingerprint: String,

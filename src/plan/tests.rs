@@ -23,6 +23,7 @@ fn desired() -> DesiredGuest {
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "5eed5eed5eed5eed".into(),
+        seed_without_host_key_sha256: "01d5eed01d5eed".into(),
         data_volume: Some(DesiredVolume {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),
@@ -180,6 +181,27 @@ fn scenarios() {
     scenario("data volume too small, --destroy-data", &small, destroy);
 
     insta::assert_snapshot!(text);
+}
+
+#[test]
+fn a_guest_built_before_host_keys_keeps_its_seed_and_a_changed_seed_is_replaced() {
+    let desired = desired();
+    let mut earlier = converged_observation(&desired);
+    earlier.seed_volume.as_mut().unwrap().sha256 =
+        Some(desired.seed_without_host_key_sha256.clone());
+    let kept = plan(&desired, &earlier, Resolution::default()).unwrap();
+    assert!(kept.actions.is_empty(), "{kept}");
+
+    let mut other = converged_observation(&desired);
+    other.seed_volume.as_mut().unwrap().sha256 = Some("07her".into());
+    let replaced = plan(&desired, &other, Resolution::default()).unwrap();
+    assert!(
+        replaced
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::UploadSeed { .. })),
+        "{replaced}"
+    );
 }
 
 /// What the hypervisor looks like after `plan` ran to the end.

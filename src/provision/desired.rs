@@ -61,6 +61,7 @@ pub fn desired_guest(
         },
         seed_volume: resource_names::seed_volume(domain),
         seed_sha256: generated.seed_iso.sha256_hex.clone(),
+        seed_without_host_key_sha256: generated.seed_iso_without_host_key_sha256.clone(),
         data_volume: data_volume_size(&generated.machine).map(|capacity| DesiredVolume {
             name: resource_names::data_volume(domain),
             capacity,

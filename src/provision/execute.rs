@@ -21,6 +21,7 @@ use crate::libvirt::reservation::reserve_address;
 use crate::lock::{HeldLocks, LockError, LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
+use crate::machine::ssh::HostKeys;
 use crate::machine::ssh::SshMachine;
 use crate::machine::Machine;
 use crate::model::hypervisor::Transport;
@@ -484,11 +485,32 @@ impl GuestSteps for LibvirtSteps<'_> {
         let hypervisor_machine = self.guest.hypervisor_machine;
         let console_path = desired::serial_log_path(&self.prepared.desired.domain);
         let log_domain = self.prepared.desired.domain.clone();
+        let adoption = self.guest.adopt_host_key.then(|| reach::HostKeyAdoption {
+            known_hosts: key.directory().join("adopted_known_hosts"),
+            alias: key.host_key_alias().to_string(),
+            keep: Box::new(move |host_key: &str| {
+                let mut store = inputs
+                    .store
+                    .lock()
+                    .map_err(|_| "the store's lock was poisoned".to_string())?;
+                let store = store
+                    .as_mut()
+                    .ok_or_else(|| "this run did not unlock the secret store".to_string())?;
+                crate::secrets::record_adopted_host_key(store, &inputs.config.domain, host_key)
+                    .map_err(|error| {
+                        format!("cannot keep the adopted host key in the secret store: {error}")
+                    })
+            }),
+        });
         Ok(Box::new(SshProbe {
             source: reach::address_source(connection, inputs, &domain),
             admin_user: inputs.config.settings.admin_user.clone(),
             key_file: key.path().to_path_buf(),
-            known_hosts: key.directory().join("known_hosts"),
+            host_keys: HostKeys::Pinned {
+                known_hosts: key.known_hosts().to_path_buf(),
+                alias: key.host_key_alias().to_string(),
+            },
+            adoption,
             console: Box::new(move || {
                 hypervisor_machine.and_then(|machine| {
                     hypervisor_ops::serial_log(machine, &console_path, console_from)

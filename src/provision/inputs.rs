@@ -39,6 +39,9 @@ pub struct GuestInputs {
     pub generated: GeneratedGuest,
     /// What this run added to the secret store for this guest.
     pub store_additions: StoreAdditions,
+    /// The unlocked store, kept for what a run records in it later: a host key adopted with
+    /// `provision --adopt-host-key`. `None` for verbs that write nothing.
+    pub store: std::sync::Mutex<Option<SecretStore>>,
 }
 
 /// What a run added to the secret store. A run refused before it built anything with them takes
@@ -243,12 +246,19 @@ pub fn generate_guest_inputs(
         &cookbook,
         &site,
         keypair.public_key_openssh(),
+        Some(crate::render::cloud_init::SeedHostKey {
+            private_key_openssh: keypair.host_key().private_key_openssh.clone(),
+            public_key_openssh: keypair.host_key().public_key_openssh.clone(),
+        }),
         &mut StoreLookup {
             store: store.as_ref(),
             path: &paths.secrets_kdbx,
         },
     );
-    drop(store);
+    let store = match store_use {
+        StoreUse::Write(_) => store,
+        StoreUse::ReadOnly => None,
+    };
     let generated = match (generated, store_use) {
         (Ok(generated), _) => generated,
         (Err(error), StoreUse::ReadOnly) => return Err(error.into()),
@@ -274,6 +284,7 @@ pub fn generate_guest_inputs(
         keypair,
         generated,
         store_additions,
+        store: std::sync::Mutex::new(store),
     })
 }
 

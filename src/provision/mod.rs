@@ -40,6 +40,9 @@ pub struct GuestOnHypervisor<'a> {
     pub hypervisor_machine: Option<&'a HypervisorMachine>,
     /// The locks between runs: the base image's upload is made under one.
     pub locks: &'a Locks,
+    /// `provision --adopt-host-key`: a guest built before trog made host keys that answers with
+    /// its own is taken as it is, once, and its key kept.
+    pub adopt_host_key: bool,
 }
 
 /// A plan and what executing it needs, all built before anything is changed.

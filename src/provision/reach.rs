@@ -30,12 +30,27 @@ pub enum AddressSource<'a> {
     Declared(String),
 }
 
-/// Tries the guest's addresses until SSH answers, keeping the connection that did.
+/// Taking the host key of a guest built before trog made host keys, once and on purpose
+/// (`provision --adopt-host-key`).
+pub struct HostKeyAdoption<'a> {
+    /// A file of the run's private directory that the key is taken into.
+    pub known_hosts: PathBuf,
+    /// The name the key is looked up by there ([`crate::secrets::host_key_alias`]).
+    pub alias: String,
+    /// Keeps the key taken (`type base64`) where later runs find it: the secret store.
+    pub keep: Box<dyn FnMut(&str) -> Result<(), String> + 'a>,
+}
+
+/// Tries the guest's addresses until SSH answers with the guest's own host key, keeping the
+/// connection that did.
 pub struct SshProbe<'a> {
     pub source: AddressSource<'a>,
     pub admin_user: String,
     pub key_file: PathBuf,
-    pub known_hosts: PathBuf,
+    /// The host keys the guest may answer with ([`HostKeys::Pinned`]).
+    pub host_keys: HostKeys,
+    /// Set only with `provision --adopt-host-key`.
+    pub adoption: Option<HostKeyAdoption<'a>>,
     /// Reads the guest's serial console on its hypervisor, for the timeout message.
     pub console: Box<dyn FnMut() -> Option<String> + 'a>,
     /// Asks libvirt whether the guest's domain stopped, and why.
@@ -66,15 +81,37 @@ impl GuestProbe for SshProbe<'_> {
             host: address.to_string(),
             port: None,
         };
-        let machine = SshMachine::new(
-            target,
-            Some(self.key_file.clone()),
-            HostKeys::AcceptNewInto(self.known_hosts.clone()),
-        )
-        .map_err(|error| AttemptFailed::NoAnswer(error.to_string()))?;
-        attempt_login(&machine, &mut *self.stopped)?;
-        self.connected = Some(machine);
-        Ok(())
+        let connect = |host_keys: HostKeys| {
+            SshMachine::new(target.clone(), Some(self.key_file.clone()), host_keys)
+                .map_err(|error| AttemptFailed::NoAnswer(error.to_string()))
+        };
+        let machine = connect(self.host_keys.clone())?;
+        match attempt_login(&machine, &mut *self.stopped) {
+            Ok(()) => {
+                self.connected = Some(machine);
+                Ok(())
+            }
+            Err(AttemptFailed::HostKeyRefused) if self.adoption.is_some() => {
+                let adoption = self.adoption.as_mut().expect("checked above");
+                let adopting = connect(HostKeys::AdoptInto {
+                    known_hosts: adoption.known_hosts.clone(),
+                    alias: adoption.alias.clone(),
+                })?;
+                attempt_login(&adopting, &mut *self.stopped)?;
+                let key = taken_host_key(&adoption.known_hosts, &adoption.alias)
+                    .ok_or_else(|| AttemptFailed::NoAnswer("ssh took no host key".into()))?;
+                (adoption.keep)(&key).map_err(AttemptFailed::NoAnswer)?;
+                self.progress.say(&format!(
+                    "adopted the host key {address} answered with ({}), as --adopt-host-key asked: it is accepted from now on, beside the one trog made, until the guest's next root disk",
+                    key_fingerprint(&key)
+                ));
+                // Taken once: a second refusal within this run is a refusal.
+                self.adoption = None;
+                self.connected = Some(adopting);
+                Ok(())
+            }
+            Err(other) => Err(other),
+        }
     }
 
     fn console(&mut self) -> Option<String> {
@@ -121,8 +158,31 @@ pub fn attempt_login(
         Ok(output) => Err(AttemptFailed::NoAnswer(
             String::from_utf8_lossy(&output.stderr).trim().to_string(),
         )),
+        Err(crate::machine::MachineError::HostKeyRefused { .. }) => {
+            Err(AttemptFailed::HostKeyRefused)
+        }
         Err(error) => Err(AttemptFailed::NoAnswer(error.to_string())),
     }
+}
+
+/// The key (`type base64`) ssh wrote into `known_hosts` under `alias`.
+pub fn taken_host_key(known_hosts: &std::path::Path, alias: &str) -> Option<String> {
+    let text = std::fs::read_to_string(known_hosts).ok()?;
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next()? == alias).then(|| {
+            let kind = words.next()?;
+            let key = words.next()?;
+            Some(format!("{kind} {key}"))
+        })?
+    })
+}
+
+/// A key's SHA256 fingerprint as OpenSSH prints it, or the key itself when it cannot be read.
+fn key_fingerprint(key: &str) -> String {
+    ssh_key::PublicKey::from_openssh(key)
+        .map(|key| key.fingerprint(ssh_key::HashAlg::Sha256).to_string())
+        .unwrap_or_else(|_| key.to_string())
 }
 
 /// Where a guest's address comes from: its static address (`ips`, written by hand or handed out
@@ -163,6 +223,22 @@ mod tests {
             Err(AttemptFailed::GuestStopped("shut off (crashed)".into()))
         );
         assert_eq!(clock.passed(), Duration::from_millis(3500));
+    }
+
+    #[test]
+    fn the_key_ssh_took_is_read_back_by_its_alias() {
+        let directory = tempfile::tempdir().unwrap();
+        let file = directory.path().join("known_hosts");
+        std::fs::write(
+            &file,
+            "other ssh-ed25519 AAAAother\ntrog-guest.www.example.test ssh-ed25519 AAAAC3Nza taken\n",
+        )
+        .unwrap();
+        assert_eq!(
+            taken_host_key(&file, "trog-guest.www.example.test").as_deref(),
+            Some("ssh-ed25519 AAAAC3Nza")
+        );
+        assert_eq!(taken_host_key(&file, "trog-guest.db.example.test"), None);
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct ProvisionRequest {
     pub answer_timeout: Duration,
     /// Where verified base images are kept on this machine.
     pub image_cache: PathBuf,
+    /// A guest built before trog made host keys is taken with the key it answers with, once.
+    pub adopt_host_key: bool,
 }
 
 /// One guest's placement and plan, as shown before anything is done.
@@ -227,6 +229,7 @@ fn converge_each(
             connection: &opened.connection,
             hypervisor_machine: opened.machine.as_ref(),
             locks,
+            adopt_host_key: request.adopt_host_key,
         };
         check_reachable(&on_hypervisor)?;
         // A dry run changes nothing, so it plans from what is there without waiting for a run

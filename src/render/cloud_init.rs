@@ -12,6 +12,13 @@ use serde_json::{json, Map, Value};
 mod modules;
 mod network;
 
+/// The guest's SSH host key, as the seed installs it (cloud-init's `ssh_keys`).
+#[derive(Debug, Clone)]
+pub struct SeedHostKey {
+    pub private_key_openssh: crate::credentials::Secret,
+    pub public_key_openssh: String,
+}
+
 /// Everything the seed is made from, already validated by the configuration layer.
 #[derive(Debug, Clone, Serialize)]
 pub struct SeedInput {
@@ -49,14 +56,36 @@ pub struct SeedInput {
     pub gateway: Option<String>,
     pub resolvers: Vec<String>,
     pub search_domains: Vec<String>,
+    /// The host key trog made for the guest; `None` renders the seed trog made before it made
+    /// host keys (the guest's image or cloud-init then makes one).
+    #[serde(skip)]
+    pub host_key: Option<SeedHostKey>,
 }
 
-/// The rendered seed files.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The rendered seed files. `user_data` may hold the guest's private host key: its Debug leaves
+/// the file out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SeedFiles {
     pub user_data: String,
     pub meta_data: String,
     pub network_config: String,
+    /// The user-data as it is without the host key: what the seed's identity (its instance id,
+    /// and the provision fingerprint) is taken from, so that a host key added to a guest built
+    /// before trog made them is not a change of its boot inputs.
+    pub user_data_without_host_key: String,
+}
+
+impl std::fmt::Debug for SeedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeedFiles")
+            .field(
+                "user_data",
+                &format_args!("<{} bytes>", self.user_data.len()),
+            )
+            .field("meta_data", &self.meta_data)
+            .field("network_config", &self.network_config)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,12 +117,19 @@ fn to_yaml(file: &'static str, value: &Value) -> Result<String, CloudInitError> 
 pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
     use sha2::{Digest, Sha256};
     let networkd = network::networkd_file(input);
-    let user_data = format!(
-        "#cloud-config\n{}",
-        to_yaml("user-data", &user_data(input, networkd.as_ref()))?
-    );
+    let document = user_data(input, networkd.as_ref());
+    let user_data_without_host_key = format!("#cloud-config\n{}", to_yaml("user-data", &document)?);
+    let user_data = match &input.host_key {
+        None => user_data_without_host_key.clone(),
+        Some(host_key) => format!(
+            "#cloud-config\n{}",
+            to_yaml("user-data", &with_host_key(document, host_key))?
+        ),
+    };
     let network_config = to_yaml("network-config", &network::network_config(input))?;
-    let digest = hex::encode(Sha256::digest(format!("{user_data}\0{network_config}")));
+    let digest = hex::encode(Sha256::digest(format!(
+        "{user_data_without_host_key}\0{network_config}"
+    )));
     let instance_id = format!("trog-{}-{}", input.fqdn, &digest[..16]);
     // Local mode: the network stage's modules (the name, the users and their keys, the host keys,
     // the files) run in cloud-init's local stage, before the network is brought up. trog's networkd
@@ -111,7 +147,29 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
         user_data,
         meta_data,
         network_config,
+        user_data_without_host_key,
     })
+}
+
+/// `document` with the guest's host key in it: the image's own host keys (every guest of one
+/// image would share them) are deleted, trog's is written, and no other is made (cloud-init makes
+/// only the listed types whose file is missing, and trog's Ed25519 file is there), so sshd answers
+/// with the one key trog pins.
+fn with_host_key(document: Value, host_key: &SeedHostKey) -> Value {
+    let Value::Object(mut document) = document else {
+        return document;
+    };
+    document.insert(
+        "ssh_keys".into(),
+        json!({
+            "ed25519_private": host_key.private_key_openssh.expose(),
+            "ed25519_public": host_key.public_key_openssh,
+        }),
+    );
+    document.insert("ssh_deletekeys".into(), json!(true));
+    document.insert("ssh_genkeytypes".into(), json!(["ed25519"]));
+    // The module lists stay as they were: `ssh` runs on every trog seed.
+    Value::Object(document)
 }
 
 /// The apt settings a guest installs its packages with: nothing a package only recommends, and
@@ -258,7 +316,45 @@ mod tests {
             gateway: Some("192.0.2.1".into()),
             resolvers: vec!["192.0.2.1".into()],
             search_domains: vec!["example.test".into()],
+            host_key: None,
         }
+    }
+
+    fn host_key() -> SeedHostKey {
+        SeedHostKey {
+            private_key_openssh: crate::credentials::Secret::new(
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nexample\n-----END OPENSSH PRIVATE KEY-----\n",
+            ),
+            public_key_openssh: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyExample".into(),
+        }
+    }
+
+    #[test]
+    fn the_host_key_is_installed_alone_and_leaves_the_seeds_identity_as_it_was() {
+        let without = render_seed(&example()).unwrap();
+        let mut input = example();
+        input.host_key = Some(host_key());
+        let with = render_seed(&input).unwrap();
+        let user_data: Value = serde_saphyr::from_str(&with.user_data).unwrap();
+        assert_eq!(
+            user_data["ssh_keys"]["ed25519_public"],
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyExample"
+        );
+        assert!(user_data["ssh_keys"]["ed25519_private"]
+            .as_str()
+            .unwrap()
+            .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----\n"));
+        assert_eq!(user_data["ssh_deletekeys"], true);
+        assert_eq!(user_data["ssh_genkeytypes"], json!(["ed25519"]));
+        assert!(user_data["cloud_init_modules"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("ssh")));
+        // The same instance id and identity as the seed without it.
+        assert_eq!(with.meta_data, without.meta_data);
+        assert_eq!(with.user_data_without_host_key, without.user_data);
+        assert_eq!(without.user_data_without_host_key, without.user_data);
+        assert!(!format!("{with:?}").contains("PRIVATE KEY"));
     }
 
     #[test]

@@ -20,10 +20,20 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// A guest's private key in a private file, removed with its directory on drop.
+/// The name a guest's host keys are looked up by in its known_hosts file (OpenSSH's
+/// `HostKeyAlias`): the guest's name, not its address, so the pin holds at whatever address the
+/// guest answers and a key pinned for one guest is never taken for another's.
+pub fn host_key_alias(domain: &str) -> String {
+    format!("trog-guest.{domain}")
+}
+
+/// A guest's private key in a private file, removed with its directory on drop; beside it, the
+/// known_hosts file that pins the guest's host keys.
 #[derive(Debug)]
 pub struct PrivateKeyFile {
     path: PathBuf,
+    known_hosts: PathBuf,
+    host_key_alias: String,
     // Dropped after `Drop::drop` has emptied the file: removes the directory and the file.
     directory: tempfile::TempDir,
 }
@@ -65,7 +75,37 @@ impl PrivateKeyFile {
         file.write_all(keypair.private_key_openssh().expose().as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(|source| failed(&path, source))?;
-        Ok(PrivateKeyFile { path, directory })
+        let host_key_alias = host_key_alias(keypair.domain().as_str());
+        let known_hosts = directory.path().join("known_hosts");
+        let lines: String = keypair
+            .accepted_host_keys()
+            .iter()
+            .map(|key| format!("{host_key_alias} {key}\n"))
+            .collect();
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&known_hosts)
+            .and_then(|mut file| file.write_all(lines.as_bytes()))
+            .map_err(|source| failed(&known_hosts, source))?;
+        Ok(PrivateKeyFile {
+            path,
+            known_hosts,
+            host_key_alias,
+            directory,
+        })
+    }
+
+    /// The known_hosts file holding the host keys the guest may answer with, under
+    /// [`PrivateKeyFile::host_key_alias`].
+    pub fn known_hosts(&self) -> &Path {
+        &self.known_hosts
+    }
+
+    /// The name the guest's host keys are pinned under.
+    pub fn host_key_alias(&self) -> &str {
+        &self.host_key_alias
     }
 
     /// The file to give OpenSSH (`-i`, `IdentityFile`).
@@ -146,6 +186,31 @@ mod tests {
         assert!(!path.exists());
         assert!(!directory.exists());
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_guests_host_keys_are_pinned_beside_the_key_under_its_name() {
+        let store_directory = tempfile::tempdir().unwrap();
+        let keypair = keypair(store_directory.path());
+        let parent = tempfile::tempdir().unwrap();
+        let key_file = PrivateKeyFile::write_in(parent.path(), &keypair).unwrap();
+        assert_eq!(key_file.host_key_alias(), "trog-guest.www.example.test");
+        assert_eq!(key_file.known_hosts().parent(), Some(key_file.directory()));
+        assert_eq!(
+            std::fs::read_to_string(key_file.known_hosts()).unwrap(),
+            format!(
+                "trog-guest.www.example.test {}\n",
+                keypair.host_key().public_key_openssh
+            )
+        );
+        assert_eq!(
+            std::fs::metadata(key_file.known_hosts())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
     }
 
     #[test]

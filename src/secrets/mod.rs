@@ -17,10 +17,10 @@ pub mod store;
 mod store_file;
 
 pub use error::{SecretsError, UnlockKey};
-pub use key_file::PrivateKeyFile;
+pub use key_file::{host_key_alias, PrivateKeyFile};
 pub use keypair::{
-    guest_keypair, guest_keypair_entry, stored_keypair, unsaved_guest_keypair, GuestKeypair,
-    KeypairOrigin,
+    guest_keypair, guest_keypair_entry, record_adopted_host_key, stored_keypair,
+    unsaved_guest_keypair, GuestHostKey, GuestKeypair, KeypairOrigin,
 };
 pub use reference::{EntryPath, FieldName, ReferenceError, SecretReference};
 pub use store::{Protection, SecretStore, StoreKdf};

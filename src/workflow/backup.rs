@@ -229,12 +229,19 @@ fn reach_guest(
                 port: None,
             },
             Some(key.path().to_path_buf()),
-            HostKeys::AcceptNewInto(key.directory().join("known_hosts")),
+            HostKeys::Pinned {
+                known_hosts: key.known_hosts().to_path_buf(),
+                alias: key.host_key_alias().to_string(),
+            },
         )?;
         let probe = MachineCommand::new(["true"]).timeout(SSH_ATTEMPT_TIMEOUT);
         match machine.run(&probe) {
             Ok(output) if output.status == Some(0) => return Ok((machine, key)),
             Ok(output) => why = String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            // Not another address to try: what answered is not the guest, and gets nothing.
+            Err(refused @ crate::machine::MachineError::HostKeyRefused { .. }) => {
+                return Err(refused.into())
+            }
             Err(error) => why = error.to_string(),
         }
     }

@@ -100,6 +100,7 @@ pub fn guest_status(
         connection: &opened.connection,
         hypervisor_machine: None,
         locks,
+        adopt_host_key: false,
     };
     let pending: Vec<String> = match prepare(&on_hypervisor, Resolution::default()) {
         Ok(prepared) => prepared

@@ -6,11 +6,13 @@
 //! and converges without duplicates, while a second
 //! run of the same guest waits for its lock and then finds it converged; a third
 //! run finds nothing to do and `bin/status` says converged; `bin/destroy` leaves nothing of the
-//! guest behind but its data volume, which `--purge` removes too; nothing any of it printed,
+//! guest behind but its data volume, which `--purge` removes too; the guest answers with the host
+//! key trog made, and another key at its address gets nothing (host_keys.rs); nothing any of it printed,
 //! logged or planned holds a secret (secret_scan.rs). The `--json` events of a real provision
 //! and of the destroy are pinned by snapshots (json_pins.rs).
 
 mod backups;
+mod host_keys;
 mod json_pins;
 mod kill_chain;
 mod secret_scan;
@@ -485,6 +487,9 @@ fn provision_converge_and_destroy_a_real_guest() {
         text(&status.stdout),
         format!("{domain}: on local, converged\n")
     );
+
+    // 3a. The guest is trusted by the host key trog gave it, and nothing else is.
+    host_keys::only_the_guests_own_host_key_is_trusted(&installation, &address);
 
     // 3b. Backed up, destroyed and built again: the backup is back on the new root disk.
     let address = backups::survive_destroy(&installation, &address);

@@ -39,6 +39,13 @@ fn the_private_key_is_written_nowhere_but_the_store() {
     installation.new_config(STATIC_GUEST, &installation.out("static"));
     let mut store = installation.open_store();
     let mut private_key_lines = Vec::new();
+    let mut host_key_lines = Vec::new();
+    let key_lines = |key: &str| -> Vec<String> {
+        key.lines()
+            .filter(|line| !line.starts_with("-----"))
+            .map(str::to_string)
+            .collect()
+    };
     for fqdn in ["example.test", STATIC_GUEST] {
         let keypair = guest_keypair(
             &mut store,
@@ -47,30 +54,45 @@ fn the_private_key_is_written_nowhere_but_the_store() {
         )
         .unwrap();
         assert_eq!(keypair.origin(), trog::secrets::KeypairOrigin::Stored);
-        private_key_lines.extend(
-            keypair
-                .private_key_openssh()
-                .expose()
-                .lines()
-                .filter(|line| !line.starts_with("-----"))
-                .map(str::to_string),
-        );
+        private_key_lines.extend(key_lines(keypair.private_key_openssh().expose()));
+        host_key_lines.extend(key_lines(keypair.host_key().private_key_openssh.expose()));
     }
-    assert!(!private_key_lines.is_empty());
+    // Every unencrypted OpenSSH key of one type begins with the same line (the format's header):
+    // only the lines that are a login key's own say anything.
+    private_key_lines.retain(|line| !host_key_lines.contains(line));
+    assert!(!private_key_lines.is_empty() && !host_key_lines.is_empty());
     let written = everything_written(&installation);
     assert!(written.iter().any(|(name, _)| name.contains("recipes.d")));
+    let mut seeds_with_the_host_key = 0;
     for (name, bytes) in &written {
-        assert!(
-            !contains(bytes, b"PRIVATE KEY"),
-            "{name} holds a private key"
-        );
         for line in &private_key_lines {
             assert!(
                 !contains(bytes, line.as_bytes()),
-                "{name} holds part of a private key"
+                "{name} holds part of a login's private key"
+            );
+        }
+        // The guest's own host key goes where the guest gets it from, its seed, and nowhere else.
+        let in_seed = name.contains("/seed/") || name.ends_with("seed.iso");
+        let holds_host_key = host_key_lines
+            .iter()
+            .any(|line| contains(bytes, line.as_bytes()));
+        if in_seed && holds_host_key {
+            seeds_with_the_host_key += 1;
+            let mode = std::fs::metadata(name)
+                .map(|metadata| std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()))
+                .unwrap_or(0o600);
+            assert_eq!(mode & 0o077, 0, "{name} is readable by others: {mode:o}");
+        } else {
+            assert!(
+                !contains(bytes, b"PRIVATE KEY") && !holds_host_key,
+                "{name} holds a private key"
             );
         }
     }
+    assert!(
+        seeds_with_the_host_key >= 2,
+        "each guest's seed carries its host key"
+    );
 }
 
 /// The guest's public key as keepassxc-cli reads it from the store.
@@ -122,7 +144,7 @@ fn user_data_carries_the_public_key_the_store_holds() {
     let user_data = read(&out.join("seed/user-data"));
     let keys: Vec<&str> = user_data
         .lines()
-        .filter(|line| line.contains("ssh-ed25519"))
+        .filter(|line| line.contains("ssh-ed25519") && !line.contains("ed25519_public"))
         .map(|line| line.trim().trim_start_matches("- "))
         .collect();
     assert_eq!(keys, [by_keepassxc.as_str()], "{user_data}");

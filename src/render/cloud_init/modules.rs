@@ -87,7 +87,17 @@ const MODULES: &[Module] = &[
     ),
     module("users_groups", Stage::Network, false, &["users"]),
     // The host keys are made here, and the admin's key authorized: sshd needs both.
-    module("ssh", Stage::Network, true, &["disable_root"]),
+    module(
+        "ssh",
+        Stage::Network,
+        true,
+        &[
+            "disable_root",
+            "ssh_keys",
+            "ssh_deletekeys",
+            "ssh_genkeytypes",
+        ],
+    ),
     // Before the network, in local mode: a guest of static addresses has its network
     // configuration among the files.
     module("write_files", Stage::Network, false, &["write_files"]),

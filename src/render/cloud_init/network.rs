@@ -157,6 +157,7 @@ mod tests {
             gateway: Some("192.0.2.1".into()),
             resolvers: vec!["192.0.2.1".into(), "192.0.2.2".into()],
             search_domains: vec!["example.test".into(), "example.org".into()],
+            host_key: None,
         }
     }
 
