@@ -2,10 +2,12 @@
 //! build's binary, `dpkg -i` installs it on this machine, and the installed pieces are checked (a
 //! man page per verb, completions, recipes under /usr/share/trog). Then the installed
 //! `contrib/reprovision` (the web button of docs/INTEGRATION.md) runs the INSTALLED `trog`, from
-//! another folder and without `TROG_RECIPES`, with the passphrase piped from a root-only file:
-//! one real guest is provisioned from the offline test image, the script's stream of events and
-//! its outcome for the user are checked, a misnamed guest's outcome too, then the guest is
-//! destroyed and the package removed.
+//! another folder and without `TROG_RECIPES`, with the passphrase piped from a root-only file,
+//! its settings read from /etc/trog/reprovision.conf and none from its caller's environment (which
+//! names another trog and installation): one real guest is provisioned from the offline test
+//! image, the script's stream of events and its outcome for the user are checked, a misnamed
+//! guest's outcome too, a name that is not a guest's and a settings file others may write are
+//! refused, then the guest is destroyed and the package removed.
 
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
@@ -73,22 +75,57 @@ fn write_installation(dir: &Path, domain: &str, pool: &str, mirror_url: &str) {
     .unwrap();
 }
 
-/// Runs the installed reprovision script from `cwd`: its JSON lines and exit status.
-fn reprovision(
-    cwd: &Path,
-    installation: &Path,
-    credentials: &Path,
-    domain: &str,
-) -> (Vec<serde_json::Value>, Option<i32>, String) {
+/// Where the reprovision script reads its settings: the only way to give it any.
+const SCRIPT_SETTINGS: &str = "/etc/trog/reprovision.conf";
+
+/// The script's settings file for this test, removed (and any earlier one put back) when dropped.
+struct ScriptSettings {
+    earlier: Option<Vec<u8>>,
+}
+
+impl ScriptSettings {
+    fn write(installation: &Path, credentials: &Path) -> ScriptSettings {
+        let earlier = std::fs::read(SCRIPT_SETTINGS).ok();
+        std::fs::create_dir_all("/etc/trog").unwrap();
+        std::fs::write(
+            SCRIPT_SETTINGS,
+            format!(
+                "# tests/installed\ninstallation = {}\ncredentials = {}\ntrog = {INSTALLED_TROG}\ncache = {}\n",
+                installation.display(),
+                credentials.display(),
+                installation.join("cache").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(SCRIPT_SETTINGS, std::fs::Permissions::from_mode(0o644)).unwrap();
+        ScriptSettings { earlier }
+    }
+}
+
+impl Drop for ScriptSettings {
+    fn drop(&mut self) {
+        match &self.earlier {
+            Some(bytes) => std::fs::write(SCRIPT_SETTINGS, bytes).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(SCRIPT_SETTINGS);
+                let _ = std::fs::remove_dir("/etc/trog");
+            }
+        }
+    }
+}
+
+/// Runs the installed reprovision script from `cwd`, as a web application whose environment names
+/// another trog and another installation would: the script takes neither. Its JSON lines and exit
+/// status.
+fn reprovision(cwd: &Path, domain: &str) -> (Vec<serde_json::Value>, Option<i32>, String) {
     let output = Command::new(INSTALLED_SCRIPT)
         .arg(domain)
         .current_dir(cwd)
         .env_remove("TROG_RECIPES")
-        .env_remove("TROG")
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("TROG_PROVISIONER_CONFIG", installation)
-        .env("TROG_CREDENTIALS_FILE", credentials)
-        .env("XDG_CACHE_HOME", installation.join("cache"))
+        .env("TROG", "/bin/false")
+        .env("TROG_PROVISIONER_CONFIG", "/nonexistent/installation")
+        .env("TROG_CREDENTIALS_FILE", "/nonexistent/credentials")
+        .env("PATH", "/nonexistent")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -212,7 +249,8 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
     std::fs::write(&credentials, format!("keepass: {PASSPHRASE}\n\n")).unwrap();
     std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600)).unwrap();
 
-    let (events, status, stderr) = reprovision(elsewhere.path(), config, &credentials, &domain);
+    let settings = ScriptSettings::write(config, &credentials);
+    let (events, status, stderr) = reprovision(elsewhere.path(), &domain);
     assert_eq!(status, Some(0), "{events:#?}\n{stderr}");
     let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
     assert!(names.contains(&"plan"), "{names:?}");
@@ -241,12 +279,7 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
 
     // A guest the installation does not declare: an error event, and an outcome that sends the
     // user to an administrator rather than to the button again.
-    let (events, status, _) = reprovision(
-        elsewhere.path(),
-        config,
-        &credentials,
-        &format!("missing-{unique}.test"),
-    );
+    let (events, status, _) = reprovision(elsewhere.path(), &format!("missing-{unique}.test"));
     assert_eq!(status, Some(3), "{events:#?}");
     assert!(
         events.iter().any(|event| event["event"] == "error"),
@@ -259,6 +292,16 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
         outcome_seen["detail"].as_str().unwrap().contains("hint:"),
         "{outcome_seen}"
     );
+
+    // A name that is not a guest's never reaches trog; settings another user could write are
+    // refused.
+    let (_, status, stderr) = reprovision(elsewhere.path(), "--help");
+    assert_eq!(status, Some(2), "{stderr}");
+    std::fs::set_permissions(SCRIPT_SETTINGS, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (events, status, _) = reprovision(elsewhere.path(), &domain);
+    assert_eq!(status, Some(2), "{events:#?}");
+    assert_eq!(outcome(&events)["outcome"], "internal_error");
+    drop(settings);
 
     // 4. The installed trog destroys the guest; the package goes when `_package` is dropped.
     let destroyed = Command::new(INSTALLED_TROG)
