@@ -39,6 +39,10 @@ pub struct ProvisionArgs {
     /// Without a terminal, confirms --destroy-data (on a terminal the volume's name is retyped).
     #[arg(long)]
     pub yes: bool,
+    /// Make a new secret store: its file is lost for good, and every guest gets a new key (its
+    /// plan then shows a new root disk). Refused when the store is there.
+    #[arg(long)]
+    pub new_secret_store: bool,
     /// Seconds each hypervisor has to answer when the fleet is observed.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
     pub timeout: u64,
@@ -95,6 +99,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             std::env::var("XDG_CACHE_HOME").ok().as_deref(),
             std::env::var("HOME").ok().as_deref(),
         ),
+        new_secret_store: args.new_secret_store,
     };
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
