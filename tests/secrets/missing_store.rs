@@ -264,7 +264,7 @@ fn a_store_link_to_nothing_is_refused_not_replaced() {
         let refused = provision(root.path(), args);
         assert_eq!(refused.status.code(), Some(11), "{}", said(&refused));
         assert!(
-            said(&refused).contains(&format!("which is not there")),
+            said(&refused).contains("which is not there"),
             "{}",
             said(&refused)
         );
