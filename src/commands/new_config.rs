@@ -11,6 +11,7 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
 use crate::provision::inputs::{domain_argument, load_guest_inputs, StoreUse};
+use crate::provision::store_guard::NewStorePermit;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -78,7 +79,12 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         &global.installation_paths(),
         &domain,
         &mut credentials,
-        StoreUse::Write(&global.locks("new_config")),
+        // new_config asks no hypervisor, so it cannot tell whether the installation has guests:
+        // it makes a missing store as it always has (docs/CONFIGURATION.md, "The secret store").
+        StoreUse::WriteOrCreate(
+            &global.locks("new_config"),
+            NewStorePermit::without_asking_the_fleet(),
+        ),
         AddressPolicy::ReadOnly,
     )?;
     let generated = &inputs.generated;

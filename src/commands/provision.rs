@@ -43,6 +43,10 @@ pub struct ProvisionArgs {
     /// accept it from then on (trog's own key replaces it with the guest's next root disk).
     #[arg(long)]
     pub adopt_host_key: bool,
+    /// Make a new secret store: its file is lost for good, and every guest gets a new key (its
+    /// plan then shows a new root disk). Refused when the store is there.
+    #[arg(long)]
+    pub new_secret_store: bool,
     /// Seconds each hypervisor has to answer when the fleet is observed.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
     pub timeout: u64,
@@ -100,6 +104,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             std::env::var("HOME").ok().as_deref(),
         ),
         adopt_host_key: args.adopt_host_key,
+        new_secret_store: args.new_secret_store,
     };
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;

@@ -14,20 +14,37 @@ use crate::generate::{
 };
 use crate::lock::Locks;
 use crate::model::names::DomainName;
+use crate::provision::store_guard::NewStorePermit;
 use crate::secrets::{
-    guest_keypair, guest_keypair_entry, stored_keypair, unsaved_guest_keypair, EntryPath,
-    FieldName, GuestKeypair, KeypairOrigin, SecretStore, SecretsError, StoreKdf,
+    guest_keypair, guest_keypair_entry, store_presence, stored_keypair, unsaved_guest_keypair,
+    EntryPath, FieldName, GuestKeypair, KeypairOrigin, SecretStore, SecretsError, StoreKdf,
+    StorePresence, WhenAbsent,
 };
 use std::path::{Path, PathBuf};
 
-/// Whether the verb may write the secret store (create it, or a guest's key in it), under the
+/// Whether the verb may write the secret store (a guest's key in it, or a new store), under the
 /// store's writer lock. Verbs that change nothing (`status`, `provision --dry-run`) write nothing;
 /// a guest without a key is then generated with one kept nowhere
 /// ([`KeypairOrigin::Unsaved`](crate::secrets::KeypairOrigin)).
 #[derive(Debug, Clone, Copy)]
 pub enum StoreUse<'a> {
+    /// Write into the store that is there; a missing one is refused.
     Write(&'a Locks),
+    /// Write, making the store first when there is none: only with the permit
+    /// [`check_store`](crate::provision::store_guard::check_store) gives after asking the fleet
+    /// (or when the user asked for a new store).
+    WriteOrCreate(&'a Locks, NewStorePermit),
     ReadOnly,
+}
+
+impl<'a> StoreUse<'a> {
+    /// The writer lock's place and wait, when the store may be written.
+    fn writer_locks(self) -> Option<&'a Locks> {
+        match self {
+            StoreUse::Write(locks) | StoreUse::WriteOrCreate(locks, _) => Some(locks),
+            StoreUse::ReadOnly => None,
+        }
+    }
 }
 
 /// A guest's configuration and everything generated from it.
@@ -138,14 +155,18 @@ fn store_and_keypair(
 ) -> Result<(Option<SecretStore>, GuestKeypair, StoreAdditions), SecretsError> {
     let key_file = key_file(paths, config);
     let domain = &config.domain;
-    match store_use {
-        StoreUse::Write(locks) => {
-            let store_was_there = paths.secrets_kdbx.exists();
+    let when_absent = match store_use {
+        StoreUse::WriteOrCreate(..) => WhenAbsent::Create(StoreKdf::RECOMMENDED),
+        StoreUse::Write(_) | StoreUse::ReadOnly => WhenAbsent::Refuse,
+    };
+    match store_use.writer_locks() {
+        Some(locks) => {
+            let store_was_there = store_presence(&paths.secrets_kdbx)? == StorePresence::Present;
             let mut store = SecretStore::unlock_with(
                 &paths.secrets_kdbx,
                 key_file.as_deref(),
                 credentials,
-                StoreKdf::RECOMMENDED,
+                when_absent,
                 locks,
             )?;
             let keypair = guest_keypair(&mut store, domain, &mut rand::rngs::OsRng)?;
@@ -155,7 +176,7 @@ fn store_and_keypair(
             };
             Ok((Some(store), keypair, added))
         }
-        StoreUse::ReadOnly => {
+        None => {
             let store =
                 SecretStore::open_existing(&paths.secrets_kdbx, key_file.as_deref(), credentials)?;
             let stored = match &store {
@@ -255,14 +276,14 @@ pub fn generate_guest_inputs(
             path: &paths.secrets_kdbx,
         },
     );
-    let store = match store_use {
-        StoreUse::Write(_) => store,
-        StoreUse::ReadOnly => None,
+    let store = match store_use.writer_locks() {
+        Some(_) => store,
+        None => None,
     };
-    let generated = match (generated, store_use) {
+    let generated = match (generated, store_use.writer_locks()) {
         (Ok(generated), _) => generated,
-        (Err(error), StoreUse::ReadOnly) => return Err(error.into()),
-        (Err(error), StoreUse::Write(locks)) => {
+        (Err(error), None) => return Err(error.into()),
+        (Err(error), Some(locks)) => {
             // Refused: what this run put in the store for the guest goes again.
             let key_file = key_file(&paths, &config);
             if let Err(undo) = take_back(

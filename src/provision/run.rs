@@ -23,6 +23,7 @@ use crate::provision::inputs::{
     generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
     GuestInputs, StoreAdditions, StoreUse,
 };
+use crate::provision::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::provision::{
     check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
 };
@@ -48,6 +49,9 @@ pub struct ProvisionRequest {
     pub image_cache: PathBuf,
     /// A guest built before trog made host keys is taken with the key it answers with, once.
     pub adopt_host_key: bool,
+    /// `--new-secret-store`: make a new secret store, though the installation may have guests
+    /// (their keys are then new, and their plans show it). Refused when a store is there.
+    pub new_secret_store: bool,
 }
 
 /// One guest's placement and plan, as shown before anything is done.
@@ -104,11 +108,6 @@ pub fn provision_guests(
 ) -> Result<(), Failure> {
     // What can be refused without the store is refused before it is unlocked, so a refused
     // first run leaves no store and no key behind.
-    let (addresses, store_use) = if request.dry_run {
-        (AddressPolicy::ReadOnly, StoreUse::ReadOnly)
-    } else {
-        (AddressPolicy::Record, StoreUse::Write(locks))
-    };
     let configured: Vec<GuestConfigured> = request
         .domains
         .iter()
@@ -153,6 +152,39 @@ pub fn provision_guests(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Before anything is written (ips.db, the store, a lock file): a missing store is made only
+    // when the installation has no guests, or on --new-secret-store. A dry run asks only what it asks anyway (`--hypervisor` names one): it writes nothing, and
+    // one elsewhere that hangs must not delay it. A real run may make the store, a decision for
+    // the whole installation, so it asks every hypervisor.
+    let asked = match &request.hypervisor {
+        Some(name) if request.dry_run => fleet
+            .fleet
+            .hypervisors
+            .iter()
+            .find(|hypervisor| &hypervisor.name == name)
+            .map(|hypervisor| fleet.narrowed_to(hypervisor)),
+        _ => None,
+    };
+    let store_check = match check_store(
+        paths,
+        asked.as_ref().unwrap_or(&fleet),
+        request.new_secret_store,
+        request.answer_timeout,
+    ) {
+        Ok(check) => Some(check),
+        // A dry run writes nothing and makes no store, so a hypervisor that cannot be asked does
+        // not stop it (the real run refuses); guests found do, as they would make its plan a lie.
+        Err(StoreGuardError::FleetNotAsked { .. }) if request.dry_run => None,
+        Err(error) => return Err(error.into()),
+    };
+    let (addresses, store_use) = match (request.dry_run, store_check) {
+        (true, _) | (false, None) => (AddressPolicy::ReadOnly, StoreUse::ReadOnly),
+        (false, Some(StoreCheck::Present)) => (AddressPolicy::Record, StoreUse::Write(locks)),
+        (false, Some(StoreCheck::MayCreate(permit))) => (
+            AddressPolicy::Record,
+            StoreUse::WriteOrCreate(locks, permit),
+        ),
+    };
     let mut guests: Vec<GuestInputs> = Vec::new();
     for guest in configured {
         match generate_guest_inputs(guest, credentials, store_use, addresses) {

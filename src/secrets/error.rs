@@ -32,6 +32,12 @@ pub enum SecretsError {
     #[error("the secret store {} is not a file", .path.display())]
     NotAFile { path: PathBuf },
 
+    #[error("the secret store {} is a link to {}, which is not there", .path.display(), .target.display())]
+    DanglingLink { path: PathBuf, target: PathBuf },
+
+    #[error("the secret store {} does not exist", .path.display())]
+    StoreMissing { path: PathBuf },
+
     #[error("the secret store {} is larger than {} MiB, far more than any store trog writes", .path.display(), .limit / (1024 * 1024))]
     TooLarge { path: PathBuf, limit: u64 },
 
@@ -127,6 +133,8 @@ impl Diagnose for SecretsError {
             | SecretsError::FieldMissing { .. } => ExitStatus::Configuration,
             SecretsError::OpenStore { .. }
             | SecretsError::NotAFile { .. }
+            | SecretsError::DanglingLink { .. }
+            | SecretsError::StoreMissing { .. }
             | SecretsError::TooLarge { .. } => ExitStatus::DamagedStore,
             SecretsError::ReadStore { .. }
             | SecretsError::StoreExists { .. }
@@ -144,8 +152,8 @@ impl Diagnose for SecretsError {
             SecretsError::Credentials(error) => error.hint(),
             SecretsError::Locked(error) => error.hint(),
             SecretsError::ReadKeyFile { .. } => Some(
-                "the `keepass_key_file` setting in recipes.yaml names it; check the path and that \
-                 this user may read it"
+                "the `keepass_key_file` setting in recipes.yaml names it; check the path, that it \
+                 is a regular file (not a pipe or a device) and that this user may read it"
                     .to_string(),
             ),
             SecretsError::KeyFileNotPrivate { path, .. } => Some(format!(
@@ -155,13 +163,26 @@ impl Diagnose for SecretsError {
             SecretsError::WrongKey { path, used } => Some(used.hint(path)),
             SecretsError::OpenStore { path, .. } => Some(format!(
                 "see what `keepassxc-cli db-info {}` says about it; trog reads KDBX 3.1 and 4 files \
-                 protected by a passphrase, a key file or both. Restore it from a backup, or move it \
-                 away to have a new store made (the guests' SSH keys in it are then lost)",
+                 protected by a passphrase, a key file or both. Restore it from a backup; if it is \
+                 truly lost, move it away and make a new store with `trog provision \
+                 --new-secret-store DOMAIN` (the guests' SSH keys in it are then lost)",
                 path.display()
             )),
             SecretsError::NotAFile { path } | SecretsError::TooLarge { path, .. } => Some(format!(
-                "{} must be the KeePass file trog writes; restore it from a backup, or move it away \
-                 to have a new store made",
+                "{} must be the KeePass file trog writes; restore it from a backup (trog never \
+                 replaces it); if the store is truly lost, move it away and make a new one with \
+                 `trog provision --new-secret-store DOMAIN` (every guest then gets a new key)",
+                path.display()
+            )),
+            SecretsError::DanglingLink { path, target } => Some(format!(
+                "put the store back at {} (a disk not mounted?), or point {} at where it is now",
+                target.display(),
+                path.display()
+            )),
+            SecretsError::StoreMissing { path } => Some(format!(
+                "restore {} from a backup, or check that TROG_PROVISIONER_CONFIG names this \
+                 installation; if the store is truly lost, `trog provision --new-secret-store \
+                 DOMAIN` makes a new one (every guest then gets a new key)",
                 path.display()
             )),
             SecretsError::StoreExists { path } => {

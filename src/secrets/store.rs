@@ -5,10 +5,15 @@
 //!   back as KDBX 4 with its cipher and KDF kept, which KeePassXC reads as before.
 //! - When the file is absent, [`SecretStore::unlock`] creates it (asking for the new passphrase
 //!   twice when it is typed) with Argon2id as the KDF ([`StoreKdf::RECOMMENDED`]), so a store trog
-//!   made resists guessing as well as one KeePassXC made.
+//!   made resists guessing as well as one KeePassXC made. [`SecretStore::unlock_with`] creates
+//!   one only when told to ([`WhenAbsent::Create`]): a missing store is the installation's
+//!   guests' keys lost, and whether a new one may be made is decided by the caller, which asks
+//!   the fleet (`provision::store_guard`). Only a path with nothing at it is absent: a link to a
+//!   file that is gone, a folder or a pipe is refused, never replaced.
 //! - Saving is atomic: the new file is written beside the old one, synced, renamed over it, and
 //!   the directory synced; a crash leaves the old store or the new one, never half of one. The file
-//!   is always mode 0600.
+//!   is always mode 0600. A store reached through a symbolic link is written beside the link's
+//!   target, and the link stays.
 //! - Entries are addressed by [`EntryPath`] (`Group/Sub/Entry`) and [`FieldName`]; names match
 //!   exactly, and two groups or entries of the same name in one place are an error rather than a
 //!   guess.
@@ -28,7 +33,10 @@
 use super::error::{SecretsError, UnlockKey};
 use super::reference::{EntryPath, FieldName, SecretReference};
 pub use super::store_file::MAX_STORE_BYTES;
-use super::store_file::{is_wrong_passphrase, read_key_file, read_store_file, write_atomically};
+use super::store_file::{
+    is_wrong_passphrase, read_key_file, read_store_file, store_presence, write_atomically,
+    StorePresence,
+};
 use crate::credentials::{CredentialName, CredentialSource, CredentialsError, Prompter, Secret};
 use crate::lock::{lock_dir_for_store, Locks, Subject, DEFAULT_LOCK_WAIT};
 use keepass::config::{DatabaseVersion, KdfConfig};
@@ -70,6 +78,15 @@ impl StoreKdf {
 pub enum Protection {
     Protected,
     Plain,
+}
+
+/// What [`SecretStore::unlock_with`] does when there is no store at its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenAbsent {
+    /// Refuse ([`SecretsError::StoreMissing`]): the verb may not decide that a new store is right.
+    Refuse,
+    /// Make a new store with this key derivation.
+    Create(StoreKdf),
 }
 
 /// KDBX 4.1, the version new files and upgraded 3.1 files are written in.
@@ -126,23 +143,29 @@ impl SecretStore {
         kdf_for_a_new_store: StoreKdf,
     ) -> Result<SecretStore, SecretsError> {
         let locks = default_locks(path);
-        SecretStore::unlock_with(path, None, credentials, kdf_for_a_new_store, &locks)
+        let when_absent = WhenAbsent::Create(kdf_for_a_new_store);
+        SecretStore::unlock_with(path, None, credentials, when_absent, &locks)
     }
 
     /// [`unlock`](SecretStore::unlock), with the installation's key file when it names one and
     /// the run's `locks`: creating the store and every later [`update`](SecretStore::update)
-    /// wait for another writer as long as the run's `--wait` says, no longer.
+    /// wait for another writer as long as the run's `--wait` says, no longer. A missing store is
+    /// created only when `when_absent` says so.
     pub fn unlock_with<P: Prompter>(
         path: &Path,
         key_file: Option<&Path>,
         credentials: &mut CredentialSource<P>,
-        kdf_for_a_new_store: StoreKdf,
+        when_absent: WhenAbsent,
         locks: &Locks,
     ) -> Result<SecretStore, SecretsError> {
+        let presence = store_presence(path)?;
         let key_file = key_file
             .map(|file| read_key_file(file).map(|bytes| (file.to_path_buf(), bytes)))
             .transpose()?;
-        if !path.exists() {
+        if presence == StorePresence::Absent {
+            let WhenAbsent::Create(kdf_for_a_new_store) = when_absent else {
+                return Err(SecretsError::StoreMissing { path: path.into() });
+            };
             let purpose = format!("to create the new secret store {}", path.display());
             let passphrase = match key_file {
                 Some(_) if !credentials.was_handed_in(CredentialName::Keepass) => None,
@@ -174,10 +197,11 @@ impl SecretStore {
         key_file: Option<&Path>,
         credentials: &mut CredentialSource<P>,
     ) -> Result<Option<SecretStore>, SecretsError> {
+        let presence = store_presence(path)?;
         let key_file = key_file
             .map(|file| read_key_file(file).map(|bytes| (file.to_path_buf(), bytes)))
             .transpose()?;
-        if !path.exists() {
+        if presence == StorePresence::Absent {
             return Ok(None);
         }
         SecretStore::unlock_file(path, key_file, credentials).map(Some)
@@ -298,7 +322,7 @@ impl SecretStore {
         locks: Locks,
     ) -> Result<SecretStore, SecretsError> {
         let _writer = locks.acquire(&Subject::SecretStore, &mut announce)?;
-        if path.exists() {
+        if store_presence(path)? == StorePresence::Present {
             return Err(SecretsError::StoreExists { path: path.into() });
         }
         let mut database = Database::new();

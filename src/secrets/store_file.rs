@@ -3,6 +3,7 @@
 //! database itself (groups, entries, the writer lock) is `store`'s.
 
 use super::error::SecretsError;
+use crate::config::bounded_read::read_bounded;
 use keepass::config::DatabaseVersion;
 use keepass::db::DatabaseOpenError;
 use keepass::Database;
@@ -10,8 +11,14 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// The key file's contents, refused when anyone but its owner may read it: it alone may unlock
-/// the store.
+/// The largest key file trog reads: KeePassXC's are an XML file of a few hundred bytes (or 32 to
+/// 64 raw bytes); a path that leads to a huge file, a device or a pipe is a mistake, refused
+/// rather than read without end or waited on forever.
+pub const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// The key file's contents, refused when anyone but its owner may read it (it alone may unlock
+/// the store), when it is not a regular file (a FIFO nobody writes would hang the run; a device
+/// has no end) or when it is larger than [`MAX_KEY_FILE_BYTES`].
 pub(super) fn read_key_file(path: &Path) -> Result<zeroize::Zeroizing<Vec<u8>>, SecretsError> {
     let fail = |source| SecretsError::ReadKeyFile {
         path: path.into(),
@@ -24,9 +31,51 @@ pub(super) fn read_key_file(path: &Path) -> Result<zeroize::Zeroizing<Vec<u8>>, 
             mode: mode & 0o777,
         });
     }
-    std::fs::read(path)
+    read_bounded(path, MAX_KEY_FILE_BYTES)
         .map(zeroize::Zeroizing::new)
         .map_err(fail)
+}
+
+/// What is at the store's path, told before anything is unlocked, created or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorePresence {
+    /// A regular file (or a link to one): the store, to be opened.
+    Present,
+    /// Nothing at all: no file and no link.
+    Absent,
+}
+
+/// Whether the store is there. Only a path with nothing at it is absent: a link whose target is
+/// gone (a moved or unmounted store), a path that cannot be looked at (a folder this user may not
+/// enter) and anything but a regular file are refused, so that none of them is ever taken for a
+/// missing store and replaced by a new one.
+pub fn store_presence(path: &Path) -> Result<StorePresence, SecretsError> {
+    match std::fs::symlink_metadata(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(StorePresence::Absent)
+        }
+        Err(source) => {
+            return Err(SecretsError::ReadStore {
+                path: path.into(),
+                source,
+            })
+        }
+        Ok(_) => {}
+    }
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_file() => Ok(StorePresence::Present),
+        Ok(_) => Err(SecretsError::NotAFile { path: path.into() }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            Err(SecretsError::DanglingLink {
+                path: path.into(),
+                target: std::fs::read_link(path).unwrap_or_default(),
+            })
+        }
+        Err(source) => Err(SecretsError::ReadStore {
+            path: path.into(),
+            source,
+        }),
+    }
 }
 
 /// The largest store file trog reads: a store of thousands of guests' keys is well under a
@@ -86,13 +135,24 @@ pub(super) fn is_wrong_passphrase(error: &DatabaseOpenError, file: &[u8]) -> boo
 /// Replaces `path` with `bytes` so that a crash at any moment leaves either the old file or the
 /// new one: a temporary file in the same directory (a rename is atomic only within a file
 /// system), created 0600, synced, renamed over `path`, then the directory synced so the rename
-/// itself survives a power cut.
+/// itself survives a power cut. When `path` is a symbolic link (a store kept elsewhere, on an
+/// encrypted or backed-up disk), the file it leads to is replaced, in its own directory, and the
+/// link stays as it was: renaming over the link itself would put a plain file in its place and
+/// leave the real store behind, stale.
 pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let directory = match path.parent() {
+    let is_link = std::fs::symlink_metadata(path)
+        .map(|metadata| metadata.file_type().is_symlink())
+        .unwrap_or(false);
+    let target = if is_link {
+        std::fs::canonicalize(path)?
+    } else {
+        path.to_path_buf()
+    };
+    let directory = match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let file_name = path
+    let file_name = target
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -103,7 +163,7 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
         .tempfile_in(directory)?;
     temporary.write_all(bytes)?;
     temporary.as_file().sync_all()?;
-    temporary.persist(path).map_err(|error| error.error)?;
+    temporary.persist(&target).map_err(|error| error.error)?;
     std::fs::File::open(directory)?.sync_all()
 }
 
@@ -150,5 +210,83 @@ mod tests {
             2,
             "the temporary file is removed"
         );
+    }
+
+    #[test]
+    fn a_write_through_a_link_replaces_its_target_and_keeps_the_link() {
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("real.kdbx");
+        std::fs::write(&target, b"old").unwrap();
+        let installation = tempfile::tempdir().unwrap();
+        let link = installation.path().join("secrets.kdbx");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomically(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_link(&link).unwrap(), target);
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1);
+        assert_eq!(std::fs::read_dir(installation.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn only_a_path_with_nothing_at_it_is_an_absent_store() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("secrets.kdbx");
+        assert_eq!(store_presence(&path).unwrap(), StorePresence::Absent);
+        std::os::unix::fs::symlink(directory.path().join("moved.kdbx"), &path).unwrap();
+        assert!(
+            matches!(
+                store_presence(&path),
+                Err(SecretsError::DanglingLink { .. })
+            ),
+            "a link to a store that is gone"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(matches!(
+            store_presence(&path),
+            Err(SecretsError::NotAFile { .. })
+        ));
+        std::fs::remove_dir(&path).unwrap();
+        make_fifo(&path);
+        assert!(matches!(
+            store_presence(&path),
+            Err(SecretsError::NotAFile { .. })
+        ));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"x").unwrap();
+        assert_eq!(store_presence(&path).unwrap(), StorePresence::Present);
+    }
+
+    #[test]
+    fn a_key_file_that_is_a_fifo_is_refused_at_once() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("store.keyx");
+        make_fifo(&path);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Nobody writes the FIFO: a read would wait forever.
+        let error = read_key_file(&path).unwrap_err();
+        assert!(
+            matches!(&error, SecretsError::ReadKeyFile { .. }),
+            "{error:?}"
+        );
+        let large = directory.path().join("large.keyx");
+        std::fs::write(&large, vec![b'k'; MAX_KEY_FILE_BYTES as usize + 1]).unwrap();
+        std::fs::set_permissions(&large, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read_key_file(&large).is_err());
+    }
+
+    fn make_fifo(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
     }
 }

@@ -3,6 +3,7 @@
 //! `ssh-keygen`. Passphrases go to the tools on their standard input, never on a command line.
 
 mod key_file_unlock;
+mod missing_store;
 mod refused_run;
 
 use rand::rngs::StdRng;
@@ -20,7 +21,7 @@ use trog::exit_status::ExitStatus;
 use trog::model::names::DomainName;
 use trog::secrets::{
     guest_keypair, EntryPath, FieldName, KeypairOrigin, PrivateKeyFile, Protection,
-    SecretReference, SecretStore, SecretsError, StoreKdf, UnlockKey,
+    SecretReference, SecretStore, SecretsError, StoreKdf, UnlockKey, WhenAbsent,
 };
 
 const PASSPHRASE: &str = "correct horse battery staple";
@@ -383,8 +384,9 @@ fn creating_the_store_waits_for_another_writer_only_as_long_as_the_run_says() {
         "provision",
     );
     let started = std::time::Instant::now();
-    let error = SecretStore::unlock_with(&path, None, &mut credentials, quick_kdf(), &this_run)
-        .unwrap_err();
+    let create = WhenAbsent::Create(quick_kdf());
+    let error =
+        SecretStore::unlock_with(&path, None, &mut credentials, create, &this_run).unwrap_err();
     // The run's one second, not the 900 s default: anything near a minute means the default.
     assert!(
         started.elapsed() < Duration::from_secs(60),
