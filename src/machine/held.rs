@@ -55,12 +55,14 @@ pub fn start_held(
 ) -> Result<HeldCommand, MachineError> {
     let mut child = spawn_with_output_piped(program, args, Stdio::piped())?;
     let mut stdin = child.stdin.take();
-    if let Some(pipe) = stdin.as_mut() {
-        if !prefix.is_empty() {
-            // A line; the pipe's buffer takes it whole without blocking.
-            let _ = pipe.write_all(prefix).and_then(|_| pipe.flush());
+    // A line; the pipe's buffer takes it whole without blocking, unless the command has already
+    // ended (ssh that could not connect), which is reported below once it is known how.
+    let refused = match stdin.as_mut() {
+        Some(pipe) if !prefix.is_empty() => {
+            pipe.write_all(prefix).and_then(|()| pipe.flush()).err()
         }
-    }
+        _ => None,
+    };
     let (sender, lines) = mpsc::channel();
     if let Some(stdout) = child.stdout.take() {
         std::thread::spawn(move || {
@@ -79,14 +81,18 @@ pub fn start_held(
             bytes
         })
     });
-    Ok(HeldCommand {
+    let mut held = HeldCommand {
         child,
         stdin,
         lines,
         stderr,
         host: host.to_string(),
         command_line: command_line.to_string(),
-    })
+    };
+    match refused {
+        None => Ok(held),
+        Some(source) => Err(held.refused_input(source)),
+    }
 }
 
 impl HeldCommand {
@@ -113,6 +119,22 @@ impl HeldCommand {
             command: self.command_line.clone(),
             status,
             stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+        }
+    }
+
+    /// The command did not take what was written to its input: it ended first. Its failure
+    /// (status and standard error) says why when it failed; a command that exited 0 without
+    /// reading its input is reported as such.
+    fn refused_input(&mut self, source: std::io::Error) -> MachineError {
+        match self.ended() {
+            MachineError::Failed {
+                status: Some(0), ..
+            } => MachineError::InputUnread {
+                host: self.host.clone(),
+                command: self.command_line.clone(),
+                source,
+            },
+            failed => failed,
         }
     }
 
@@ -144,5 +166,40 @@ impl HeldCommand {
 impl Drop for HeldCommand {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More than a pipe's buffer, so the write is still going when the command ends.
+    fn large_prefix() -> Vec<u8> {
+        vec![b'x'; 4 << 20]
+    }
+
+    #[test]
+    fn a_command_that_ends_without_reading_its_input_is_an_error_not_a_signal() {
+        let error = start_held("true", &[], &large_prefix(), "this machine", "true").unwrap_err();
+        assert!(
+            matches!(&error, MachineError::InputUnread { host, command, .. } if host == "this machine" && command == "true"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_command_that_failed_before_reading_its_input_says_why() {
+        let error = start_held(
+            "sh",
+            &["-c".into(), "echo no route >&2; exit 255".into()],
+            &large_prefix(),
+            "this machine",
+            "sh -c …",
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, MachineError::Failed { status: Some(255), stderr, .. } if stderr == "no route"),
+            "{error}"
+        );
     }
 }
