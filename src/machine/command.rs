@@ -194,6 +194,13 @@ pub enum MachineError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot keep the output of `{command}` on {host}")]
+    KeepOutput {
+        host: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot exchange data with `{command}` on {host}")]
     Pipe {
         host: String,
@@ -220,6 +227,7 @@ impl crate::diagnose::Diagnose for MachineError {
             )),
             MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
             MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
+            MachineError::KeepOutput { .. } => Some("check the free space and permissions where it is written (for a backup, `backup_dir`)".into()),
             MachineError::InputUnread { .. } => Some("the command ended early without saying why (a full disk, a dropped link, a script that stopped); run it again, or look at the host".into()),
             _ => None,
         }

@@ -6,7 +6,7 @@
 use crate::machine::command::MachineError;
 use crate::machine::process::spawn_with_output_piped;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -15,12 +15,20 @@ use std::time::{Duration, Instant};
 const END_GRACE: Duration = Duration::from_secs(10);
 /// How often an ending command is checked for having ended.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How much of a streamed output is read at once, and how many such pieces may wait for the
+/// sink: together the most of it ever held in memory (4 MiB), whatever its size. A backup of a
+/// site is gigabytes; a piece this size keeps a slow disk and a fast link both busy.
+pub const STREAM_CHUNK_BYTES: usize = 256 * 1024;
+const STREAM_CHUNKS_WAITING: usize = 16;
 
 /// A running command; see the module documentation.
 pub struct HeldCommand {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    /// Its output, until it is read line by line ([`HeldCommand::next_line`]) or streamed
+    /// ([`HeldCommand::stream_output`]).
+    stdout: Option<ChildStdout>,
+    lines: Option<Receiver<String>>,
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
     host: String,
     command_line: String,
@@ -63,17 +71,7 @@ pub fn start_held(
         }
         _ => None,
     };
-    let (sender, lines) = mpsc::channel();
-    if let Some(stdout) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    let stdout = child.stdout.take();
     let stderr = child.stderr.take().map(|mut pipe| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -84,7 +82,8 @@ pub fn start_held(
     let mut held = HeldCommand {
         child,
         stdin,
-        lines,
+        stdout,
+        lines: None,
         stderr,
         host: host.to_string(),
         command_line: command_line.to_string(),
@@ -99,11 +98,69 @@ impl HeldCommand {
     /// The next line of its output, waiting at most `within`. A command that ended is an error
     /// carrying its status and what it said on its standard error.
     pub fn next_line(&mut self, within: Duration) -> Result<NextLine, MachineError> {
-        match self.lines.recv_timeout(within) {
+        let lines = self
+            .lines
+            .get_or_insert_with(|| read_lines(self.stdout.take()));
+        match lines.recv_timeout(within) {
             Ok(line) => Ok(NextLine::Line(line)),
             Err(RecvTimeoutError::Timeout) => Ok(NextLine::Silent),
             Err(RecvTimeoutError::Disconnected) => Err(self.ended()),
         }
+    }
+
+    /// Closes its input and pours its standard output into `sink` as it comes, until it ends or
+    /// `timeout` passes; at most [`STREAM_CHUNK_BYTES`] × 16 of it is in memory at any time.
+    /// Its exit status is the caller's to judge (with its standard error), as with
+    /// [`crate::machine::Machine::run`].
+    pub fn stream_output(
+        mut self,
+        sink: &mut dyn Write,
+        timeout: Duration,
+    ) -> Result<StreamedOutput, MachineError> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + timeout;
+        let chunks = read_chunks(self.stdout.take());
+        loop {
+            match chunks.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Ok(chunk)) => {
+                    if let Err(source) = sink.write_all(&chunk) {
+                        let _ = self.child.kill();
+                        return Err(MachineError::KeepOutput {
+                            host: self.host.clone(),
+                            command: self.command_line.clone(),
+                            source,
+                        });
+                    }
+                }
+                Ok(Err(source)) => {
+                    let _ = self.child.kill();
+                    return Err(MachineError::Pipe {
+                        host: self.host.clone(),
+                        command: self.command_line.clone(),
+                        source,
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    return Err(MachineError::TimedOut {
+                        host: self.host.clone(),
+                        command: self.command_line.clone(),
+                        timeout,
+                    });
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let status = self.stop();
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|reader| reader.join().ok())
+            .unwrap_or_default();
+        Ok(StreamedOutput {
+            status,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        })
     }
 
     /// The command ended on its own (its output closed): waits for it, briefly, and reports it.
@@ -163,6 +220,54 @@ impl HeldCommand {
     }
 }
 
+/// What a command whose output was streamed left besides it.
+#[derive(Debug, Clone)]
+pub struct StreamedOutput {
+    pub status: Option<i32>,
+    pub stderr: String,
+}
+
+/// `stdout`'s lines, read by a thread of their own as they come; the channel disconnects when
+/// it closes.
+fn read_lines(stdout: Option<ChildStdout>) -> Receiver<String> {
+    let (sender, lines) = mpsc::channel();
+    if let Some(stdout) = stdout {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    lines
+}
+
+/// `stdout`'s bytes in pieces, read by a thread of their own no further ahead of the reader of
+/// the channel than [`STREAM_CHUNKS_WAITING`] pieces; it disconnects when the pipe closes.
+fn read_chunks(stdout: Option<ChildStdout>) -> Receiver<std::io::Result<Vec<u8>>> {
+    let (sender, chunks) = mpsc::sync_channel(STREAM_CHUNKS_WAITING);
+    if let Some(mut stdout) = stdout {
+        std::thread::spawn(move || loop {
+            let mut chunk = vec![0u8; STREAM_CHUNK_BYTES];
+            let sent = match stdout.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(read) => {
+                    chunk.truncate(read);
+                    sender.send(Ok(chunk))
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => sender.send(Err(error)),
+            };
+            if sent.is_err() {
+                break;
+            }
+        });
+    }
+    chunks
+}
+
 impl Drop for HeldCommand {
     fn drop(&mut self) {
         self.stop();
@@ -201,5 +306,77 @@ mod tests {
             matches!(&error, MachineError::Failed { status: Some(255), stderr, .. } if stderr == "no route"),
             "{error}"
         );
+    }
+
+    /// A sink that keeps nothing but counts: what a stream holds in memory is the stream's.
+    #[derive(Default)]
+    struct Counting {
+        total: usize,
+        writes: usize,
+        largest_write: usize,
+        refuse: bool,
+    }
+
+    impl Write for Counting {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.refuse {
+                return Err(std::io::ErrorKind::StorageFull.into());
+            }
+            self.total += bytes.len();
+            self.writes += 1;
+            self.largest_write = self.largest_write.max(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn start_script(script: &str) -> HeldCommand {
+        start_held(
+            "sh",
+            &["-c".into(), script.into()],
+            &[],
+            "this machine",
+            "sh -c …",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_streamed_output_reaches_the_sink_in_bounded_pieces() {
+        let mut sink = Counting::default();
+        let output = start_script("head -c 8388608 /dev/zero; echo done >&2; exit 1")
+            .stream_output(&mut sink, Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(sink.total, 8 << 20);
+        assert!(
+            sink.largest_write <= STREAM_CHUNK_BYTES,
+            "{}",
+            sink.largest_write
+        );
+        assert!(
+            sink.writes >= (8 << 20) / STREAM_CHUNK_BYTES,
+            "{}",
+            sink.writes
+        );
+        assert_eq!(output.status, Some(1));
+        assert_eq!(output.stderr, "done\n");
+    }
+
+    #[test]
+    fn a_stream_stops_at_its_deadline_or_when_its_sink_refuses() {
+        let error = start_script("sleep 30")
+            .stream_output(&mut Counting::default(), Duration::from_millis(200))
+            .unwrap_err();
+        assert!(matches!(error, MachineError::TimedOut { .. }), "{error}");
+        let mut full = Counting {
+            refuse: true,
+            ..Counting::default()
+        };
+        let error = start_script("head -c 1000000 /dev/zero")
+            .stream_output(&mut full, Duration::from_secs(60))
+            .unwrap_err();
+        assert!(matches!(error, MachineError::KeepOutput { .. }), "{error}");
     }
 }
