@@ -3,18 +3,20 @@
 use clap::Parser;
 
 fn main() {
-    // Output piped into `head` or a closed socket ends the program quietly, as it does for any
-    // Unix tool, instead of panicking on a write to a closed pipe.
-    // SAFETY: restoring the default disposition of a signal, before any thread is started.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    // SIGPIPE stays ignored, as Rust leaves it: a command on the far side of a pipe that stops
+    // reading (ssh to a host whose pool is full, a link that drops) is then an error trog
+    // reports and cleans up after, not a signal that kills it mid-step. A reader of trog's own
+    // output that goes away (`trog recipes | head -1`) is handled where trog prints
+    // (`output::print`): the run goes on quietly and ends with its own status.
     let cli = match trog::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => trog::report::exit_on_bad_command_line(error),
     };
     let json = cli.global.json;
-    let status = match trog::cli::run(cli) {
+    let status = match trog::cli::run(cli).and_then(|status| {
+        trog::output::print::finish_stdout()?;
+        Ok(status)
+    }) {
         Ok(status) => status,
         Err(failure) => {
             trog::report::report_failure(&failure, json);

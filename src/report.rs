@@ -9,7 +9,7 @@ use crate::output::events::{emit, ErrorEvent, Event};
 /// Reports the failure on stderr (for people and cron's mail) and, with `--json`, as the run's
 /// last event on stdout.
 pub fn report_failure(failure: &Failure, json: bool) {
-    eprint!("{}", failure.render());
+    crate::err!("{}", failure.render());
     if json {
         emit(&Event::Error(ErrorEvent::of(failure)));
     }

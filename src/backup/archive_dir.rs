@@ -8,6 +8,7 @@ use crate::backup::{
 };
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
+use flate2::write::GzEncoder;
 use flate2::{Compression, GzBuilder};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -92,7 +93,9 @@ fn write_private(path: &Path, contents: &[u8]) -> Result<(), ArchiveDirError> {
     std::fs::rename(&temporary, path).map_err(write_error(path))
 }
 
-/// The deterministic gzip of `tar`: no time, no file name in its header, a fixed level.
+/// The deterministic gzip of `tar`, as [`GuestBackups::begin`] writes it: no time, no file name
+/// in its header, a fixed level.
+#[cfg(test)]
 pub fn compress(tar: &[u8]) -> Vec<u8> {
     let mut encoder = GzBuilder::new()
         .mtime(0)
@@ -114,13 +117,25 @@ impl GuestBackups {
         self.folder.join(format!("{stem}{ARCHIVE_SUFFIX}"))
     }
 
-    /// Writes a backup named `stem`: the archive (`tar` compressed), its sha256 and `recipes`.
+    /// Writes a backup named `stem` whose tar is `tar`, held in memory (see [`Self::begin`]).
     pub fn write(
         &self,
         stem: &str,
         tar: &[u8],
         recipes: &str,
     ) -> Result<WrittenArchive, ArchiveDirError> {
+        let mut pending = self.begin(stem)?;
+        pending
+            .write_all(tar)
+            .map_err(write_error(&pending.temporary))?;
+        pending.finish(recipes)
+    }
+
+    /// Starts the backup named `stem`: the tar written into the returned [`PendingArchive`] is
+    /// compressed and digested as it comes, into a private temporary file in the folder, so an
+    /// archive of any size takes no more memory than gzip's window; nothing has the archive's
+    /// name until [`PendingArchive::finish`].
+    pub fn begin(&self, stem: &str) -> Result<PendingArchive, ArchiveDirError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -130,22 +145,35 @@ impl GuestBackups {
         if archive.exists() {
             return Err(ArchiveDirError::Exists { path: archive });
         }
-        let compressed = compress(tar);
-        let sha256 = hex::encode(Sha256::digest(&compressed));
-        write_private(
-            &self.folder.join(format!("{stem}{DIGEST_SUFFIX}")),
-            format!("{sha256}  {stem}{ARCHIVE_SUFFIX}\n").as_bytes(),
-        )?;
-        write_private(
-            &self.folder.join(format!("{stem}{RECIPES_SUFFIX}")),
-            recipes.as_bytes(),
-        )?;
-        // Last: an archive under its own name is whole, with its digest beside it.
-        write_private(&archive, &compressed)?;
-        Ok(WrittenArchive {
+        // Not a name `write_private` gives the digest's and the recipes' temporary files.
+        let temporary = self.folder.join(format!("{stem}.archive.trog-partial"));
+        // What a run that was killed left: this stem's archive was never finished.
+        match std::fs::remove_file(&temporary) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                return Err(write_error(&temporary)(error))
+            }
+            _ => {}
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .map_err(write_error(&temporary))?;
+        let encoder = GzBuilder::new().mtime(0).write(
+            Digesting {
+                file,
+                digest: Sha256::new(),
+                bytes: 0,
+            },
+            Compression::new(BACKUP_GZIP_LEVEL),
+        );
+        Ok(PendingArchive {
+            folder: self.folder.clone(),
+            stem: stem.to_string(),
             archive,
-            sha256,
-            bytes: compressed.len() as u64,
+            temporary,
+            encoder: Some(encoder),
         })
     }
 
@@ -209,6 +237,91 @@ impl GuestBackups {
     }
 }
 
+/// A file being written that digests what passes through it.
+struct Digesting {
+    file: std::fs::File,
+    digest: Sha256,
+    bytes: u64,
+}
+
+impl Write for Digesting {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.file.write(bytes)?;
+        self.digest.update(&bytes[..written]);
+        self.bytes += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// A backup being written: the tar written into it is compressed into a temporary file in the
+/// guest's folder; [`PendingArchive::finish`] gives it its name, and dropping it unfinished
+/// deletes the temporary file.
+pub struct PendingArchive {
+    folder: PathBuf,
+    stem: String,
+    archive: PathBuf,
+    temporary: PathBuf,
+    encoder: Option<GzEncoder<Digesting>>,
+}
+
+impl Write for PendingArchive {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.encoder.as_mut() {
+            Some(encoder) => encoder.write(bytes),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.encoder.as_mut() {
+            Some(encoder) => encoder.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl PendingArchive {
+    /// Ends the archive and files it: its sha256 and `recipes` beside it first, then the archive
+    /// under its own name, so an archive under its name is whole with its digest beside it.
+    pub fn finish(mut self, recipes: &str) -> Result<WrittenArchive, ArchiveDirError> {
+        let encoder = self.encoder.take().expect("finished once");
+        let Digesting {
+            file,
+            digest,
+            bytes,
+        } = encoder.finish().map_err(write_error(&self.temporary))?;
+        file.sync_all().map_err(write_error(&self.temporary))?;
+        let sha256 = hex::encode(digest.finalize());
+        let stem = &self.stem;
+        write_private(
+            &self.folder.join(format!("{stem}{DIGEST_SUFFIX}")),
+            format!("{sha256}  {stem}{ARCHIVE_SUFFIX}\n").as_bytes(),
+        )?;
+        write_private(
+            &self.folder.join(format!("{stem}{RECIPES_SUFFIX}")),
+            recipes.as_bytes(),
+        )?;
+        std::fs::rename(&self.temporary, &self.archive).map_err(write_error(&self.archive))?;
+        Ok(WrittenArchive {
+            archive: self.archive.clone(),
+            sha256,
+            bytes,
+        })
+    }
+}
+
+impl Drop for PendingArchive {
+    fn drop(&mut self) {
+        if self.encoder.is_some() {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
+
 /// What a sweep deleted, and what it could not.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct SweepOutcome {
@@ -216,26 +329,37 @@ pub struct SweepOutcome {
     pub left: Vec<(PathBuf, String)>,
 }
 
-/// Reads the archive at `path` and checks it against the sha256 file beside it.
-pub fn read_verified(path: &Path) -> Result<Vec<u8>, ArchiveDirError> {
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|source| ArchiveDirError::Read {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    let bytes = read(path)?;
-    let digest_file = PathBuf::from(format!(
-        "{}{}",
-        path.display().to_string().trim_end_matches(ARCHIVE_SUFFIX),
-        DIGEST_SUFFIX
-    ));
-    let expected = String::from_utf8_lossy(&read(&digest_file)?)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let found = hex::encode(Sha256::digest(&bytes));
+/// The file beside an archive that ends in `suffix` instead.
+fn beside(archive: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!(
+        "{}{suffix}",
+        archive
+            .display()
+            .to_string()
+            .trim_end_matches(ARCHIVE_SUFFIX),
+    ))
+}
+
+fn read_error(path: &Path) -> impl FnOnce(std::io::Error) -> ArchiveDirError + '_ {
+    move |source| ArchiveDirError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Checks the archive at `path` against the sha256 file beside it, reading it as a stream.
+pub fn verify(path: &Path) -> Result<(), ArchiveDirError> {
+    let digest_file = beside(path, DIGEST_SUFFIX);
+    let expected =
+        String::from_utf8_lossy(&std::fs::read(&digest_file).map_err(read_error(&digest_file))?)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+    let mut digest = Sha256::new();
+    let mut file = std::fs::File::open(path).map_err(read_error(path))?;
+    std::io::copy(&mut file, &mut digest).map_err(read_error(path))?;
+    let found = hex::encode(digest.finalize());
     if expected != found {
         return Err(ArchiveDirError::DigestMismatch {
             path: path.to_path_buf(),
@@ -243,7 +367,18 @@ pub fn read_verified(path: &Path) -> Result<Vec<u8>, ArchiveDirError> {
             found,
         });
     }
-    Ok(bytes)
+    Ok(())
+}
+
+/// The paths the backup at `archive` recorded (its recipes file: `recipe path` lines), each as
+/// written there.
+pub fn recorded_paths(archive: &Path) -> Result<Vec<String>, ArchiveDirError> {
+    let file = beside(archive, RECIPES_SUFFIX);
+    let text = std::fs::read_to_string(&file).map_err(read_error(&file))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_once(' ').map(|(_, path)| path.to_string()))
+        .collect())
 }
 
 /// The guest folders in `backup_dir` (none when it does not exist), sorted.
@@ -303,10 +438,12 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(folder_mode & 0o777, 0o700);
+        verify(&written.archive).unwrap();
         assert_eq!(
-            read_verified(&written.archive).unwrap(),
+            std::fs::read(&written.archive).unwrap(),
             compress(b"tar bytes")
         );
+        assert_eq!(recorded_paths(&written.archive).unwrap(), ["/srv/site"]);
         // The same tar gives the same archive.
         assert_eq!(compress(b"tar bytes"), compress(b"tar bytes"));
         assert!(matches!(
@@ -315,9 +452,53 @@ mod tests {
         ));
         std::fs::write(&written.archive, b"changed").unwrap();
         assert!(matches!(
-            read_verified(&written.archive),
+            verify(&written.archive),
             Err(ArchiveDirError::DigestMismatch { .. })
         ));
+    }
+
+    /// A command's output of megabytes streamed through this machine into the folder: the
+    /// archive is the deterministic gzip of it, its digest the file's.
+    #[test]
+    fn a_commands_output_is_streamed_into_an_archive() {
+        use crate::machine::{local::LocalMachine, Machine, MachineCommand};
+        let dir = tempfile::tempdir().unwrap();
+        let backups = GuestBackups::new(dir.path(), "www.example.test");
+        let mut pending = backups.begin("20261201T010203Z").unwrap();
+        let output = LocalMachine
+            .run_streamed(
+                &MachineCommand::shell(
+                    "i=0; while [ $i -lt 6000 ]; do seq -f \"$i %g\" 100; i=$((i+1)); done",
+                ),
+                &mut pending,
+            )
+            .unwrap();
+        assert_eq!(output.status, Some(0));
+        let written = pending.finish("data /srv/site\n").unwrap();
+        let mut expected = Vec::new();
+        for i in 0..6000 {
+            for n in 1..=100 {
+                expected.extend_from_slice(format!("{i} {n}\n").as_bytes());
+            }
+        }
+        assert!(expected.len() > 4 << 20, "{}", expected.len());
+        let archive = std::fs::read(&written.archive).unwrap();
+        assert_eq!(archive, compress(&expected));
+        assert_eq!(written.sha256, hex::encode(Sha256::digest(&archive)));
+        assert_eq!(written.bytes, archive.len() as u64);
+        verify(&written.archive).unwrap();
+    }
+
+    #[test]
+    fn an_archive_left_unfinished_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let backups = GuestBackups::new(dir.path(), "www.example.test");
+        let mut pending = backups.begin("20261201T010203Z").unwrap();
+        pending.write_all(&[7u8; 100_000]).unwrap();
+        drop(pending);
+        assert_eq!(std::fs::read_dir(&backups.folder).unwrap().count(), 0);
+        // The stem is free again.
+        backups.write("20261201T010203Z", b"tar", "").unwrap();
     }
 
     #[test]

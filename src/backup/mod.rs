@@ -4,6 +4,7 @@
 //! the guest and the one that puts them back. No I/O here; `archive_dir` keeps the files.
 
 pub mod archive_dir;
+pub mod members;
 
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::diagnose::Diagnose;
@@ -64,7 +65,7 @@ const DATA_RECIPE: &str = "data";
 
 /// Whether `path` is absolute, names no parent, and holds no character a shell or a line-based
 /// file would misread.
-fn plain_absolute(path: &str) -> bool {
+pub(crate) fn plain_absolute(path: &str) -> bool {
     path.starts_with('/')
         && path.len() > 1
         && !path
@@ -237,15 +238,23 @@ pub fn skipped_paths(stderr: &str) -> Vec<String> {
 const DATA_RECIPE_MARK: &str = ".trog-data-sha256";
 
 /// The shell that puts a backup back on a guest (run as root, the gzip archive on its standard
-/// input): every file in it replaces the guest's, owners, modes and times as they were. Left out:
-/// login keys, since who may log in is the declaration's to say (users.yaml, the guest's key in
-/// the store), not an old backup's; and the data recipe's mark of the site archive it unpacked,
-/// so that on the new root disk the site's Makefile runs again (the recipe unpacks its archive
-/// keeping the restored files that are newer than the archive's copies).
-pub fn guest_restore_script() -> String {
+/// input): only `members`, each a recorded path relative to `/` that the archive holds (see
+/// `members::check_members`, which has checked every member on this machine first), and every
+/// file under them replaces the guest's, owners, modes and times as they were. Left out: login
+/// keys, since who may log in is the declaration's to say (users.yaml, the guest's key in the
+/// store), not an old backup's; and the data recipe's mark of the site archive it unpacked, so
+/// that on the new root disk the site's Makefile runs again (the recipe unpacks its archive
+/// keeping the restored files that are newer than the archive's copies). GNU tar's own guards
+/// stay on besides: no absolute names, no `..`, links delayed until the end.
+/// `members` must not be empty: tar given no member extracts them all.
+pub fn guest_restore_script(members: &[String]) -> String {
+    assert!(!members.is_empty(), "a restore names what it extracts");
+    let quoted: Vec<String> = members.iter().map(|member| shell_quote(member)).collect();
     format!(
         "tar --extract --gzip --file=- -C / --numeric-owner --preserve-permissions \
-         --wildcards --exclude='*/.ssh/authorized_keys' --exclude='*/{DATA_RECIPE_MARK}'"
+         --wildcards --exclude='*/.ssh/authorized_keys' --exclude='*/{DATA_RECIPE_MARK}' \
+         --no-wildcards -- {}",
+        quoted.join(" ")
     )
 }
 
@@ -382,7 +391,7 @@ mod tests {
     }
 
     /// A backup unpacked over a scratch root: files back with their times, login keys and the
-    /// data recipe's mark left out.
+    /// data recipe's mark left out, and nothing outside the members named.
     #[test]
     fn the_restore_script_leaves_out_login_keys_and_the_site_mark() {
         let source = tempfile::tempdir().unwrap();
@@ -392,6 +401,7 @@ mod tests {
             "srv/site/.trog-data-sha256",
             "home/admin/.ssh/authorized_keys",
             "home/admin/notes",
+            "srv/other/file",
         ] {
             std::fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
             std::fs::write(root.join(file), file).unwrap();
@@ -406,8 +416,8 @@ mod tests {
             .unwrap()
             .stdout;
         let target = tempfile::tempdir().unwrap();
-        let script =
-            guest_restore_script().replace("-C /", &format!("-C {}", target.path().display()));
+        let script = guest_restore_script(&["srv/site".into(), "home".into()])
+            .replace("-C /", &format!("-C {}", target.path().display()));
         LocalMachine
             .run(&MachineCommand::shell(&script).stdin(tar))
             .unwrap()
@@ -423,6 +433,8 @@ mod tests {
             .join("home/admin/.ssh/authorized_keys")
             .exists());
         assert!(!target.path().join("srv/site/.trog-data-sha256").exists());
+        // Only the members named are extracted.
+        assert!(!target.path().join("srv/other").exists());
     }
 
     #[test]

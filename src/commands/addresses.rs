@@ -16,13 +16,13 @@ pub fn run(global: &GlobalArgs, _args: AddressesArgs) -> Result<ExitStatus, Fail
         return Ok(ExitStatus::Success);
     }
     if listing.ranges.is_empty() && listing.holdings.is_empty() {
-        println!("{}: no ranges and no addresses recorded", listing.database);
+        crate::outln!("{}: no ranges and no addresses recorded", listing.database);
         return Ok(ExitStatus::Success);
     }
-    println!("ranges ({}):", listing.database);
+    crate::outln!("ranges ({}):", listing.database);
     for range in &listing.ranges {
         let next: Vec<String> = range.next_free.iter().map(ToString::to_string).collect();
-        println!(
+        crate::outln!(
             "  {:<16} {}  gateway {}  held {}  free {}{}",
             range.range.network,
             range.range.range,
@@ -35,14 +35,16 @@ pub fn run(global: &GlobalArgs, _args: AddressesArgs) -> Result<ExitStatus, Fail
                 format!(" (next: {})", next.join(", "))
             }
         );
-        println!(
+        crate::outln!(
             "  {:<16} declared by {} in {}",
-            "", range.range.declared_by, range.range.declared_in
+            "",
+            range.range.declared_by,
+            range.range.declared_in
         );
     }
-    println!("holders:");
+    crate::outln!("holders:");
     for holding in &listing.holdings {
-        println!(
+        crate::outln!(
             "  {:<16} {:<16} {:<9} {} ({})",
             holding.address,
             holding.network,

@@ -33,16 +33,19 @@ pub fn run(global: &GlobalArgs, args: AssignIpArgs) -> Result<ExitStatus, Failur
     }
     for holding in &assigned.holdings {
         match &assigned.range {
-            Some(range) => println!(
+            Some(range) => crate::outln!(
                 "{}: {} on {} (gateway {})",
                 assigned.guest,
                 as_cidr(holding, range),
                 holding.network,
                 range.gateway
             ),
-            None => println!(
+            None => crate::outln!(
                 "{}: {} on {} (written by hand in {}, recorded)",
-                assigned.guest, holding.address, holding.network, holding.file
+                assigned.guest,
+                holding.address,
+                holding.network,
+                holding.file
             ),
         }
     }

@@ -44,13 +44,13 @@ pub fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, Failure>
             emit(&Event::BackupsSwept(&report));
         } else {
             if report.deleted.is_empty() && report.left.is_empty() {
-                println!("no backup is past its retention");
+                crate::outln!("no backup is past its retention");
             }
             for file in &report.deleted {
-                println!("deleted  {}", file.display());
+                crate::outln!("deleted  {}", file.display());
             }
             for (file, why) in &report.left {
-                println!("LEFT     {}: {why}", file.display());
+                crate::outln!("LEFT     {}: {why}", file.display());
             }
         }
         return Ok(if report.left.is_empty() {
@@ -76,10 +76,10 @@ pub fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, Failure>
         emit(&Event::BackupTaken(&taken));
     } else {
         for skipped in &taken.skipped {
-            eprintln!("note: {skipped} is not on the root disk (the data volume keeps its own data): left out");
+            crate::errln!("note: {skipped} is not on the root disk (the data volume keeps its own data): left out");
         }
         let held: Vec<&str> = taken.paths.iter().map(|path| path.path.as_str()).collect();
-        println!(
+        crate::outln!(
             "{domain}: backed up {} from {} into {} ({} bytes, sha256 {})",
             if held.is_empty() {
                 "nothing".to_string()

@@ -80,11 +80,6 @@ pub enum DebugBootCommandError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write the file to standard output")]
-    WriteStdout {
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 impl Diagnose for DebugBootCommandError {
@@ -97,7 +92,6 @@ impl Diagnose for DebugBootCommandError {
             DebugBootCommandError::WriteShot { .. } => {
                 Some("name a file in a directory you can write to".into())
             }
-            DebugBootCommandError::WriteStdout { .. } => None,
         }
     }
 }
@@ -140,7 +134,7 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
         if json {
             emit(&Event::ConsoleLine { text: line });
         } else {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     };
     let report = debug_boot(
@@ -174,77 +168,77 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
     let hypervisor = &report.hypervisor;
     match &report.outcome {
         DebugOutcome::Console { capture, end } => {
-            eprintln!("debug_boot: {end}.");
-            eprintln!(
+            crate::errln!("debug_boot: {end}.");
+            crate::errln!(
                 "debug_boot: {guest}'s serial port now writes to {capture} on {hypervisor} and its firmware to the serial port; {RESTORE_NOTE}."
             );
         }
         DebugOutcome::Fetch { lines, .. } => {
             for line in lines {
-                println!("{line}");
+                crate::outln!("{line}");
             }
         }
         DebugOutcome::Shot { width, height, .. } => {
             let path = args.shot.as_ref().expect("--shot names a file");
-            println!(
+            crate::outln!(
                 "{} ({width}x{height}): the screen of {guest}",
                 path.display()
             );
         }
         DebugOutcome::Hold { menu_timeout_ms } => {
-            println!(
+            crate::outln!(
                 "{guest} restarted with its firmware's boot menu on: press ESC (--keys esc) within {}s to open it; {RESTORE_NOTE}.",
                 menu_timeout_ms / 1000
             );
         }
-        DebugOutcome::Keys { sent } => println!("sent to {guest}: {}", sent.join(" ")),
+        DebugOutcome::Keys { sent } => crate::outln!("sent to {guest}: {}", sent.join(" ")),
         DebugOutcome::Vnc { address, tunneled } => {
             if *tunneled {
-                println!(
+                crate::outln!(
                     "{address}: point a VNC viewer here for {guest}'s display (an SSH tunnel to {hypervisor}, open until interrupted)"
                 );
             } else {
-                println!(
+                crate::outln!(
                     "{address}: point a VNC viewer here for {guest}'s display on {hypervisor}"
                 );
             }
-            let _ = std::io::Write::flush(&mut std::io::stdout());
+            crate::output::print::write_stdout_bytes(b"");
         }
         DebugOutcome::Restore { undone, grub } => {
             if undone.is_empty() {
-                println!("{guest}: nothing to restore, it is as provision made it");
+                crate::outln!("{guest}: nothing to restore, it is as provision made it");
             } else {
-                println!("{guest} restored as provision made it (from its next start):");
+                crate::outln!("{guest} restored as provision made it (from its next start):");
                 for change in undone {
-                    println!("  undone: {change}");
+                    crate::outln!("  undone: {change}");
                 }
             }
             match grub {
                 GrubCheck::Checked | GrubCheck::NoSystem => {}
-                GrubCheck::GuestRunning => eprintln!(
+                GrubCheck::GuestRunning => crate::errln!(
                     "debug_boot: {guest} runs, so its GRUB configuration (which --single changes) was not looked at; shut it off and run --restore again to check it"
                 ),
-                GrubCheck::NoLibguestfs => eprintln!(
+                GrubCheck::NoLibguestfs => crate::errln!(
                     "debug_boot: no libguestfs on {hypervisor}, so {guest}'s GRUB configuration (which only --single changes) was not looked at"
                 ),
             }
         }
         DebugOutcome::Cat { bytes, .. } => {
-            std::io::Write::write_all(&mut std::io::stdout(), bytes)
-                .map_err(|source| DebugBootCommandError::WriteStdout { source })?;
+            // A failure other than a reader gone is reported once the run ends (main).
+            crate::output::print::write_stdout_bytes(bytes);
         }
         DebugOutcome::Ls { names, .. } => {
             for name in names {
-                println!("{name}");
+                crate::outln!("{name}");
             }
         }
         DebugOutcome::Single { written } => {
             if *written {
-                println!(
+                crate::outln!(
                     "{guest} started with `single` on its kernel command line, into rescue mode; {RESTORE_NOTE}."
                 );
             } else {
-                println!(
+                crate::outln!(
                     "{guest} started; its kernel command line already had `single`; {RESTORE_NOTE}."
                 );
             }

@@ -80,7 +80,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
         &global.locks("destroy"),
     )?;
     if let Some(warning) = &report.fleet_warning {
-        eprintln!("warning: {warning}");
+        crate::errln!("warning: {warning}");
     }
     let outcome = &report.outcome;
     if global.json {
@@ -88,23 +88,23 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
     } else {
         match &report.last_backup {
             LastBackup::Taken(taken) => {
-                println!("backed up {}", taken.archive.display())
+                crate::outln!("backed up {}", taken.archive.display())
             }
             LastBackup::NotTaken { why } => {
-                println!("no last backup: {why}")
+                crate::outln!("no last backup: {why}")
             }
         }
         if outcome.removed.is_empty() && outcome.left_behind.is_empty() {
-            println!("{domain}: nothing of it on {}", report.hypervisor);
+            crate::outln!("{domain}: nothing of it on {}", report.hypervisor);
         }
         for removed in &outcome.removed {
-            println!("removed  {removed}");
+            crate::outln!("removed  {removed}");
         }
         for kept in &outcome.kept {
-            println!("kept     {kept}");
+            crate::outln!("kept     {kept}");
         }
         for (what, why) in &outcome.left_behind {
-            println!("LEFT     {what}: {why}");
+            crate::outln!("LEFT     {what}: {why}");
         }
     }
     Ok(if outcome.left_behind.is_empty() {

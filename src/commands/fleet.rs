@@ -26,7 +26,7 @@ pub fn run(global: &GlobalArgs, args: FleetArgs) -> Result<ExitStatus, Failure> 
     if global.json {
         emit(&Event::Fleet(&summary));
     } else {
-        print!("{}", render_fleet(&summary));
+        crate::out!("{}", render_fleet(&summary));
     }
     let any_answered = summary
         .hypervisors

@@ -87,9 +87,11 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
         std::env::var("HOME").ok().as_deref(),
     );
     if !global.json {
-        eprintln!(
+        crate::errln!(
             "building {} {} from {} (a few minutes)…",
-            recipe.distro, recipe.release, recipe.mirror
+            recipe.distro,
+            recipe.release,
+            recipe.mirror
         );
     }
     let built = build_image(&LocalMachine, &recipe, &cache)?;
@@ -109,7 +111,7 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
             },
         }));
     } else {
-        println!(
+        crate::outln!(
             "built {} {} from {}: {} ({} MiB)",
             recipe.distro,
             recipe.release,
@@ -117,12 +119,12 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
             built.path.display(),
             built.size_bytes / (1024 * 1024)
         );
-        println!(
+        crate::outln!(
             "its packages and versions: {}",
             built.packages_path.display()
         );
-        println!("a guest (or the installation's _global) uses it with:");
-        println!("  image: {{url: {url}, sha256: {}}}", built.sha256);
+        crate::outln!("a guest (or the installation's _global) uses it with:");
+        crate::outln!("  image: {{url: {url}, sha256: {}}}", built.sha256);
     }
     Ok(ExitStatus::Success)
 }

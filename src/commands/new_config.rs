@@ -161,19 +161,19 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
             public_key: inputs.keypair.public_key_openssh().to_string(),
         }));
     } else {
-        println!("Wrote {}", out.display());
-        println!(
+        crate::outln!("Wrote {}", out.display());
+        crate::outln!(
             "{domain}: {} recipes ({})",
             generated.resolved.recipes.len(),
             generated.resolved.names().join(", ")
         );
-        println!("  seed       seed/user-data, seed/meta-data, seed/network-config, seed.iso (sha256 {})", &generated.seed_iso.sha256_hex[..16]);
-        println!(
+        crate::outln!("  seed       seed/user-data, seed/meta-data, seed/network-config, seed.iso (sha256 {})", &generated.seed_iso.sha256_hex[..16]);
+        crate::outln!(
             "  payload    payload/ and payload.tar.gz (sha256 {})",
             &generated.payload.sha256_hex[..16]
         );
-        println!("  image      {}", generated.image_url);
-        println!(
+        crate::outln!("  image      {}", generated.image_url);
+        crate::outln!(
             "  guest key  {}",
             inputs.keypair.public_key_openssh().trim()
         );

@@ -308,7 +308,7 @@ pub fn run(global: &GlobalArgs, args: NewGuestArgs) -> Result<ExitStatus, Failur
     } else {
         summary_text(&file, &domain, &recipe_names, &made.to_fill)
     };
-    print!("{output}");
+    crate::out!("{output}");
     Ok(ExitStatus::Success)
 }
 

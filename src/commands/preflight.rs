@@ -35,7 +35,7 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
             worth_starting: report.worth_starting(),
         });
     } else {
-        print!("{}", render_report(&report));
+        crate::out!("{}", render_report(&report));
     }
     Ok(if report.worth_starting() {
         ExitStatus::Success

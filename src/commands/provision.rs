@@ -16,7 +16,6 @@ use crate::plan::Resolution;
 use crate::provision::inputs::domain_argument;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
 use crate::provision::ConvergeReport;
-use std::io::Write;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -144,15 +143,15 @@ impl ProvisionOutput for Printed {
             });
             return;
         }
-        println!("{}", render_decision(planned.decision));
+        crate::outln!("{}", render_decision(planned.decision));
         if planned.guest_key == GuestKey::New {
-            println!(
+            crate::outln!(
                 "{}: new, no SSH key yet (the first run that builds it makes one)",
                 planned.guest
             );
         }
-        print!("{}", planned.plan);
-        let _ = std::io::stdout().flush();
+        crate::out!("{}", planned.plan);
+        crate::output::print::write_stdout_bytes(b"");
     }
 
     fn confirm_data_loss(&mut self, volume: &str) -> bool {
@@ -163,7 +162,7 @@ impl ProvisionOutput for Printed {
         if self.json {
             progress.event(&Event::Done { report });
         } else if !report.converged_already {
-            println!(
+            crate::outln!(
                 "{} is on {}{}, provisioned in {:.1}s",
                 report.guest,
                 report.hypervisor,
@@ -175,7 +174,7 @@ impl ProvisionOutput for Printed {
                 report.total_seconds
             );
             for (step, seconds) in &report.steps {
-                println!("  {seconds:>7.1}s  {step}");
+                crate::outln!("  {seconds:>7.1}s  {step}");
             }
         }
     }

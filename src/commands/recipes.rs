@@ -72,10 +72,10 @@ pub fn run(global: &GlobalArgs, args: RecipesArgs) -> Result<ExitStatus, Failure
     Ok(ExitStatus::Success)
 }
 
-/// Writes to stdout; a reader that went away (`trog recipes | head`) is not an error worth a report.
+/// Writes to stdout; a reader that went away (`trog recipes | head`) is not an error worth a
+/// report (`output::print`).
 fn emit(text: &str) {
-    use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    crate::output::print::write_stdout_bytes(text.as_bytes());
 }
 
 /// One line per guest recipe: its name and what it is for.

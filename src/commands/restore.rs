@@ -61,21 +61,24 @@ pub fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, Failure
         emit(&Event::Restored(&report));
         return Ok(ExitStatus::Success);
     }
-    println!(
+    crate::outln!(
         "{}: restored snapshot {} on {} ({})",
-        report.guest, report.snapshot, report.hypervisor, report.capture
+        report.guest,
+        report.snapshot,
+        report.hypervisor,
+        report.capture
     );
     match &report.address {
-        Some(address) => println!("{}: running, SSH answers at {address}", report.guest),
-        None => println!("{}: shut off, as it was in the snapshot", report.guest),
+        Some(address) => crate::outln!("{}: running, SSH answers at {address}", report.guest),
+        None => crate::outln!("{}: shut off, as it was in the snapshot", report.guest),
     }
     let status = &report.status;
     if status.converged {
-        println!("{}: converged with today's declaration", status.guest);
+        crate::outln!("{}: converged with today's declaration", status.guest);
     } else {
-        println!("{}: not converged; provision would:", status.guest);
+        crate::outln!("{}: not converged; provision would:", status.guest);
         for (index, step) in status.pending.iter().enumerate() {
-            println!("  {:>2}. {step}", index + 1);
+            crate::outln!("  {:>2}. {step}", index + 1);
         }
     }
     Ok(ExitStatus::Success)

@@ -48,7 +48,11 @@ impl Diagnose for ShellDocsError {
 
 pub fn completions(args: CompletionsArgs) -> Result<ExitStatus, Failure> {
     let mut command = crate::cli::Cli::command();
-    clap_complete::generate(args.shell, &mut command, "trog", &mut std::io::stdout());
+    // Generated whole first: clap_complete panics on a write that fails, and the script is a few
+    // kilobytes.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "trog", &mut script);
+    crate::output::print::write_stdout_bytes(&script);
     Ok(ExitStatus::Success)
 }
 
@@ -56,7 +60,7 @@ pub fn manpages(args: ManpagesArgs) -> Result<ExitStatus, Failure> {
     for (name, page) in man_pages() {
         let path = args.dir.join(&name);
         write_page(&args.dir, &path, &page)?;
-        println!("{}", path.display());
+        crate::outln!("{}", path.display());
     }
     Ok(ExitStatus::Success)
 }

@@ -63,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
                 name,
             });
         } else {
-            println!("{domain}: deleted snapshot {name} on {hypervisor}");
+            crate::outln!("{domain}: deleted snapshot {name} on {hypervisor}");
         }
         return Ok(ExitStatus::Success);
     }
@@ -83,12 +83,15 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
     if global.json {
         emit(&Event::SnapshotTaken(&taken));
     } else {
-        println!(
+        crate::outln!(
             "{}: snapshot {} taken on {} ({})",
-            taken.guest, taken.name, taken.hypervisor, taken.capture
+            taken.guest,
+            taken.name,
+            taken.hypervisor,
+            taken.capture
         );
         for deleted in &taken.deleted {
-            println!("deleted  snapshot {deleted} (--keep)");
+            crate::outln!("deleted  snapshot {deleted} (--keep)");
         }
     }
     Ok(ExitStatus::Success)
@@ -100,7 +103,7 @@ fn print_listing(listing: &SnapshotListing, json: bool) {
         return;
     }
     if listing.snapshots.is_empty() {
-        println!("{}: no snapshots on {}", listing.guest, listing.hypervisor);
+        crate::outln!("{}: no snapshots on {}", listing.guest, listing.hypervisor);
     }
     for listed in &listing.snapshots {
         let record = &listed.record;
@@ -114,7 +117,7 @@ fn print_listing(listing: &SnapshotListing, json: bool) {
             Some(bytes) => format!("memory {}", human_bytes(bytes)),
             None => "size unread".to_string(),
         };
-        println!(
+        crate::outln!(
             "{:<24} {}  {:<8} {:<12} {memory:<18} {matches}",
             record.name,
             utc_compact(record.created_unix),
@@ -127,7 +130,7 @@ fn print_listing(listing: &SnapshotListing, json: bool) {
         );
     }
     if let Some(bytes) = listing.disk_bytes {
-        println!(
+        crate::outln!(
             "{}: its disks take {} on {} (its current state and every snapshot together)",
             listing.guest,
             human_bytes(bytes),
@@ -135,10 +138,10 @@ fn print_listing(listing: &SnapshotListing, json: bool) {
         );
     }
     if let Some(why) = &listing.declaration_unread {
-        eprintln!("warning: the snapshots were not compared with the declaration: {why}");
+        crate::errln!("warning: the snapshots were not compared with the declaration: {why}");
     }
     if let Some(why) = &listing.sizes_unread {
-        eprintln!(
+        crate::errln!(
             "warning: the sizes on {} were not read: {why}",
             listing.hypervisor
         );

@@ -49,23 +49,25 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
             continue;
         }
         match (&status.hypervisor, status.converged) {
-            (Some(hypervisor), true) => println!("{}: on {hypervisor}, converged", status.guest),
-            (Some(hypervisor), false) => println!(
+            (Some(hypervisor), true) => {
+                crate::outln!("{}: on {hypervisor}, converged", status.guest)
+            }
+            (Some(hypervisor), false) => crate::outln!(
                 "{}: on {hypervisor}, not converged; provision would:",
                 status.guest
             ),
             (None, _) => match &args.hypervisor {
-                Some(named) => println!("{}: not on {named}", status.guest),
-                None => println!("{}: on no hypervisor", status.guest),
+                Some(named) => crate::outln!("{}: not on {named}", status.guest),
+                None => crate::outln!("{}: on no hypervisor", status.guest),
             },
         }
         if status.hypervisor.is_some() {
             for (index, step) in status.pending.iter().enumerate() {
-                println!("  {:>2}. {step}", index + 1);
+                crate::outln!("  {:>2}. {step}", index + 1);
             }
         }
         for unreachable in &status.unreachable {
-            println!("  could not ask {unreachable}");
+            crate::outln!("  could not ask {unreachable}");
         }
     }
     Ok(if all_converged {

@@ -193,6 +193,20 @@ pub enum MachineError {
         #[source]
         source: std::io::Error,
     },
+    #[error("`{command}` on {host} stopped reading its input before all of it was sent")]
+    InputUnread {
+        host: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot keep the output of `{command}` on {host}")]
+    KeepOutput {
+        host: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot exchange data with `{command}` on {host}")]
     Pipe {
         host: String,
@@ -221,6 +235,8 @@ impl crate::diagnose::Diagnose for MachineError {
             MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
             MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
             MachineError::HostKeyRefused { .. } => Some("another machine may be answering at the guest's address, or the guest's host key was replaced; find out which before anything else. A guest built before trog pinned host keys is taken once with `trog provision --adopt-host-key DOMAIN`".into()),
+            MachineError::KeepOutput { .. } => Some("check the free space and permissions where it is written (for a backup, `backup_dir`)".into()),
+            MachineError::InputUnread { .. } => Some("the command ended early without saying why (a full disk, a dropped link, a script that stopped); run it again, or look at the host".into()),
             _ => None,
         }
     }

@@ -15,7 +15,7 @@ pub mod ssh;
 pub mod ssh_masters;
 
 pub use command::{CommandOutput, MachineCommand, MachineError};
-pub use held::{HeldCommand, NextLine};
+pub use held::{HeldCommand, NextLine, StreamedOutput};
 
 use std::time::Duration;
 
@@ -42,6 +42,17 @@ pub trait Machine {
     /// [`HeldCommand`] is dropped or this process dies (`command.timeout` does not apply: the
     /// holder bounds each wait for its output).
     fn start(&self, command: &MachineCommand) -> Result<HeldCommand, MachineError>;
+
+    /// Runs `command` with an empty input, pouring its standard output into `sink` as it comes
+    /// (a backup of gigabytes is never held whole: [`held::STREAM_CHUNK_BYTES`]), at most
+    /// `command.timeout`; its status and standard error are the caller's to judge.
+    fn run_streamed(
+        &self,
+        command: &MachineCommand,
+        sink: &mut dyn std::io::Write,
+    ) -> Result<StreamedOutput, MachineError> {
+        self.start(command)?.stream_output(sink, command.timeout)
+    }
 
     /// Writes `contents` to `path` by pouring them into the standard input of a command on the
     /// host (never sftp, which hangs when the far side refuses a write), with `sudo -n` in front

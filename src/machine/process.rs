@@ -27,8 +27,22 @@ pub struct Feed<'a> {
 /// The standard input, owned, ready to be poured from a thread.
 enum Source {
     Bytes(zeroize::Zeroizing<Vec<u8>>),
-    File(zeroize::Zeroizing<Vec<u8>>, std::fs::File),
+    File(
+        zeroize::Zeroizing<Vec<u8>>,
+        std::fs::File,
+        std::path::PathBuf,
+    ),
 }
+
+/// How pouring the standard input failed: the local file could not be read, or the pipe took no
+/// more (the command exited, or closed its input, before reading it all).
+enum PourError {
+    Read(std::path::PathBuf, std::io::Error),
+    Write(std::io::Error),
+}
+
+/// The size of the pieces a file is poured in: the most of it held in memory at once.
+const POUR_CHUNK: usize = 64 * 1024;
 
 impl Source {
     /// Opens the file to pour before anything starts, so that a missing one is this command's
@@ -42,7 +56,7 @@ impl Source {
                 Ok(Source::Bytes(bytes))
             }
             Some(Input::File(path)) => std::fs::File::open(path)
-                .map(|file| Source::File(bytes, file))
+                .map(|file| Source::File(bytes, file, path.clone()))
                 .map_err(|source| MachineError::ReadInput {
                     host: host.to_string(),
                     command: command_line.to_string(),
@@ -52,14 +66,51 @@ impl Source {
         }
     }
 
-    fn pour(self, pipe: &mut impl Write) -> std::io::Result<()> {
+    fn pour(self, pipe: &mut impl Write) -> Result<(), PourError> {
         match self {
-            Source::Bytes(bytes) => pipe.write_all(&bytes),
-            Source::File(prefix, mut file) => {
-                pipe.write_all(&prefix)?;
-                std::io::copy(&mut file, pipe).map(|_| ())
+            Source::Bytes(bytes) => pipe.write_all(&bytes).map_err(PourError::Write),
+            Source::File(prefix, mut file, path) => {
+                pipe.write_all(&prefix).map_err(PourError::Write)?;
+                let mut chunk = vec![0u8; POUR_CHUNK];
+                loop {
+                    let read = match file.read(&mut chunk) {
+                        Ok(0) => return Ok(()),
+                        Ok(read) => read,
+                        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(error) => return Err(PourError::Read(path, error)),
+                    };
+                    pipe.write_all(&chunk[..read]).map_err(PourError::Write)?;
+                }
             }
         }
+    }
+}
+
+/// What an unfinished pour means once the command's status is known. A file that could not be
+/// read is always an error: the command got part of it and may have taken that for all of it.
+/// A pipe that took no more is an error when the command still exited 0 (it left input unread
+/// and claims success: `head -c1`, a script that stopped early); a command that failed is
+/// reported by its own status and standard error, which say more than a broken pipe.
+fn pour_failure(
+    poured: Result<(), PourError>,
+    status: Option<i32>,
+    host: &str,
+    command_line: &str,
+) -> Option<MachineError> {
+    match poured {
+        Ok(()) => None,
+        Err(PourError::Read(path, source)) => Some(MachineError::ReadInput {
+            host: host.to_string(),
+            command: command_line.to_string(),
+            path,
+            source,
+        }),
+        Err(PourError::Write(_)) if status != Some(0) => None,
+        Err(PourError::Write(source)) => Some(MachineError::InputUnread {
+            host: host.to_string(),
+            command: command_line.to_string(),
+            source,
+        }),
     }
 }
 
@@ -154,9 +205,12 @@ pub fn run_process(
         }
     };
     if let Some(feeder) = feeder {
-        // A command that exits without reading all its input is its own failure, reported by
-        // its status; a broken pipe here adds nothing.
-        let _ = feeder.join();
+        let poured = feeder
+            .join()
+            .unwrap_or_else(|_| Err(PourError::Write(std::io::ErrorKind::Other.into())));
+        if let Some(error) = pour_failure(poured, status.code(), host, command_line) {
+            return Err(error);
+        }
     }
     let grace_ends = Instant::now() + OUTPUT_GRACE;
     let stdout = stdout_reader.take(grace_ends);
@@ -262,5 +316,50 @@ mod tests {
         .unwrap();
         assert_eq!(output.stdout.len(), 300000);
         assert_eq!(output.stderr, b"done\n");
+    }
+
+    /// More than a pipe's buffer, so the pour is still going when the command ends.
+    fn large_input() -> Input {
+        Input::Bytes(vec![b'x'; 4 << 20])
+    }
+
+    fn run_with_large_input(script: &str) -> Result<CommandOutput, MachineError> {
+        let input = large_input();
+        run_process(
+            "sh",
+            &["-c".into(), script.into()],
+            Some(Feed {
+                prefix: &[],
+                input: Some(&input),
+            }),
+            Duration::from_secs(20),
+            "this machine",
+            "sh -c …",
+            &mut || None,
+        )
+    }
+
+    #[test]
+    fn a_command_that_succeeds_without_reading_its_input_is_an_error() {
+        for script in ["head -c1 >/dev/null", "true"] {
+            let error = run_with_large_input(script).unwrap_err();
+            assert!(
+                matches!(&error, MachineError::InputUnread { host, .. } if host == "this machine"),
+                "{script}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_command_that_fails_without_reading_its_input_is_reported_by_its_status() {
+        let output = run_with_large_input("echo pool full >&2; exit 4").unwrap();
+        assert_eq!(output.status, Some(4));
+        assert_eq!(output.stderr, b"pool full\n");
+    }
+
+    #[test]
+    fn a_command_that_reads_all_its_input_succeeds() {
+        let output = run_with_large_input("wc -c").unwrap();
+        assert_eq!(output.stdout_text().trim(), (4 << 20).to_string());
     }
 }

@@ -24,7 +24,6 @@ use crate::workflow::restore::RestoreReport;
 use crate::workflow::snapshot::{SnapshotListing, TakenSnapshot};
 use crate::workflow::status::GuestStatus;
 use serde::Serialize;
-use std::io::Write;
 
 /// The version of the event vocabulary every event carries as `schema`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -218,11 +217,11 @@ pub fn to_line(event: &Event) -> String {
 }
 
 /// Prints the event as one line on stdout, flushed at once so a reader sees it as it happens. A
-/// reader that went away is not an error worth a report.
+/// reader that went away is not an error worth a report (`output::print`).
 pub fn emit(event: &Event) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{}", to_line(event));
-    let _ = stdout.flush();
+    let mut line = to_line(event);
+    line.push('\n');
+    crate::output::print::write_stdout_bytes(line.as_bytes());
 }
 
 #[cfg(test)]

@@ -68,10 +68,10 @@ impl Progress {
             ProgressMode::Terminal => {
                 match self.current.as_ref().and_then(|step| step.spinner.as_ref()) {
                     Some(spinner) => spinner.println(text),
-                    None => eprintln!("{text}"),
+                    None => crate::errln!("{text}"),
                 }
             }
-            ProgressMode::Plain => eprintln!("{text}"),
+            ProgressMode::Plain => crate::errln!("{text}"),
         }
     }
 
@@ -88,7 +88,7 @@ impl Progress {
             spinner
         });
         match self.mode {
-            ProgressMode::Plain => eprintln!("{guest}: {label}"),
+            ProgressMode::Plain => crate::errln!("{guest}: {label}"),
             ProgressMode::Json => self.event(&Event::StepStarted {
                 guest,
                 step: number,
@@ -127,11 +127,11 @@ impl Progress {
             ProgressMode::Json => self.event(&Event::GuestOutput { text }),
             ProgressMode::Terminal => {
                 match self.current.as_ref().and_then(|step| step.spinner.as_ref()) {
-                    Some(spinner) => spinner.suspend(|| eprint!("{text}")),
-                    None => eprint!("{text}"),
+                    Some(spinner) => spinner.suspend(|| crate::err!("{text}")),
+                    None => crate::err!("{text}"),
                 }
             }
-            ProgressMode::Plain => eprint!("{text}"),
+            ProgressMode::Plain => crate::err!("{text}"),
         }
     }
 
@@ -147,14 +147,14 @@ impl Progress {
                 if let Some(spinner) = step.spinner {
                     spinner.finish_and_clear();
                 }
-                eprintln!(
+                crate::errln!(
                     "{mark:>6} {}: {} ({:.1}s)",
                     step.guest,
                     step.label,
                     elapsed.as_secs_f64()
                 );
             }
-            ProgressMode::Plain => eprintln!(
+            ProgressMode::Plain => crate::errln!(
                 "{mark:>6} {}: {} ({:.1}s)",
                 step.guest,
                 step.label,

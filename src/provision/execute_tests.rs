@@ -556,8 +556,18 @@ fn fresh_plan_restoring(archive: &std::path::Path) -> Plan {
 fn a_backup_is_unpacked_on_the_guest_before_its_payload_and_a_changed_one_stops_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let backups = crate::backup::archive_dir::GuestBackups::new(dir.path(), "www.example.test");
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(5);
+    header.set_mode(0o644);
+    tar.append_data(&mut header, "srv/site/index.html", &b"hello"[..])
+        .unwrap();
     let written = backups
-        .write("20261201T010203Z", b"tar bytes", "data /srv/site\n")
+        .write(
+            "20261201T010203Z",
+            &tar.into_inner().unwrap(),
+            "data /srv/site\n",
+        )
         .unwrap();
     let plan = fresh_plan_restoring(&written.archive);
     let guest = healthy_guest();
@@ -568,6 +578,7 @@ fn a_backup_is_unpacked_on_the_guest_before_its_payload_and_a_changed_one_stops_
         .iter()
         .position(|line| line.contains("tar --extract --gzip --file=- -C /"))
         .expect("the backup was unpacked");
+    assert!(lines[restored].ends_with("-- srv/site'"), "{lines:?}");
     let unpacked = lines
         .iter()
         .position(|line| line.contains("payload.new"))

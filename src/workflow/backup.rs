@@ -4,7 +4,7 @@
 //! which deletes the backups past their retention.
 
 use crate::addresses::settle::AddressPolicy;
-use crate::backup::archive_dir::{guest_folders, GuestBackups, SweepOutcome};
+use crate::backup::archive_dir::{guest_folders, GuestBackups, SweepOutcome, WrittenArchive};
 use crate::backup::{
     archive_stem, backup_dir, backup_paths, guest_tar_script, recipes_file, skipped_paths,
     BackupPath,
@@ -155,44 +155,69 @@ pub fn back_up_located(
     )?;
     let listed = backup_paths(&inputs.generated.resolved)?;
     let (machine, _key) = reach_guest(opened, &inputs)?;
-    let tar = MachineCommand::shell(&guest_tar_script(&listed))
+    let folder = GuestBackups::new(&backup_dir(paths, &inputs.config.settings), domain.as_str());
+    let archived =
+        archive_guest_paths(&machine, &guest, &listed, &folder, &archive_stem(now_unix))?;
+    Ok(TakenBackup {
+        guest,
+        hypervisor: opened.config.name.to_string(),
+        archive: archived.written.archive,
+        sha256: archived.written.sha256,
+        bytes: archived.written.bytes,
+        paths: archived.kept,
+        skipped: archived.skipped,
+    })
+}
+
+/// A guest's paths, filed in its folder.
+struct Archived {
+    written: WrittenArchive,
+    kept: Vec<BackupPath>,
+    skipped: Vec<String>,
+}
+
+/// Reads `listed` on `machine` (the guest, named `guest`) with tar and files the archive named
+/// `stem` in `folder`, streamed from the guest's output to the file as it comes: a site's
+/// gigabytes are never held in memory. A failed tar leaves no archive.
+fn archive_guest_paths(
+    machine: &dyn Machine,
+    guest: &str,
+    listed: &[BackupPath],
+    folder: &GuestBackups,
+    stem: &str,
+) -> Result<Archived, Failure> {
+    let tar = MachineCommand::shell(&guest_tar_script(listed))
         .as_root(true)
         .timeout(TAR_TIMEOUT);
-    let output = machine.run(&tar).map_err(|source| BackupError::Read {
-        guest: guest.clone(),
-        source,
-    })?;
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let mut pending = folder.begin(stem)?;
+    let output = machine
+        .run_streamed(&tar, &mut pending)
+        .map_err(|source| BackupError::Read {
+            guest: guest.to_string(),
+            source,
+        })?;
     // tar's 1 is "some file changed while it was read": the archive is whole, that file as tar
     // found it. Anything else is a failure.
     if !matches!(output.status, Some(0 | 1)) {
         return Err(BackupError::Tar {
-            guest,
+            guest: guest.to_string(),
             status: output
                 .status
                 .map_or("unknown".to_string(), |code| code.to_string()),
-            stderr: stderr.trim().to_string(),
+            stderr: output.stderr.trim().to_string(),
         }
         .into());
     }
-    let skipped = skipped_paths(&stderr);
+    let skipped = skipped_paths(&output.stderr);
     let kept: Vec<BackupPath> = listed
-        .into_iter()
+        .iter()
         .filter(|path| !skipped.contains(&path.path))
+        .cloned()
         .collect();
-    let folder = GuestBackups::new(&backup_dir(paths, &inputs.config.settings), domain.as_str());
-    let written = folder.write(
-        &archive_stem(now_unix),
-        &output.stdout,
-        &recipes_file(&kept),
-    )?;
-    Ok(TakenBackup {
-        guest,
-        hypervisor: opened.config.name.to_string(),
-        archive: written.archive,
-        sha256: written.sha256,
-        bytes: written.bytes,
-        paths: kept,
+    let written = pending.finish(&recipes_file(&kept))?;
+    Ok(Archived {
+        written,
+        kept,
         skipped,
     })
 }
