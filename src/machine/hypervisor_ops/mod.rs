@@ -333,6 +333,60 @@ mod tests {
         }
     }
 
+    /// The probe runs as root: every file it writes is in a directory of its own (mktemp -d),
+    /// never at a name beside a temporary file, where another user could put a link first.
+    #[test]
+    fn the_kvm_probe_writes_only_inside_a_private_directory_of_its_own() {
+        if !std::path::Path::new("/dev/kvm").exists() {
+            eprintln!("skipped: the probe stops before writing anything without /dev/kvm");
+            return;
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let bin = scratch.path().join("bin");
+        let tmp = scratch.path().join("tmp");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        let log = scratch.path().join("qemu.log");
+        // A QEMU that tells where its disk and its standard error are, then exits as the boot
+        // sector makes a working QEMU exit.
+        let fake = bin.join("qemu-system-x86_64");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor arg; do case $arg in file=*) disk=${arg#file=}; disk=${disk%%,*};; esac; done\n\
+             dir=${disk%/*}\n\
+             printf '%s\\n%s\\n%s\\n' \"$disk\" \"$(readlink /proc/$$/fd/2)\" \"$(stat -c %a \"$dir\")\" >\"$TROG_TEST_LOG\"\n\
+             exit 3\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let status = std::process::Command::new("sh")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/src/machine/kvm_probe.sh"
+            ))
+            .env("PATH", path)
+            .env("TMPDIR", &tmp)
+            .env("TROG_TEST_LOG", &log)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+        let said = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = said.lines().collect();
+        let (disk, stderr, mode) = (
+            std::path::Path::new(lines[0]),
+            std::path::Path::new(lines[1]),
+            lines[2],
+        );
+        let own_dir = disk.parent().unwrap();
+        assert_eq!(own_dir.parent().unwrap(), tmp, "{said}");
+        assert_eq!(stderr.parent().unwrap(), own_dir, "{said}");
+        assert_eq!(mode, "700", "{said}");
+        assert!(!own_dir.exists(), "removed afterwards");
+        assert!(std::fs::read_dir(&tmp).unwrap().next().is_none());
+    }
+
     #[test]
     fn a_serial_log_is_read_from_where_a_boot_began_or_whole_once_rotated() {
         let machine = HypervisorMachine::local().into_dyn();
