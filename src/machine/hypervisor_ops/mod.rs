@@ -226,16 +226,25 @@ pub enum HypervisorOp {
     /// Takes one of trog's advisory locks on the hypervisor, `<dir>/<file>`, and holds it for as
     /// long as the run keeps the operation's standard input open (see
     /// [`HypervisorMachine::keep_running`]); a run that ends or dies closes it, so a dead run's
-    /// lock is let go by itself. As the login, not root: the directory is world-writable.
-    /// Prints `busy <record>` while another holds it and `held` once held; the holder's `host`,
-    /// `pid` and `verb` are written into the file then, with the hypervisor's time.
+    /// lock is let go by itself. As the login, not root: the directory is writable by `group`,
+    /// the group of trog's logins, and by nobody else (one that others could write is refused,
+    /// and nothing is opened in it). Prints `busy <record>` while another holds it and `held`
+    /// once held; the holder's `host`, `pid` and `verb` are written into the file then, with the
+    /// hypervisor's time. Prints `no-directory` when `dir` is missing ([`HypervisorOp::MakeLockDir`]
+    /// makes it) and `unsafe-directory …` when it is not safe to lock in.
     HoldLock {
         dir: String,
         file: String,
         host: String,
         pid: u32,
         verb: String,
+        group: String,
     },
+    /// Makes the directory of trog's locks, as root (its parent, `/run/lock`, is root's): owned
+    /// by root, of `group`, mode 2770, so that trog's logins lock in it and nobody else can put
+    /// a link or a lock there. Anything already at `dir` is left as it is, for
+    /// [`HypervisorOp::HoldLock`] to judge.
+    MakeLockDir { dir: String, group: String },
 }
 
 /// A guest's disks as libguestfs opens them, and how it starts its appliance there.
