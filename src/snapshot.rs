@@ -117,8 +117,9 @@ pub fn utc_compact(unix_seconds: i64) -> String {
 }
 
 /// Year, month, day of a count of days since 1970-01-01 (the proleptic Gregorian calendar; the
-/// algorithm of Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+/// algorithm of Howard Hinnant's `civil_from_days`). The one copy: lock records print their
+/// time with it too.
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);

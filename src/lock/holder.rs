@@ -1,5 +1,6 @@
 //! What a lock file records of the run holding it: host, process id, verb and since when.
 
+use crate::snapshot::civil_from_days;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,26 +75,10 @@ pub fn host_name() -> String {
     String::from_utf8_lossy(&buffer[..end]).into_owned()
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (the civil calendar, proleptic
-/// Gregorian, as `date -u` prints it).
+/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch, as `date -u` prints it.
 pub fn utc_timestamp(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
+    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
     let in_day = seconds % 86_400;
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
         in_day / 3600,

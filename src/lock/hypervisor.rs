@@ -10,15 +10,22 @@
 //! run's lock is taken over by construction. While holding it, the file records the holder
 //! (host, process id, verb, since when), which a waiting run names.
 
-use super::{holder::Holder, LockError, Subject};
+use super::{holder::Holder, FoundDir, LockError, Subject};
 use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::{HeldCommand, MachineError, NextLine};
 use std::time::{Duration, Instant};
 
-/// Where trog's locks live on a hypervisor: `/run/lock` is world-writable with the sticky bit on
-/// Debian and every FHS system, and lives in memory, so a reboot (which ends every holder)
-/// leaves no file behind.
+/// Where trog's locks live on a hypervisor: in `/run/lock`, which lives in memory, so a reboot
+/// (which ends every holder) leaves no file behind. The directory is root's, of
+/// [`HYPERVISOR_LOCK_GROUP`], mode 2770 ([`HypervisorOp::MakeLockDir`] makes it): only trog's
+/// logins can put anything in it, so no other user can plant a link where a lock file goes, or
+/// hold or rewrite a lock.
 pub const HYPERVISOR_LOCK_DIR: &str = "/run/lock/trog";
+
+/// The group of trog's logins on a hypervisor, which may lock there: libvirt's, whose members may
+/// use its system socket (`unix_sock_group` on Debian, Ubuntu and Fedora). Every login trog uses
+/// there is root or in it, and a member can already do anything libvirt can.
+pub const HYPERVISOR_LOCK_GROUP: &str = "libvirt";
 
 /// How long the hypervisor may stay silent before the lock's process counts as stuck: it answers
 /// at once once started, then says every second who holds the lock, so only a login that hangs
@@ -59,7 +66,10 @@ pub fn acquire(
     on_wait: &mut dyn FnMut(&str),
 ) -> Result<HypervisorLock, LockError> {
     acquire_in(
-        HYPERVISOR_LOCK_DIR,
+        LockPlace {
+            dir: HYPERVISOR_LOCK_DIR,
+            group: HYPERVISOR_LOCK_GROUP,
+        },
         machine,
         hypervisor,
         subject,
@@ -69,9 +79,24 @@ pub fn acquire(
     )
 }
 
-/// [`acquire`], with the lock directory `dir`.
+/// Where the locks are on a hypervisor: their directory and the group of the logins that lock
+/// there.
+#[derive(Debug, Clone, Copy)]
+struct LockPlace<'a> {
+    dir: &'a str,
+    group: &'a str,
+}
+
+/// How a start of the lock's process ended, when it did not fail.
+enum Start {
+    Held(HeldCommand),
+    /// The directory does not exist yet.
+    NoDirectory,
+}
+
+/// [`acquire`], in `place`. A missing directory is made as root once, and the lock tried again.
 fn acquire_in(
-    dir: &str,
+    place: LockPlace,
     machine: &HypervisorMachine,
     hypervisor: &str,
     subject: &Subject,
@@ -79,8 +104,60 @@ fn acquire_in(
     wait: Duration,
     on_wait: &mut dyn FnMut(&str),
 ) -> Result<HypervisorLock, LockError> {
+    let started = Instant::now();
+    let held = match start_holding(place, machine, hypervisor, subject, verb, wait, on_wait)? {
+        Start::Held(held) => held,
+        Start::NoDirectory => {
+            make_lock_dir(place, machine, hypervisor)?;
+            let left = wait.saturating_sub(started.elapsed());
+            match start_holding(place, machine, hypervisor, subject, verb, left, on_wait)? {
+                Start::Held(held) => held,
+                Start::NoDirectory => {
+                    return Err(LockError::NoDirOnHypervisor {
+                        hypervisor: hypervisor.to_string(),
+                        dir: place.dir.to_string(),
+                    })
+                }
+            }
+        }
+    };
+    Ok(HypervisorLock { _held: held })
+}
+
+/// Makes the lock directory on the hypervisor, as root.
+fn make_lock_dir(
+    place: LockPlace,
+    machine: &HypervisorMachine,
+    hypervisor: &str,
+) -> Result<(), LockError> {
+    machine
+        .run(&HypervisorOp::MakeLockDir {
+            dir: place.dir.to_string(),
+            group: place.group.to_string(),
+        })
+        .and_then(|output| output.success())
+        .map(|_| ())
+        .map_err(|source| LockError::MakeDirOnHypervisor {
+            hypervisor: hypervisor.to_string(),
+            dir: place.dir.to_string(),
+            group: place.group.to_string(),
+            source: Box::new(source),
+        })
+}
+
+/// Starts the lock's process and waits until it holds the lock, says the directory is missing,
+/// or fails.
+fn start_holding(
+    place: LockPlace,
+    machine: &HypervisorMachine,
+    hypervisor: &str,
+    subject: &Subject,
+    verb: &str,
+    wait: Duration,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<Start, LockError> {
     let file = subject.hypervisor_file_name();
-    let path = format!("{dir}/{file}");
+    let path = format!("{}/{file}", place.dir);
     let failed = |source: MachineError| LockError::OnHypervisor {
         subject: subject.to_string(),
         hypervisor: hypervisor.to_string(),
@@ -88,23 +165,73 @@ fn acquire_in(
     };
     let mut held = machine
         .keep_running(&HypervisorOp::HoldLock {
-            dir: dir.to_string(),
+            dir: place.dir.to_string(),
             file,
             host: super::host_name(),
             pid: std::process::id(),
             verb: verb.to_string(),
+            group: place.group.to_string(),
         })
         .map_err(failed)?;
-    match wait_until_held(
+    let waited = wait_until_held(
         &mut held, machine, hypervisor, subject, &path, wait, on_wait,
-    ) {
-        Ok(()) => Ok(HypervisorLock { _held: held }),
+    );
+    match waited {
+        Ok(Said::Held) => Ok(Start::Held(held)),
+        Ok(Said::NoDirectory) => Ok(Start::NoDirectory),
+        Ok(Said::Unsafe(record)) => Err(unsafe_place(place, hypervisor, &record)),
         Err(error) => {
             // Still waiting for the lock, it does not read its input: it is ended now rather
             // than when it next says who holds the lock.
             held.kill();
             Err(error)
         }
+    }
+}
+
+/// What the lock's process said last, when it stopped waiting.
+enum Said {
+    Held,
+    NoDirectory,
+    /// `unsafe-directory …`: the rest of its line.
+    Unsafe(String),
+}
+
+/// The refusal of a lock directory (or its parent) that `record` describes: `which=lock|parent
+/// owner=… group=… mode=… type=…`, the type last (it may have a space).
+fn unsafe_place(place: LockPlace, hypervisor: &str, record: &str) -> LockError {
+    let value = |key: &str| {
+        let start = record.find(&format!("{key}="))? + key.len() + 1;
+        let rest = &record[start..];
+        Some(match key {
+            "type" => rest.trim().to_string(),
+            _ => rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        })
+    };
+    let parent = value("which").as_deref() == Some("parent");
+    let path = match parent {
+        true => match place.dir.rsplit_once('/') {
+            Some(("", _)) => "/".to_string(),
+            Some((parent, _)) => parent.to_string(),
+            None => ".".to_string(),
+        },
+        false => place.dir.to_string(),
+    };
+    LockError::UnsafeDirOnHypervisor {
+        hypervisor: hypervisor.to_string(),
+        found: Box::new(FoundDir {
+            path,
+            parent,
+            owner: value("owner").unwrap_or_default(),
+            group: value("group").unwrap_or_default(),
+            mode: value("mode").unwrap_or_default(),
+            kind: value("type").unwrap_or_default(),
+        }),
+        lock_group: place.group.to_string(),
     }
 }
 
@@ -117,7 +244,7 @@ fn wait_until_held(
     path: &str,
     wait: Duration,
     on_wait: &mut dyn FnMut(&str),
-) -> Result<(), LockError> {
+) -> Result<Said, LockError> {
     let failed = |source: MachineError| LockError::OnHypervisor {
         subject: subject.to_string(),
         hypervisor: hypervisor.to_string(),
@@ -132,7 +259,11 @@ fn wait_until_held(
             None => ANSWER_TIMEOUT,
         };
         match held.next_line(within).map_err(failed)? {
-            NextLine::Line(line) if line == "held" => return Ok(()),
+            NextLine::Line(line) if line == "held" => return Ok(Said::Held),
+            NextLine::Line(line) if line == "no-directory" => return Ok(Said::NoDirectory),
+            NextLine::Line(line) if line.starts_with("unsafe-directory ") => {
+                return Ok(Said::Unsafe(line["unsafe-directory ".len()..].to_string()))
+            }
             NextLine::Line(line) => {
                 last_heard = Instant::now();
                 if let Some(record) = line.strip_prefix("busy") {
@@ -172,132 +303,5 @@ fn wait_until_held(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    fn take(
-        dir: &str,
-        verb: &str,
-        wait: Duration,
-        said: &mut Vec<String>,
-    ) -> Result<HypervisorLock, LockError> {
-        acquire_in(
-            dir,
-            &HypervisorMachine::local().into_dyn(),
-            "hv1",
-            &Subject::Guest("www.example.test".into()),
-            verb,
-            wait,
-            &mut |text| said.push(text.to_string()),
-        )
-    }
-
-    /// The real operation on this machine: one holder at a time, a waiting run told who holds
-    /// it and for how long it waits, the holder's end letting the next one in.
-    #[test]
-    fn a_lock_held_on_the_hypervisor_keeps_the_next_run_waiting_until_it_is_let_go() {
-        let scratch = tempfile::tempdir().unwrap();
-        let dir = scratch.path().join("trog");
-        let dir = dir.to_str().unwrap();
-        let mut said = Vec::new();
-        let first = take(dir, "provision", Duration::from_secs(5), &mut said).unwrap();
-        assert!(
-            said.is_empty(),
-            "a free lock is taken without a wait: {said:?}"
-        );
-        let mode = std::fs::metadata(dir).unwrap().permissions().mode();
-        assert_eq!(
-            mode & 0o7777,
-            0o1777,
-            "as /run/lock: every login locks there"
-        );
-        let record = std::fs::read_to_string(format!("{dir}/guest-www.example.test.lock")).unwrap();
-        let holder = Holder::from_record(&record).unwrap();
-        assert_eq!(
-            (holder.pid, holder.verb.as_str(), holder.host),
-            (std::process::id(), "provision", super::super::host_name())
-        );
-
-        let at_once = take(dir, "destroy", Duration::ZERO, &mut said).unwrap_err();
-        assert!(
-            matches!(at_once, LockError::BusyOnHypervisor { .. }),
-            "{at_once:?}"
-        );
-        assert!(said.is_empty(), "no wait announced for --wait 0: {said:?}");
-        let busy = take(dir, "destroy", Duration::from_secs(1), &mut said).unwrap_err();
-        let LockError::BusyOnHypervisor {
-            holder,
-            path,
-            waited_seconds,
-            ..
-        } = &busy
-        else {
-            panic!("{busy:?}")
-        };
-        assert!(
-            holder.starts_with(&format!("`trog provision` (process {}", std::process::id())),
-            "{holder}"
-        );
-        assert_eq!(*waited_seconds, 1);
-        assert_eq!(path, &format!("{dir}/guest-www.example.test.lock"));
-        assert_eq!(said.len(), 1, "{said:?}");
-        assert!(
-            said[0].starts_with(
-                "waiting up to 1s for the guest www.example.test on the hypervisor hv1"
-            ),
-            "{said:?}"
-        );
-        assert_eq!(
-            crate::diagnose::Diagnose::exit_status(&busy),
-            crate::exit_status::ExitStatus::Busy
-        );
-
-        let waiter = {
-            let dir = dir.to_string();
-            std::thread::spawn(move || {
-                take(&dir, "snapshot", Duration::from_secs(20), &mut Vec::new()).map(|_| ())
-            })
-        };
-        std::thread::sleep(Duration::from_millis(300));
-        drop(first);
-        waiter.join().unwrap().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(format!("{dir}/guest-www.example.test.lock")).unwrap(),
-            "",
-            "a lock let go names nobody"
-        );
-    }
-
-    #[test]
-    fn a_busy_line_names_the_holder_or_says_it_left_no_record() {
-        assert_eq!(
-            holder_of(" host=ws-b.example.test pid=4242 verb=provision since=0 "),
-            "`trog provision` (process 4242 on ws-b.example.test, since 1970-01-01 00:00:00 UTC)"
-        );
-        assert_eq!(holder_of(" "), "a process that left no record of itself");
-    }
-
-    #[test]
-    fn file_names_on_the_hypervisor_leave_out_what_differs_between_installations() {
-        let upload = Subject::BaseImageUpload {
-            hypervisor: "hv1".into(),
-            pool: "trog".into(),
-            volume: "trog-base-0123.qcow2".into(),
-        };
-        // Two installations may name one hypervisor differently; its pool and volume are its own.
-        assert_eq!(
-            upload.hypervisor_file_name(),
-            "image-trog-trog-base-0123.qcow2.lock"
-        );
-        assert_eq!(
-            Subject::Guest("www.example.test".into()).hypervisor_file_name(),
-            "guest-www.example.test.lock"
-        );
-        let filters = Subject::NetworkFilters {
-            hypervisor: "hv1".into(),
-        };
-        assert_eq!(filters.hypervisor_file_name(), "network-filters.lock");
-        assert_eq!(filters.file_name(), "network-filters-hv1.lock");
-    }
-}
+#[path = "hypervisor_tests.rs"]
+mod tests;

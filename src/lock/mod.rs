@@ -22,19 +22,18 @@
 //! runs from other installations: [`hypervisor`], taken after the local lock by
 //! [`Locks::acquire_with_hypervisor`] within the same `--wait`.
 
+mod error;
 mod holder;
 pub mod hypervisor;
 
+pub use error::{DirProblem, FoundDir, LockError};
 pub use holder::{host_name, Holder};
 
-use crate::diagnose::Diagnose;
-use crate::exit_status::ExitStatus;
 use crate::machine::hypervisor_ops::HypervisorMachine;
-use crate::machine::MachineError;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -140,95 +139,6 @@ impl std::fmt::Display for Subject {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum LockError {
-    #[error("cannot make the lock directory {}", .dir.display())]
-    MakeDir {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot open the lock file {}", .path.display())]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot take the lock {}", .path.display())]
-    Take {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "{subject} is busy: {holder} holds it, and it was not let go within {waited_seconds}s"
-    )]
-    Busy {
-        subject: String,
-        holder: String,
-        waited_seconds: u64,
-        path: PathBuf,
-    },
-    #[error(
-        "{subject} is busy on the hypervisor {hypervisor}: {holder} holds it, and it was not let \
-         go within {waited_seconds}s"
-    )]
-    BusyOnHypervisor {
-        subject: String,
-        hypervisor: String,
-        holder: String,
-        waited_seconds: u64,
-        /// The lock file there.
-        path: String,
-    },
-    #[error("cannot take the lock of {subject} on the hypervisor {hypervisor}")]
-    OnHypervisor {
-        subject: String,
-        hypervisor: String,
-        #[source]
-        source: Box<MachineError>,
-    },
-}
-
-impl Diagnose for LockError {
-    fn exit_status(&self) -> ExitStatus {
-        match self {
-            LockError::Busy { .. } | LockError::BusyOnHypervisor { .. } => ExitStatus::Busy,
-            LockError::OnHypervisor { source, .. } => source.exit_status(),
-            _ => ExitStatus::Failure,
-        }
-    }
-
-    fn hint(&self) -> Option<String> {
-        match self {
-            LockError::Busy { path, .. } => Some(format!(
-                "try again when that run has ended, or wait longer with `--wait SECONDS`; \
-                 the lock is {} (a lock of a process that has died is taken over by itself)",
-                path.display()
-            )),
-            LockError::BusyOnHypervisor {
-                path, hypervisor, ..
-            } => Some(format!(
-                "try again when that run has ended, or wait longer with `--wait SECONDS`; \
-                 the lock is {path} on {hypervisor} (a lock of a run that has died is let go by \
-                 itself)"
-            )),
-            LockError::OnHypervisor { source, .. } => Some(source.hint().unwrap_or_else(|| {
-                format!(
-                    "trog's login on the hypervisor must be able to write {} (made \
-                     world-writable, like /run/lock) and run `flock` (util-linux)",
-                    hypervisor::HYPERVISOR_LOCK_DIR
-                )
-            })),
-            LockError::MakeDir { .. } | LockError::Open { .. } | LockError::Take { .. } => Some(
-                "the installation's directory must be writable by whoever runs trog \
-                 (its `locks/` directory holds the locks between runs)"
-                    .into(),
-            ),
-        }
-    }
-}
-
 /// Where the locks are, how long to wait for one, and who is asking.
 #[derive(Debug, Clone)]
 pub struct Locks {
@@ -262,26 +172,9 @@ impl Locks {
         subject: &Subject,
         on_wait: &mut dyn FnMut(&str),
     ) -> Result<HeldLock, LockError> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(&self.dir)
-            .map_err(|source| LockError::MakeDir {
-                dir: self.dir.clone(),
-                source,
-            })?;
+        prepare_dir(&self.dir)?;
         let path = self.dir.join(subject.file_name());
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&path)
-            .map_err(|source| LockError::Open {
-                path: path.clone(),
-                source,
-            })?;
+        let mut file = open_lock_file(&path)?;
         let started = Instant::now();
         let mut announced = false;
         loop {
@@ -367,6 +260,81 @@ impl Locks {
             local,
         })
     }
+}
+
+/// Makes the lock directory when it is missing, readable and writable by its owner and group
+/// only: a user who could open a lock file could hold it for ever, and one who could write the
+/// directory could put a link where a lock file goes. One that is a link, or that every user can
+/// write, is refused; one an older trog made readable by every user (0755) is closed to them.
+fn prepare_dir(dir: &Path) -> Result<(), LockError> {
+    let unsafe_dir = |problem| LockError::UnsafeDir {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let made = |source| LockError::MakeDir {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let meta = match std::fs::symlink_metadata(dir) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o770)
+                .create(dir)
+                .map_err(made)?;
+            std::fs::symlink_metadata(dir).map_err(made)?
+        }
+        other => other.map_err(made)?,
+    };
+    if meta.file_type().is_symlink() {
+        return Err(unsafe_dir(DirProblem::SymbolicLink));
+    }
+    if !meta.is_dir() {
+        return Err(unsafe_dir(DirProblem::NotADirectory));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o002 != 0 {
+        return Err(unsafe_dir(DirProblem::WritableByOthers { mode }));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if mode & 0o007 != 0 && meta.uid() == unsafe { libc::geteuid() } {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & !0o007))
+            .map_err(made)?;
+    }
+    Ok(())
+}
+
+/// Opens (or makes) a lock file, readable and writable by its owner and group only. A link in
+/// its place is refused, never followed (`O_NOFOLLOW`): through it, this run would write its
+/// record into whatever file the link names.
+fn open_lock_file(path: &Path) -> Result<File, LockError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o660)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ELOOP) => LockError::LinkInPlace {
+                path: path.to_path_buf(),
+            },
+            _ => LockError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
+        })?;
+    let meta = file.metadata().map_err(|source| LockError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(LockError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(file)
 }
 
 /// Takes an exclusive `flock` on `file` without blocking: `Ok(false)` when another holds it.

@@ -1,4 +1,6 @@
 use super::*;
+use crate::diagnose::Diagnose;
+use crate::exit_status::ExitStatus;
 
 fn locks(dir: &Path, wait: Duration) -> Locks {
     Locks::new(dir.join("locks"), wait, "provision")
@@ -131,4 +133,109 @@ fn timestamps_are_utc_civil_time() {
         holder::utc_timestamp(951_782_400),
         "2000-02-29 00:00:00 UTC"
     );
+}
+
+#[test]
+fn the_lock_directory_and_its_files_are_closed_to_other_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = locks(dir.path(), Duration::ZERO)
+        .acquire(&Subject::SecretStore, &mut |_| {})
+        .unwrap();
+    let dir_mode = std::fs::metadata(dir.path().join("locks")).unwrap().mode();
+    let file_mode = std::fs::metadata(&held.path).unwrap().mode();
+    // Others may neither write (plant a link) nor open a file (and hold its lock for ever).
+    assert_eq!(dir_mode & 0o007, 0, "{dir_mode:o}");
+    assert_eq!(file_mode & 0o007, 0, "{file_mode:o}");
+}
+
+#[test]
+fn a_locks_directory_an_older_trog_left_readable_by_everyone_is_closed_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let locks_dir = dir.path().join("locks");
+    std::fs::create_dir(&locks_dir).unwrap();
+    std::fs::set_permissions(&locks_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    locks(dir.path(), Duration::ZERO)
+        .acquire(&Subject::SecretStore, &mut |_| {})
+        .unwrap();
+    let mode = std::fs::metadata(&locks_dir).unwrap().mode();
+    assert_eq!(mode & 0o777, 0o750);
+}
+
+#[test]
+fn a_link_where_a_lock_file_goes_is_refused_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let locks = locks(dir.path(), Duration::ZERO);
+    std::fs::create_dir(&locks.dir).unwrap();
+    let target = dir.path().join("precious");
+    std::fs::write(&target, "someone's data\n").unwrap();
+    let link = locks.dir.join(Subject::SecretStore.file_name());
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let error = locks
+        .acquire(&Subject::SecretStore, &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(&error, LockError::LinkInPlace { path } if *path == link),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("symbolic link"), "{error}");
+    assert!(error.hint().unwrap().contains("rm -- "));
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "someone's data\n"
+    );
+
+    // A link to nowhere does not make the file it names either.
+    let nowhere = dir.path().join("made-through-a-link");
+    let guest = Subject::Guest("www.example.test".into());
+    std::os::unix::fs::symlink(&nowhere, locks.dir.join(guest.file_name())).unwrap();
+    let error = locks.acquire(&guest, &mut |_| {}).unwrap_err();
+    assert!(matches!(error, LockError::LinkInPlace { .. }), "{error:?}");
+    assert!(!nowhere.exists());
+}
+
+#[test]
+fn a_locks_directory_that_is_a_link_or_writable_by_everyone_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("locks")).unwrap();
+    let error = locks(dir.path(), Duration::ZERO)
+        .acquire(&Subject::SecretStore, &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LockError::UnsafeDir {
+                problem: DirProblem::SymbolicLink,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+
+    let dir = tempfile::tempdir().unwrap();
+    let locks_dir = dir.path().join("locks");
+    std::fs::create_dir(&locks_dir).unwrap();
+    std::fs::set_permissions(&locks_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let error = locks(dir.path(), Duration::ZERO)
+        .acquire(&Subject::SecretStore, &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LockError::UnsafeDir {
+                problem: DirProblem::WritableByOthers { mode: 0o1777 },
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("writable by every user (mode 1777)"),
+        "{error}"
+    );
+    assert!(std::fs::read_dir(&locks_dir).unwrap().next().is_none());
 }

@@ -15,6 +15,36 @@ use std::time::{Duration, Instant};
 
 const LOCK_DIR: &str = "/run/lock/trog";
 
+/// `file`'s lock on this machine as another machine's run takes it (`ws-b.example.test`,
+/// process 4242, `provision`): the lock's own process, as trog starts it on a hypervisor, in
+/// the directory trog makes as root there (made here first, as trog would).
+pub(super) fn held_elsewhere(file: &str) -> Command {
+    let made = Command::new("sh")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/machine/make_lock_dir.sh"
+        ))
+        .args([LOCK_DIR, "libvirt"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let mut command = Command::new("sh");
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/machine/hold_lock.sh"
+        ))
+        .args([
+            LOCK_DIR,
+            file,
+            "ws-b.example.test",
+            "4242",
+            "provision",
+            "libvirt",
+        ]);
+    command
+}
+
 /// An installation whose fleet is this machine's libvirtd through `uri`, named `local`, with
 /// `pool`.
 pub(super) fn installation(uri: &str, pool: &str) -> tempfile::TempDir {
@@ -107,12 +137,7 @@ pub fn take_turns(prefix: &str, uris: [&str; 2]) {
     );
 
     // Another machine's run holds the guest: the lock's own process, as trog starts it there.
-    let mut elsewhere = Command::new("sh")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/machine/hold_lock.sh"
-        ))
-        .args([LOCK_DIR, &file, "ws-b.example.test", "4242", "provision"])
+    let mut elsewhere = held_elsewhere(&file)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

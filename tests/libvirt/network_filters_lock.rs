@@ -12,7 +12,7 @@
 //! filter in place. A provision holding nothing waits at the same lock before defining its
 //! domain, and `--wait 1` ends it with status 10 and no domain defined.
 
-use super::hypervisor_lock::{installation, line_with, lines, trog};
+use super::hypervisor_lock::{held_elsewhere, installation, line_with, lines, trog};
 use super::TestGuest;
 use std::io::Write;
 use std::path::Path;
@@ -30,18 +30,7 @@ struct HeldElsewhere(Child);
 
 impl HeldElsewhere {
     fn take() -> HeldElsewhere {
-        let mut holder = Command::new("sh")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/src/machine/hold_lock.sh"
-            ))
-            .args([
-                LOCK_DIR,
-                LOCK_FILE,
-                "ws-b.example.test",
-                "4242",
-                "provision",
-            ])
+        let mut holder = held_elsewhere(LOCK_FILE)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -28,6 +28,9 @@ const BOOT_FILES_TIMEOUT: Duration = Duration::from_secs(300);
 /// Takes and holds a lock on the hypervisor (see the script).
 const HOLD_LOCK_SCRIPT: &str = include_str!("../hold_lock.sh");
 
+/// Makes the directory of trog's locks on the hypervisor, as root (see the script).
+const MAKE_LOCK_DIR_SCRIPT: &str = include_str!("../make_lock_dir.sh");
+
 /// The slowest link a pool's file is still copied over: 1 MiB/s, about a 10 Mbit/s line. The
 /// copy of a file may take as long as its size at that rate, plus [`PLACE_IN_POOL_ALLOWANCE`];
 /// a copy slower than that has stalled, and is stopped rather than waited for.
@@ -198,6 +201,7 @@ impl HypervisorOp {
                 host,
                 pid,
                 verb,
+                group,
             } => MachineCommand::new([
                 "sh".to_string(),
                 "-c".to_string(),
@@ -208,7 +212,13 @@ impl HypervisorOp {
                 host.clone(),
                 pid.to_string(),
                 verb.clone(),
+                group.clone(),
             ]),
+            HypervisorOp::MakeLockDir { dir, group } => {
+                let script = without_comments(MAKE_LOCK_DIR_SCRIPT);
+                MachineCommand::new(["sh", "-c", &script, "trog-make-lock-dir", dir, group])
+                    .as_root(true)
+            }
             HypervisorOp::PlaceInPool {
                 dir,
                 partial,
@@ -265,7 +275,8 @@ mod tests {
     use crate::model::names::DomainName;
 
     #[test]
-    fn only_the_logs_the_probes_libguestfs_image_info_and_the_pool_writes_run_as_root() {
+    fn only_the_logs_the_probes_libguestfs_image_info_the_pool_writes_and_the_lock_directory_run_as_root(
+    ) {
         let path = "/x".to_string();
         let guest = GuestDisks {
             disks: vec![],
@@ -313,6 +324,10 @@ mod tests {
             },
             HypervisorOp::DiskImageInfo { path },
             hold_lock("guest-www.example.test.lock"),
+            HypervisorOp::MakeLockDir {
+                dir: "/run/lock/trog".into(),
+                group: "libvirt".into(),
+            },
             place(
                 "/pool",
                 Input::Bytes(Vec::new()),
@@ -353,6 +368,10 @@ mod tests {
                     from_byte: 0
                 },
                 HypervisorOp::DiskImageInfo { path: "/x".into() },
+                HypervisorOp::MakeLockDir {
+                    dir: "/run/lock/trog".into(),
+                    group: "libvirt".into(),
+                },
                 place(
                     "/pool",
                     Input::Bytes(Vec::new()),
@@ -668,13 +687,17 @@ mod tests {
             host: "work station".into(),
             pid: 4242,
             verb: "provision".into(),
+            group: "libvirt".into(),
         }
     }
 
     #[test]
     fn a_lock_is_held_by_the_script_as_the_login_with_every_value_an_argument_of_its_own() {
         let command = hold_lock("guest-www.example.test.lock").command();
-        assert!(!command.as_root, "the lock directory is world-writable");
+        assert!(
+            !command.as_root,
+            "the lock directory is writable by trog's logins"
+        );
         assert_eq!(command.argv[..2], ["sh", "-c"]);
         assert!(command.argv[2].contains("flock -n -E 75 9"));
         assert!(!command.argv[2].contains("\n# "), "comments are left out");
@@ -686,7 +709,8 @@ mod tests {
                 "guest-www.example.test.lock",
                 "work station",
                 "4242",
-                "provision"
+                "provision",
+                "libvirt"
             ]
         );
         // Over SSH the line is one shell word per value: a host name with a space (or worse)
@@ -694,10 +718,26 @@ mod tests {
         let line = command.to_shell_line();
         assert!(
             line.ends_with(
-                "trog-hold-lock /run/lock/trog guest-www.example.test.lock 'work station' 4242 provision"
+                "trog-hold-lock /run/lock/trog guest-www.example.test.lock 'work station' 4242 provision libvirt"
             ),
             "{line}"
         );
         assert!(command.stdin.is_none(), "its input is the run's, kept open");
+    }
+
+    #[test]
+    fn the_lock_directory_is_made_by_its_script_as_root_with_its_values_as_arguments() {
+        let command = HypervisorOp::MakeLockDir {
+            dir: "/run/lock/trog".into(),
+            group: "libvirt".into(),
+        }
+        .command();
+        assert!(command.as_root, "/run/lock is root's");
+        assert_eq!(command.argv[..2], ["sh", "-c"]);
+        assert!(command.argv[2].contains("chmod 2770"));
+        assert_eq!(
+            command.argv[3..],
+            ["trog-make-lock-dir", "/run/lock/trog", "libvirt"]
+        );
     }
 }

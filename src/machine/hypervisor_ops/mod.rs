@@ -226,16 +226,25 @@ pub enum HypervisorOp {
     /// Takes one of trog's advisory locks on the hypervisor, `<dir>/<file>`, and holds it for as
     /// long as the run keeps the operation's standard input open (see
     /// [`HypervisorMachine::keep_running`]); a run that ends or dies closes it, so a dead run's
-    /// lock is let go by itself. As the login, not root: the directory is world-writable.
-    /// Prints `busy <record>` while another holds it and `held` once held; the holder's `host`,
-    /// `pid` and `verb` are written into the file then, with the hypervisor's time.
+    /// lock is let go by itself. As the login, not root: the directory is writable by `group`,
+    /// the group of trog's logins, and by nobody else (one that others could write is refused,
+    /// and nothing is opened in it). Prints `busy <record>` while another holds it and `held`
+    /// once held; the holder's `host`, `pid` and `verb` are written into the file then, with the
+    /// hypervisor's time. Prints `no-directory` when `dir` is missing ([`HypervisorOp::MakeLockDir`]
+    /// makes it) and `unsafe-directory …` when it is not safe to lock in.
     HoldLock {
         dir: String,
         file: String,
         host: String,
         pid: u32,
         verb: String,
+        group: String,
     },
+    /// Makes the directory of trog's locks, as root (its parent, `/run/lock`, is root's): owned
+    /// by root, of `group`, mode 2770, so that trog's logins lock in it and nobody else can put
+    /// a link or a lock there. Anything already at `dir` is left as it is, for
+    /// [`HypervisorOp::HoldLock`] to judge.
+    MakeLockDir { dir: String, group: String },
 }
 
 /// A guest's disks as libguestfs opens them, and how it starts its appliance there.
@@ -331,6 +340,60 @@ mod tests {
                 assert!(!reason.trim().is_empty())
             }
         }
+    }
+
+    /// The probe runs as root: every file it writes is in a directory of its own (mktemp -d),
+    /// never at a name beside a temporary file, where another user could put a link first.
+    #[test]
+    fn the_kvm_probe_writes_only_inside_a_private_directory_of_its_own() {
+        if !std::path::Path::new("/dev/kvm").exists() {
+            eprintln!("skipped: the probe stops before writing anything without /dev/kvm");
+            return;
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let bin = scratch.path().join("bin");
+        let tmp = scratch.path().join("tmp");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        let log = scratch.path().join("qemu.log");
+        // A QEMU that tells where its disk and its standard error are, then exits as the boot
+        // sector makes a working QEMU exit.
+        let fake = bin.join("qemu-system-x86_64");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nfor arg; do case $arg in file=*) disk=${arg#file=}; disk=${disk%%,*};; esac; done\n\
+             dir=${disk%/*}\n\
+             printf '%s\\n%s\\n%s\\n' \"$disk\" \"$(readlink /proc/$$/fd/2)\" \"$(stat -c %a \"$dir\")\" >\"$TROG_TEST_LOG\"\n\
+             exit 3\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let status = std::process::Command::new("sh")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/src/machine/kvm_probe.sh"
+            ))
+            .env("PATH", path)
+            .env("TMPDIR", &tmp)
+            .env("TROG_TEST_LOG", &log)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+        let said = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = said.lines().collect();
+        let (disk, stderr, mode) = (
+            std::path::Path::new(lines[0]),
+            std::path::Path::new(lines[1]),
+            lines[2],
+        );
+        let own_dir = disk.parent().unwrap();
+        assert_eq!(own_dir.parent().unwrap(), tmp, "{said}");
+        assert_eq!(stderr.parent().unwrap(), own_dir, "{said}");
+        assert_eq!(mode, "700", "{said}");
+        assert!(!own_dir.exists(), "removed afterwards");
+        assert!(std::fs::read_dir(&tmp).unwrap().next().is_none());
     }
 
     #[test]
