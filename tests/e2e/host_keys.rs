@@ -84,7 +84,7 @@ pub fn only_the_guests_own_host_key_is_trusted(installation: &Installation, addr
         key_of(&on_guest(
             installation,
             address,
-            "cat /etc/ssh/ssh_host_ed25519_key.pub"
+            "sudo cat /etc/ssh/ssh_host_ed25519_key.pub"
         )),
         made_by_trog,
         "the guest answers with the key trog made"
@@ -113,7 +113,7 @@ pub fn only_the_guests_own_host_key_is_trusted(installation: &Installation, addr
     let impostor = key_of(&on_guest(
         installation,
         address,
-        "cat /etc/ssh/ssh_host_ed25519_key.pub",
+        "sudo cat /etc/ssh/ssh_host_ed25519_key.pub",
     ));
     assert_ne!(impostor, made_by_trog);
     change_the_payload(installation);
