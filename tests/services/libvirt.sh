@@ -8,6 +8,9 @@
 #   - the libvirt `default` NAT network (defined from libvirt's own XML if absent, then started).
 # Whatever it starts or defines is recorded under $TROG_SERVICES_STATE (default /run/trog-tests) so
 # that tests/services/stop.sh undoes exactly that and nothing else.
+#   - the directory of trog's locks on this machine, when an older trog left it writable by every
+#     user (it refuses such a directory now): removed, and trog's next run makes it again, root's
+#     and libvirt's group's alone.
 #
 # A libvirtd already running without that socket configuration is restarted with it when it is the
 # one this script started, when no guest runs on it (the package's init script starts one with
@@ -28,6 +31,12 @@ socket_wait_s=30
 
 say() { printf '[libvirt] %s\n' "$*"; }
 die() { printf '[libvirt] error: %s\n' "$*" >&2; exit 1; }
+
+lock_dir=/run/lock/trog
+if [[ -d $lock_dir && ! -L $lock_dir && $(stat -c '%a' "$lock_dir") == 1777 ]]; then
+  rm -rf -- "$lock_dir"
+  say "removed $lock_dir, which an older trog left writable by every user"
+fi
 
 [[ $(id -u) -eq 0 ]] || die "must run as root"
 for tool in libvirtd virtlogd virsh; do
