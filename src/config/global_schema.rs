@@ -207,7 +207,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::Text,
         Presence::Optional,
         Scope::Installation,
-        "A KeePassXC key file (mode 0600) that unlocks secrets.kdbx instead of the passphrase, or with it; relative to the configuration directory.",
+        "A KeePassXC key file (a regular file, mode 0600, at most 64 KiB) that unlocks secrets.kdbx instead of the passphrase, or with it; relative to the configuration directory.",
     ),
     setting(
         "backup_dir",
