@@ -430,7 +430,11 @@ impl GuestResources<'_> {
                     domain.create().map_err(self.fail("start the guest"))?;
                 }
             }
-            Action::WaitForSsh | Action::RestoreBackup { .. } | Action::Finish { .. } => {
+            Action::WaitForSsh
+            | Action::BackUpBeforeRebuild
+            | Action::RestoreBackup { .. }
+            | Action::RestoreFreshBackup
+            | Action::Finish { .. } => {
                 unreachable!("{action} is not a libvirt action")
             }
         }

@@ -35,6 +35,10 @@ pub enum Action {
         tag: GuestTag,
         redefine: bool,
     },
+    /// Reads the guest's backed-up paths over SSH into a new archive on this machine, before
+    /// anything of a finished guest's root disk is changed: the new root disk gets the guest's
+    /// files as they are now, not as an older backup had them.
+    BackUpBeforeRebuild,
     StopDomain,
     /// `--force`: deletes the guest's snapshots before its root disk is replaced (their states
     /// live in that disk).
@@ -69,6 +73,8 @@ pub enum Action {
     RestoreBackup {
         archive: String,
     },
+    /// Puts the backup [`Action::BackUpBeforeRebuild`] took in this run back on the new root disk.
+    RestoreFreshBackup,
     /// Sends the payload, runs the Makefile's default target and the recipes' tests, and
     /// records the payload digest in the tag.
     Finish {
@@ -101,6 +107,10 @@ impl fmt::Display for Action {
                 if *redefine { "redefine" } else { "define" },
                 short(&tag.boot_fingerprint),
                 short(&tag.shape_fingerprint)
+            ),
+            Action::BackUpBeforeRebuild => write!(
+                f,
+                "back up the guest's files over SSH (its root disk is replaced below)"
             ),
             Action::StopDomain => write!(f, "stop the guest"),
             Action::DeleteSnapshots { names } => write!(
@@ -137,6 +147,9 @@ impl fmt::Display for Action {
                     f,
                     "restore the newest backup {archive} (the root disk is new)"
                 )
+            }
+            Action::RestoreFreshBackup => {
+                write!(f, "restore the backup taken above onto the new root disk")
             }
             Action::Finish { payload_digest } => {
                 write!(

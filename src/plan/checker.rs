@@ -60,11 +60,12 @@ pub fn check_plan(
     let mut base_present = observed.base_image_present;
     let mut waited = false;
     let mut finished = false;
+    let mut backed_up = false;
     let mut snapshots_present = observed
         .domain
         .as_ref()
         .is_some_and(|domain| !domain.snapshots.is_empty());
-    for action in &plan.actions {
+    for (index, action) in plan.actions.iter().enumerate() {
         let makes_a_volume = matches!(
             action,
             Action::UploadBaseImage { .. }
@@ -191,7 +192,18 @@ pub fn check_plan(
                 }
                 waited = true;
             }
-            Action::RestoreBackup { .. } => {
+            Action::BackUpBeforeRebuild => {
+                if index != 0 || !running {
+                    return refuse(
+                        "a guest is backed up before a rebuild only first, while it runs",
+                    );
+                }
+                backed_up = true;
+            }
+            Action::RestoreFreshBackup if !backed_up => {
+                return refuse("only a backup this run took is restored as fresh");
+            }
+            Action::RestoreBackup { .. } | Action::RestoreFreshBackup => {
                 if !waited || !running {
                     return refuse("a backup is restored only on a running guest once SSH answers");
                 }

@@ -258,7 +258,10 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
             }
             Action::SetAutostart => observed.domain.as_mut().unwrap().autostart = true,
             Action::StartDomain => observed.domain.as_mut().unwrap().running = true,
-            Action::WaitForSsh | Action::RestoreBackup { .. } => {}
+            Action::WaitForSsh
+            | Action::BackUpBeforeRebuild
+            | Action::RestoreBackup { .. }
+            | Action::RestoreFreshBackup => {}
             Action::Finish { payload_digest } => {
                 tag_mut(&mut observed).payload_digest = Some(payload_digest.clone())
             }

@@ -57,6 +57,8 @@ pub trait GuestSteps {
         -> Result<Box<dyn ReachProbe + 's>, Failure>;
     /// Records the domain's tag once the finish succeeded.
     fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure>;
+    /// Backs the running guest up over SSH before its root disk is replaced; returns the archive.
+    fn back_up_before_rebuild(&mut self) -> Result<PathBuf, Failure>;
 }
 
 /// A [`GuestProbe`] that keeps the connection that answered.
@@ -167,6 +169,7 @@ pub fn execute_plan(
             .push((reserved, seconds((waits.clock)() - reserving)));
     }
     let mut connected: Option<Box<dyn Machine>> = None;
+    let mut fresh_backup: Option<PathBuf> = None;
     let mut filtered = false;
     let total = run.plan.actions.len();
     for (index, action) in run.plan.actions.iter().enumerate() {
@@ -208,14 +211,24 @@ pub fn execute_plan(
                     .map(|address| report.address = Some(address))
                     .map_err(Failure::from)
             }),
-            Action::RestoreBackup { archive } => match &connected {
-                None => Err(ConvergeError::NotConnected {
-                    guest: run.guest.to_string(),
+            Action::BackUpBeforeRebuild => steps
+                .back_up_before_rebuild()
+                .map(|archive| fresh_backup = Some(archive)),
+            Action::RestoreBackup { .. } | Action::RestoreFreshBackup => {
+                let archive = match action {
+                    Action::RestoreBackup { archive } => Some(PathBuf::from(archive)),
+                    _ => fresh_backup.clone(),
+                };
+                match (&connected, archive) {
+                    (Some(machine), Some(archive)) => {
+                        restore_backup(machine.as_ref(), &archive).map_err(Failure::from)
+                    }
+                    _ => Err(ConvergeError::NotConnected {
+                        guest: run.guest.to_string(),
+                    }
+                    .into()),
                 }
-                .into()),
-                Some(machine) => restore_backup(machine.as_ref(), std::path::Path::new(archive))
-                    .map_err(Failure::from),
-            },
+            }
             Action::Finish { payload_digest } => match &connected {
                 None => Err(ConvergeError::NotConnected {
                     guest: run.guest.to_string(),
@@ -532,6 +545,20 @@ impl GuestSteps for LibvirtSteps<'_> {
 
     fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure> {
         Ok(self.resources.record_tag(tag)?)
+    }
+
+    fn back_up_before_rebuild(&mut self) -> Result<PathBuf, Failure> {
+        let taken = crate::workflow::backup::back_up_reached(
+            self.guest.connection,
+            self.guest.hypervisor.name.as_str(),
+            self.guest.inputs,
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| {
+                    i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+                }),
+        )?;
+        Ok(taken.archive)
     }
 }
 

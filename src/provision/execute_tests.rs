@@ -41,6 +41,8 @@ struct FakeSteps {
     dies_after: Option<Duration>,
     /// Where the logins go while SSH does not answer yet.
     login: FakeMachine,
+    /// What a backup before a rebuild writes; `None` fails it, as a guest that cannot be read.
+    fresh_backup: Option<std::path::PathBuf>,
 }
 
 impl FakeSteps {
@@ -60,6 +62,7 @@ impl FakeSteps {
                 .answer("true", &[Answer::Hangs]),
             clock,
             dies_after: None,
+            fresh_backup: None,
         }
     }
 }
@@ -115,6 +118,16 @@ impl GuestSteps for FakeSteps {
     fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure> {
         self.tags.push(tag.clone());
         Ok(())
+    }
+
+    fn back_up_before_rebuild(&mut self) -> Result<std::path::PathBuf, Failure> {
+        self.ran.push(Action::BackUpBeforeRebuild.to_string());
+        self.fresh_backup.clone().ok_or_else(|| {
+            Failure::from(crate::machine::MachineError::Unreachable {
+                host: "trogadmin@192.168.122.50".into(),
+                detail: "Connection refused".into(),
+            })
+        })
     }
 }
 
@@ -599,4 +612,57 @@ fn a_backup_is_unpacked_on_the_guest_before_its_payload_and_a_changed_one_stops_
     assert_eq!(guest.count("tar --extract"), 0);
     assert_eq!(guest.count("make test"), 0);
     assert!(steps.tags.is_empty());
+}
+
+/// A running, finished guest's root disk replaced, backed up first and that backup restored.
+fn rebuild_plan() -> Plan {
+    let mut plan = fresh_plan();
+    let finish = plan.actions.len() - 1;
+    plan.actions.insert(finish, Action::RestoreFreshBackup);
+    plan.actions.insert(0, Action::StopDomain);
+    plan.actions.insert(0, Action::BackUpBeforeRebuild);
+    plan
+}
+
+#[test]
+fn a_rebuild_restores_the_backup_it_took_first_and_a_failed_backup_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let backups = crate::backup::archive_dir::GuestBackups::new(dir.path(), "www.example.test");
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(3);
+    header.set_mode(0o644);
+    tar.append_data(&mut header, "srv/site/now.txt", &b"now"[..])
+        .unwrap();
+    let fresh = backups
+        .write(
+            "20261204T101010Z",
+            &tar.into_inner().unwrap(),
+            "data /srv/site\n",
+        )
+        .unwrap();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    steps.fresh_backup = Some(fresh.archive.clone());
+    run(&mut steps, &rebuild_plan()).unwrap();
+    assert_eq!(steps.ran[0], Action::BackUpBeforeRebuild.to_string());
+    assert_eq!(
+        guest.count("tar --extract"),
+        1,
+        "{:?}",
+        guest.command_lines()
+    );
+
+    // The guest cannot be read: the run stops at its first step, before anything is stopped or
+    // deleted.
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    let failure = run(&mut steps, &rebuild_plan()).unwrap_err();
+    assert!(
+        failure.chain()[0].contains("step 1 of"),
+        "{:?}",
+        failure.chain()
+    );
+    assert_eq!(steps.ran, [Action::BackUpBeforeRebuild.to_string()]);
+    assert_eq!(guest.count("tar --extract"), 0);
 }

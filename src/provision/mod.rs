@@ -138,10 +138,12 @@ pub fn prepare(
         inputs.config.domain.as_str(),
     )
     .newest()?;
+    let backs_up = !crate::backup::backup_paths(&inputs.generated.resolved)?.is_empty();
     let plan = with_backup_restore(
         plan(&desired, &observed, resolution)?,
         &observed,
         newest_backup.as_deref().and_then(Path::to_str),
+        backs_up,
     );
     check_plan(&plan, &desired, &observed, resolution)?;
     let tag = plan

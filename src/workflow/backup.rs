@@ -153,14 +153,34 @@ pub fn back_up_located(
         StoreUse::ReadOnly,
         AddressPolicy::ReadOnly,
     )?;
+    back_up_reached(
+        &opened.connection,
+        opened.config.name.as_str(),
+        &inputs,
+        now_unix,
+    )
+}
+
+/// Reads the guest's backed-up paths over SSH (its pinned host key checked) into a new archive
+/// of its backup folder. The caller holds the guest's lock: `backup`, or `provision` before it
+/// replaces the root disk of a running guest.
+pub fn back_up_reached(
+    connection: &virt::connect::Connect,
+    hypervisor: &str,
+    inputs: &GuestInputs,
+    now_unix: i64,
+) -> Result<TakenBackup, Failure> {
+    let domain = &inputs.config.domain;
+    let guest = domain.to_string();
+    let paths = &inputs.paths;
     let listed = backup_paths(&inputs.generated.resolved)?;
-    let (machine, _key) = reach_guest(opened, &inputs)?;
+    let (machine, _key) = reach_guest(connection, inputs)?;
     let folder = GuestBackups::new(&backup_dir(paths, &inputs.config.settings), domain.as_str());
     let archived =
         archive_guest_paths(&machine, &guest, &listed, &folder, &archive_stem(now_unix))?;
     Ok(TakenBackup {
         guest,
-        hypervisor: opened.config.name.to_string(),
+        hypervisor: hypervisor.to_string(),
         archive: archived.written.archive,
         sha256: archived.written.sha256,
         bytes: archived.written.bytes,
@@ -226,7 +246,7 @@ fn archive_guest_paths(
 /// DHCP lease.
 /// The key file comes with it: it lives (and is deleted) with the connection.
 fn reach_guest(
-    opened: &OpenedHypervisor,
+    connection: &virt::connect::Connect,
     inputs: &GuestInputs,
 ) -> Result<(SshMachine, PrivateKeyFile), Failure> {
     let guest = inputs.config.domain.to_string();
@@ -236,7 +256,7 @@ fn reach_guest(
     let addresses = match inputs.config.settings.ips.first() {
         Some(ip) => vec![ip.address.to_string()],
         None => leased_addresses(
-            &opened.connection,
+            connection,
             &guest,
             &inputs.generated.mac_address.to_string(),
         ),
