@@ -13,6 +13,7 @@
 //! line out); [`load_fleet`] is the thin loader. [`fleet_to_build_on`] decides where a guest is
 //! built when there is no fleet file.
 
+use crate::config::bounded_read::read_problem_hint;
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::hypervisor::{
@@ -158,8 +159,10 @@ impl Diagnose for HypervisorsConfError {
 
     fn hint(&self) -> Option<String> {
         Some(match self {
-            HypervisorsConfError::Read { .. } => {
-                "check the file's permissions, or point --hvconf at another file".to_string()
+            HypervisorsConfError::Read { source, .. } => {
+                read_problem_hint(source).unwrap_or_else(|| {
+                    "check the file's permissions, or point --hvconf at another file".to_string()
+                })
             }
             HypervisorsConfError::Syntax { hint, .. } => hint.clone(),
             HypervisorsConfError::UnknownKey { suggestion, .. } => {

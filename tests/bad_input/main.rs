@@ -1261,6 +1261,108 @@ fn refused_while_parsing() -> Vec<Case> {
     ]
 }
 
+/// `_base` with `contact_email` (and `extra`, a further `_global` line) as given.
+fn base_with_email(email: &str, extra: &str) -> String {
+    format!(
+        "_base:\n  _global:\n    admin_user: siteadmin\n    contact_email: {email}\n    \
+         distro: debian\n{extra}  adminconfig: {{}}\n"
+    )
+}
+
+/// Values of settings: text without a bound or of the wrong shape, floats that are no number,
+/// files that are not UTF-8 text.
+fn setting_values() -> Vec<Case> {
+    let megabyte_email = format!("{}@example.test", "a".repeat(1024 * 1024));
+    let latin1_guest: &[u8] =
+        b"example.test:\n  _global:\n    cpus: 1\n    size: 4G # caf\xe9\n  nginx: {}\n";
+    vec![
+        case("contact_email of a megabyte", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email(&megabyte_email, "")))
+            .says("at most 254"),
+        case("contact_email with a space", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email("ops@exa mple.test", "")))
+            .says("not an email address"),
+        case("contact_email with two @", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email("ops@b@example.test", "")))
+            .says("not an email address"),
+        case("contact_email with no domain", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email("ops@", "")))
+            .says("not an email address"),
+        case("contact_email with a newline", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email("\"ops@example.test\\nBcc: x@example.test\"", ""),
+            ))
+            .says("control character"),
+        case("release of 5000 characters", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email(
+                    "ops@example.test",
+                    &format!("    release: {}\n", "b".repeat(5000)),
+                ),
+            ))
+            .says("at most 4096"),
+        case("mirror of 3000 characters", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email(
+                    "ops@example.test",
+                    &format!("    mirror: http://m.example.test/{}\n", "d".repeat(3000)),
+                ),
+            ))
+            .says("at most 2048"),
+        case("memory .nan", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: .nan")))
+            .says("not a number"),
+        case("memory .NaN", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: .NaN")))
+            .says("not a number"),
+        case("memory .inf", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: .inf")))
+            .says("infinity"),
+        case("memory -.inf", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: -.inf")))
+            .says("infinity"),
+        case("memory 1e999", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: 1e999")))
+            .says("too large"),
+        case("cpus .inf", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("cpus: .inf\nsize: 4G", "nginx: {}"),
+            ))
+            .says("infinity"),
+        case("recipes.yaml .nan in _base", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email("ops@example.test", "    memory: .nan\n"),
+            ))
+            .says("not a number"),
+        case("guest file in Latin-1", DRY, CONFIG)
+            .edit(write_bytes(GUEST_FILE, latin1_guest))
+            .says("not UTF-8 text: line 4")
+            .says("save the file as UTF-8"),
+        case("recipes.yaml in Latin-1", DRY, CONFIG)
+            .edit(write_bytes(
+                RECIPES,
+                b"_base:\n  _global:\n    admin_user: r\xe9mi\n",
+            ))
+            .says("line 3, column 18")
+            .says("save the file as UTF-8"),
+        case("hypervisors.conf in Latin-1", "fleet", CONFIG)
+            .edit(write_bytes(
+                HV,
+                b"# h\xf4te\n[hv1]\nlibvirt_uri = test:///default\n",
+            ))
+            .says("line 1, column 4")
+            .says("save the file as UTF-8"),
+        case("users.yaml in Latin-1", DRY, CONFIG)
+            .edit(write_bytes(USERS, b"- name: j\xfcrgen\n"))
+            .says("not UTF-8"),
+    ]
+}
+
 /// More credentials and store faults.
 fn more_credentials() -> Vec<Case> {
     vec![
@@ -1308,6 +1410,7 @@ fn every_bad_input_is_refused_cleanly() {
         more_arguments(),
         more_credentials(),
         refused_while_parsing(),
+        setting_values(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();
