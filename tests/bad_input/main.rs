@@ -1357,6 +1357,27 @@ fn setting_values() -> Vec<Case> {
             ))
             .says("line 1, column 4")
             .says("save the file as UTF-8"),
+        case("hv: cpu_overcommit -inf", "fleet", CONFIG)
+            .edit(write(HV, hv1("cpu_overcommit = -inf\n")))
+            .says("not a finite number"),
+        case("hv: cpu_overcommit nan, said so", "fleet", CONFIG)
+            .edit(write(HV, hv1("cpu_overcommit = nan\n")))
+            .says("not a finite number"),
+        case("hv: pool_path climbing with ..", "fleet", CONFIG)
+            .edit(write(HV, hv1("pool_path = /vms/../etc\n")))
+            .says("`..`"),
+        case("hv: pool_name of 5000 characters", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                hv1(&format!("pool_name = {}\n", "p".repeat(5000))),
+            ))
+            .says("at most 4096"),
+        case("hv: libvirt_uri of 5000 characters", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                format!("[hv1]\nlibvirt_uri = test:///{}\n", "u".repeat(5000)),
+            ))
+            .says("at most 4096"),
         case("users.yaml in Latin-1", DRY, CONFIG)
             .edit(write_bytes(USERS, b"- name: j\xfcrgen\n"))
             .says("not UTF-8"),
