@@ -51,6 +51,8 @@ pub enum ArgumentError {
     ControlInSnapshotName { name: String },
     #[error("`{}` is not an absolute path in the guest: {why}", shown(path))]
     GuestPath { path: String, why: &'static str },
+    #[error("`{}` is not a network: {why}", shown(network))]
+    Network { network: String, why: &'static str },
 }
 
 impl Diagnose for ArgumentError {
@@ -87,6 +89,10 @@ impl Diagnose for ArgumentError {
             }
             ArgumentError::GuestPath { .. } => {
                 "give the path from the guest's root, e.g. --cat /etc/fstab".into()
+            }
+            ArgumentError::Network { .. } => {
+                "name a libvirt network (`default`) or a bridge (`bridge:br0`), as a guest's `network` or `bridge` setting does"
+                    .into()
             }
         })
     }
@@ -175,6 +181,31 @@ pub fn guest_path(text: &str) -> Result<String, ArgumentError> {
     }
 }
 
+/// `assign_ip --network`: a libvirt network's name or `bridge:NAME`, as the `network` and
+/// `bridge` settings give them (text of at most a path's length, without control characters).
+pub fn network(text: &str) -> Result<String, ArgumentError> {
+    let refuse = |why| {
+        Err(ArgumentError::Network {
+            network: text.to_string(),
+            why,
+        })
+    };
+    if text.trim().is_empty()
+        || text
+            .strip_prefix("bridge:")
+            .is_some_and(|b| b.trim().is_empty())
+    {
+        return refuse("it names nothing");
+    }
+    if text.len() > 4096 {
+        return refuse("it is longer than 4096 bytes");
+    }
+    if text.chars().any(char::is_control) {
+        return refuse("it holds a control character");
+    }
+    Ok(text.to_string())
+}
+
 /// A number of seconds from `least` to `most` (at most [`LONGEST_SECONDS`]).
 pub fn seconds(
     least: u64,
@@ -257,6 +288,15 @@ mod tests {
             let error = guest_path(bad).unwrap_err();
             assert!(!error.to_string().contains('\n'), "{error}");
             assert!(error.hint().unwrap().contains("--cat /etc/fstab"));
+        }
+    }
+
+    #[test]
+    fn a_network_names_something() {
+        assert_eq!(network("default"), Ok("default".into()));
+        assert_eq!(network("bridge:br0"), Ok("bridge:br0".into()));
+        for bad in ["", " ", "bridge:", "a\nb"] {
+            assert!(network(bad).is_err(), "{bad:?}");
         }
     }
 

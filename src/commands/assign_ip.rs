@@ -15,7 +15,7 @@ pub struct AssignIpArgs {
     pub domain: DomainName,
     /// The network (a libvirt network's name, or `bridge:NAME`) whose range to assign from;
     /// unset, the guest's own.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::cli::values::network)]
     pub network: Option<String>,
 }
 
