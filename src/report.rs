@@ -17,12 +17,17 @@ pub fn report_failure(failure: &Failure, json: bool) {
 
 /// The command line could not be parsed. Help and `--version` print as clap prints them; a wrong
 /// command line is reported by clap on stderr and, when `--json` was among the arguments, as an
-/// `error` event too. Exits with the usage status.
+/// `error` event too. A value one of trog's own parsers refused is reported as any failure is,
+/// with its hint. Exits with the usage status.
 pub fn exit_on_bad_command_line(error: clap::Error) -> ! {
     let wants_json = std::env::args_os()
         .skip(1)
         .take_while(|argument| argument != "--")
         .any(|argument| argument == "--json");
+    if let Some(failure) = crate::cli::values::argument_failure(&error) {
+        report_failure(&failure, wants_json);
+        std::process::exit(failure.status.code());
+    }
     if !error.use_stderr() || !wants_json {
         error.exit();
     }

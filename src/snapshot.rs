@@ -4,11 +4,11 @@
 
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
+use crate::model::names::{NameError, SnapshotName};
 use crate::plan::GuestTag;
 
-/// The longest snapshot name accepted: long enough for any date-and-purpose name, short enough
-/// to read in a listing.
-pub const MAX_NAME_LENGTH: usize = 64;
+/// The longest snapshot name accepted (`SnapshotName` holds the rules).
+pub const MAX_NAME_LENGTH: usize = SnapshotName::LONGEST;
 
 /// How a snapshot captured the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -64,8 +64,8 @@ pub enum SnapshotChoiceError {
     },
     #[error("{domain} already has a snapshot named {name}")]
     NameTaken { domain: String, name: String },
-    #[error("snapshot name {name:?} {why}")]
-    BadName { name: String, why: &'static str },
+    #[error(transparent)]
+    BadName(#[from] NameError),
 }
 
 impl Diagnose for SnapshotChoiceError {
@@ -75,7 +75,7 @@ impl Diagnose for SnapshotChoiceError {
                 ExitStatus::Failure
             }
             SnapshotChoiceError::NameTaken { .. } => ExitStatus::Conflict,
-            SnapshotChoiceError::BadName { .. } => ExitStatus::Usage,
+            SnapshotChoiceError::BadName(_) => ExitStatus::Usage,
         }
     }
 
@@ -90,7 +90,7 @@ impl Diagnose for SnapshotChoiceError {
             SnapshotChoiceError::NameTaken { domain, .. } => format!(
                 "choose another --name, or delete the old one with `trog snapshot --delete NAME {domain}`"
             ),
-            SnapshotChoiceError::BadName { .. } => format!(
+            SnapshotChoiceError::BadName(_) => format!(
                 "use letters, digits, '.', '_' and '-', at most {MAX_NAME_LENGTH} characters, not starting with '-' or '.'"
             ),
         })
@@ -137,30 +137,10 @@ pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// Checks a name given with `--name`: it becomes part of libvirt's XML and of file names on the
-/// hypervisor, so it is kept to a plain set of characters.
+/// Checks a name given with `--name` (the command line has checked it already; a caller of the
+/// library may not have).
 pub fn check_name(name: &str) -> Result<(), SnapshotChoiceError> {
-    let bad = |why| SnapshotChoiceError::BadName {
-        name: name.to_string(),
-        why,
-    };
-    if name.is_empty() {
-        return Err(bad("is empty"));
-    }
-    if name.len() > MAX_NAME_LENGTH {
-        return Err(bad("is too long"));
-    }
-    if name.starts_with('-') || name.starts_with('.') {
-        return Err(bad("starts with '-' or '.'"));
-    }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
-        return Err(bad(
-            "has a character other than letters, digits, '.', '_', '-'",
-        ));
-    }
+    SnapshotName::parse(name)?;
     Ok(())
 }
 
@@ -311,7 +291,7 @@ mod tests {
             assert!(
                 matches!(
                     name_for_new("g", &[], Some(bad), 0),
-                    Err(SnapshotChoiceError::BadName { .. })
+                    Err(SnapshotChoiceError::BadName(_))
                 ),
                 "{bad:?}"
             );

@@ -2,32 +2,29 @@
 //! site directory) from the running guest into an archive on this machine; `--sweep` deletes the
 //! backups past their retention instead.
 
+use crate::cli::target::FleetSearch;
+use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::model::names::DomainName;
 use crate::output::events::{emit, Event};
-use crate::provision::inputs::domain_argument;
 use crate::workflow::backup::{back_up, sweep};
 use crate::workflow::snapshot::GuestAddress;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, clap::Args)]
 pub struct BackupArgs {
     /// The guest, fully qualified.
-    #[arg(required_unless_present = "sweep")]
-    pub domain: Option<String>,
+    #[arg(value_name = "DOMAIN", required_unless_present = "sweep", value_parser = values::domain)]
+    pub domain: Option<DomainName>,
     /// Delete every backup older than its retention (`backup_retention_days`) instead, naming
     /// each file.
     #[arg(long, conflicts_with_all = ["domain", "hypervisor"])]
     pub sweep: bool,
-    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
-    #[arg(long, value_name = "NAME")]
-    pub hypervisor: Option<String>,
-    /// Seconds each hypervisor has to answer when the guest is looked for.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
-    pub timeout: u64,
+    #[command(flatten)]
+    pub search: FleetSearch,
 }
 
 fn now_unix() -> i64 {
@@ -59,14 +56,20 @@ pub fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, Failure>
             ExitStatus::Failure
         });
     }
-    let domain = domain_argument(args.domain.as_deref().unwrap_or_default())?;
+    let Some(domain) = &args.domain else {
+        return Err(Failure::new(
+            "backup names no guest",
+            ExitStatus::Usage,
+            Some("name the guest (`trog backup www.example.test`), or sweep with --sweep".into()),
+        ));
+    };
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let taken = back_up(
         &paths,
         &GuestAddress {
-            domain: &domain,
-            hypervisor: args.hypervisor.as_deref(),
-            answer_timeout: Duration::from_secs(args.timeout),
+            domain,
+            hypervisor: args.search.hypervisor_name(),
+            answer_timeout: args.search.answer_timeout(),
         },
         now_unix(),
         &mut credentials,

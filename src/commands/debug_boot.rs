@@ -3,26 +3,25 @@
 //! (`--shot`), the firmware's boot menu (`--hold`) and keystrokes (`--keys`), and `--restore`,
 //! which takes back what `--console` and `--hold` changed.
 
+use crate::cli::target::GuestTarget;
+use crate::cli::values::{self, Seconds};
 use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::debug_boot::keys::parse_keys;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::output::events::{emit, Event};
-use crate::provision::inputs::domain_argument;
 use crate::workflow::debug_boot::{
     debug_boot, DebugAction, DebugOutcome, DebugReport, DebugRequest, GrubCheck,
 };
 use crate::workflow::debug_boot_console::ConsoleBounds;
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("action").required(true).args(["console", "fetch", "shot", "hold", "keys", "restore", "vnc", "cat", "ls", "single"])))]
 pub struct DebugBootArgs {
-    /// The guest, fully qualified.
-    pub domain: String,
+    #[command(flatten)]
+    pub target: GuestTarget,
     /// Point the serial port at a capture file, restart the guest, and print every line from
     /// the first line of firmware on, until a login prompt, a panic, silence, or the bound.
     #[arg(long)]
@@ -40,11 +39,13 @@ pub struct DebugBootArgs {
     /// text:WORDS.
     #[arg(long, value_name = "KEY", num_args = 1..)]
     pub keys: Option<Vec<String>>,
-    /// Print a file of the shut-off guest's disks (libguestfs on the hypervisor).
-    #[arg(long, value_name = "PATH")]
+    /// Print a file of the shut-off guest's disks (libguestfs on the hypervisor); PATH is
+    /// absolute, from the guest's root.
+    #[arg(long, value_name = "PATH", value_parser = values::guest_path)]
     pub cat: Option<String>,
-    /// List a directory of the shut-off guest's disks (libguestfs on the hypervisor).
-    #[arg(long, value_name = "PATH")]
+    /// List a directory of the shut-off guest's disks (libguestfs on the hypervisor); PATH is
+    /// absolute, from the guest's root.
+    #[arg(long, value_name = "PATH", value_parser = values::guest_path)]
     pub ls: Option<String>,
     /// Put `single` on the kernel command line of the shut-off guest's GRUB configuration
     /// (libguestfs on the hypervisor) and start it into rescue mode.
@@ -58,18 +59,16 @@ pub struct DebugBootArgs {
     /// an SSH tunnel to it, held open until interrupted.
     #[arg(long)]
     pub vnc: bool,
-    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
-    #[arg(long, value_name = "NAME")]
-    pub hypervisor: Option<String>,
-    /// Seconds each hypervisor has to answer when the guest is looked for.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
-    pub timeout: u64,
     /// --console: stop after this many seconds without a new line.
-    #[arg(long, value_name = "SECONDS", default_value_t = ConsoleBounds::default().silence.as_secs())]
-    pub silence: u64,
+    #[arg(long, value_name = "SECONDS",
+          default_value_t = Seconds(ConsoleBounds::default().silence.as_secs()),
+          value_parser = values::seconds(1, values::LONGEST_SECONDS))]
+    pub silence: Seconds,
     /// --console: stop after this many seconds in all.
-    #[arg(long, value_name = "SECONDS", default_value_t = ConsoleBounds::default().total.as_secs())]
-    pub total: u64,
+    #[arg(long, value_name = "SECONDS",
+          default_value_t = Seconds(ConsoleBounds::default().total.as_secs()),
+          value_parser = values::seconds(1, values::LONGEST_SECONDS))]
+    pub total: Seconds,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,16 +79,21 @@ pub enum DebugBootCommandError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot write the screenshot to {path}: {why}")]
+    ShotPath { path: String, why: &'static str },
 }
 
 impl Diagnose for DebugBootCommandError {
     fn exit_status(&self) -> ExitStatus {
-        ExitStatus::Failure
+        match self {
+            DebugBootCommandError::ShotPath { .. } => ExitStatus::Usage,
+            DebugBootCommandError::WriteShot { .. } => ExitStatus::Failure,
+        }
     }
 
     fn hint(&self) -> Option<String> {
         match self {
-            DebugBootCommandError::WriteShot { .. } => {
+            DebugBootCommandError::WriteShot { .. } | DebugBootCommandError::ShotPath { .. } => {
                 Some("name a file in a directory you can write to".into())
             }
         }
@@ -99,8 +103,8 @@ impl Diagnose for DebugBootCommandError {
 fn action(args: &DebugBootArgs) -> Result<DebugAction, Failure> {
     Ok(if args.console {
         DebugAction::Console(ConsoleBounds {
-            silence: Duration::from_secs(args.silence),
-            total: Duration::from_secs(args.total),
+            silence: args.silence.duration(),
+            total: args.total.duration(),
         })
     } else if args.fetch {
         DebugAction::Fetch
@@ -123,11 +127,36 @@ fn action(args: &DebugBootArgs) -> Result<DebugAction, Failure> {
     })
 }
 
+/// Refuses a `--shot` file that could not be written, before the guest's screen is asked for:
+/// a folder, or a file in a folder that does not exist.
+fn check_shot_path(path: &Path) -> Result<(), DebugBootCommandError> {
+    let refuse = |why| {
+        Err(DebugBootCommandError::ShotPath {
+            path: path.display().to_string(),
+            why,
+        })
+    };
+    if path.is_dir() {
+        return refuse("it is a folder");
+    }
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return refuse("its folder does not exist");
+    }
+    Ok(())
+}
+
 const RESTORE_NOTE: &str = "--restore puts it back as provision made it";
 
 pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failure> {
-    let domain = domain_argument(&args.domain)?;
+    let domain = &args.target.domain;
     let action = action(&args)?;
+    if let Some(path) = &args.shot {
+        check_shot_path(path)?;
+    }
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let json = global.json;
     let mut on_line = |line: &str| {
@@ -140,10 +169,10 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
     let report = debug_boot(
         &global.installation_paths(),
         DebugRequest {
-            domain: &domain,
-            hypervisor: args.hypervisor.as_deref(),
+            domain,
+            hypervisor: args.target.search.hypervisor_name(),
             action,
-            answer_timeout: Duration::from_secs(args.timeout),
+            answer_timeout: args.target.search.answer_timeout(),
         },
         &mut credentials,
         &global.locks("debug_boot"),

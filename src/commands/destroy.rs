@@ -3,33 +3,25 @@
 //! `--purge`. A failed step does not stop the rest; what was left behind is named, and the run
 //! exits with its own status.
 
+use crate::cli::target::GuestTarget;
 use crate::cli::GlobalArgs;
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::DomainName;
 use crate::output::events::{emit, Event};
-use crate::provision::inputs::domain_argument;
 use crate::workflow::destroy::{destroy, DestroyRequest, LastBackup};
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct DestroyArgs {
-    /// The guest, fully qualified.
-    pub domain: String,
-    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
-    #[arg(long, value_name = "NAME")]
-    pub hypervisor: Option<String>,
+    #[command(flatten)]
+    pub target: GuestTarget,
     /// Delete the guest's data volume too (its contents are lost).
     #[arg(long)]
     pub purge: bool,
     /// Without a terminal, confirms --purge (on a terminal the guest's name is retyped).
     #[arg(long)]
     pub yes: bool,
-    /// Seconds each hypervisor has to answer when the guest is looked for.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
-    pub timeout: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,18 +52,18 @@ fn confirm_purge(domain: &DomainName, yes: bool) -> Result<(), DestroyCommandErr
 }
 
 pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure> {
-    let domain = domain_argument(&args.domain)?;
+    let domain = &args.target.domain;
     if args.purge {
-        confirm_purge(&domain, args.yes)?;
+        confirm_purge(domain, args.yes)?;
     }
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let report = destroy(
         &global.installation_paths(),
         &DestroyRequest {
-            domain: &domain,
-            hypervisor: args.hypervisor.as_deref(),
+            domain,
+            hypervisor: args.target.search.hypervisor_name(),
             purge: args.purge,
-            answer_timeout: Duration::from_secs(args.timeout),
+            answer_timeout: args.target.search.answer_timeout(),
             now_unix: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |elapsed| elapsed.as_secs() as i64),

@@ -9,15 +9,17 @@ use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
+use crate::model::names::DomainName;
 use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
-use crate::provision::inputs::{domain_argument, load_guest_inputs, StoreUse};
+use crate::provision::inputs::{load_guest_inputs, StoreUse};
 use crate::provision::store_guard::NewStorePermit;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct NewConfigArgs {
     /// The guest, fully qualified (its file in recipes.d is DOMAIN.yaml).
-    pub domain: String,
+    #[arg(value_name = "DOMAIN", value_parser = crate::cli::values::domain)]
+    pub domain: DomainName,
     /// Where to write the guest's files (default: ./DOMAIN).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -73,7 +75,7 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
 }
 
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
-    let domain = domain_argument(&args.domain)?;
+    let domain = &args.domain;
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let inputs = load_guest_inputs(
         &global.installation_paths(),

@@ -11,6 +11,7 @@
 //! The file is checked to load against the installation before it is written, an existing file
 //! is never overwritten, and nothing is written when anything is refused.
 
+use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::commands::recipes::base_as_json;
 use crate::config::guest::{load_recipes_yaml, resolve_guest};
@@ -20,7 +21,7 @@ use crate::cookbook::scaffold::{scaffold, Scaffold};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::generate::recipe_settings;
-use crate::model::names::{DomainName, NameError, RecipeName};
+use crate::model::names::{DomainName, RecipeName};
 use crate::model::units::{
     guest_disk_problem, guest_memory_problem, Bytes, MiB, SizeError, GUEST_MAX_CPUS,
 };
@@ -35,8 +36,8 @@ pub struct NewGuestArgs {
     #[arg(value_name = "RECIPE", required = true)]
     pub names: Vec<String>,
     /// The guest's fully qualified name (default: a random UUID under `.test`).
-    #[arg(long, value_name = "FQDN")]
-    pub hostname: Option<String>,
+    #[arg(long, value_name = "FQDN", value_parser = values::domain)]
+    pub hostname: Option<DomainName>,
     /// Its memory; a bare number is MiB (`2048`, `2G`). Unset: `_base`'s, else 1024 MiB.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
@@ -51,11 +52,6 @@ pub struct NewGuestArgs {
 /// Why `new_guest` wrote nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum NewGuestError {
-    #[error("--hostname cannot name a guest")]
-    Hostname {
-        #[source]
-        source: NameError,
-    },
     #[error("--memory is not a memory size")]
     Memory {
         #[source]
@@ -91,9 +87,6 @@ impl Diagnose for NewGuestError {
 
     fn hint(&self) -> Option<String> {
         Some(match self {
-            NewGuestError::Hostname { .. } => {
-                "name the guest in full, in lower case (`--hostname www.example.test`)".into()
-            }
             NewGuestError::Memory { .. } => {
                 "write memory as MiB (`2048`) or with a unit (`2G`, `512M`)".into()
             }
@@ -275,9 +268,7 @@ pub fn summary_json(
 
 pub fn run(global: &GlobalArgs, args: NewGuestArgs) -> Result<ExitStatus, Failure> {
     let domain = match &args.hostname {
-        Some(name) => {
-            DomainName::parse(name).map_err(|source| NewGuestError::Hostname { source })?
-        }
+        Some(name) => name.clone(),
         None => uuid_domain(uuid::Uuid::new_v4()),
     };
     let shape = GuestShape::parse(args.memory.as_deref(), args.cpus, args.size.as_deref())?;

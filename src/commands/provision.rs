@@ -2,33 +2,34 @@
 //! unless `--dry-run`, boot and finish each guest) and prints what it shows: the placement and
 //! the numbered plan, then how the run went.
 
+use crate::cli::target::FleetSearch;
+use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
-use crate::diagnose::{Diagnose, Failure};
+use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
-use crate::model::names::HypervisorName;
+use crate::model::names::DomainName;
 use crate::output::events::{Event, GuestKey};
 use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::render_decision;
 use crate::plan::Resolution;
-use crate::provision::inputs::domain_argument;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
 use crate::provision::ConvergeReport;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("hypervisor", |arg| arg.help(
+    "Build on this hypervisor of hypervisors.conf, skipping the search and the capacity checks"
+)))]
 pub struct ProvisionArgs {
     /// The guests, fully qualified.
-    #[arg(required = true, value_name = "DOMAIN")]
-    pub domains: Vec<String>,
+    #[arg(required = true, value_name = "DOMAIN", value_parser = values::domain)]
+    pub domains: Vec<DomainName>,
     /// Print the placement and the numbered plan, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Build on this hypervisor of hypervisors.conf, skipping the search and the capacity checks.
-    #[arg(long, value_name = "NAME")]
-    pub hypervisor: Option<String>,
+    #[command(flatten)]
+    pub search: FleetSearch,
     /// Adopt same-named resources trog did not create (lossless).
     #[arg(long)]
     pub force: bool,
@@ -46,58 +47,19 @@ pub struct ProvisionArgs {
     /// plan then shows a new root disk). Refused when the store is there.
     #[arg(long)]
     pub new_secret_store: bool,
-    /// Seconds each hypervisor has to answer when the fleet is observed.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
-    pub timeout: u64,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProvisionCommandError {
-    #[error("--hypervisor cannot name a hypervisor")]
-    BadHypervisorName {
-        #[source]
-        source: crate::model::names::NameError,
-    },
-}
-
-impl Diagnose for ProvisionCommandError {
-    fn exit_status(&self) -> ExitStatus {
-        match self {
-            ProvisionCommandError::BadHypervisorName { .. } => ExitStatus::Usage,
-        }
-    }
-
-    fn hint(&self) -> Option<String> {
-        match self {
-            ProvisionCommandError::BadHypervisorName { .. } => {
-                Some("name a [block] of hypervisors.conf".into())
-            }
-        }
-    }
 }
 
 pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failure> {
-    let domains = args
-        .domains
-        .iter()
-        .map(|text| domain_argument(text))
-        .collect::<Result<Vec<_>, _>>()?;
-    let hypervisor = match &args.hypervisor {
-        Some(name) => Some(
-            HypervisorName::parse(name)
-                .map_err(|source| ProvisionCommandError::BadHypervisorName { source })?,
-        ),
-        None => None,
-    };
+    let answer_timeout = args.search.answer_timeout();
     let request = ProvisionRequest {
-        domains,
-        hypervisor,
+        domains: args.domains,
+        hypervisor: args.search.hypervisor,
         resolution: Resolution {
             force: args.force,
             destroy_data: args.destroy_data,
         },
         dry_run: args.dry_run,
-        answer_timeout: Duration::from_secs(args.timeout),
+        answer_timeout,
         image_cache: default_cache_dir(
             std::env::var("XDG_CACHE_HOME").ok().as_deref(),
             std::env::var("HOME").ok().as_deref(),

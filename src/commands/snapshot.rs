@@ -1,54 +1,46 @@
 //! `snapshot DOMAIN`: takes a snapshot of the guest wherever it lives (`--name`, `--keep N`);
 //! `--list` shows its snapshots, `--delete NAME` removes one.
 
+use crate::cli::target::GuestTarget;
+use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::model::names::SnapshotName;
 use crate::output::events::{emit, Event};
-use crate::provision::inputs::domain_argument;
 use crate::snapshot::utc_compact;
 use crate::snapshot_space::human_bytes;
-use crate::workflow::snapshot::{
-    delete_snapshot, list_snapshots, take_snapshot, GuestAddress, SnapshotListing,
-};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use crate::workflow::snapshot::{delete_snapshot, list_snapshots, take_snapshot, SnapshotListing};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, clap::Args)]
 pub struct SnapshotArgs {
-    /// The guest, fully qualified.
-    pub domain: String,
-    /// Name the new snapshot (default: the UTC time, so names sort by time).
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["list", "delete"])]
-    pub name: Option<String>,
-    /// After taking the snapshot, delete all but the newest N.
-    #[arg(long, value_name = "N", conflicts_with_all = ["list", "delete"])]
+    #[command(flatten)]
+    pub target: GuestTarget,
+    /// Name the new snapshot (default: the UTC time, so names sort by time): letters, digits,
+    /// `.`, `_` and `-`.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["list", "delete"],
+          value_parser = values::new_snapshot_name)]
+    pub name: Option<SnapshotName>,
+    /// After taking the snapshot, delete all but the newest N (1 or more).
+    #[arg(long, value_name = "N", conflicts_with_all = ["list", "delete"],
+          value_parser = values::keep_count)]
     pub keep: Option<usize>,
     /// List the guest's snapshots instead of taking one.
     #[arg(long, conflicts_with = "delete")]
     pub list: bool,
     /// Delete the snapshot NAME instead of taking one.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = values::existing_snapshot_name)]
     pub delete: Option<String>,
-    /// Act on this hypervisor of hypervisors.conf instead of searching the fleet.
-    #[arg(long, value_name = "NAME")]
-    pub hypervisor: Option<String>,
-    /// Seconds each hypervisor has to answer when the guest is looked for.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
-    pub timeout: u64,
 }
 
 pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failure> {
-    let domain = domain_argument(&args.domain)?;
+    let domain = &args.target.domain;
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let paths = global.installation_paths();
     let locks = global.locks("snapshot");
-    let guest = GuestAddress {
-        domain: &domain,
-        hypervisor: args.hypervisor.as_deref(),
-        answer_timeout: Duration::from_secs(args.timeout),
-    };
+    let guest = args.target.address();
     if args.list {
         let listing = list_snapshots(&paths, &guest, &mut credentials, &locks)?;
         print_listing(&listing, global.json);
@@ -74,7 +66,7 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
     let taken = take_snapshot(
         &paths,
         &guest,
-        args.name.as_deref(),
+        args.name.as_ref().map(SnapshotName::as_str),
         args.keep,
         now_unix,
         &mut credentials,

@@ -2,44 +2,35 @@
 //! (converged) or what a `provision` would still do. Changes nothing; exits 0 when every guest is
 //! converged and 1 otherwise, so scripts can ask.
 
+use crate::cli::target::FleetSearch;
+use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::model::names::DomainName;
 use crate::output::events::{emit, Event};
-use crate::provision::inputs::domain_argument;
 use crate::workflow::status::guest_status;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     /// The guests, fully qualified.
-    #[arg(required = true, value_name = "DOMAIN")]
-    pub domains: Vec<String>,
-    /// Look on this hypervisor of hypervisors.conf only instead of searching the fleet.
-    #[arg(long, value_name = "NAME")]
-    pub hypervisor: Option<String>,
-    /// Seconds each hypervisor has to answer when the guests are looked for.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_ANSWER_TIMEOUT.as_secs())]
-    pub timeout: u64,
+    #[arg(required = true, value_name = "DOMAIN", value_parser = values::domain)]
+    pub domains: Vec<DomainName>,
+    #[command(flatten)]
+    pub search: FleetSearch,
 }
 
 pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure> {
-    let domains = args
-        .domains
-        .iter()
-        .map(|text| domain_argument(text))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let paths = global.installation_paths();
     let mut all_converged = true;
-    for domain in &domains {
+    for domain in &args.domains {
         let status = guest_status(
             &paths,
             domain,
-            args.hypervisor.as_deref(),
-            Duration::from_secs(args.timeout),
+            args.search.hypervisor_name(),
+            args.search.answer_timeout(),
             &mut credentials,
             &global.locks("status"),
         )?;
@@ -56,7 +47,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
                 "{}: on {hypervisor}, not converged; provision would:",
                 status.guest
             ),
-            (None, _) => match &args.hypervisor {
+            (None, _) => match &args.search.hypervisor {
                 Some(named) => crate::outln!("{}: not on {named}", status.guest),
                 None => crate::outln!("{}: on no hypervisor", status.guest),
             },

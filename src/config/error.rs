@@ -1,5 +1,6 @@
 //! What can go wrong reading an installation's recipes into one guest's configuration.
 
+use crate::config::bounded_read::read_problem_hint;
 use crate::config::settings::{SettingProblem, SettingProblemKind};
 use crate::config::yaml::{Origin, YamlSyntaxError};
 use crate::diagnose::Diagnose;
@@ -135,7 +136,9 @@ impl Diagnose for GuestConfigError {
                  or the --recipes option; docs/CONFIGURATION.md describes the file"
                     .to_string()
             }
-            GuestConfigError::Read { .. } => "check the file's permissions".to_string(),
+            GuestConfigError::Read { source, .. } => {
+                read_problem_hint(source).unwrap_or_else(|| "check the file's permissions".to_string())
+            }
             GuestConfigError::NoDomainFile { domain, .. } => format!(
                 "a guest is built only from its file in recipes.d: write it (`trog new_guest --hostname {domain} RECIPE…` \
                  starts one), or check the spelling"

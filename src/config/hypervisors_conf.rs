@@ -13,6 +13,7 @@
 //! line out); [`load_fleet`] is the thin loader. [`fleet_to_build_on`] decides where a guest is
 //! built when there is no fleet file.
 
+use crate::config::bounded_read::read_problem_hint;
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::hypervisor::{
@@ -158,8 +159,10 @@ impl Diagnose for HypervisorsConfError {
 
     fn hint(&self) -> Option<String> {
         Some(match self {
-            HypervisorsConfError::Read { .. } => {
-                "check the file's permissions, or point --hvconf at another file".to_string()
+            HypervisorsConfError::Read { source, .. } => {
+                read_problem_hint(source).unwrap_or_else(|| {
+                    "check the file's permissions, or point --hvconf at another file".to_string()
+                })
             }
             HypervisorsConfError::Syntax { hint, .. } => hint.clone(),
             HypervisorsConfError::UnknownKey { suggestion, .. } => {
@@ -514,6 +517,9 @@ impl BlockDraft {
             key: entry.key.clone(),
             cause,
         };
+        for entry in &self.values {
+            plain_value(&entry.value).map_err(|cause| bad(entry, cause))?;
+        }
         let uri = LibvirtUri::parse(&uri_entry.value).map_err(|e| bad(uri_entry, Box::new(e)))?;
         let mut config = HypervisorConfig::with_defaults(self.name.clone(), uri);
         for entry in &self.values {
@@ -521,6 +527,27 @@ impl BlockDraft {
         }
         Ok(config)
     }
+}
+
+/// The longest value a key takes: a path's limit, past any URI, name or size written by hand.
+const LONGEST_VALUE: usize = 4096;
+
+/// Refuses a value no key takes: one longer than [`LONGEST_VALUE`] (not echoed whole), or one
+/// with a control character (a tab inside a path or name).
+fn plain_value(value: &str) -> Result<(), Cause> {
+    if value.len() > LONGEST_VALUE {
+        return Err(why(format!(
+            "it is {} bytes long; at most {LONGEST_VALUE} are allowed",
+            value.len()
+        )));
+    }
+    if let Some(control) = value.chars().find(|c| c.is_control()) {
+        return Err(why(format!(
+            "it holds the control character {}",
+            control.escape_default()
+        )));
+    }
+    Ok(())
 }
 
 /// Sets one key on `config`, or says why its value cannot be used.
@@ -540,7 +567,10 @@ fn apply(config: &mut HypervisorConfig, entry: &ValueDraft) -> Result<(), Cause>
             let ratio: f64 = value
                 .parse()
                 .map_err(|_| why(format!("`{value}` is not a number")))?;
-            if !(ratio.is_finite() && ratio > 0.0) {
+            if !ratio.is_finite() {
+                return Err(why(format!("`{value}` is not a finite number")));
+            }
+            if ratio <= 0.0 {
                 return Err(why(format!("`{value}` is not above 0")));
             }
             config.cpu_overcommit = ratio;
@@ -558,6 +588,11 @@ fn apply(config: &mut HypervisorConfig, entry: &ValueDraft) -> Result<(), Cause>
         "pool_path" => {
             if !value.starts_with('/') {
                 return Err(why(format!("`{value}` is not an absolute path")));
+            }
+            // A pool's folder is written into as root: a `..` would put it somewhere else than
+            // the path reads.
+            if value.split('/').any(|part| part == "..") {
+                return Err(why(format!("`{value}` climbs out of itself with `..`")));
             }
             config.pool_path = PathBuf::from(value);
         }

@@ -85,6 +85,11 @@ fn refused_values_name_file_line_column_and_why() {
         ("max_guests = -1", "`-1` is not a whole number"),
         ("cpu_overcommit = 0", "`0` is not above 0"),
         ("cpu_overcommit = many", "`many` is not a number"),
+        ("cpu_overcommit = NaN", "`NaN` is not a finite number"),
+        ("cpu_overcommit = inf", "`inf` is not a finite number"),
+        ("cpu_overcommit = -inf", "`-inf` is not a finite number"),
+        ("pool_path = /srv/../etc", "climbs out of itself"),
+        ("pool_name = a\tb", "control character \\t"),
         ("pool_path = vms", "`vms` is not an absolute path"),
         ("pool_name = my pool", "`my pool` is not a pool name"),
         (
@@ -92,6 +97,10 @@ fn refused_values_name_file_line_column_and_why() {
             "`/runner` is not a partition below /machine/",
         ),
         ("domain_type = xen", "`xen` is neither kvm nor qemu"),
+        (
+            &format!("pool_path = /{}", "p".repeat(5000)),
+            "at most 4096 are allowed",
+        ),
     ];
     for (line, cause) in cases {
         let (message, _) = error_text(&format!("[hv1]\nlibvirt_uri = qemu:///system\n{line}\n"));

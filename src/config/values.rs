@@ -167,10 +167,69 @@ pub fn check_value(
     }
 }
 
+/// The longest value a text setting takes, in bytes: what its kind of value can be at most, or
+/// a path's limit for free text, so a value pasted by mistake (a whole file) is refused rather
+/// than written into every guest.
+fn longest_text(setting_type: SettingType) -> usize {
+    match setting_type {
+        SettingType::UserName => 32,
+        // RFC 5321's limit on an address in a mail path.
+        SettingType::Email => 254,
+        SettingType::DnsName | SettingType::DomainName => 253,
+        SettingType::PackageName => 128,
+        SettingType::Timezone | SettingType::HypervisorName | SettingType::TenantName => 64,
+        SettingType::Url | SettingType::LibvirtUri => 2048,
+        // PATH_MAX: free text here is a release's name or a path.
+        _ => 4096,
+    }
+}
+
+/// An email address as a guest's mail system takes it: `local@domain`, the local part of the
+/// characters RFC 5322 allows unquoted (at most 64), the domain a DNS name.
+fn email_problem(text: &str) -> Option<&'static str> {
+    let Some((local, domain)) = text.rsplit_once('@') else {
+        return Some("it has no `@`");
+    };
+    if local.is_empty() || local.len() > 64 {
+        return Some("the part before `@` must be 1 to 64 characters");
+    }
+    let plain_local = local
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+/=?^_`{|}~-.".contains(c));
+    if !plain_local || local.starts_with('.') || local.ends_with('.') || local.contains("..") {
+        return Some("the part before `@` holds a character an address cannot hold unquoted");
+    }
+    let valid_domain = domain.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    });
+    if !valid_domain {
+        return Some("the part after `@` is not a domain name");
+    }
+    None
+}
+
 /// Checks a value written as text.
 fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, String> {
     if text.trim().is_empty() {
         return Err("it is empty".to_string());
+    }
+    let longest = longest_text(setting_type);
+    if text.len() > longest {
+        return Err(format!(
+            "it is {} bytes long; {} takes at most {longest}",
+            text.len(),
+            setting_type.describe()
+        ));
+    }
+    if let Some(control) = text.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "it holds the control character {}",
+            control.escape_default()
+        ));
     }
     let plain = || Ok(TypedValue::Text(text.to_string()));
     match setting_type {
@@ -189,18 +248,9 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
                 ))
             }
         }
-        SettingType::Email => match text.split_once('@') {
-            Some((local, domain))
-                if !local.is_empty()
-                    && !domain.is_empty()
-                    && !domain.contains('@')
-                    && !domain.starts_with('.')
-                    && !domain.ends_with('.')
-                    && !text.contains(char::is_whitespace) =>
-            {
-                plain()
-            }
-            _ => Err(format!("`{text}` is not an email address")),
+        SettingType::Email => match email_problem(text) {
+            None => plain(),
+            Some(why) => Err(format!("`{text}` is not an email address: {why}")),
         },
         SettingType::PackageName => {
             // Debian policy 5.6.1: lower case, digits, `+`, `-`, `.`; two characters at least,
@@ -430,6 +480,28 @@ mod tests {
     fn text_kinds_are_checked() {
         assert!(check(SettingType::Email, "ops@example.test").is_ok());
         assert!(refused(SettingType::Email, "ops").contains("not an email"));
+        assert!(check(SettingType::Email, "first.last+ops@mail-1.example.test").is_ok());
+        assert!(check(SettingType::Email, "root@localhost").is_ok());
+        for bad in [
+            "ops@",
+            "'@example.test'",
+            "a b@example.test",
+            "ops@example..test",
+            "ops@-example.test",
+            ".ops@example.test",
+            "o\"ps@example.test",
+            "ops@exa_mple.test",
+        ] {
+            assert!(
+                refused(SettingType::Email, bad).contains("not an email"),
+                "{bad}"
+            );
+        }
+        let long = format!("{}@example.test", "a".repeat(1024 * 1024));
+        let why = refused(SettingType::Email, &long);
+        assert!(why.contains("at most 254"), "{why}");
+        assert!(why.len() < 200, "the value is not repeated: {why}");
+        assert!(refused(SettingType::Email, r#""ops@example.test\nbcc: x""#).contains("\\n"));
         assert!(check(SettingType::Url, "http://mirror.example.test/debian").is_ok());
         assert!(refused(SettingType::Url, "ftp://x").contains("not an http"));
         assert!(check(SettingType::PackageName, "libc6-dev").is_ok());

@@ -137,6 +137,8 @@ impl YamlSyntaxError {
             "a key may appear only once in a mapping: merge the two entries into one".to_string()
         } else if self.message.contains("than a configuration file may") {
             "write the values out plainly: settings need neither deep nesting nor more than a few aliases".to_string()
+        } else if self.message.contains("YAML's NaN") || self.message.contains("is infinity") {
+            "write a number there (or quote the value, if it is meant as text)".to_string()
         } else if self.message.contains("boolean") {
             "write booleans as `true` or `false`; quote text such as \"yes\" or \"no\"".to_string()
         } else {
@@ -210,15 +212,28 @@ pub(crate) fn bare_message(error: &serde_saphyr::Error) -> String {
         Some(index) => text[..index].to_string(),
         None => text,
     };
-    // serde-saphyr reads a number too large for an integer as a float, then refuses it as
-    // "non-finite": what the person wrote is a number too large.
-    if text.starts_with("non-finite float") {
-        return "the number is too large".to_string();
+    // serde-saphyr refuses a float that is not finite, quoting what was written: YAML's names
+    // for NaN and infinity, or a number too large for a float.
+    if let Some(rest) = text.strip_prefix("non-finite float") {
+        return non_finite_message(rest.split('`').nth(1).unwrap_or_default());
     }
     if let Some(message) = limit_message(&text) {
         return message;
     }
     text.trim().to_string()
+}
+
+/// What a non-finite number written as `written` is, in words.
+fn non_finite_message(written: &str) -> String {
+    let bare = written
+        .trim()
+        .trim_start_matches(['+', '-'])
+        .to_ascii_lowercase();
+    match bare.as_str() {
+        ".nan" => format!("`{written}` is not a number (it is YAML's NaN)"),
+        ".inf" => format!("`{written}` is infinity, not a number that can be used"),
+        _ => "the number is too large".to_string(),
+    }
 }
 
 /// A limit serde-saphyr keeps a file within (so a hostile file cannot exhaust memory), in words:
@@ -421,6 +436,25 @@ mod tests {
         );
         assert!(!error.to_string().contains('{'), "{error}");
         assert!(error.hint().contains("plainly"));
+    }
+
+    #[test]
+    fn nan_and_infinity_are_not_called_too_large() {
+        for (written, says) in [
+            (".nan", "`.nan` is not a number"),
+            (".NaN", "`.NaN` is not a number"),
+            (".inf", "`.inf` is infinity"),
+            ("-.inf", "`-.inf` is infinity"),
+            ("+.Inf", "`+.Inf` is infinity"),
+            ("1e999", "the number is too large"),
+        ] {
+            let error = parse(&format!("memory: {written}\n")).unwrap_err();
+            assert_eq!(error.line, 1, "{written}: {error}");
+            assert!(error.message.contains(says), "{written}: {error}");
+            if !written.ends_with("999") {
+                assert!(error.hint().contains("write a number"), "{written}");
+            }
+        }
     }
 
     fn parse(text: &str) -> Result<LocatedNode, YamlSyntaxError> {

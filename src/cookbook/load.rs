@@ -216,7 +216,10 @@ impl crate::diagnose::Diagnose for CookbookError {
                 "set {RECIPES_DIR_VARIABLE} to a folder holding one folder per recipe, or unset it to use the installed recipes"
             )),
             CookbookError::FolderName { .. } => Some("rename the folder: recipe names are lower case, digits, `_` and `-`".into()),
-            CookbookError::ReadFile { .. } => Some("check the file's permissions".into()),
+            CookbookError::ReadFile { source, .. } => Some(
+                crate::config::bounded_read::read_problem_hint(source)
+                    .unwrap_or_else(|| "check the file's permissions".into()),
+            ),
             CookbookError::MissingFile { .. } => {
                 Some("add the file to the recipe's folder, or correct its name in recipe.yaml".into())
             }

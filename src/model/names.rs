@@ -14,6 +14,8 @@ pub enum NameError {
     Recipe { name: String, why: String },
     #[error("`{}` is not a valid tenant name: {why}", shown(name))]
     Tenant { name: String, why: String },
+    #[error("`{}` is not a valid snapshot name: {why}", shown(name))]
+    Snapshot { name: String, why: String },
 }
 
 /// A refused name as it can be printed: control characters (a newline, an escape) shown as
@@ -251,9 +253,91 @@ impl fmt::Display for RecipeName {
     }
 }
 
+/// The name of a snapshot trog takes (`snapshot --name`). It becomes part of libvirt's XML and
+/// of file names on the hypervisor, so it is kept to a plain set of characters and cannot climb
+/// out of a folder (no `/`, no leading `.`) or pass for an option (no leading `-`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct SnapshotName(String);
+
+impl SnapshotName {
+    /// The longest snapshot name: long enough for any date-and-purpose name, short enough to
+    /// read in a listing.
+    pub const LONGEST: usize = 64;
+
+    pub fn parse(name: &str) -> Result<SnapshotName, NameError> {
+        let refuse = |why: String| {
+            Err(NameError::Snapshot {
+                name: name.to_string(),
+                why,
+            })
+        };
+        if name.is_empty() {
+            return refuse("it is empty".into());
+        }
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return refuse(refused_character(
+                bad,
+                "snapshot names hold only letters, digits, `.`, `_` and `-`",
+            ));
+        }
+        if name.starts_with('-') || name.starts_with('.') {
+            return refuse("it starts with `-` or `.`".into());
+        }
+        if name.len() > SnapshotName::LONGEST {
+            return refuse(format!(
+                "it is {} characters long; at most {} are allowed",
+                name.len(),
+                SnapshotName::LONGEST
+            ));
+        }
+        Ok(SnapshotName(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SnapshotName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_names_are_plain_and_stay_in_their_folder() {
+        for good in [
+            "before-upgrade",
+            "20261204T101500Z",
+            "v1.2_rc",
+            &"a".repeat(64),
+        ] {
+            assert_eq!(SnapshotName::parse(good).unwrap().as_str(), good);
+        }
+        for (bad, why) in [
+            ("../x", "`/`"),
+            ("a/b", "`/`"),
+            (".hidden", "starts with"),
+            ("-x", "starts with"),
+            ("", "empty"),
+            ("a b", "a space"),
+            ("a\nb", "control character \\n"),
+            ("a\u{1b}b", "\\u{1b}"),
+            ("a\"b", "`\"`"),
+            (&"a".repeat(65), "65 characters"),
+        ] {
+            let error = SnapshotName::parse(bad).unwrap_err().to_string();
+            assert!(error.contains(why), "{bad:?}: {error}");
+            assert!(!error.contains('\n'), "{bad:?}: {error}");
+        }
+    }
 
     #[test]
     fn domain_names_have_one_spelling() {

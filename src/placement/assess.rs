@@ -59,8 +59,13 @@ pub enum Figures {
         pool_name: String,
         pool_defined: bool,
     },
-    /// Defined guests against `max_guests` (no limit when it is not set).
-    Guests { count: u64, max: Option<u32> },
+    /// Defined guests against `max_guests` (no limit when it is not set). `wanted` is 1, or 0
+    /// when the hypervisor already has the guest and so already counts it.
+    Guests {
+        wanted: u64,
+        count: u64,
+        max: Option<u32>,
+    },
 }
 
 /// One resource of one hypervisor, judged.
@@ -84,7 +89,7 @@ impl ResourceCheck {
         }
     }
 
-    fn judged(figures: Figures) -> ResourceCheck {
+    pub(super) fn judged(figures: Figures) -> ResourceCheck {
         // (what may be promised, already promised, wanted), in the resource's own unit.
         let (limit, used, wanted, fits): (f64, f64, f64, bool) = match &figures {
             Figures::Memory {
@@ -133,13 +138,14 @@ impl ResourceCheck {
                 }
             }
             Figures::Guests {
+                wanted,
                 count,
                 max: Some(max),
             } => (
                 f64::from(*max),
                 *count as f64,
-                1.0,
-                *count < u64::from(*max),
+                *wanted as f64,
+                count + wanted <= u64::from(*max),
             ),
         };
         let share = |free: f64| if limit > 0.0 { free / limit } else { 0.0 };
@@ -208,6 +214,7 @@ pub fn assess(
         }),
         ResourceCheck::judged(disk_figures),
         ResourceCheck::judged(Figures::Guests {
+            wanted: if already_counted { 0 } else { 1 },
             count: guest_count,
             max: config.max_guests,
         }),
@@ -296,11 +303,13 @@ mod tests {
         });
         assert!(!disk.fits);
         let full = ResourceCheck::judged(Figures::Guests {
+            wanted: 1,
             count: 20,
             max: Some(20),
         });
         assert!(!full.fits);
         let unlimited = ResourceCheck::judged(Figures::Guests {
+            wanted: 1,
             count: 2000,
             max: None,
         });
@@ -308,10 +317,23 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_already_counted_takes_no_further_guest_slot() {
+        let full_with_it = ResourceCheck::judged(Figures::Guests {
+            wanted: 0,
+            count: 2,
+            max: Some(2),
+        });
+        assert!(full_with_it.fits);
+        assert_eq!(full_with_it.headroom_after, full_with_it.headroom_before);
+        assert_eq!(full_with_it.headroom_after, Some(0.0));
+    }
+
+    #[test]
     fn the_score_is_the_tightest_limited_resource() {
         let checks = vec![
             memory(1024, 4096, 0, 0),
             ResourceCheck::judged(Figures::Guests {
+                wanted: 1,
                 count: 1,
                 max: Some(2),
             }),

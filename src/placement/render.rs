@@ -129,7 +129,7 @@ pub fn shortfall_text(figures: &Figures) -> String {
             disk_text(pool_available.saturating_sub(*reserved)),
             disk_text(*reserved)
         ),
-        Figures::Guests { count, max } => format!(
+        Figures::Guests { count, max, .. } => format!(
             "already has {count} guests, and max_guests is {}",
             max.map_or("not set".to_string(), |max| max.to_string())
         ),
@@ -219,10 +219,15 @@ fn check_cell(check: &ResourceCheck) -> String {
             format!("pool {pool_name} not yet created, not checked")
         }
         Figures::Guests {
+            wanted,
             count,
             max: Some(max),
-        } => format!("{count} → {} of {max}", count + 1),
-        Figures::Guests { count, max: None } => format!("{count} → {} (no limit)", count + 1),
+        } => format!("{count} → {} of {max}", count + wanted),
+        Figures::Guests {
+            wanted,
+            count,
+            max: None,
+        } => format!("{count} → {} (no limit)", count + wanted),
     }
 }
 
@@ -374,4 +379,25 @@ pub fn align_columns(rows: &[Vec<String>]) -> String {
         text.push('\n');
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guests_cell(wanted: u64, max: Option<u32>) -> String {
+        check_cell(&ResourceCheck::judged(Figures::Guests {
+            wanted,
+            count: 2,
+            max,
+        }))
+    }
+
+    #[test]
+    fn a_guest_already_counted_adds_nothing_to_the_guest_column() {
+        assert_eq!(guests_cell(1, Some(4)), "2 → 3 of 4");
+        assert_eq!(guests_cell(0, Some(4)), "2 → 2 of 4");
+        assert_eq!(guests_cell(1, None), "2 → 3 (no limit)");
+        assert_eq!(guests_cell(0, None), "2 → 2 (no limit)");
+    }
 }

@@ -192,20 +192,6 @@ fn store_and_keypair(
     }
 }
 
-/// Parses the domain name the command line gave.
-pub fn domain_argument(text: &str) -> Result<DomainName, Failure> {
-    DomainName::parse(text).map_err(|error| {
-        Failure::new(
-            error,
-            crate::exit_status::ExitStatus::Usage,
-            Some(
-                "name the guest in full, as its file in recipes.d is named (`www.example.test`)"
-                    .into(),
-            ),
-        )
-    })
-}
-
 /// A guest's configuration, read and checked with everything that needs no secret: what a run
 /// refuses before the store is unlocked (or created).
 pub struct GuestConfigured {

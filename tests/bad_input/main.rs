@@ -1006,6 +1006,384 @@ fn more_arguments() -> Vec<Case> {
     ]
 }
 
+/// A fleet whose only hypervisor cannot be reached: a loopback port nothing listens on. A case
+/// refused for its arguments must be refused for them (usage), not for this (exit status 6).
+const UNREACHABLE: &str = "[hv1]\nlibvirt_uri = qemu+ssh://root@127.0.0.1:9/system\n";
+
+/// A case whose fleet cannot be reached, so that asking it would fail the case.
+fn unreachable_fleet(name: &str, args: &str, status: i32) -> Case {
+    case(name, args, status).edit(write(HV, UNREACHABLE))
+}
+
+/// Arguments refused while the command line is parsed: before the installation is read, a lock
+/// taken (a lock file in etc/locks would show as a change) or a hypervisor asked.
+fn refused_while_parsing() -> Vec<Case> {
+    let long_name = "a".repeat(65);
+    vec![
+        unreachable_fleet(
+            "snapshot --name ../x",
+            "snapshot --name ../x example.test",
+            USAGE,
+        )
+        .says("`/`"),
+        unreachable_fleet(
+            "snapshot --name a/b",
+            "snapshot --name a/b example.test",
+            USAGE,
+        )
+        .says("`/`"),
+        unreachable_fleet(
+            "snapshot --name .hidden",
+            "snapshot --name .hidden example.test",
+            USAGE,
+        )
+        .says("starts with"),
+        unreachable_fleet(
+            "snapshot --name=-x",
+            "snapshot --name=-x example.test",
+            USAGE,
+        )
+        .says("starts with"),
+        unreachable_fleet(
+            "snapshot --name with ;",
+            "snapshot --name=a;b example.test",
+            USAGE,
+        )
+        .says("`;`"),
+        unreachable_fleet(
+            "snapshot --name empty",
+            "snapshot --name= example.test",
+            USAGE,
+        )
+        .says("empty"),
+        unreachable_fleet(
+            "snapshot --name too long",
+            &format!("snapshot --name {long_name} example.test"),
+            USAGE,
+        )
+        .says("65 characters"),
+        unreachable_fleet("snapshot --keep 0", "snapshot --keep 0 example.test", USAGE)
+            .says("keeping 0 snapshots"),
+        unreachable_fleet(
+            "snapshot --keep=-1",
+            "snapshot --keep=-1 example.test",
+            USAGE,
+        )
+        .says("not a whole number"),
+        unreachable_fleet(
+            "snapshot --keep all",
+            "snapshot --keep all example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "snapshot --delete empty",
+            "snapshot --delete= example.test",
+            USAGE,
+        )
+        .says("empty"),
+        unreachable_fleet(
+            "restore --name empty",
+            "restore --name= example.test",
+            USAGE,
+        )
+        .says("empty"),
+        unreachable_fleet(
+            "debug_boot --cat relative",
+            "debug_boot --cat relative/path example.test",
+            USAGE,
+        )
+        .says("absolute path"),
+        unreachable_fleet(
+            "debug_boot --ls relative",
+            "debug_boot --ls etc example.test",
+            USAGE,
+        )
+        .says("absolute path"),
+        unreachable_fleet(
+            "debug_boot --cat ~",
+            "debug_boot --cat ~/x example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "debug_boot --cat empty",
+            "debug_boot --cat= example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "debug_boot --cat with a newline",
+            "debug_boot --cat /etc\nrm example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "debug_boot --silence 0",
+            "debug_boot --console --silence 0 example.test",
+            USAGE,
+        )
+        .says("out of range"),
+        unreachable_fleet(
+            "debug_boot --total 0",
+            "debug_boot --console --total 0 example.test",
+            USAGE,
+        )
+        .says("out of range"),
+        unreachable_fleet(
+            "debug_boot --silence past a day",
+            "debug_boot --console --silence 86401 example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "debug_boot --total words",
+            "debug_boot --console --total soon example.test",
+            USAGE,
+        )
+        .says("whole number of seconds"),
+        unreachable_fleet(
+            "debug_boot --shot in a missing folder",
+            "debug_boot --shot {ROOT}/nowhere/screen.png example.test",
+            USAGE,
+        )
+        .says("folder does not exist"),
+        unreachable_fleet(
+            "debug_boot --shot a folder",
+            "debug_boot --shot {ROOT}/home example.test",
+            USAGE,
+        )
+        .says("is a folder"),
+        unreachable_fleet(
+            "status --timeout 0",
+            "status --timeout 0 example.test",
+            USAGE,
+        )
+        .says("out of range"),
+        unreachable_fleet(
+            "destroy --timeout 0",
+            "destroy --timeout 0 example.test",
+            USAGE,
+        ),
+        unreachable_fleet("fleet --timeout 0", "fleet --timeout 0", USAGE),
+        unreachable_fleet(
+            "backup --timeout 0",
+            "backup --timeout 0 example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "restore --timeout 0",
+            "restore --latest --timeout 0 example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "provision --timeout 0",
+            "provision --dry-run --timeout 0 example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "snapshot --timeout past an hour",
+            "snapshot --timeout 3601 example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "--timeout past u64",
+            "status --timeout 18446744073709551616 example.test",
+            USAGE,
+        )
+        .says("whole number of seconds"),
+        unreachable_fleet(
+            "--wait past a day",
+            "--wait 86401 snapshot example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "--wait the largest number",
+            "--wait 18446744073709551615 destroy example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "--credentials-wait past an hour",
+            "--credentials-wait 3601 status example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "destroy --hypervisor h;v",
+            "destroy --hypervisor h;v example.test",
+            USAGE,
+        )
+        .says("`;`"),
+        unreachable_fleet(
+            "status --hypervisor h/v",
+            "status --hypervisor h/v example.test",
+            USAGE,
+        )
+        .says("`/`"),
+        unreachable_fleet(
+            "snapshot --hypervisor empty",
+            "snapshot --hypervisor= example.test",
+            USAGE,
+        )
+        .says("empty"),
+        unreachable_fleet(
+            "restore --hypervisor h;v",
+            "restore --latest --hypervisor h;v example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "debug_boot --hypervisor h;v",
+            "debug_boot --console --hypervisor h;v example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "backup --hypervisor h;v",
+            "backup --hypervisor h;v example.test",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "preflight --hypervisor h/v",
+            "preflight --hypervisor h/v",
+            USAGE,
+        ),
+        unreachable_fleet(
+            "snapshot, bad domain, unreachable",
+            "snapshot --keep 2 a/b.test",
+            USAGE,
+        )
+        .says("`/`"),
+        unreachable_fleet(
+            "status, second domain bad",
+            "status example.test a;b.test",
+            USAGE,
+        )
+        .says("`;`"),
+        unreachable_fleet(
+            "--json snapshot --keep 0",
+            "--json snapshot --keep 0 example.test",
+            USAGE,
+        )
+        .says("keeping 0 snapshots"),
+    ]
+}
+
+/// `_base` with `contact_email` (and `extra`, a further `_global` line) as given.
+fn base_with_email(email: &str, extra: &str) -> String {
+    format!(
+        "_base:\n  _global:\n    admin_user: siteadmin\n    contact_email: {email}\n    \
+         distro: debian\n{extra}  adminconfig: {{}}\n"
+    )
+}
+
+/// Values of settings: text without a bound or of the wrong shape, floats that are no number,
+/// files that are not UTF-8 text.
+fn setting_values() -> Vec<Case> {
+    let megabyte_email = format!("{}@example.test", "a".repeat(1024 * 1024));
+    let latin1_guest: &[u8] =
+        b"example.test:\n  _global:\n    cpus: 1\n    size: 4G # caf\xe9\n  nginx: {}\n";
+    vec![
+        case("contact_email of a megabyte", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email(&megabyte_email, "")))
+            .says("at most 254"),
+        case("contact_email with a space", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email("ops@exa mple.test", "")))
+            .says("not an email address"),
+        case("contact_email with two @", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email("ops@b@example.test", "")))
+            .says("not an email address"),
+        case("contact_email with no domain", DRY, CONFIG)
+            .edit(write(RECIPES, base_with_email("ops@", "")))
+            .says("not an email address"),
+        case("contact_email with a newline", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email("\"ops@example.test\\nBcc: x@example.test\"", ""),
+            ))
+            .says("control character"),
+        case("release of 5000 characters", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email(
+                    "ops@example.test",
+                    &format!("    release: {}\n", "b".repeat(5000)),
+                ),
+            ))
+            .says("at most 4096"),
+        case("mirror of 3000 characters", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email(
+                    "ops@example.test",
+                    &format!("    mirror: http://m.example.test/{}\n", "d".repeat(3000)),
+                ),
+            ))
+            .says("at most 2048"),
+        case("memory .nan", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: .nan")))
+            .says("not a number"),
+        case("memory .NaN", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: .NaN")))
+            .says("not a number"),
+        case("memory .inf", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: .inf")))
+            .says("infinity"),
+        case("memory -.inf", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: -.inf")))
+            .says("infinity"),
+        case("memory 1e999", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("memory: 1e999")))
+            .says("too large"),
+        case("cpus .inf", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("cpus: .inf\nsize: 4G", "nginx: {}"),
+            ))
+            .says("infinity"),
+        case("recipes.yaml .nan in _base", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with_email("ops@example.test", "    memory: .nan\n"),
+            ))
+            .says("not a number"),
+        case("guest file in Latin-1", DRY, CONFIG)
+            .edit(write_bytes(GUEST_FILE, latin1_guest))
+            .says("not UTF-8 text: line 4")
+            .says("save the file as UTF-8"),
+        case("recipes.yaml in Latin-1", DRY, CONFIG)
+            .edit(write_bytes(
+                RECIPES,
+                b"_base:\n  _global:\n    admin_user: r\xe9mi\n",
+            ))
+            .says("line 3, column 18")
+            .says("save the file as UTF-8"),
+        case("hypervisors.conf in Latin-1", "fleet", CONFIG)
+            .edit(write_bytes(
+                HV,
+                b"# h\xf4te\n[hv1]\nlibvirt_uri = test:///default\n",
+            ))
+            .says("line 1, column 4")
+            .says("save the file as UTF-8"),
+        case("hv: cpu_overcommit -inf", "fleet", CONFIG)
+            .edit(write(HV, hv1("cpu_overcommit = -inf\n")))
+            .says("not a finite number"),
+        case("hv: cpu_overcommit nan, said so", "fleet", CONFIG)
+            .edit(write(HV, hv1("cpu_overcommit = nan\n")))
+            .says("not a finite number"),
+        case("hv: pool_path climbing with ..", "fleet", CONFIG)
+            .edit(write(HV, hv1("pool_path = /vms/../etc\n")))
+            .says("`..`"),
+        case("hv: pool_name of 5000 characters", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                hv1(&format!("pool_name = {}\n", "p".repeat(5000))),
+            ))
+            .says("at most 4096"),
+        case("hv: libvirt_uri of 5000 characters", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                format!("[hv1]\nlibvirt_uri = test:///{}\n", "u".repeat(5000)),
+            ))
+            .says("at most 4096"),
+        case("users.yaml in Latin-1", DRY, CONFIG)
+            .edit(write_bytes(USERS, b"- name: j\xfcrgen\n"))
+            .says("not UTF-8"),
+    ]
+}
+
 /// More credentials and store faults.
 fn more_credentials() -> Vec<Case> {
     vec![
@@ -1052,6 +1430,8 @@ fn every_bad_input_is_refused_cleanly() {
         every_file_at_its_line(),
         more_arguments(),
         more_credentials(),
+        refused_while_parsing(),
+        setting_values(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();

@@ -170,6 +170,10 @@ fn a_guest_a_hypervisor_already_has_stays_there() {
     assert_eq!(decision.chosen.as_str(), "hv1");
     assert_eq!(decision.reason(), &ChoiceReason::AlreadyThere);
     assert_eq!(decision.rows[1].verdict, Verdict::NotConsidered);
+    // It is one of hv1's guests already: staying adds none.
+    let table = render_decision(&decision);
+    assert!(table.contains("1 → 1 of 1"), "{table}");
+    assert!(!table.contains("1 → 2"), "{table}");
 }
 
 #[test]

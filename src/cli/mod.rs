@@ -1,5 +1,9 @@
 //! The command line: clap types, and the dispatch from a verb to its command function.
-//! The commands themselves live in `commands/`, one file per verb.
+//! The commands themselves live in `commands/`, one file per verb; the arguments several verbs
+//! share are in `target`, and every argument's type and check in `values`.
+
+pub mod target;
+pub mod values;
 
 use crate::commands;
 use crate::config::paths::InstallationPaths;
@@ -8,7 +12,7 @@ use crate::exit_status::ExitStatus;
 use crate::lock::{lock_dir_for_store, Locks, DEFAULT_LOCK_WAIT};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
-use std::time::Duration;
+use values::Seconds;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,7 +28,7 @@ pub struct Cli {
 }
 
 /// Options every verb takes.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// Read the installation's recipes from this file instead of `recipes.yaml` in the
     /// configuration directory.
@@ -39,24 +43,25 @@ pub struct GlobalArgs {
     pub credentials: bool,
     /// How long `--credentials` waits for the blank line that ends them (or the end of input).
     #[arg(long, global = true, value_name = "SECONDS",
-          default_value_t = crate::credentials::DEFAULT_HANDED_IN_WAIT.as_secs(),
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub credentials_wait: u64,
+          default_value_t = Seconds(crate::credentials::DEFAULT_HANDED_IN_WAIT.as_secs()),
+          value_parser = values::seconds(1, 3600))]
+    pub credentials_wait: Seconds,
     /// Print machine-readable output: JSON on stdout, one event per line for progress.
     #[arg(long, global = true)]
     pub json: bool,
     /// Seconds to wait for another run that holds what this one needs (the guest, the secret
     /// store, the upload of a base image) before giving up with exit status 10.
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = DEFAULT_LOCK_WAIT.as_secs())]
-    pub wait: u64,
+    #[arg(long, global = true, value_name = "SECONDS",
+          default_value_t = Seconds(DEFAULT_LOCK_WAIT.as_secs()),
+          value_parser = values::seconds(0, values::LONGEST_SECONDS))]
+    pub wait: Seconds,
 }
 
 impl GlobalArgs {
     /// How long to wait for credentials on standard input; `None` without `--credentials`, when
     /// standard input is never read.
     pub fn credentials_input(&self) -> Option<std::time::Duration> {
-        self.credentials
-            .then(|| std::time::Duration::from_secs(self.credentials_wait))
+        self.credentials.then(|| self.credentials_wait.duration())
     }
 
     /// The installation's files for this run: its environment and the files the options replace.
@@ -68,7 +73,7 @@ impl GlobalArgs {
     pub fn locks(&self, verb: &str) -> Locks {
         Locks::new(
             lock_dir_for_store(&self.installation_paths().secrets_kdbx),
-            Duration::from_secs(self.wait),
+            self.wait.duration(),
             verb,
         )
     }
@@ -194,7 +199,7 @@ mod tests {
             let Command::DebugBoot(args) = cli.command else {
                 panic!("{words:?} is not debug_boot")
             };
-            assert_eq!(args.domain, "www.example.test");
+            assert_eq!(args.target.domain.as_str(), "www.example.test");
             assert!(args.console);
         }
     }

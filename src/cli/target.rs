@@ -1,0 +1,63 @@
+//! The arguments the verbs share, declared and typed once and flattened into each verb: which
+//! hypervisors are asked and for how long, and the guest a verb acts on.
+
+use crate::cli::values::{self, Seconds};
+use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::model::names::{DomainName, HypervisorName};
+
+/// The longest `--timeout`: an hour is far past any answer a hypervisor gives; it is a bound on a
+/// typing mistake, not a policy.
+pub const LONGEST_ANSWER_TIMEOUT: u64 = 3600;
+
+/// How long each hypervisor asked has to answer.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AnswerTimeout {
+    /// Seconds each hypervisor has to answer before it counts as unreachable.
+    #[arg(long, value_name = "SECONDS",
+          default_value_t = Seconds(DEFAULT_ANSWER_TIMEOUT.as_secs()),
+          value_parser = values::seconds(1, LONGEST_ANSWER_TIMEOUT))]
+    pub timeout: Seconds,
+}
+
+/// Where a guest is looked for: the one hypervisor named, or every one of the fleet at once,
+/// each within `--timeout`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FleetSearch {
+    /// Act on this hypervisor of hypervisors.conf only, instead of searching the fleet.
+    #[arg(long, value_name = "NAME", value_parser = values::hypervisor)]
+    pub hypervisor: Option<HypervisorName>,
+    #[command(flatten)]
+    pub answer: AnswerTimeout,
+}
+
+/// One guest, and where it is looked for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GuestTarget {
+    /// The guest, fully qualified.
+    #[arg(value_name = "DOMAIN", value_parser = values::domain)]
+    pub domain: DomainName,
+    #[command(flatten)]
+    pub search: FleetSearch,
+}
+
+impl FleetSearch {
+    /// `--hypervisor`, as the workflows take it.
+    pub fn hypervisor_name(&self) -> Option<&str> {
+        self.hypervisor.as_ref().map(HypervisorName::as_str)
+    }
+
+    pub fn answer_timeout(&self) -> std::time::Duration {
+        self.answer.timeout.duration()
+    }
+}
+
+impl GuestTarget {
+    /// The guest and where to look for it, as the workflows of an existing guest take them.
+    pub fn address(&self) -> crate::workflow::snapshot::GuestAddress<'_> {
+        crate::workflow::snapshot::GuestAddress {
+            domain: &self.domain,
+            hypervisor: self.search.hypervisor_name(),
+            answer_timeout: self.search.answer_timeout(),
+        }
+    }
+}
