@@ -7,6 +7,7 @@
 //! systemd's rescue shell): the domain runs on then, and the console is what tells.
 
 use crate::debug_boot::console::{end_shown_by, ConsoleEnd};
+use crate::output::untrusted::untrusted_str;
 use std::time::{Duration, Instant};
 
 /// How long a wait for a booting guest may go on. It follows the guest's serial console: a boot
@@ -69,7 +70,7 @@ pub enum WaitError {
     },
     /// The boot got somewhere it stays (a kernel panic, systemd's rescue shell) while the domain
     /// runs on, so libvirt never says it stopped: the console is what tells.
-    #[error("{guest} will not answer: {end}, seen {}s into the wait: {line}{}", waited.as_secs(), console_tail(.console))]
+    #[error("{guest} will not answer: {end}, seen {}s into the wait: {}{}", waited.as_secs(), untrusted_str(.line), console_tail(.console))]
     StuckBoot {
         guest: String,
         end: ConsoleEnd,
@@ -142,7 +143,7 @@ fn hypervisor_log_tail(log: &Option<String>) -> String {
         Some(text) if !text.trim().is_empty() => {
             format!(
                 "\nlast lines of its QEMU log on the hypervisor:\n{}",
-                text.trim_end()
+                untrusted_str(text.trim_end())
             )
         }
         _ => String::new(),
@@ -156,7 +157,7 @@ fn console_tail(console: &Option<String>) -> String {
             let start = lines.len().saturating_sub(CONSOLE_TAIL_LINES);
             format!(
                 "\nlast lines of its serial console:\n{}",
-                lines[start..].join("\n")
+                untrusted_str(&lines[start..].join("\n"))
             )
         }
         _ => String::new(),
@@ -383,6 +384,23 @@ fn stuck_in(console: &str) -> Option<(ConsoleEnd, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_console_tail_reaches_the_error_without_its_escape_sequences() {
+        let error = WaitError::NoAddress {
+            guest: "www.example.test".into(),
+            mac: "52:54:00:00:00:01".into(),
+            waited: Duration::from_secs(3),
+            gave_up: GaveUp::Limit,
+            console: Some("Booting\x1b[2J\x1b]0;owned\x07\rfake ok\r\n".into()),
+        };
+        let shown = error.to_string();
+        assert!(!shown.contains(['\x1b', '\x07', '\r']), "{shown:?}");
+        assert!(
+            shown.ends_with(r"Booting\x1b[2J\x1b]0;owned\x07\x0dfake ok"),
+            "{shown:?}"
+        );
+    }
+
     use super::*;
     use std::cell::Cell;
 
