@@ -174,7 +174,7 @@ impl crate::diagnose::Diagnose for WaitError {
             WaitError::Stopped { guest, .. } => format!("the lines above say why QEMU ended; `trog debug_boot {guest} --console` starts it again and shows the whole boot"),
             WaitError::StuckBoot { guest, .. } => format!("the lines above say where its boot stopped; the guest still runs, and stays there, until `trog debug_boot {guest} --console` restarts it and shows the whole boot, or `trog destroy {guest}`"),
             WaitError::NoAddress { guest, .. } => format!("the guest did not boot far enough to use its network: `trog debug_boot {guest} --console` shows the whole boot"),
-            WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`"),
+            WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`", untrusted_str(last_error)),
         })
     }
 }
@@ -384,6 +384,21 @@ fn stuck_in(console: &str) -> Option<(ConsoleEnd, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_ssh_error_reaches_the_hint_without_its_escape_sequences() {
+        use crate::diagnose::Diagnose;
+        let error = WaitError::NoSsh {
+            guest: "www.example.test".into(),
+            addresses: "192.0.2.10".into(),
+            waited: Duration::from_secs(3),
+            gave_up: GaveUp::Limit,
+            last_error: "banner \x1b]0;owned\x07".into(),
+            console: None,
+        };
+        let hint = error.hint().unwrap();
+        assert!(hint.contains(r"banner \x1b]0;owned\x07"), "{hint:?}");
+    }
+
     #[test]
     fn a_console_tail_reaches_the_error_without_its_escape_sequences() {
         let error = WaitError::NoAddress {
