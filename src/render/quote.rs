@@ -4,7 +4,11 @@
 //! Makefile, so it is quoted for the shell first and then for make. A Makefile's command line
 //! (a recipe line) is read by make, which expands `$`, and then handed to the shell; a variable
 //! assignment is read by make alone, which also ends it at a `#` or a newline. Each context has
-//! its function here, and what a context can never carry is refused rather than mangled.
+//! its function here, and what a context can never carry is refused rather than mangled. The
+//! template environment quotes with them by the kind of template ([`Quoting`]).
+
+use minijinja::value::ValueKind;
+use minijinja::{AutoEscape, Environment, Error, ErrorKind, Output, State};
 
 /// Why a value cannot be written in a context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +74,116 @@ pub fn make_assignment_value(text: &str) -> Result<String, Unquotable> {
         return Err(Unquotable::Backslash);
     }
     Ok(text.replace('$', "$$").replace('#', r"\#"))
+}
+
+/// What a template's values are quoted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quoting {
+    /// Printed as they are: a configuration file in its own syntax, a path.
+    None,
+    /// Each a word of a shell command line (a test, a shell script).
+    Shell,
+    /// Each a word of a Makefile's command line: quoted for the shell, then for make.
+    MakeRecipe,
+}
+
+impl Quoting {
+    /// The quoting of a recipe's file template named `file_name`: a shell script's
+    /// (`*.sh.j2`, `*.sh`) quotes for the shell, any other prints values as they are.
+    pub fn of_file(file_name: &str) -> Quoting {
+        if file_name.ends_with(".sh.j2") || file_name.ends_with(".sh") {
+            Quoting::Shell
+        } else {
+            Quoting::None
+        }
+    }
+
+    /// The prefix of a template's name to the engine, which tells the auto-escape callback.
+    pub(crate) fn name_prefix(self) -> &'static str {
+        match self {
+            Quoting::None => "",
+            Quoting::Shell => SHELL_PREFIX,
+            Quoting::MakeRecipe => MAKE_PREFIX,
+        }
+    }
+}
+
+const SHELL_PREFIX: &str = "shell:";
+const MAKE_PREFIX: &str = "make:";
+const SHELL_ESCAPE: &str = "shell";
+const MAKE_ESCAPE: &str = "make";
+
+/// Makes `environment` quote by [`Quoting`] (told by the template's name, see
+/// [`Quoting::name_prefix`]) and gives it the `shell_quote` and `make_quote` filters.
+pub(crate) fn install_quoting(environment: &mut Environment<'static>) {
+    environment.set_auto_escape_callback(|name| {
+        if name.starts_with(SHELL_PREFIX) {
+            AutoEscape::Custom(SHELL_ESCAPE.into())
+        } else if name.starts_with(MAKE_PREFIX) {
+            AutoEscape::Custom(MAKE_ESCAPE.into())
+        } else {
+            AutoEscape::None
+        }
+    });
+    environment.set_formatter(quoting_formatter);
+    environment.add_filter("shell_quote", |value: String| {
+        shell_quote(&value).map_err(unquotable)
+    });
+    environment.add_filter("make_quote", |value: String| {
+        make_recipe_quote(&value).map_err(unquotable)
+    });
+}
+
+/// Prints `{{ value }}`: quoted for the template's context, a list as one word per item.
+fn quoting_formatter(
+    out: &mut Output,
+    state: &mut State,
+    value: &minijinja::Value,
+) -> Result<(), Error> {
+    let quote: fn(&str) -> Result<String, Unquotable> = match state.auto_escape() {
+        AutoEscape::Custom(name) if name == SHELL_ESCAPE => shell_quote,
+        AutoEscape::Custom(name) if name == MAKE_ESCAPE => make_recipe_quote,
+        _ => return minijinja::escape_formatter(out, state, value),
+    };
+    if value.is_safe() {
+        return minijinja::escape_formatter(out, state, value);
+    }
+    let words = quoted_words(value, quote)?;
+    out.write_str(&words.join(" "))
+        .map_err(|_| Error::new(ErrorKind::WriteFailure, "the template's output failed"))
+}
+
+/// `value` as quoted words: one for a plain value, one per item for a list.
+fn quoted_words(
+    value: &minijinja::Value,
+    quote: fn(&str) -> Result<String, Unquotable>,
+) -> Result<Vec<String>, Error> {
+    match value.kind() {
+        ValueKind::Seq | ValueKind::Iterable => {
+            let mut words = Vec::new();
+            for item in value.try_iter()? {
+                words.extend(quoted_words(&item, quote)?);
+            }
+            Ok(words)
+        }
+        ValueKind::Map => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "a mapping cannot be printed as a command's word; print one of its values",
+        )),
+        _ => {
+            let text = match value.as_str() {
+                Some(text) => text.to_string(),
+                None => value.to_string(),
+            };
+            Ok(vec![quote(&text).map_err(unquotable)?])
+        }
+    }
+}
+
+/// The engine's error for a value a context cannot carry. The value itself is left out: it may
+/// be a secret.
+fn unquotable(why: Unquotable) -> Error {
+    Error::new(ErrorKind::InvalidOperation, "a value cannot be quoted here").with_source(why)
 }
 
 #[cfg(test)]

@@ -13,131 +13,27 @@
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::credentials::Secret;
 use crate::model::names::{DomainName, RecipeName};
-use crate::render::quote::{make_recipe_quote, shell_quote, Unquotable};
+pub use crate::render::quote::Quoting;
+use crate::render::quote::{install_quoting, Unquotable};
 use indexmap::IndexMap;
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::ValueKind;
-use minijinja::{AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior};
+use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// What a template's values are quoted for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quoting {
-    /// Printed as they are: a configuration file in its own syntax, a path.
-    None,
-    /// Each a word of a shell command line (a test, a shell script).
-    Shell,
-    /// Each a word of a Makefile's command line: quoted for the shell, then for make.
-    MakeRecipe,
-}
-
-impl Quoting {
-    /// The quoting of a recipe's file template named `file_name`: a shell script's
-    /// (`*.sh.j2`, `*.sh`) quotes for the shell, any other prints values as they are.
-    pub fn of_file(file_name: &str) -> Quoting {
-        if file_name.ends_with(".sh.j2") || file_name.ends_with(".sh") {
-            Quoting::Shell
-        } else {
-            Quoting::None
-        }
-    }
-
-    /// The prefix of a template's name to the engine, which tells the auto-escape callback.
-    fn name_prefix(self) -> &'static str {
-        match self {
-            Quoting::None => "",
-            Quoting::Shell => SHELL_PREFIX,
-            Quoting::MakeRecipe => MAKE_PREFIX,
-        }
-    }
-}
-
-const SHELL_PREFIX: &str = "shell:";
-const MAKE_PREFIX: &str = "make:";
-const SHELL_ESCAPE: &str = "shell";
-const MAKE_ESCAPE: &str = "make";
 
 /// The template environment: strict about undefined values, keeps trailing newlines, quotes
 /// values by the template's [`Quoting`].
 pub fn template_environment() -> Environment<'static> {
     let mut environment = Environment::new();
     environment.set_undefined_behavior(UndefinedBehavior::Strict);
-    environment.set_auto_escape_callback(|name| {
-        if name.starts_with(SHELL_PREFIX) {
-            AutoEscape::Custom(SHELL_ESCAPE.into())
-        } else if name.starts_with(MAKE_PREFIX) {
-            AutoEscape::Custom(MAKE_ESCAPE.into())
-        } else {
-            AutoEscape::None
-        }
-    });
-    environment.set_formatter(quoting_formatter);
-    environment.add_filter("shell_quote", |value: String| {
-        shell_quote(&value).map_err(unquotable)
-    });
-    environment.add_filter("make_quote", |value: String| {
-        make_recipe_quote(&value).map_err(unquotable)
-    });
+    install_quoting(&mut environment);
     let syntax = SyntaxConfig::builder()
         .keep_trailing_newline(true)
         .build()
         .expect("the default delimiters are valid");
     environment.set_syntax(syntax);
     environment
-}
-
-/// Prints `{{ value }}`: quoted for the template's context, a list as one word per item.
-fn quoting_formatter(
-    out: &mut Output,
-    state: &mut State,
-    value: &minijinja::Value,
-) -> Result<(), Error> {
-    let quote: fn(&str) -> Result<String, Unquotable> = match state.auto_escape() {
-        AutoEscape::Custom(name) if name == SHELL_ESCAPE => shell_quote,
-        AutoEscape::Custom(name) if name == MAKE_ESCAPE => make_recipe_quote,
-        _ => return minijinja::escape_formatter(out, state, value),
-    };
-    if value.is_safe() {
-        return minijinja::escape_formatter(out, state, value);
-    }
-    let words = quoted_words(value, quote)?;
-    out.write_str(&words.join(" "))
-        .map_err(|_| Error::new(ErrorKind::WriteFailure, "the template's output failed"))
-}
-
-/// `value` as quoted words: one for a plain value, one per item for a list.
-fn quoted_words(
-    value: &minijinja::Value,
-    quote: fn(&str) -> Result<String, Unquotable>,
-) -> Result<Vec<String>, Error> {
-    match value.kind() {
-        ValueKind::Seq | ValueKind::Iterable => {
-            let mut words = Vec::new();
-            for item in value.try_iter()? {
-                words.extend(quoted_words(&item, quote)?);
-            }
-            Ok(words)
-        }
-        ValueKind::Map => Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "a mapping cannot be printed as a command's word; print one of its values",
-        )),
-        _ => {
-            let text = match value.as_str() {
-                Some(text) => text.to_string(),
-                None => value.to_string(),
-            };
-            Ok(vec![quote(&text).map_err(unquotable)?])
-        }
-    }
-}
-
-/// The engine's error for a value a context cannot carry. The value itself is left out: it may
-/// be a secret.
-fn unquotable(why: Unquotable) -> Error {
-    Error::new(ErrorKind::InvalidOperation, "a value cannot be quoted here").with_source(why)
 }
 
 /// The guest facts the recipes do not hold: its name and its merged `_global` settings.
