@@ -10,6 +10,7 @@ pub mod report;
 
 // The vocabulary of failure, shared by every layer: exit statuses and what an error says of itself.
 pub mod diagnose;
+pub mod did_you_mean;
 pub mod exit_status;
 
 // The pure core: data, configuration parsing, recipes, rendering, placement.

@@ -14,6 +14,6 @@ adminconfig:
 	install -d -m 0700 -o {{ admin }} -g "$$group" "$$home/.ssh"; \
 	touch "$$home/.ssh/authorized_keys"; chown {{ admin }}:"$$group" "$$home/.ssh/authorized_keys"; chmod 0600 "$$home/.ssh/authorized_keys"
 {%- for key in args.authorized_keys %}
-	grep -qxF '{{ key }}' "$$(getent passwd {{ admin }} | cut -d: -f6)/.ssh/authorized_keys" || echo '{{ key }}' >> "$$(getent passwd {{ admin }} | cut -d: -f6)/.ssh/authorized_keys"
+	grep -qxF -e {{ key }} "$$(getent passwd {{ admin }} | cut -d: -f6)/.ssh/authorized_keys" || printf '%s\n' {{ key }} >> "$$(getent passwd {{ admin }} | cut -d: -f6)/.ssh/authorized_keys"
 {%- endfor %}
 {%- endif %}

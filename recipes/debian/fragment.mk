@@ -6,9 +6,9 @@ APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Options::=--for
 debian:
 {%- if global.mirror is defined and global.mirror %}
 {%- if global.security_mirror is defined and global.security_mirror %}
-	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' '{{ global.mirror }}' '{{ release }}' '{{ release }}' '{{ global.security_mirror }}' '{{ release }}' > /etc/apt/sources.list.d/debian.sources
+	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ global.mirror }} {{ release }} {{ release }} {{ global.security_mirror }} {{ release }} > /etc/apt/sources.list.d/debian.sources
 {%- else %}
-	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' '{{ global.mirror }}' '{{ release }}' '{{ release }}' '{{ release }}' > /etc/apt/sources.list.d/debian.sources
+	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ global.mirror }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/debian.sources
 {%- endif %}
 	rm -f /etc/apt/sources.list
 {%- endif %}
@@ -16,4 +16,4 @@ debian:
 {%- if args.upgrade %}
 	$(APT_GET) upgrade
 {%- endif %}
-	$(APT_GET) install --no-install-recommends {{ packages | join(" ") }}
+	$(APT_GET) install --no-install-recommends {{ packages }}

@@ -11,7 +11,7 @@ trogrunner:
 	chown {{ args.user }}: /etc/trog-provisioner /etc/trog-provisioner/recipes.d
 	if [ "$$(cat /opt/trog/.sha256 2>/dev/null)" != {{ args.release_sha256 }} ]; then \
 	  curl -fsS --max-time 900 -o /opt/trog-release.tar.gz {{ args.release_url }} && \
-	  echo '{{ args.release_sha256 }}  /opt/trog-release.tar.gz' | sha256sum -c --quiet && \
+	  echo {{ args.release_sha256 }}'  /opt/trog-release.tar.gz' | sha256sum -c --quiet && \
 	  rm -rf /opt/trog.new && mkdir -p /opt/trog.new && \
 	  tar -xzf /opt/trog-release.tar.gz -C /opt/trog.new && \
 	  test -x /opt/trog.new/trog && test -d /opt/trog.new/recipes && \

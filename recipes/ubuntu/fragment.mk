@@ -3,10 +3,10 @@ APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Options::=--for
 
 ubuntu:
 {%- if global.mirror is defined and global.mirror %}
-	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-backports %s-security\nComponents: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n' '{{ global.mirror }}' '{{ release }}' '{{ release }}' '{{ release }}' '{{ release }}' > /etc/apt/sources.list.d/ubuntu.sources
+	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-backports %s-security\nComponents: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n' {{ global.mirror }} {{ release }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/ubuntu.sources
 {%- endif %}
 	$(APT_GET) update
 {%- if args.upgrade %}
 	$(APT_GET) upgrade
 {%- endif %}
-	$(APT_GET) install --no-install-recommends {{ packages | join(" ") }}
+	$(APT_GET) install --no-install-recommends {{ packages }}

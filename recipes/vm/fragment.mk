@@ -9,6 +9,6 @@ vm:
 	if [ -z "$$disk" ]; then echo "vm: no disk with serial trog-data is attached" >&2; exit 1; fi; \
 	if ! blkid "$$disk" >/dev/null 2>&1; then mkfs.ext4 -q -L trog-data "$$disk"; fi; \
 	mkdir -p {{ args.data_mount }}; \
-	grep -q '^LABEL=trog-data ' /etc/fstab || echo 'LABEL=trog-data {{ args.data_mount }} ext4 defaults,nofail 0 2' >> /etc/fstab; \
+	grep -q '^LABEL=trog-data ' /etc/fstab || echo 'LABEL=trog-data '{{ args.data_mount }}' ext4 defaults,nofail 0 2' >> /etc/fstab; \
 	mountpoint -q {{ args.data_mount }} || mount {{ args.data_mount }}
 {%- endif %}

@@ -367,30 +367,7 @@ pub fn declaration(key: &str) -> Option<&'static SettingDeclaration> {
 /// The candidate nearest to `word`, if it is within a third of its length (at least one edit).
 pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let allowed = (word.chars().count() / 3).max(1);
-    candidates
-        .map(|candidate| (edit_distance(word, candidate), candidate))
-        .filter(|(distance, _)| *distance <= allowed)
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(from: &str, to: &str) -> usize {
-    let to: Vec<char> = to.chars().collect();
-    let mut previous: Vec<usize> = (0..=to.len()).collect();
-    for (row, from_char) in from.chars().enumerate() {
-        let mut current = vec![row + 1];
-        for (column, to_char) in to.iter().enumerate() {
-            let substitution = previous[column] + usize::from(from_char != *to_char);
-            current.push(
-                substitution
-                    .min(previous[column + 1] + 1)
-                    .min(current[column] + 1),
-            );
-        }
-        previous = current;
-    }
-    previous[to.len()]
+    crate::did_you_mean::nearest(word, candidates, |_| allowed)
 }
 
 /// The reference table of every setting, in Markdown, as docs/CONFIGURATION.md carries it.
@@ -437,13 +414,6 @@ mod tests {
         assert_eq!(suggest("cpu"), Some("cpus"));
         assert_eq!(suggest("adminuser"), Some("admin_user"));
         assert_eq!(suggest("flavour"), None);
-    }
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("same", "same"), 0);
     }
 
     #[test]

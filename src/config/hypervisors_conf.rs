@@ -454,25 +454,7 @@ fn unquote(value: &str) -> &str {
 
 /// The known key a mistyped one most likely meant: within a third of its length in edits.
 fn closest_key(key: &str) -> Option<&'static str> {
-    KEYS.iter()
-        .map(|known| (edit_distance(key, known), *known))
-        .filter(|(distance, known)| *distance <= known.len().div_ceil(3))
-        .min()
-        .map(|(_, known)| known)
-}
-
-fn edit_distance(left: &str, right: &str) -> usize {
-    let right: Vec<char> = right.chars().collect();
-    let mut previous: Vec<usize> = (0..=right.len()).collect();
-    for (i, left_char) in left.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, right_char) in right.iter().enumerate() {
-            let substitution = previous[j] + usize::from(left_char != *right_char);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[right.len()]
+    crate::did_you_mean::nearest(key, KEYS.iter().copied(), |known| known.len().div_ceil(3))
 }
 
 struct BlockDraft {

@@ -63,12 +63,14 @@ impl CredentialName {
         ) {
             return Some(CredentialName::Keepass);
         }
+        let known = crate::did_you_mean::nearest(
+            &lowered,
+            CredentialName::ALL.iter().map(|known| known.as_str()),
+            |_| 2,
+        )?;
         CredentialName::ALL
             .into_iter()
-            .map(|known| (edit_distance(&lowered, known.as_str()), known))
-            .filter(|(distance, _)| *distance <= 2)
-            .min_by_key(|(distance, _)| *distance)
-            .map(|(_, known)| known)
+            .find(|name| name.as_str() == known)
     }
 
     /// "`keepass` and `sudo`", for messages.
@@ -85,23 +87,6 @@ impl fmt::Display for CredentialName {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(self.as_str())
     }
-}
-
-/// Levenshtein distance, for the did-you-mean hint; names are short, so the simple table is fine.
-fn edit_distance(left: &str, right: &str) -> usize {
-    let right: Vec<char> = right.chars().collect();
-    let mut previous: Vec<usize> = (0..=right.len()).collect();
-    for (left_index, left_char) in left.chars().enumerate() {
-        let mut current = vec![left_index + 1];
-        for (right_index, right_char) in right.iter().enumerate() {
-            let substitution = previous[right_index] + usize::from(left_char != *right_char);
-            let insertion = current[right_index] + 1;
-            let deletion = previous[right_index + 1] + 1;
-            current.push(substitution.min(insertion).min(deletion));
-        }
-        previous = current;
-    }
-    previous[right.len()]
 }
 
 /// The credentials a caller handed in, each with the line it came on.
@@ -470,12 +455,5 @@ mod tests {
         assert!(matches!(error, CredentialsError::TooLong { .. }), "{error}");
         let many_lines = "keepass: x\n".repeat(MAX_HANDED_IN_BYTES);
         assert!(parse_handed_in(&many_lines).is_err());
-    }
-
-    #[test]
-    fn edit_distance_counts_slips() {
-        assert_eq!(edit_distance("keypass", "keepass"), 1);
-        assert_eq!(edit_distance("sduo", "sudo"), 2);
-        assert_eq!(edit_distance("", "sudo"), 4);
     }
 }

@@ -7,6 +7,7 @@
 
 use super::cloud_init::wait_for_cloud_init;
 use crate::machine::{Machine, MachineCommand, MachineError};
+use crate::output::untrusted::{untrusted_str, untrusted_text};
 use std::time::{Duration, Instant};
 
 /// Where the payload and the finish's records live on the guest.
@@ -23,7 +24,7 @@ pub const FOLLOW_WAIT_TENTHS: u32 = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FinishError {
-    #[error("cloud-init did not finish cleanly on {guest}:\n{status}")]
+    #[error("cloud-init did not finish cleanly on {guest}:\n{}", untrusted_str(.status))]
     CloudInit { guest: String, status: String },
     #[error("cannot ask cloud-init on {guest} whether it is done")]
     CloudInitUnknown {
@@ -57,7 +58,7 @@ pub enum FinishError {
         #[source]
         source: MachineError,
     },
-    #[error("the Makefile's default target failed on {guest} with status {status}; the end of its log:\n{log_tail}")]
+    #[error("the Makefile's default target failed on {guest} with status {}; the end of its log:\n{}", untrusted_str(.status), untrusted_str(.log_tail))]
     MakeFailed {
         guest: String,
         status: String,
@@ -65,7 +66,7 @@ pub enum FinishError {
     },
     #[error("the Makefile on {guest} was still running after {}s; it goes on there, but this run stops waiting", waited.as_secs())]
     TimedOut { guest: String, waited: Duration },
-    #[error("the recipes' tests failed on {guest} (`make test` exited with {}):\n{output}", status.map(|code| format!("status {code}")).unwrap_or_else(|| "a signal".into()))]
+    #[error("the recipes' tests failed on {guest} (`make test` exited with {}):\n{}", status.map(|code| format!("status {code}")).unwrap_or_else(|| "a signal".into()), untrusted_str(.output))]
     TestsFailed {
         guest: String,
         status: Option<i32>,
@@ -197,7 +198,7 @@ pub fn finish(
         };
         if complete > 0 {
             log_offset += complete;
-            let text = String::from_utf8_lossy(&log[..complete]).into_owned();
+            let text = untrusted_text(&log[..complete]);
             on_log(&text);
             keep_log_tail(&mut log_tail, &text);
         }
@@ -229,7 +230,7 @@ pub fn finish(
         guest: name.clone(),
         source,
     })?;
-    let tests_output = output.stdout_text();
+    let tests_output = untrusted_text(&output.stdout);
     if output.status != Some(0) {
         // The error carries the whole report: every test, the failed ones with their output.
         return Err(FinishError::TestsFailed {
@@ -246,7 +247,7 @@ pub fn finish(
 }
 
 /// How many bytes of `bytes` to take now: all, but for a UTF-8 character cut at the end (its rest
-/// is still to come). Bytes that are not UTF-8 at all are taken, and shown as U+FFFD.
+/// is still to come). Bytes that are not UTF-8 at all are taken, and shown as `\xNN`.
 fn without_cut_character(bytes: &[u8]) -> usize {
     match std::str::from_utf8(bytes) {
         Err(error) if error.error_len().is_none() => error.valid_up_to(),
@@ -280,6 +281,25 @@ mod fake_tests;
 mod tests {
     use super::*;
     use crate::machine::local::LocalMachine;
+
+    #[test]
+    fn guest_text_in_a_finish_error_is_shown_not_acted_on() {
+        let error = FinishError::MakeFailed {
+            guest: "www.example.test".into(),
+            status: "2".into(),
+            log_tail: "make: *** \x1b]2;title\x07 Error 1\r".into(),
+        };
+        let shown = error.to_string();
+        assert!(
+            shown.ends_with(r"make: *** \x1b]2;title\x07 Error 1\x0d"),
+            "{shown:?}"
+        );
+        let error = FinishError::CloudInit {
+            guest: "www.example.test".into(),
+            status: "\x1b[2Jerror".into(),
+        };
+        assert!(!error.to_string().contains('\x1b'));
+    }
 
     #[test]
     fn a_long_log_is_cut_at_a_character_boundary() {

@@ -7,6 +7,7 @@
 //! systemd's rescue shell): the domain runs on then, and the console is what tells.
 
 use crate::debug_boot::console::{end_shown_by, ConsoleEnd};
+use crate::output::untrusted::untrusted_str;
 use std::time::{Duration, Instant};
 
 /// How long a wait for a booting guest may go on. It follows the guest's serial console: a boot
@@ -69,7 +70,7 @@ pub enum WaitError {
     },
     /// The boot got somewhere it stays (a kernel panic, systemd's rescue shell) while the domain
     /// runs on, so libvirt never says it stopped: the console is what tells.
-    #[error("{guest} will not answer: {end}, seen {}s into the wait: {line}{}", waited.as_secs(), console_tail(.console))]
+    #[error("{guest} will not answer: {end}, seen {}s into the wait: {}{}", waited.as_secs(), untrusted_str(.line), console_tail(.console))]
     StuckBoot {
         guest: String,
         end: ConsoleEnd,
@@ -146,7 +147,7 @@ fn hypervisor_log_tail(log: &Option<String>) -> String {
         Some(text) if !text.trim().is_empty() => {
             format!(
                 "\nlast lines of its QEMU log on the hypervisor:\n{}",
-                text.trim_end()
+                untrusted_str(text.trim_end())
             )
         }
         _ => String::new(),
@@ -160,7 +161,7 @@ fn console_tail(console: &Option<String>) -> String {
             let start = lines.len().saturating_sub(CONSOLE_TAIL_LINES);
             format!(
                 "\nlast lines of its serial console:\n{}",
-                lines[start..].join("\n")
+                untrusted_str(&lines[start..].join("\n"))
             )
         }
         _ => String::new(),
@@ -181,7 +182,7 @@ impl crate::diagnose::Diagnose for WaitError {
             WaitError::StuckBoot { guest, .. } => format!("the lines above say where its boot stopped; the guest still runs, and stays there, until `trog debug_boot {guest} --console` restarts it and shows the whole boot, or `trog destroy {guest}`"),
             WaitError::NoAddress { guest, .. } => format!("the guest did not boot far enough to use its network: `trog debug_boot {guest} --console` shows the whole boot"),
             WaitError::HostKeyRefused { guest, .. } => format!("another machine may be answering at that address, or the guest's host key was replaced: find out which first. A guest built before trog pinned host keys is taken once, on purpose, with `trog provision --adopt-host-key {guest}`"),
-            WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {last_error}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`"),
+            WaitError::NoSsh { guest, last_error, .. } => format!("the last attempt said: {}\ncloud-init may have failed to install the admin key; it reports on the console: `trog debug_boot {guest} --console`", untrusted_str(last_error)),
         })
     }
 }
@@ -399,6 +400,38 @@ fn stuck_in(console: &str) -> Option<(ConsoleEnd, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_ssh_error_reaches_the_hint_without_its_escape_sequences() {
+        use crate::diagnose::Diagnose;
+        let error = WaitError::NoSsh {
+            guest: "www.example.test".into(),
+            addresses: "192.0.2.10".into(),
+            waited: Duration::from_secs(3),
+            gave_up: GaveUp::Limit,
+            last_error: "banner \x1b]0;owned\x07".into(),
+            console: None,
+        };
+        let hint = error.hint().unwrap();
+        assert!(hint.contains(r"banner \x1b]0;owned\x07"), "{hint:?}");
+    }
+
+    #[test]
+    fn a_console_tail_reaches_the_error_without_its_escape_sequences() {
+        let error = WaitError::NoAddress {
+            guest: "www.example.test".into(),
+            mac: "52:54:00:00:00:01".into(),
+            waited: Duration::from_secs(3),
+            gave_up: GaveUp::Limit,
+            console: Some("Booting\x1b[2J\x1b]0;owned\x07\rfake ok\r\n".into()),
+        };
+        let shown = error.to_string();
+        assert!(!shown.contains(['\x1b', '\x07', '\r']), "{shown:?}");
+        assert!(
+            shown.ends_with(r"Booting\x1b[2J\x1b]0;owned\x07\x0dfake ok"),
+            "{shown:?}"
+        );
+    }
+
     use super::*;
     use std::cell::Cell;
 

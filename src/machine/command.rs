@@ -1,5 +1,6 @@
 //! A command to run on a machine, its output, and how running it can fail.
 
+use crate::output::untrusted::{untrusted_str, untrusted_text};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -135,7 +136,7 @@ impl CommandOutput {
                 host: self.host.clone(),
                 command: self.command_line.clone(),
                 status: self.status,
-                stderr: String::from_utf8_lossy(&self.stderr).trim().to_string(),
+                stderr: untrusted_text(&self.stderr).trim().to_string(),
             })
         }
     }
@@ -166,14 +167,14 @@ pub enum MachineError {
         after: Duration,
         reason: String,
     },
-    #[error("`{command}` on {host} failed{}{}", status.map(|code| format!(" with status {code}")).unwrap_or_else(|| " (killed by a signal)".into()), if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    #[error("`{command}` on {host} failed{}{}", status.map(|code| format!(" with status {code}")).unwrap_or_else(|| " (killed by a signal)".into()), if stderr.is_empty() { String::new() } else { format!(": {}", untrusted_str(stderr)) })]
     Failed {
         host: String,
         command: String,
         status: Option<i32>,
         stderr: String,
     },
-    #[error("cannot reach {host} over SSH: {detail}")]
+    #[error("cannot reach {host} over SSH: {}", untrusted_str(.detail))]
     Unreachable { host: String, detail: String },
     /// The host answered with an SSH host key that is not the one trog gave the guest: nothing
     /// was sent to it.
@@ -245,6 +246,22 @@ impl crate::diagnose::Diagnose for MachineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_commands_stderr_is_shown_without_escape_sequences() {
+        let output = CommandOutput {
+            host: "hv1".into(),
+            command_line: "true".into(),
+            status: Some(1),
+            stdout: vec![],
+            stderr: b"\x1b[2Jbad \xff".to_vec(),
+        };
+        let shown = output.success().unwrap_err().to_string();
+        assert!(
+            shown.ends_with(r"failed with status 1: \x1b[2Jbad \xff"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn quoting_keeps_plain_words_and_protects_the_rest() {

@@ -5,3 +5,4 @@
 pub mod events;
 pub mod print;
 pub mod progress;
+pub mod untrusted;

@@ -7,7 +7,8 @@
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::model::names::RecipeName;
 use crate::render::templates::{
-    render_template, template_context, GuestFacts, RecipeRenderError, ResolvedSecrets, Template,
+    render_template, template_context, GuestFacts, Quoting, RecipeRenderError, ResolvedSecrets,
+    Template,
 };
 use minijinja::Environment;
 
@@ -77,6 +78,7 @@ pub fn render_files_with_secrets(
                     file: each.recipe.manifest_file(),
                     whole_file: false,
                     source,
+                    quoting: Quoting::None,
                 };
                 render_template(environment, &template, &context, secrets)
             };
@@ -88,6 +90,7 @@ pub fn render_files_with_secrets(
                     file: each.recipe.folder.join(&spec.template),
                     whole_file: true,
                     source: each.recipe.source(&spec.template),
+                    quoting: Quoting::of_file(&spec.template),
                 },
                 &context,
                 secrets,

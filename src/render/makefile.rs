@@ -10,8 +10,10 @@
 
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::render::files::RenderedFile;
+use crate::render::quote::{make_assignment_value, make_escape, shell_quote_text as shell_quote};
 use crate::render::templates::{
-    render_template, template_context, GuestFacts, RecipeRenderError, ResolvedSecrets, Template,
+    render_template, template_context, GuestFacts, Quoting, RecipeRenderError, ResolvedSecrets,
+    Template,
 };
 use minijinja::Environment;
 use std::fmt::Write as _;
@@ -61,7 +63,7 @@ pub fn render_makefile_with_secrets(
     );
     out.push_str("# Run as root from the payload directory: `make` sets the guest up, `make test` checks it.\n\n");
     out.push_str(".DEFAULT_GOAL := all\n");
-    out.push_str(&cache_exports(&guest.global));
+    out.push_str(&cache_exports(&guest.global)?);
     let _ = writeln!(out, ".PHONY: all files test {}\n", names.join(" "));
     let _ = writeln!(out, "all: {distro} files {}\n", rest.join(" "));
 
@@ -123,6 +125,7 @@ pub fn render_makefile_with_secrets(
             file: each.recipe.folder.join(fragment_name),
             whole_file: true,
             source: fragment,
+            quoting: Quoting::MakeRecipe,
         };
         let rendered = render_template(environment, &template, &context, secrets)?;
         if !defines_target(&rendered, each.name.as_str()) {
@@ -152,6 +155,7 @@ pub fn render_makefile_with_secrets(
                 file: each.recipe.manifest_file(),
                 whole_file: false,
                 source: &test.run,
+                quoting: Quoting::Shell,
             };
             let command = render_template(environment, &template, &context, secrets)?;
             let command = command.trim();
@@ -176,9 +180,9 @@ pub fn render_makefile_with_secrets(
 /// With `_global.cache` set, every download the Makefile's commands make (curl, wget, a site's
 /// Makefile) goes through that caching proxy; the package mirrors stay direct (`no_proxy`), since
 /// a mirror is already a cache and apt would otherwise fetch through both.
-fn cache_exports(global: &serde_json::Value) -> String {
+fn cache_exports(global: &serde_json::Value) -> Result<String, RecipeRenderError> {
     let Some(cache) = global.get("cache").and_then(serde_json::Value::as_str) else {
-        return String::new();
+        return Ok(String::new());
     };
     let mut direct = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     for mirror in ["mirror", "security_mirror"] {
@@ -192,14 +196,15 @@ fn cache_exports(global: &serde_json::Value) -> String {
             }
         }
     }
-    let cache = make_escape(cache);
-    let direct = direct.join(",");
-    format!(
+    let refused = |key: &'static str| move |why| RecipeRenderError::MakeVariable { key, why };
+    let cache = make_assignment_value(cache).map_err(refused("cache"))?;
+    let direct = make_assignment_value(&direct.join(",")).map_err(refused("mirror"))?;
+    Ok(format!(
         "\n# Downloads go through the fleet's cache (_global.cache); the mirrors and this guest do not.\n\
          export http_proxy := {cache}\nexport https_proxy := {cache}\n\
          export HTTP_PROXY := {cache}\nexport HTTPS_PROXY := {cache}\n\
          export no_proxy := {direct}\nexport NO_PROXY := {direct}\n\n"
-    )
+    ))
 }
 
 /// The host of an `http(s)://[user@]host[:port]/…` URL (an IPv6 address keeps its brackets).
@@ -239,23 +244,6 @@ fn defines_target(makefile: &str, target: &str) -> bool {
             .and_then(|rest| rest.strip_prefix(':'))
             .is_some_and(|rest| !rest.starts_with('='))
     })
-}
-
-/// Quotes a word for `sh`.
-fn shell_quote(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c))
-    {
-        return word.to_string();
-    }
-    format!("'{}'", word.replace('\'', r"'\''"))
-}
-
-/// Escapes `$` so make passes it to the shell unchanged.
-fn make_escape(text: &str) -> String {
-    text.replace('$', "$$")
 }
 
 #[cfg(test)]
@@ -411,24 +399,17 @@ mod tests {
     }
 
     #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("/etc/x.conf"), "/etc/x.conf");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(make_escape("$x"), "$$x");
-    }
-
-    #[test]
     fn a_cache_is_exported_to_every_command_and_the_mirrors_stay_direct() {
         assert_eq!(
-            cache_exports(&json!({"mirror": "http://m.test/debian"})),
+            cache_exports(&json!({"mirror": "http://m.test/debian"})).unwrap(),
             ""
         );
         let text = cache_exports(&json!({
             "cache": "http://cache.example.test:3128",
             "mirror": "http://apt.example.test:3142/deb.debian.org/debian",
             "security_mirror": "http://apt.example.test:3142/deb.debian.org/debian-security",
-        }));
+        }))
+        .unwrap();
         assert!(
             text.contains("export http_proxy := http://cache.example.test:3128\n"),
             "{text}"

@@ -8,5 +8,6 @@ pub mod fingerprint;
 pub mod makefile;
 pub mod network_filter;
 pub mod payload;
+pub mod quote;
 pub mod seed_iso;
 pub mod templates;

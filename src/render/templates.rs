@@ -2,23 +2,32 @@
 //!
 //! Undefined values are errors (a misspelt `{{ args.rootpw }}` must not render as an empty
 //! password), and a template's final newline is kept (config files and Makefiles end in one).
-//! Nothing is auto-escaped: what is rendered is configuration, not HTML.
+//!
+//! What a value is quoted for follows from what the template is ([`Quoting`]): in a Makefile
+//! fragment every `{{ … }}` is quoted for make's command line, in a test's command and a `.sh.j2`
+//! file for the shell, so a value can never become code there; a list prints as one quoted word
+//! per item. Other files (configuration in its own syntax) are not escaped; they may quote a
+//! value themselves with the `shell_quote` and `make_quote` filters. `| safe` prints a value as
+//! it is, for a template that means to insert shell code.
 
 use crate::cookbook::resolve::ResolvedRecipes;
 use crate::credentials::Secret;
 use crate::model::names::{DomainName, RecipeName};
+pub use crate::render::quote::Quoting;
+use crate::render::quote::{install_quoting, Unquotable};
 use indexmap::IndexMap;
 use minijinja::syntax::SyntaxConfig;
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// The template environment: strict about undefined values, keeps trailing newlines.
+/// The template environment: strict about undefined values, keeps trailing newlines, quotes
+/// values by the template's [`Quoting`].
 pub fn template_environment() -> Environment<'static> {
     let mut environment = Environment::new();
     environment.set_undefined_behavior(UndefinedBehavior::Strict);
-    environment.set_auto_escape_callback(|_| AutoEscape::None);
+    install_quoting(&mut environment);
     let syntax = SyntaxConfig::builder()
         .keep_trailing_newline(true)
         .build()
@@ -130,6 +139,19 @@ pub enum RecipeRenderError {
     MissingTarget { recipe: RecipeName },
     #[error("recipe `{recipe}`: test `{test}` renders to more than one line")]
     MultilineTest { recipe: RecipeName, test: String },
+    #[error("{}: a value cannot be written on a command line: {why} (in {what} of recipe `{recipe}`)", place(file, *line))]
+    Unquotable {
+        recipe: RecipeName,
+        what: String,
+        file: PathBuf,
+        line: Option<usize>,
+        why: Unquotable,
+    },
+    #[error("`_global.{key}` cannot be written into the guest's Makefile: {why}")]
+    MakeVariable {
+        key: &'static str,
+        why: crate::render::quote::Unquotable,
+    },
 }
 
 fn place(file: &Path, line: Option<usize>) -> String {
@@ -149,6 +171,8 @@ pub struct Template<'a> {
     /// Whether the template is that whole file, so the engine's line numbers are the file's.
     pub whole_file: bool,
     pub source: &'a str,
+    /// What its values are quoted for.
+    pub quoting: Quoting,
 }
 
 impl crate::diagnose::Diagnose for RecipeRenderError {
@@ -167,6 +191,12 @@ impl crate::diagnose::Diagnose for RecipeRenderError {
                 format!("add a rule `{recipe}:` to the fragment; the generated `all` target depends on it")
             }
             RecipeRenderError::MultilineTest { .. } => "keep test commands on one line".into(),
+            RecipeRenderError::Unquotable { recipe, .. } => format!(
+                "an argument or `_global` setting this line prints holds it; remove it from the value (`trog recipes {recipe}` shows the recipe's arguments)"
+            ),
+            RecipeRenderError::MakeVariable { key, .. } => format!(
+                "`_global.{key}` is a URL: percent-encode the character (`%5C` for a backslash)"
+            ),
         })
     }
 }
@@ -238,7 +268,12 @@ pub fn render_template(
     context: &TemplateContext,
     secrets: &ResolvedSecrets,
 ) -> Result<String, RecipeRenderError> {
-    let name = format!("{}/{}", template.recipe, template.what);
+    let name = format!(
+        "{}{}/{}",
+        template.quoting.name_prefix(),
+        template.recipe,
+        template.what
+    );
     let mut engine_context =
         serde_json::to_value(context).expect("a template context is plain JSON");
     for (pointer, secret) in secrets.in_context(template.recipe.as_str()) {
@@ -252,17 +287,31 @@ pub fn render_template(
             template.source,
             minijinja::Value::from(minijinja::value::Serde(&engine_context)),
         )
-        .map_err(|error| RecipeRenderError::Template {
-            recipe: template.recipe.clone(),
-            what: template.what.clone(),
-            file: template.file.clone(),
-            line: error.line().filter(|_| template.whole_file),
-            // The engine's kind after its detail, never `kind: detail`: its own `… error:` inside
-            // trog's would read as two errors.
-            problem: match error.detail() {
-                Some(detail) => format!("{detail} ({})", error.kind()),
-                None => error.kind().to_string(),
-            },
+        .map_err(|error| {
+            let line = error.line().filter(|_| template.whole_file);
+            let why = std::error::Error::source(&error)
+                .and_then(|source| source.downcast_ref::<Unquotable>());
+            if let Some(why) = why {
+                return RecipeRenderError::Unquotable {
+                    recipe: template.recipe.clone(),
+                    what: template.what.clone(),
+                    file: template.file.clone(),
+                    line,
+                    why: *why,
+                };
+            }
+            RecipeRenderError::Template {
+                recipe: template.recipe.clone(),
+                what: template.what.clone(),
+                file: template.file.clone(),
+                line,
+                // The engine's kind after its detail, never `kind: detail`: its own `… error:` inside
+                // trog's would read as two errors.
+                problem: match error.detail() {
+                    Some(detail) => format!("{detail} ({})", error.kind()),
+                    None => error.kind().to_string(),
+                },
+            }
         })
 }
 
@@ -298,6 +347,7 @@ mod tests {
             file: PathBuf::from("recipes/mariadb/my.cnf.j2"),
             whole_file: true,
             source: "{{ args.root_pw }} {{ recipes.mariadb.root_pw }} {{ args.port }}",
+            quoting: Quoting::None,
         };
         let rendered =
             render_template(&template_environment(), &template, &context, &secrets).unwrap();
@@ -319,6 +369,73 @@ mod tests {
         let shown = format!("{context:?}");
         assert!(!shown.contains("planted-4711"), "{shown}");
         assert!(shown.contains("mariadb"), "{shown}");
+    }
+
+    /// Renders `source` as `quoting` with `args`, for the `mariadb` recipe.
+    fn render_as(quoting: Quoting, source: &str, args: Value) -> Result<String, RecipeRenderError> {
+        let recipe = RecipeName::parse("mariadb").unwrap();
+        let template = Template {
+            recipe: &recipe,
+            what: "fragment.mk".into(),
+            file: PathBuf::from("recipes/mariadb/fragment.mk"),
+            whole_file: true,
+            source,
+            quoting,
+        };
+        render_template(
+            &template_environment(),
+            &template,
+            &mariadb_context(args),
+            &ResolvedSecrets::none(),
+        )
+    }
+
+    #[test]
+    fn values_are_quoted_for_the_templates_context() {
+        let args =
+            serde_json::json!({"dir": "/srv/it's $HOME", "list": ["a b", "c"], "port": 3306});
+        let source =
+            "x {{ args.dir }} {{ args.list }} {{ args.port }} {{ domain }}{{ ' ;' | safe }}";
+        assert_eq!(
+            render_as(Quoting::MakeRecipe, source, args.clone()).unwrap(),
+            r"x '/srv/it'\''s $$HOME' 'a b' c 3306 db.example.test ;"
+        );
+        assert_eq!(
+            render_as(Quoting::Shell, source, args.clone()).unwrap(),
+            r"x '/srv/it'\''s $HOME' 'a b' c 3306 db.example.test ;"
+        );
+        assert_eq!(
+            render_as(Quoting::None, source, args.clone()).unwrap(),
+            r"x /srv/it's $HOME ['a b', 'c'] 3306 db.example.test ;"
+        );
+        assert_eq!(
+            render_as(
+                Quoting::None,
+                "{{ args.dir | shell_quote }} {{ args.dir | make_quote }}",
+                args
+            )
+            .unwrap(),
+            r"'/srv/it'\''s $HOME' '/srv/it'\''s $$HOME'"
+        );
+    }
+
+    #[test]
+    fn a_line_break_on_a_makefile_line_is_refused_naming_the_line() {
+        let args = serde_json::json!({"key": "ssh-ed25519 AAAA\nrm -rf /"});
+        let error =
+            render_as(Quoting::MakeRecipe, "t:\n\techo {{ args.key }}\n", args).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                RecipeRenderError::Unquotable {
+                    why: Unquotable::Newline,
+                    line: Some(2),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(!error.to_string().contains("rm -rf"), "{error}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The shipped recipes: every one loads, validates its own defaults, and renders; the Makefile
 //! of a typical guest and the `recipes` command's output are pinned by snapshots.
 
+mod hostile_values;
+
 use indexmap::IndexMap;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
