@@ -28,6 +28,7 @@ use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::MiB;
 use crate::plan::GuestTag;
+use crate::render::xml_text::escape_xml;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
@@ -449,33 +450,6 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
     }
 }
 
-/// Escapes `text` for XML element content and attribute values (either quote). Tabs and line
-/// breaks become character references, which attribute normalisation would otherwise turn into
-/// spaces; other control characters cannot appear in XML 1.0 at all and are refused.
-fn escape_xml(text: &str) -> Result<String, minijinja::Error> {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&apos;"),
-            '\t' => escaped.push_str("&#9;"),
-            '\n' => escaped.push_str("&#10;"),
-            '\r' => escaped.push_str("&#13;"),
-            control if control.is_control() => {
-                return Err(minijinja::Error::new(
-                    minijinja::ErrorKind::InvalidOperation,
-                    format!("the value {text:?} holds a control character, which XML cannot carry"),
-                ))
-            }
-            other => escaped.push(other),
-        }
-    }
-    Ok(escaped)
-}
-
 /// The environment the domain template renders in: undefined names are errors, the final
 /// newline is kept, and every printed value goes through [`escape_xml`]. A `none` printed is a
 /// template mistake (an optional value used outside its `{% if %}`), so it is an error too.
@@ -496,7 +470,9 @@ fn domain_environment() -> Environment<'static> {
                 "the template printed a missing value; wrap it in `{% if %}`",
             ));
         }
-        let escaped = escape_xml(&value.to_string())?;
+        let escaped = escape_xml(&value.to_string()).map_err(|refused| {
+            minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, refused.to_string())
+        })?;
         output.write_str(&escaped).map_err(|_| {
             minijinja::Error::new(
                 minijinja::ErrorKind::WriteFailure,
@@ -588,14 +564,5 @@ mod tests {
             .starts_with("52:54:00:"));
         // Pinned: a change would move every guest's address and lease.
         insta::assert_snapshot!(mac_address_for(&web, 0).to_string(), @"52:54:00:59:e0:e9");
-    }
-
-    #[test]
-    fn escaping_covers_markup_quotes_and_line_breaks_and_refuses_control_characters() {
-        assert_eq!(
-            escape_xml("a&b<c>d\"e'f\tg\nh").unwrap(),
-            "a&amp;b&lt;c&gt;d&quot;e&apos;f&#9;g&#10;h"
-        );
-        assert!(escape_xml("bell\u{7}").is_err());
     }
 }

@@ -10,3 +10,4 @@ pub mod network_filter;
 pub mod payload;
 pub mod seed_iso;
 pub mod templates;
+pub mod xml_text;
