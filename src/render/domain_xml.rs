@@ -366,6 +366,13 @@ struct DirectBootContext {
     cmdline: String,
 }
 
+/// A `<parameter>` of the interface's filter reference.
+#[derive(Debug, Serialize)]
+struct FilterParameter {
+    name: &'static str,
+    value: String,
+}
+
 /// The values the template prints: strings and numbers, every decision already taken.
 #[derive(Debug, Serialize)]
 pub struct DomainContext {
@@ -390,7 +397,7 @@ pub struct DomainContext {
     network_kind: &'static str,
     network_source: String,
     network_filter: String,
-    network_filter_addresses: Vec<String>,
+    network_filter_parameters: Vec<FilterParameter>,
     serial_log_path: String,
     tpm: bool,
     metadata_namespace: &'static str,
@@ -438,7 +445,12 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         network_kind,
         network_source,
         network_filter: spec.network_filter.name.clone(),
-        network_filter_addresses: spec.network_filter.addresses.clone(),
+        network_filter_parameters: spec
+            .network_filter
+            .parameters()
+            .into_iter()
+            .map(|(name, value)| FilterParameter { name, value })
+            .collect(),
         serial_log_path: spec.serial_log_path.clone(),
         tpm: spec.tpm,
         metadata_namespace: TAG_NAMESPACE,
