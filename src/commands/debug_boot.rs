@@ -198,7 +198,12 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
             );
         }
         DebugOutcome::Keys { sent } => println!("sent to {guest}: {}", sent.join(" ")),
-        DebugOutcome::Vnc { address, tunneled } => {
+        DebugOutcome::Vnc {
+            address,
+            tunneled,
+            password,
+            valid_until,
+        } => {
             if *tunneled {
                 println!(
                     "{address}: point a VNC viewer here for {guest}'s display (an SSH tunnel to {hypervisor}, open until interrupted)"
@@ -208,6 +213,9 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
                     "{address}: point a VNC viewer here for {guest}'s display on {hypervisor}"
                 );
             }
+            println!(
+                "password: {password} (lets a viewer in until {valid_until} UTC; a connection made by then stays)"
+            );
             let _ = std::io::Write::flush(&mut std::io::stdout());
         }
         DebugOutcome::Restore { undone, grub } => {

@@ -16,7 +16,8 @@
 //!   file (`<log append='on'>`): the log survives restarts and snapshot reverts, and a timeout
 //!   can quote the guest's last lines;
 //! - a qemu guest agent channel (addresses without a lease), a virtio RNG (entropy for the SSH
-//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots;
+//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots,
+//!   behind a password that expired in 1970 (`debug_boot --vnc` gives it a new one for a while);
 //! - for a BIOS guest's first boot only, the base image's kernel, initramfs and GRUB command line
 //!   (`<kernel>`, `<initrd>`, `<cmdline>`), which QEMU loads itself: no firmware disk reads, no
 //!   GRUB (docs/CONVERGE.md "A guest's first boot").
