@@ -434,16 +434,10 @@ impl GuestSteps for LibvirtSteps<'_> {
         let Some(pinned) = pin_guest_lease(self.guest)? else {
             return Ok(None);
         };
-        let spec = DomainSpec {
-            network_filter: self
-                .prepared
-                .domain_spec
-                .network_filter
-                .with_pinned_lease(pinned.address),
-            ..self.prepared.domain_spec.clone()
-        };
-        let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
-        self.pinned_definition = Some((spec, xml));
+        self.pinned_definition = Some(pinned_definition(
+            &self.prepared.domain_spec,
+            pinned.address,
+        )?);
         if !pinned.made {
             return Ok(None);
         }
@@ -595,6 +589,20 @@ pub fn execute(
         tag: current_tag(prepared),
     };
     execute_plan(&mut steps, &run, &REAL_WAITS, progress)
+}
+
+/// The definition of a guest whose lease is pinned to `address`: its filter names that address
+/// as the guest's only one. The spec and the XML rendered from it.
+pub(crate) fn pinned_definition(
+    spec: &DomainSpec,
+    address: std::net::Ipv4Addr,
+) -> Result<(DomainSpec, String), Failure> {
+    let spec = DomainSpec {
+        network_filter: spec.network_filter.with_pinned_lease(address),
+        ..spec.clone()
+    };
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
+    Ok((spec, xml))
 }
 
 /// Whether the plan defines the guest's domain.
