@@ -221,7 +221,12 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
             );
         }
         DebugOutcome::Keys { sent } => crate::outln!("sent to {guest}: {}", sent.join(" ")),
-        DebugOutcome::Vnc { address, tunneled } => {
+        DebugOutcome::Vnc {
+            address,
+            tunneled,
+            password,
+            valid_until,
+        } => {
             if *tunneled {
                 crate::outln!(
                     "{address}: point a VNC viewer here for {guest}'s display (an SSH tunnel to {hypervisor}, open until interrupted)"
@@ -231,6 +236,9 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
                     "{address}: point a VNC viewer here for {guest}'s display on {hypervisor}"
                 );
             }
+            crate::outln!(
+                "password: {password} (lets a viewer in until {valid_until} UTC; a connection made by then stays)"
+            );
             crate::output::print::write_stdout_bytes(b"");
         }
         DebugOutcome::Restore { undone, grub } => {

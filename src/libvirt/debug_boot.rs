@@ -1,6 +1,6 @@
 //! What `debug_boot` asks of libvirt: a trog guest's domain (a domain trog did not make is
 //! refused), its definition as libvirt keeps it, redefining it, restarting it, its screen, its
-//! keyboard, and where its VNC display listens.
+//! keyboard, and its VNC display, opened to a password of its own for a while.
 
 use crate::debug_boot::guest_disk::{DiskFile, DomainDisk};
 use crate::libvirt::trog_tag::is_trogs;
@@ -12,6 +12,22 @@ use virt::error::ErrorNumber;
 
 /// How long `debug_boot` waits for a guest it stopped to be gone before starting it again.
 const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// How long the password `--vnc` gives out lets a viewer in: time to start one and type it. A
+/// connection made meanwhile stays open after it expires; a later one needs `--vnc` again.
+pub const VNC_PASSWORD_LIFETIME: Duration = Duration::from_secs(600);
+
+/// The characters of a display password: VNC's authentication reads eight, and no more.
+const VNC_PASSWORD_LENGTH: usize = 8;
+
+/// The guest's display, open to `password` until `valid_until` (UTC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VncDisplay {
+    pub listen: String,
+    pub port: u16,
+    pub password: String,
+    pub valid_until: String,
+}
 
 /// How large a screenshot may be: a 4K screen as PPM is 25 MB; more is not a screen.
 const SCREENSHOT_LIMIT: usize = 64 << 20;
@@ -247,17 +263,71 @@ impl DebugDomain {
         Ok(())
     }
 
-    /// The TCP port of the running guest's VNC display, and the address it listens on.
-    pub fn vnc_display(&self) -> Result<(String, u16), DebugDomainError> {
+    /// Opens the running guest's VNC display to a new password until [`VNC_PASSWORD_LIFETIME`]
+    /// after `now_unix`; returns where it listens and the password. The display every guest is
+    /// defined with has a password that expired in 1970 (templates/domain.xml.j2): no one can
+    /// connect until someone allowed to change the domain in libvirt asks for a password here.
+    pub fn open_vnc_display(&self, now_unix: u64) -> Result<VncDisplay, DebugDomainError> {
         let xml = self
             .domain
             .xml_desc(0)
             .map_err(|error| self.failed("read the display of", error))?;
-        vnc_display_in(&xml).ok_or_else(|| DebugDomainError::NoVnc {
+        let (listen, port) = vnc_display_in(&xml).ok_or_else(|| DebugDomainError::NoVnc {
             domain: self.name.clone(),
             hypervisor: self.hypervisor.clone(),
+        })?;
+        let password = new_vnc_password();
+        let valid_until = libvirt_utc(now_unix + VNC_PASSWORD_LIFETIME.as_secs());
+        self.domain
+            .update_device_flags(
+                &vnc_password_update(&listen, port, &password, &valid_until),
+                virt::sys::VIR_DOMAIN_AFFECT_LIVE,
+            )
+            .map_err(|error| self.failed("give a password to the display of", error))?;
+        Ok(VncDisplay {
+            listen,
+            port,
+            password,
+            valid_until,
         })
     }
+}
+
+/// A new display password: letters and digits (what every viewer lets one type), from the
+/// operating system's random source.
+fn new_vnc_password() -> String {
+    use rand::Rng;
+    rand::rngs::OsRng
+        .sample_iter(&rand::distributions::Alphanumeric)
+        .take(VNC_PASSWORD_LENGTH)
+        .map(char::from)
+        .collect()
+}
+
+/// `seconds` since the epoch as libvirt's `passwdValidTo` writes a time: `YYYY-MM-DDTHH:MM:SS`,
+/// UTC.
+fn libvirt_utc(seconds: u64) -> String {
+    // `20261204T120000Z`, taken apart.
+    let compact = crate::snapshot::utc_compact(seconds as i64);
+    let part = |range: std::ops::Range<usize>| &compact[range];
+    format!(
+        "{}-{}-{}T{}:{}:{}",
+        part(0..4),
+        part(4..6),
+        part(6..8),
+        part(9..11),
+        part(11..13),
+        part(13..15)
+    )
+}
+
+/// The `<graphics>` device a live update gives a new password: the listen address and port as
+/// they are (libvirt refuses to change those of a running display), the password and its end.
+fn vnc_password_update(listen: &str, port: u16, password: &str, valid_until: &str) -> String {
+    format!(
+        "<graphics type='vnc' port='{port}' autoport='yes' listen='{listen}' passwd='{password}' \
+         passwdValidTo='{valid_until}'><listen type='address' address='{listen}'/></graphics>"
+    )
 }
 
 /// The VNC listen address and port in a running domain's XML.
@@ -291,6 +361,30 @@ impl Read for StreamReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_display_password_is_new_each_time_and_what_vnc_reads() {
+        let first = new_vnc_password();
+        assert_eq!(first.len(), VNC_PASSWORD_LENGTH);
+        assert!(first.bytes().all(|byte| byte.is_ascii_alphanumeric()));
+        assert_ne!(first, new_vnc_password());
+    }
+
+    #[test]
+    fn the_password_update_keeps_the_display_where_it_is_until_its_end() {
+        assert_eq!(libvirt_utc(0), "1970-01-01T00:00:00");
+        assert_eq!(libvirt_utc(1_796_385_600), "2026-12-04T12:00:00");
+        let update = vnc_password_update("127.0.0.1", 5901, "Ab3dE6gH", "2026-12-04T12:00:00");
+        let document = roxmltree::Document::parse(&update).unwrap();
+        let graphics = document.root_element();
+        assert_eq!(graphics.attribute("port"), Some("5901"));
+        assert_eq!(graphics.attribute("listen"), Some("127.0.0.1"));
+        assert_eq!(graphics.attribute("passwd"), Some("Ab3dE6gH"));
+        assert_eq!(
+            graphics.attribute("passwdValidTo"),
+            Some("2026-12-04T12:00:00")
+        );
+    }
 
     #[test]
     fn the_vnc_port_is_read_from_the_running_definition() {

@@ -11,6 +11,7 @@ use crate::plan::{
     Action, DesiredGuest, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState,
 };
 use crate::render::domain_xml::metadata::{parse_tag, render_tag, TAG_NAMESPACE, TAG_PREFIX};
+use crate::render::xml_text::escape_xml;
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
@@ -97,6 +98,12 @@ impl GuestResources<'_> {
             operation,
             source: Box::new(source),
         }
+    }
+
+    /// `value` escaped for the XML given to libvirt; a value XML cannot carry is refused here,
+    /// naming it, rather than by libvirt's parser.
+    fn xml_text(&self, value: &str) -> Result<String, GuestResourceError> {
+        escape_xml(value).map_err(self.fail("write a name or path into XML"))
     }
 
     fn pool(&self) -> Result<Option<StoragePool>, GuestResourceError> {
@@ -258,8 +265,8 @@ impl GuestResources<'_> {
             Action::DefinePool { name, path } => {
                 let xml = format!(
                     "<pool type='dir'><name>{}</name><target><path>{}</path></target></pool>",
-                    xml_escape(name),
-                    xml_escape(path)
+                    self.xml_text(name)?,
+                    self.xml_text(path)?
                 );
                 let pool = match self.pool()? {
                     Some(pool) => pool,
@@ -356,7 +363,7 @@ impl GuestResources<'_> {
             Action::CreateDataVolume { volume, capacity } => {
                 let xml = format!(
                     "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='qcow2'/></target></volume>",
-                    xml_escape(volume),
+                    self.xml_text(volume)?,
                     capacity.0
                 );
                 self.create_volume_if_absent(volume, &xml)?;
@@ -380,9 +387,9 @@ impl GuestResources<'_> {
                 let xml = format!(
                     "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='qcow2'/></target>\
                      <backingStore><path>{}</path><format type='qcow2'/></backingStore></volume>",
-                    xml_escape(volume),
+                    self.xml_text(volume)?,
                     capacity.0,
-                    xml_escape(&backing_path)
+                    self.xml_text(&backing_path)?
                 );
                 self.create_volume_if_absent(volume, &xml)?;
             }
@@ -401,7 +408,7 @@ impl GuestResources<'_> {
                     self.delete_volume(volume)?;
                     let xml = format!(
                         "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='raw'/></target></volume>",
-                        xml_escape(volume),
+                        self.xml_text(volume)?,
                         artifacts.seed_iso.len()
                     );
                     let pool = self.active_pool()?;
@@ -762,7 +769,7 @@ impl GuestResources<'_> {
         let partial = partial.to_string();
         let xml = format!(
             "<volume><name>{}</name><capacity unit='bytes'>{length}</capacity><target><format type='raw'/></target></volume>",
-            xml_escape(&partial)
+            self.xml_text(&partial)?
         );
         let created = StorageVol::create_xml(&pool, &xml, 0)
             .map_err(self.fail(format!("create volume {partial}")))?;
@@ -779,7 +786,7 @@ impl GuestResources<'_> {
             .capacity;
         let xml = format!(
             "<volume><name>{}</name><capacity unit='bytes'>{virtual_size}</capacity><target><format type='qcow2'/></target></volume>",
-            xml_escape(volume)
+            self.xml_text(volume)?
         );
         if self.volume(&pool, volume)?.is_none() {
             if let Err(error) = StorageVol::create_xml_from(&pool, &xml, &uploaded, 0) {
@@ -792,15 +799,6 @@ impl GuestResources<'_> {
         }
         self.delete_volume(&partial)
     }
-}
-
-fn xml_escape(value: &str) -> String {
-    value
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('\'', "&apos;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

@@ -110,3 +110,43 @@ fn the_base_image_and_the_seed_are_written_by_the_hypervisor_never_streamed() {
     let _ = pool.destroy();
     let _ = pool.undefine();
 }
+
+#[test]
+fn a_pool_path_xml_cannot_carry_is_refused_before_libvirt_sees_it() {
+    let connection = Connect::open(Some("test:///default")).unwrap();
+    let desired = desired("trog-control-character");
+    let resources = GuestResources {
+        connection: &connection,
+        hypervisor: "hv1",
+        desired: &desired,
+        machine: None,
+    };
+    let artifacts = BuiltArtifacts {
+        domain_xml: "",
+        seed_iso: b"seed",
+        base_image_file: Path::new("/nonexistent"),
+    };
+    let error = resources
+        .execute(
+            &Action::DefinePool {
+                name: desired.pool_name.clone(),
+                path: "/vms/bell\u{7}".into(),
+            },
+            &artifacts,
+        )
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "libvirt on hv1 could not write a name or path into XML"
+    );
+    assert!(
+        error.source.to_string().contains("control character"),
+        "{}",
+        error.source
+    );
+    assert!(connection
+        .list_all_storage_pools(0)
+        .unwrap()
+        .iter()
+        .all(|pool| pool.name().unwrap() != "trog-control-character"));
+}

@@ -1,14 +1,13 @@
 //! trog's network filters on a hypervisor: defined (or refreshed) before a guest's domain is,
-//! and removed once no domain uses them. A filter is trog's when its UUID is the one trog derives
+//! and removed once no domain uses them, directly or through another filter. A filter is trog's when its UUID is the one trog derives
 //! from its name (`render::network_filter::filter_uuid`); any other filter is left alone.
 
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::render::network_filter::{
-    filter_uuid, tenant_of_filter, NetworkFilter, TenantDirectory, ISOLATED_FILTER,
-    TENANT_FILTER_PREFIX,
+    filter_uuid, tenant_of_filter, NetworkFilter, TenantDirectory,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use virt::connect::Connect;
 use virt::nwfilter::NWFilter;
@@ -127,33 +126,104 @@ pub fn define_filters(
     Ok(())
 }
 
-/// Undefines trog's filters that no domain on `connection` uses any more (a tenant's filter
-/// first, then the one every guest's builds on), returning their names.
+/// Undefines trog's filters that no domain on `connection` uses any more, directly or through
+/// another filter, returning their names in the order they went (a filter before those it
+/// references: libvirt refuses to undefine a filter another one references).
 pub fn remove_unused_filters(
     connection: &Connect,
     hypervisor: &str,
 ) -> Result<Vec<String>, NetworkFilterError> {
     let used = filters_in_use(connection, hypervisor)?;
-    let trogs = trogs_filters(connection, hypervisor)?;
-    let mut removed = Vec::new();
-    let mut tenant_filters_left = false;
-    for name in trogs
-        .iter()
-        .filter(|name| name.starts_with(TENANT_FILTER_PREFIX))
-    {
-        if used.contains(name) {
-            tenant_filters_left = true;
-            continue;
-        }
+    let filters = filters_on(connection, hypervisor)?;
+    let removed = unused_filters(&filters, &used);
+    for name in &removed {
         undefine(connection, hypervisor, name)?;
-        removed.push(name.clone());
-    }
-    let isolated = ISOLATED_FILTER.to_string();
-    if trogs.contains(&isolated) && !tenant_filters_left && !used.contains(&isolated) {
-        undefine(connection, hypervisor, &isolated)?;
-        removed.push(isolated);
     }
     Ok(removed)
+}
+
+/// A filter on a hypervisor: whether it is trog's, and the filters it references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterOnHypervisor {
+    pub trogs: bool,
+    pub references: Vec<String>,
+}
+
+/// Which of trog's `filters` nothing needs: neither a domain (`used`) nor a filter that is
+/// needed itself. In the order they can go: each before the filters it references.
+pub fn unused_filters(
+    filters: &BTreeMap<String, FilterOnHypervisor>,
+    used: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut needed = used.clone();
+    let mut to_follow: Vec<String> = used.iter().cloned().collect();
+    while let Some(name) = to_follow.pop() {
+        for referenced in filters
+            .get(&name)
+            .map_or(&[][..], |filter| &filter.references)
+        {
+            if needed.insert(referenced.clone()) {
+                to_follow.push(referenced.clone());
+            }
+        }
+    }
+    let mut left: Vec<&String> = filters
+        .iter()
+        .filter(|(name, filter)| filter.trogs && !needed.contains(*name))
+        .map(|(name, _)| name)
+        .collect();
+    let mut order = Vec::new();
+    loop {
+        let (free, held): (Vec<&String>, Vec<&String>) = left.iter().partition(|name| {
+            !left
+                .iter()
+                .any(|other| filters[*other].references.contains(**name))
+        });
+        if free.is_empty() {
+            // Nothing left, or filters that reference each other (not trog's doing): kept.
+            return order;
+        }
+        order.extend(free.into_iter().cloned());
+        left = held;
+    }
+}
+
+/// Every filter on `connection` by name: whether it is trog's, and what it references.
+fn filters_on(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<BTreeMap<String, FilterOnHypervisor>, NetworkFilterError> {
+    Ok(all_filters(connection, hypervisor)?
+        .iter()
+        .filter_map(|filter| {
+            let name = filter.name().ok()?;
+            let uuid = filter.uuid_string().ok()?;
+            let references = filter
+                .xml_desc(0)
+                .map(|xml| filter_references(&xml))
+                .unwrap_or_default();
+            Some((
+                name.clone(),
+                FilterOnHypervisor {
+                    trogs: uuid == filter_uuid(&name).to_string(),
+                    references,
+                },
+            ))
+        })
+        .collect())
+}
+
+/// The filters a filter's XML references.
+pub fn filter_references(filter_xml: &str) -> Vec<String> {
+    let Ok(document) = roxmltree::Document::parse(filter_xml) else {
+        return Vec::new();
+    };
+    document
+        .root_element()
+        .children()
+        .filter(|node| node.has_tag_name("filterref"))
+        .filter_map(|node| node.attribute("filter").map(str::to_string))
+        .collect()
 }
 
 fn undefine(connection: &Connect, hypervisor: &str, name: &str) -> Result<(), NetworkFilterError> {
@@ -169,24 +239,29 @@ fn undefine(connection: &Connect, hypervisor: &str, name: &str) -> Result<(), Ne
         .map_err(|error| fail("undefine", error))
 }
 
+/// Every filter on `connection`; none on a driver without network filters (libvirt's test
+/// driver), which holds none of trog's.
+fn all_filters(
+    connection: &Connect,
+    hypervisor: &str,
+) -> Result<Vec<NWFilter>, NetworkFilterError> {
+    match connection.list_all_nw_filters(0) {
+        Ok(filters) => Ok(filters),
+        Err(error) if error.code().is(virt::error::ErrorNumber::NoSupport) => Ok(Vec::new()),
+        Err(error) => Err(NetworkFilterError::List {
+            hypervisor: hypervisor.to_string(),
+            what: "its network filters",
+            message: error.message().to_string(),
+        }),
+    }
+}
+
 /// The names of the filters on `connection` that are trog's.
 fn trogs_filters(
     connection: &Connect,
     hypervisor: &str,
 ) -> Result<Vec<String>, NetworkFilterError> {
-    let filters = match connection.list_all_nw_filters(0) {
-        Ok(filters) => filters,
-        // A driver without network filters (libvirt's test driver) holds none of trog's.
-        Err(error) if error.code().is(virt::error::ErrorNumber::NoSupport) => return Ok(Vec::new()),
-        Err(error) => {
-            return Err(NetworkFilterError::List {
-                hypervisor: hypervisor.to_string(),
-                what: "its network filters",
-                message: error.message().to_string(),
-            })
-        }
-    };
-    let mut names: Vec<String> = filters
+    let mut names: Vec<String> = all_filters(connection, hypervisor)?
         .iter()
         .filter_map(|filter| {
             let name = filter.name().ok()?;
@@ -335,5 +410,74 @@ mod tests {
             ]
         );
         assert!(tenant_addresses_in("not xml").is_empty());
+    }
+
+    fn filter(trogs: bool, references: &[&str]) -> FilterOnHypervisor {
+        FilterOnHypervisor {
+            trogs,
+            references: references.iter().map(|name| name.to_string()).collect(),
+        }
+    }
+
+    fn hypervisor_filters() -> BTreeMap<String, FilterOnHypervisor> {
+        [
+            ("clean-traffic", filter(false, &["no-mac-spoofing"])),
+            ("no-mac-spoofing", filter(false, &[])),
+            ("trog-isolated", filter(true, &["clean-traffic"])),
+            ("trog-ipv6", filter(true, &[])),
+            ("trog-guest", filter(true, &["trog-isolated", "trog-ipv6"])),
+            ("trog-tenant-shop", filter(true, &["trog-isolated"])),
+            ("site-filter", filter(false, &["trog-ipv6"])),
+        ]
+        .into_iter()
+        .map(|(name, filter)| (name.to_string(), filter))
+        .collect()
+    }
+
+    fn used(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
+    #[test]
+    fn only_trogs_filters_that_nothing_needs_go_each_before_what_it_references() {
+        let filters = hypervisor_filters();
+        assert_eq!(
+            unused_filters(&filters, &used(&[])),
+            [
+                "trog-guest",
+                "trog-tenant-shop",
+                "trog-ipv6",
+                "trog-isolated"
+            ]
+        );
+        // A tenant's guest keeps its filter and the one that filter builds on.
+        assert_eq!(
+            unused_filters(&filters, &used(&["trog-tenant-shop"])),
+            ["trog-guest", "trog-ipv6"]
+        );
+        // A guest without a tenant keeps both it builds on; a filter of the site's that
+        // references one of trog's keeps it too.
+        assert_eq!(
+            unused_filters(&filters, &used(&["trog-guest"])),
+            ["trog-tenant-shop"]
+        );
+        assert_eq!(
+            unused_filters(&filters, &used(&["site-filter"])),
+            ["trog-guest", "trog-tenant-shop", "trog-isolated"]
+        );
+        // A guest defined before trog-guest existed references trog-isolated directly.
+        assert_eq!(
+            unused_filters(&filters, &used(&["trog-isolated", "trog-guest"])),
+            ["trog-tenant-shop"]
+        );
+    }
+
+    #[test]
+    fn the_filters_a_filter_references_are_read_from_its_xml() {
+        assert_eq!(
+            filter_references(&crate::render::network_filter::guest_filter().xml),
+            ["trog-isolated", "trog-ipv6"]
+        );
+        assert!(filter_references("not xml").is_empty());
     }
 }

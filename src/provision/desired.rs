@@ -13,6 +13,7 @@ use crate::render::domain_xml::{
 };
 use crate::render::network_filter::interface_filter;
 use serde_json::Value;
+use std::net::IpAddr;
 
 /// Where the serial console of a guest is copied to on its hypervisor: read back when a guest
 /// never answers, and by `debug_boot --fetch`.
@@ -137,11 +138,22 @@ pub fn domain_spec(
         },
         network_filter: interface_filter(
             settings.tenant.as_ref(),
+            generated.mac_address,
             &settings
                 .ips
                 .iter()
-                .filter(|cidr| cidr.address.is_ipv4())
-                .map(|cidr| cidr.address.to_string())
+                .filter_map(|cidr| match cidr.address {
+                    IpAddr::V4(address) => Some(address),
+                    IpAddr::V6(_) => None,
+                })
+                .collect::<Vec<_>>(),
+            &settings
+                .ips
+                .iter()
+                .filter_map(|cidr| match cidr.address {
+                    IpAddr::V6(address) => Some(address),
+                    IpAddr::V4(_) => None,
+                })
                 .collect::<Vec<_>>(),
         ),
         serial_log_path: serial_log_path(&desired.domain),

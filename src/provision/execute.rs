@@ -285,6 +285,10 @@ pub struct LibvirtSteps<'a> {
     pub network_filters_lock: Option<HeldLocks>,
     /// The address whose lease this run pinned, until the domain is defined.
     pub lease_pinned: Option<std::net::Ipv4Addr>,
+    /// The domain as it is defined once the guest's lease is pinned: its filter names the
+    /// pinned address as the guest's only one, so that libvirt never learns another from the
+    /// guest's own packets (docs/NETWORK.md, "Isolation").
+    pub pinned_definition: Option<(DomainSpec, String)>,
     /// Where in the guest's serial log (appended to across boots) the boot this run started
     /// begins, or for a guest that ran already, where the log ended when the wait began: the
     /// wait reads from there, so a panic of an earlier boot is not taken for this one's, and
@@ -293,6 +297,25 @@ pub struct LibvirtSteps<'a> {
 }
 
 impl LibvirtSteps<'_> {
+    /// What the domain is defined from: the prepared definition, or with a pinned lease, that
+    /// lease's.
+    fn domain_spec(&self) -> &DomainSpec {
+        self.pinned_definition
+            .as_ref()
+            .map_or(&self.prepared.domain_spec, |(spec, _)| spec)
+    }
+
+    fn artifacts(&self) -> BuiltArtifacts<'_> {
+        BuiltArtifacts {
+            domain_xml: self
+                .pinned_definition
+                .as_ref()
+                .map_or(self.artifacts.domain_xml, |(_, xml)| xml),
+            seed_iso: self.artifacts.seed_iso,
+            base_image_file: self.artifacts.base_image_file,
+        }
+    }
+
     /// Removes the lease this run pinned, its domain not defined after all. At best: a pin left
     /// behind only keeps an address from other guests until this one is provisioned again.
     fn take_back_pinned_lease(&mut self) {
@@ -343,7 +366,7 @@ impl LibvirtSteps<'_> {
     /// this plan made.
     fn is_first_boot(&self) -> bool {
         let actions = &self.prepared.plan.actions;
-        self.prepared.domain_spec.firmware == Firmware::Bios
+        self.domain_spec().firmware == Firmware::Bios
             && actions
                 .iter()
                 .any(|action| matches!(action, Action::CreateRootVolume { .. }))
@@ -364,12 +387,12 @@ impl LibvirtSteps<'_> {
             Ok(Some(BootFiles::Direct(boot))) => {
                 let spec = DomainSpec {
                     direct_boot: Some(boot),
-                    ..self.prepared.domain_spec.clone()
+                    ..self.domain_spec().clone()
                 };
                 let first = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
                 match self
                     .resources
-                    .start_once_as(&first, self.artifacts.domain_xml)
+                    .start_once_as(&first, self.artifacts().domain_xml)
                 {
                     Ok(()) => {
                         progress.say("first boot: the base image's kernel, started directly");
@@ -388,7 +411,7 @@ impl LibvirtSteps<'_> {
         }
         Ok(self
             .resources
-            .execute(&Action::StartDomain, &self.artifacts)?)
+            .execute(&Action::StartDomain, &self.artifacts())?)
     }
 }
 
@@ -425,6 +448,13 @@ impl GuestSteps for LibvirtSteps<'_> {
         let Some(pinned) = pin_guest_lease(self.guest)? else {
             return Ok(None);
         };
+        self.pinned_definition = Some(pinned_definition(
+            &self.prepared.domain_spec,
+            pinned.address,
+        )?);
+        if !pinned.made {
+            return Ok(None);
+        }
         self.lease_pinned = Some(pinned.address);
         Ok(Some(format!(
             "pin the lease of {} for {} in network {}",
@@ -452,18 +482,18 @@ impl GuestSteps for LibvirtSteps<'_> {
                     // dead run's, whoever's it was.
                     self.resources.remove_partial_base_images()?;
                 }
-                Ok(self.resources.execute(action, &self.artifacts)?)
+                Ok(self.resources.execute(action, &self.artifacts())?)
             }
             Action::StartDomain => {
                 self.note_console_start();
                 if self.is_first_boot() {
                     self.start_first_boot(progress)
                 } else {
-                    Ok(self.resources.execute(action, &self.artifacts)?)
+                    Ok(self.resources.execute(action, &self.artifacts())?)
                 }
             }
             Action::DefineDomain { .. } => {
-                if let Err(error) = self.resources.execute(action, &self.artifacts) {
+                if let Err(error) = self.resources.execute(action, &self.artifacts()) {
                     // No domain carries the MAC for a destroy to find the pin by.
                     self.take_back_pinned_lease();
                     return Err(error.into());
@@ -474,7 +504,7 @@ impl GuestSteps for LibvirtSteps<'_> {
                 self.lease_pinned = None;
                 Ok(())
             }
-            _ => Ok(self.resources.execute(action, &self.artifacts)?),
+            _ => Ok(self.resources.execute(action, &self.artifacts())?),
         }
     }
 
@@ -594,6 +624,7 @@ pub fn execute(
         key_file: None,
         network_filters_lock: None,
         lease_pinned: None,
+        pinned_definition: None,
         console_from: None,
     };
     let domain = prepared.desired.domain.to_string();
@@ -607,6 +638,20 @@ pub fn execute(
         tag: current_tag(prepared),
     };
     execute_plan(&mut steps, &run, &REAL_WAITS, progress)
+}
+
+/// The definition of a guest whose lease is pinned to `address`: its filter names that address
+/// as the guest's only one. The spec and the XML rendered from it.
+pub(crate) fn pinned_definition(
+    spec: &DomainSpec,
+    address: std::net::Ipv4Addr,
+) -> Result<(DomainSpec, String), Failure> {
+    let spec = DomainSpec {
+        network_filter: spec.network_filter.with_pinned_lease(address),
+        ..spec.clone()
+    };
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
+    Ok((spec, xml))
 }
 
 /// Whether the plan defines the guest's domain.
@@ -686,7 +731,7 @@ fn static_ipv4(guest: &GuestOnHypervisor) -> Option<std::net::Ipv4Addr> {
 }
 
 /// Pins the lease of a guest without a static IPv4 address in the libvirt network it joins
-/// (docs/NETWORK.md, "Pinned leases"); the pin when this run made it.
+/// (docs/NETWORK.md, "Pinned leases"); the pin, made by this run or found.
 fn pin_guest_lease(guest: &GuestOnHypervisor) -> Result<Option<PinnedLease>, Failure> {
     let settings = &guest.inputs.config.settings;
     if settings.bridge.is_some() || static_ipv4(guest).is_some() {
@@ -700,7 +745,7 @@ fn pin_guest_lease(guest: &GuestOnHypervisor) -> Result<Option<PinnedLease>, Fai
         &guest.inputs.generated.mac_address.to_string(),
         &kept_apart,
     )?;
-    Ok(pinned.filter(|pinned| pinned.made))
+    Ok(pinned)
 }
 
 /// What `ips.db` keeps for static addresses on `network`: never pinned to a leased guest.

@@ -666,3 +666,51 @@ fn a_rebuild_restores_the_backup_it_took_first_and_a_failed_backup_changes_nothi
     assert_eq!(steps.ran, [Action::BackUpBeforeRebuild.to_string()]);
     assert_eq!(guest.count("tar --extract"), 0);
 }
+
+#[test]
+fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
+    use crate::render::domain_xml::{
+        mac_address_for, CpuMode, DiskBus, DiskSpec, NetworkAttachment,
+    };
+    use crate::render::network_filter::interface_filter;
+    let name = crate::model::names::DomainName::parse("leased.example.test").unwrap();
+    let mac = mac_address_for(&name, 0);
+    let leased = DomainSpec {
+        name: name.clone(),
+        uuid: desired::domain_uuid(&name),
+        memory: crate::model::units::MiB(1024),
+        vcpus: 1,
+        domain_type: crate::model::hypervisor::DomainType::Qemu,
+        cpu_mode: CpuMode::HostPassthrough,
+        firmware: Firmware::Bios,
+        machine_type: "q35".into(),
+        disk_bus: DiskBus::Virtio,
+        root_disk: DiskSpec::qcow2("trog", "leased-root.qcow2"),
+        data_disk: None,
+        seed_volume: "leased-seed.iso".into(),
+        mac_address: mac,
+        network: NetworkAttachment::Network("default".into()),
+        network_filter: interface_filter(None, mac, &[], &[]),
+        serial_log_path: desired::serial_log_path(&name),
+        tpm: false,
+        partition: None,
+        tag: tag(),
+        direct_boot: None,
+    };
+    let (spec, xml) = pinned_definition(&leased, "192.168.122.57".parse().unwrap()).unwrap();
+    assert_eq!(
+        spec.network_filter.ipv4,
+        ["192.168.122.57".parse::<std::net::Ipv4Addr>().unwrap()]
+    );
+    assert!(
+        xml.contains("<parameter name='IP' value='192.168.122.57'/>")
+            && xml.contains("<parameter name='CTRL_IP_LEARNING' value='none'/>"),
+        "{xml}"
+    );
+    let unpinned = render_domain_xml(&leased, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert!(
+        !unpinned.contains("name='IP'")
+            && unpinned.contains("<parameter name='CTRL_IP_LEARNING' value='dhcp'/>"),
+        "{unpinned}"
+    );
+}

@@ -16,7 +16,8 @@
 //!   file (`<log append='on'>`): the log survives restarts and snapshot reverts, and a timeout
 //!   can quote the guest's last lines;
 //! - a qemu guest agent channel (addresses without a lease), a virtio RNG (entropy for the SSH
-//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots;
+//!   host keys at first boot), and VNC on the hypervisor's loopback only, for screenshots,
+//!   behind a password that expired in 1970 (`debug_boot --vnc` gives it a new one for a while);
 //! - for a BIOS guest's first boot only, the base image's kernel, initramfs and GRUB command line
 //!   (`<kernel>`, `<initrd>`, `<cmdline>`), which QEMU loads itself: no firmware disk reads, no
 //!   GRUB (docs/CONVERGE.md "A guest's first boot").
@@ -28,6 +29,7 @@ use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::MiB;
 use crate::plan::GuestTag;
+use crate::render::xml_text::escape_xml;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
@@ -365,6 +367,13 @@ struct DirectBootContext {
     cmdline: String,
 }
 
+/// A `<parameter>` of the interface's filter reference.
+#[derive(Debug, Serialize)]
+struct FilterParameter {
+    name: &'static str,
+    value: String,
+}
+
 /// The values the template prints: strings and numbers, every decision already taken.
 #[derive(Debug, Serialize)]
 pub struct DomainContext {
@@ -389,7 +398,7 @@ pub struct DomainContext {
     network_kind: &'static str,
     network_source: String,
     network_filter: String,
-    network_filter_addresses: Vec<String>,
+    network_filter_parameters: Vec<FilterParameter>,
     serial_log_path: String,
     tpm: bool,
     metadata_namespace: &'static str,
@@ -437,7 +446,12 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         network_kind,
         network_source,
         network_filter: spec.network_filter.name.clone(),
-        network_filter_addresses: spec.network_filter.addresses.clone(),
+        network_filter_parameters: spec
+            .network_filter
+            .parameters()
+            .into_iter()
+            .map(|(name, value)| FilterParameter { name, value })
+            .collect(),
         serial_log_path: spec.serial_log_path.clone(),
         tpm: spec.tpm,
         metadata_namespace: TAG_NAMESPACE,
@@ -447,33 +461,6 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         shape_fingerprint: spec.tag.shape_fingerprint.clone(),
         payload_digest: spec.tag.payload_digest.clone().unwrap_or_default(),
     }
-}
-
-/// Escapes `text` for XML element content and attribute values (either quote). Tabs and line
-/// breaks become character references, which attribute normalisation would otherwise turn into
-/// spaces; other control characters cannot appear in XML 1.0 at all and are refused.
-fn escape_xml(text: &str) -> Result<String, minijinja::Error> {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&apos;"),
-            '\t' => escaped.push_str("&#9;"),
-            '\n' => escaped.push_str("&#10;"),
-            '\r' => escaped.push_str("&#13;"),
-            control if control.is_control() => {
-                return Err(minijinja::Error::new(
-                    minijinja::ErrorKind::InvalidOperation,
-                    format!("the value {text:?} holds a control character, which XML cannot carry"),
-                ))
-            }
-            other => escaped.push(other),
-        }
-    }
-    Ok(escaped)
 }
 
 /// The environment the domain template renders in: undefined names are errors, the final
@@ -496,7 +483,9 @@ fn domain_environment() -> Environment<'static> {
                 "the template printed a missing value; wrap it in `{% if %}`",
             ));
         }
-        let escaped = escape_xml(&value.to_string())?;
+        let escaped = escape_xml(&value.to_string()).map_err(|refused| {
+            minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, refused.to_string())
+        })?;
         output.write_str(&escaped).map_err(|_| {
             minijinja::Error::new(
                 minijinja::ErrorKind::WriteFailure,
@@ -588,14 +577,5 @@ mod tests {
             .starts_with("52:54:00:"));
         // Pinned: a change would move every guest's address and lease.
         insta::assert_snapshot!(mac_address_for(&web, 0).to_string(), @"52:54:00:59:e0:e9");
-    }
-
-    #[test]
-    fn escaping_covers_markup_quotes_and_line_breaks_and_refuses_control_characters() {
-        assert_eq!(
-            escape_xml("a&b<c>d\"e'f\tg\nh").unwrap(),
-            "a&amp;b&lt;c&gt;d&quot;e&apos;f&#9;g&#10;h"
-        );
-        assert!(escape_xml("bell\u{7}").is_err());
     }
 }

@@ -11,3 +11,4 @@ pub mod payload;
 pub mod quote;
 pub mod seed_iso;
 pub mod templates;
+pub mod xml_text;

@@ -1,16 +1,25 @@
 //! trog's libvirt network filters (nwfilter), as XML. Pure.
 //!
-//! Every interface trog defines references one of them, with the guest's addresses as `IP`:
-//! - [`ISOLATED_FILTER`] for a guest without a tenant: libvirt's own `clean-traffic` (no frame
-//!   with a MAC or IPv4 source that is not the guest's, no ARP answer for another address, no
-//!   other layer-2 protocol), and no DHCP answers from the guest (a guest has no business
-//!   handing out leases on the hypervisor's network).
-//! - `trog-tenant-NAME` for a guest of tenant NAME: the same, and no IPv4 to or from any address
-//!   held in ips.db by a guest of another tenant.
+//! Every interface trog defines references one of them, with the guest's addresses as
+//! parameters (`IP`, `TROG_IPV6`) and `CTRL_IP_LEARNING` set so that libvirt never takes an
+//! address from the guest's own packets:
+//! - [`GUEST_FILTER`] for a guest without a tenant: [`ISOLATED_FILTER`] and [`IPV6_FILTER`].
+//! - `trog-tenant-NAME` for a guest of tenant NAME: [`ISOLATED_FILTER`], and no IPv4 to or from
+//!   any address held in ips.db by a guest of another tenant. No IPv6: ips.db knows no tenant's
+//!   IPv6 addresses, so nothing could keep two tenants apart over it.
+//! - [`ISOLATED_FILTER`], which both build on: libvirt's own `clean-traffic` (no frame with a MAC
+//!   or IPv4 source that is not the guest's, no ARP answer for another address, no other
+//!   layer-2 protocol, IPv6 included) and no DHCP answers from the guest (a guest has no
+//!   business handing out leases on the hypervisor's network). Guests defined before
+//!   [`GUEST_FILTER`] existed reference it directly, until their domain is defined again.
+//! - [`IPV6_FILTER`]: IPv6 from the guest only from its own addresses (`TROG_IPV6`: its
+//!   link-local address, derived from its MAC, and the IPv6 addresses of its `ips`), or from
+//!   the unspecified address for neighbour discovery's probes; never a router advertisement,
+//!   a redirect or a DHCPv6 answer. libvirt ships no IPv6 anti-spoofing filter.
 //!
-//! Only drop rules are added to what `clean-traffic` does: a drop can never let past a frame the
-//! anti-spoofing rules would stop. The tenant rules come before libvirt's `ipv4` chain, whose
-//! `allow-incoming-ipv4` accepts (and so ends the checks for) incoming IPv4.
+//! Only drop rules are added to what `clean-traffic` does for IPv4: a drop can never let past a
+//! frame the anti-spoofing rules would stop. The tenant rules come before libvirt's `ipv4`
+//! chain, whose `allow-incoming-ipv4` accepts (and so ends the checks for) incoming IPv4.
 //!
 //! trog's filters are told apart from anyone else's by their UUID, derived from the name: a
 //! filter of that name with another UUID is not trog's and is never changed.
@@ -19,11 +28,24 @@ use crate::model::names::TenantName;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-/// The filter of guests without a tenant.
+mod interface;
+pub use interface::{interface_filter, link_local_address, InterfaceFilter, IpLearning};
+
+/// IPv4 without spoofing and without DHCP answers: what every guest's filter builds on.
 pub const ISOLATED_FILTER: &str = "trog-isolated";
+
+/// IPv6 without spoofing, for guests without a tenant.
+pub const IPV6_FILTER: &str = "trog-ipv6";
+
+/// The filter of guests without a tenant: [`ISOLATED_FILTER`] and [`IPV6_FILTER`].
+pub const GUEST_FILTER: &str = "trog-guest";
 
 /// The prefix of every tenant's filter name.
 pub const TENANT_FILTER_PREFIX: &str = "trog-tenant-";
+
+/// The interface parameter [`IPV6_FILTER`] reads the guest's IPv6 addresses from. Not `IPV6`,
+/// which libvirt reserves.
+pub const IPV6_PARAMETER: &str = "TROG_IPV6";
 
 /// The priority of trog's drop rules in the root chain: after libvirt's MAC chain (-800), before
 /// its `ipv4` chain (-700), which accepts incoming IPv4.
@@ -38,14 +60,6 @@ pub struct NetworkFilter {
     pub name: String,
     pub uuid: uuid::Uuid,
     pub xml: String,
-}
-
-/// Which filter a guest's interface references, with the guest's addresses as `IP`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterfaceFilter {
-    pub name: String,
-    /// Empty: libvirt learns the guest's address from its first packets (a guest on a lease).
-    pub addresses: Vec<String>,
 }
 
 /// trog's UUID for the filter `name`: what tells trog's filters from others of the same name.
@@ -67,49 +81,116 @@ pub fn tenant_of_filter(name: &str) -> Option<&str> {
         .filter(|tenant| TenantName::parse(tenant).is_ok())
 }
 
-/// The filter a guest's interface references.
-pub fn interface_filter(tenant: Option<&TenantName>, addresses: &[String]) -> InterfaceFilter {
-    InterfaceFilter {
-        name: match tenant {
-            Some(tenant) => tenant_filter_name(tenant.as_str()),
-            None => ISOLATED_FILTER.to_string(),
-        },
-        addresses: addresses.to_vec(),
+fn filter_xml(name: &str, chain: &str, body: &str) -> NetworkFilter {
+    let uuid = filter_uuid(name);
+    NetworkFilter {
+        name: name.to_string(),
+        uuid,
+        xml: format!(
+            "<filter name='{name}' chain='{chain}'>\n  <uuid>{uuid}</uuid>\n{body}</filter>\n"
+        ),
     }
 }
 
 /// [`ISOLATED_FILTER`].
 pub fn isolated_filter() -> NetworkFilter {
-    let name = ISOLATED_FILTER.to_string();
-    let uuid = filter_uuid(&name);
-    let xml = format!(
-        "<filter name='{name}' chain='root'>\n  <uuid>{uuid}</uuid>\n  \
-         <filterref filter='{LIBVIRT_CLEAN_TRAFFIC}'/>\n  \
-         <rule action='drop' direction='out' priority='{DROP_PRIORITY}'>\n    \
-         <ip protocol='udp' srcportstart='67' srcportend='67'/>\n  </rule>\n</filter>\n"
+    filter_xml(
+        ISOLATED_FILTER,
+        "root",
+        &format!(
+            "  <filterref filter='{LIBVIRT_CLEAN_TRAFFIC}'/>\n  \
+             <rule action='drop' direction='out' priority='{DROP_PRIORITY}'>\n    \
+             <ip protocol='udp' srcportstart='67' srcportend='67'/>\n  </rule>\n"
+        ),
+    )
+}
+
+/// ICMPv6 types a guest never sends: router advertisements (134) and redirects (137). A guest
+/// is no router of the hypervisor's network, as it is no DHCP server.
+const ICMPV6_ROUTER_ONLY: [u8; 2] = [134, 137];
+
+/// ICMPv6 types a guest may send from the unspecified address `::`, before it has an address
+/// of its own: router solicitations (133), neighbour solicitations of duplicate address
+/// detection (135) and multicast listener reports (143, MLDv2).
+const ICMPV6_FROM_UNSPECIFIED: [u8; 3] = [133, 135, 143];
+
+/// [`IPV6_FILTER`], in libvirt's `ipv6` chain (entered from the root chain after the MAC
+/// checks, so a frame's source MAC is the guest's here already). Out of the guest: router-only
+/// messages and DHCPv6 answers dropped, then IPv6 from one of its own addresses accepted, and
+/// everything else dropped. Into the guest: everything accepted, as libvirt's
+/// `allow-incoming-ipv4` does for IPv4.
+pub fn ipv6_filter() -> NetworkFilter {
+    let mut body = String::new();
+    let rule = |body: &mut String, action: &str, direction: &str, priority: i32, ipv6: &str| {
+        body.push_str(&format!(
+            "  <rule action='{action}' direction='{direction}' priority='{priority}'>\n"
+        ));
+        if !ipv6.is_empty() {
+            body.push_str(&format!("    <ipv6{ipv6}/>\n"));
+        }
+        body.push_str("  </rule>\n");
+    };
+    for icmp_type in ICMPV6_ROUTER_ONLY {
+        rule(
+            &mut body,
+            "drop",
+            "out",
+            100,
+            &format!(" protocol='icmpv6' type='{icmp_type}'"),
+        );
+    }
+    rule(
+        &mut body,
+        "drop",
+        "out",
+        100,
+        " protocol='udp' srcportstart='547' srcportend='547'",
     );
-    NetworkFilter { name, uuid, xml }
+    rule(
+        &mut body,
+        "accept",
+        "out",
+        200,
+        &format!(" srcipaddr='${IPV6_PARAMETER}'"),
+    );
+    for icmp_type in ICMPV6_FROM_UNSPECIFIED {
+        rule(
+            &mut body,
+            "accept",
+            "out",
+            200,
+            &format!(" srcipaddr='::' protocol='icmpv6' type='{icmp_type}'"),
+        );
+    }
+    rule(&mut body, "drop", "out", 1000, "");
+    rule(&mut body, "accept", "in", 1000, "");
+    filter_xml(IPV6_FILTER, "ipv6", &body)
+}
+
+/// [`GUEST_FILTER`].
+pub fn guest_filter() -> NetworkFilter {
+    filter_xml(
+        GUEST_FILTER,
+        "root",
+        &format!(
+            "  <filterref filter='{ISOLATED_FILTER}'/>\n  <filterref filter='{IPV6_FILTER}'/>\n"
+        ),
+    )
 }
 
 /// The filter of `tenant`: [`ISOLATED_FILTER`], and no IPv4 to or from `foreign` (the addresses
 /// of other tenants' guests).
 pub fn tenant_filter(tenant: &str, foreign: &[Ipv4Addr]) -> NetworkFilter {
-    let name = tenant_filter_name(tenant);
-    let uuid = filter_uuid(&name);
-    let mut xml = format!(
-        "<filter name='{name}' chain='root'>\n  <uuid>{uuid}</uuid>\n  \
-         <filterref filter='{ISOLATED_FILTER}'/>\n"
-    );
+    let mut body = format!("  <filterref filter='{ISOLATED_FILTER}'/>\n");
     for address in foreign {
-        xml.push_str(&format!(
+        body.push_str(&format!(
             "  <rule action='drop' direction='out' priority='{DROP_PRIORITY}'>\n    \
              <ip dstipaddr='{address}'/>\n  </rule>\n  \
              <rule action='drop' direction='in' priority='{DROP_PRIORITY}'>\n    \
              <ip srcipaddr='{address}'/>\n  </rule>\n"
         ));
     }
-    xml.push_str("</filter>\n");
-    NetworkFilter { name, uuid, xml }
+    filter_xml(&tenant_filter_name(tenant), "root", &body)
 }
 
 /// Every tenant's addresses, as ips.db records them: tenant → addresses of its guests.
@@ -148,11 +229,12 @@ pub fn joined_directories(first: TenantDirectory, second: TenantDirectory) -> Te
     joined
 }
 
-/// The filters a hypervisor should hold after a guest is defined there: [`ISOLATED_FILTER`], and
-/// the filter of every tenant in `tenants` (the guest's own, and those already on the hypervisor,
+/// The filters a hypervisor should hold after a guest is defined there: [`ISOLATED_FILTER`],
+/// [`IPV6_FILTER`] and [`GUEST_FILTER`], and the filter of every tenant in `tenants` (the guest's own, and those already on the hypervisor,
 /// refreshed so that they know every other tenant's addresses).
 pub fn filters_for(directory: &TenantDirectory, tenants: &[String]) -> Vec<NetworkFilter> {
-    let mut filters = vec![isolated_filter()];
+    // Each after the filters it references.
+    let mut filters = vec![isolated_filter(), ipv6_filter(), guest_filter()];
     let mut tenants = tenants.to_vec();
     tenants.sort();
     tenants.dedup();
@@ -267,21 +349,73 @@ mod tests {
     }
 
     #[test]
-    fn the_filters_for_a_hypervisor_are_the_isolated_one_and_each_tenants_once() {
-        let names: Vec<String> =
-            filters_for(&directory(), &["shop".into(), "blog".into(), "shop".into()])
-                .into_iter()
-                .map(|filter| filter.name)
-                .collect();
+    fn the_filters_for_a_hypervisor_are_the_shared_ones_and_each_tenants_once() {
+        let filters = filters_for(&directory(), &["shop".into(), "blog".into(), "shop".into()]);
         assert_eq!(
-            names,
-            ["trog-isolated", "trog-tenant-blog", "trog-tenant-shop"]
+            names_of(&filters),
+            [
+                "trog-isolated",
+                "trog-ipv6",
+                "trog-guest",
+                "trog-tenant-blog",
+                "trog-tenant-shop"
+            ]
         );
-        let tenant = TenantName::parse("shop").unwrap();
         assert_eq!(
-            interface_filter(Some(&tenant), &[]).name,
-            "trog-tenant-shop"
+            names_of(&filters_for(&directory(), &[])),
+            ["trog-isolated", "trog-ipv6", "trog-guest"]
         );
-        assert_eq!(interface_filter(None, &[]).name, "trog-isolated");
+    }
+
+    fn names_of(filters: &[NetworkFilter]) -> Vec<&str> {
+        filters.iter().map(|filter| filter.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_ipv6_filter_accepts_only_the_guests_own_sources_and_no_router_messages() {
+        let filter = ipv6_filter();
+        assert!(filter
+            .xml
+            .starts_with("<filter name='trog-ipv6' chain='ipv6'>"));
+        let rules: Vec<&str> = filter.xml.split("<rule ").skip(1).collect();
+        let accepts_out: Vec<&str> = rules
+            .iter()
+            .copied()
+            .filter(|rule| rule.starts_with("action='accept' direction='out'"))
+            .collect();
+        assert_eq!(accepts_out.len(), 4, "{}", filter.xml);
+        assert!(accepts_out[0].contains("srcipaddr='$TROG_IPV6'"));
+        for rule in &accepts_out[1..] {
+            assert!(
+                rule.contains("srcipaddr='::' protocol='icmpv6'"),
+                "only neighbour discovery from the unspecified address: {rule}"
+            );
+        }
+        // Drops of router messages come before every accept; everything else out is dropped.
+        for icmp_type in ["134", "137"] {
+            assert!(rules.iter().any(|rule| rule
+                .starts_with("action='drop' direction='out' priority='100'")
+                && rule.contains(&format!("type='{icmp_type}'"))));
+        }
+        assert!(rules.iter().any(|rule| rule
+            .starts_with("action='drop' direction='out' priority='100'")
+            && rule.contains("srcportstart='547'")));
+        assert!(rules
+            .iter()
+            .any(|rule| rule
+                .starts_with("action='drop' direction='out' priority='1000'>\n  </rule>")));
+        assert!(accepts_out
+            .iter()
+            .all(|rule| rule.contains("priority='200'")));
+    }
+
+    #[test]
+    fn a_guest_without_a_tenant_gets_ipv4_isolation_and_ipv6_and_a_tenant_only_ipv4() {
+        let guest = guest_filter();
+        assert!(guest.xml.contains("<filterref filter='trog-isolated'/>"));
+        assert!(guest.xml.contains("<filterref filter='trog-ipv6'/>"));
+        let tenant = tenant_filter("shop", &[]);
+        assert!(!tenant.xml.contains("trog-ipv6"), "{}", tenant.xml);
+        assert!(!isolated_filter().xml.contains("trog-ipv6"));
     }
 }

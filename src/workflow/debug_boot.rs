@@ -132,8 +132,14 @@ pub enum DebugOutcome {
     /// and the guest was started.
     Single { written: bool },
     /// The address to point a VNC viewer at; `tunneled` when it is this machine's end of an SSH
-    /// tunnel to the hypervisor.
-    Vnc { address: String, tunneled: bool },
+    /// tunnel to the hypervisor. The display lets in whoever gives `password` until
+    /// `valid_until` (UTC, `YYYY-MM-DDTHH:MM:SS`), and nobody without it.
+    Vnc {
+        address: String,
+        tunneled: bool,
+        password: String,
+        valid_until: String,
+    },
 }
 
 fn lossy_text<S: serde::Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
@@ -444,20 +450,23 @@ pub fn debug_boot(
             DebugOutcome::Single { written }
         }
         DebugAction::Vnc => {
-            let (listen, port) = domain.vnc_display()?;
-            match ssh_machine_for(&opened.config.libvirt_uri)? {
+            let now_unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_secs());
+            let display = domain.open_vnc_display(now_unix)?;
+            let (address, tunneled) = match ssh_machine_for(&opened.config.libvirt_uri)? {
                 Some(ssh) => {
                     let local_port = free_local_port()?;
-                    tunnel = Some(ssh.tunnel(local_port, &listen, port)?);
-                    DebugOutcome::Vnc {
-                        address: format!("127.0.0.1:{local_port}"),
-                        tunneled: true,
-                    }
+                    tunnel = Some(ssh.tunnel(local_port, &display.listen, display.port)?);
+                    (format!("127.0.0.1:{local_port}"), true)
                 }
-                None => DebugOutcome::Vnc {
-                    address: format!("{listen}:{port}"),
-                    tunneled: false,
-                },
+                None => (format!("{}:{}", display.listen, display.port), false),
+            };
+            DebugOutcome::Vnc {
+                address,
+                tunneled,
+                password: display.password,
+                valid_until: display.valid_until,
             }
         }
     };

@@ -12,6 +12,12 @@ use trog::render::domain_xml::{
 fn representative_guest() -> DomainSpec {
     let name = DomainName::parse("web.example.test").unwrap();
     DomainSpec {
+        network_filter: trog::render::network_filter::interface_filter(
+            None,
+            mac_address_for(&name, 0),
+            &["192.0.2.10".parse().unwrap()],
+            &["2001:db8::10".parse().unwrap()],
+        ),
         mac_address: mac_address_for(&name, 0),
         name,
         uuid: uuid::Uuid::parse_str("6f1b0c1e-8d2a-4a44-9c55-0a4b1d2e3f40").unwrap(),
@@ -26,10 +32,6 @@ fn representative_guest() -> DomainSpec {
         data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
         seed_volume: "web.example.test-seed.iso".to_string(),
         network: NetworkAttachment::Network("default".to_string()),
-        network_filter: trog::render::network_filter::interface_filter(
-            None,
-            &["192.0.2.10".to_string()],
-        ),
         serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
         tpm: false,
         partition: None,
@@ -325,23 +327,64 @@ fn the_interface_carries_trogs_network_filter_with_the_guests_address() {
     assert_valid_domain(&xml);
     assert_eq!(
         xpath_value(&xml, "/domain/devices/interface/filterref/@filter"),
-        "trog-isolated"
+        "trog-guest"
     );
+    let parameter = |name: &str| {
+        xpath_value(
+            &xml,
+            &format!("/domain/devices/interface/filterref/parameter[@name='{name}']/@value"),
+        )
+    };
+    assert_eq!(parameter("IP"), "192.0.2.10");
+    assert_eq!(parameter("CTRL_IP_LEARNING"), "none");
     assert_eq!(
         xpath_value(
             &xml,
-            "/domain/devices/interface/filterref/parameter[@name='IP']/@value"
+            "count(/domain/devices/interface/filterref/parameter[@name='TROG_IPV6'])"
         ),
-        "192.0.2.10"
+        "2"
+    );
+    assert_eq!(
+        parameter("TROG_IPV6"),
+        "fe80::5054:ff:fe59:e0e9",
+        "its link-local address first, from its MAC"
     );
 }
 
 #[test]
+fn a_leased_guests_filter_names_its_pinned_lease_and_learns_nothing_from_the_guest() {
+    let mut spec = representative_guest();
+    spec.network_filter =
+        trog::render::network_filter::interface_filter(None, spec.mac_address, &[], &[]);
+    // Not pinned (a bridge, or a network without a DHCP range): learnt from DHCP answers only.
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_valid_domain(&xml);
+    let parameter = |xml: &str, name: &str| {
+        xpath_value(
+            xml,
+            &format!("/domain/devices/interface/filterref/parameter[@name='{name}']/@value"),
+        )
+    };
+    assert_eq!(parameter(&xml, "IP"), "");
+    assert_eq!(parameter(&xml, "CTRL_IP_LEARNING"), "dhcp");
+    // Pinned: that address and no other, nothing learnt.
+    spec.network_filter = spec
+        .network_filter
+        .with_pinned_lease("192.168.122.57".parse().unwrap());
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_valid_domain(&xml);
+    assert_eq!(parameter(&xml, "IP"), "192.168.122.57");
+    assert_eq!(parameter(&xml, "CTRL_IP_LEARNING"), "none");
+}
+
+#[test]
 fn trogs_network_filters_are_valid_for_libvirt() {
-    use trog::render::network_filter::{isolated_filter, tenant_filter};
+    use trog::render::network_filter::{guest_filter, ipv6_filter, isolated_filter, tenant_filter};
     let directory = tempfile::tempdir().unwrap();
     for filter in [
         isolated_filter(),
+        ipv6_filter(),
+        guest_filter(),
         tenant_filter("shop", &[]),
         tenant_filter(
             "shop",

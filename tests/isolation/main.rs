@@ -5,11 +5,16 @@
 //! every guest reaches its gateway; a guest sending from an address that is not its own gets no
 //! answer; a root-disk rebuild keeps the guest's address, and run by a second installation
 //! sharing the hypervisor (an ips.db of its own) it keeps the tenants apart; destroy removes
-//! trog's network filters once no domain uses them.
+//! trog's network filters once no domain uses them. `own_addresses` checks, on the same guests,
+//! that each filter names its guest's address and learns none, that a guest sending as the
+//! gateway reaches no one, that a tenant's guests have no IPv6, and that every display needs a
+//! password.
 
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
 mod support;
+
+mod own_addresses;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -425,6 +430,13 @@ fn tenants_are_kept_apart_on_real_guests() {
         )],
     );
 
+    // Each filter names its guest's address and learns none; the gateway's address, sent from
+    // by hand, reaches no one; IPv6 is not a way round the tenants; displays need a password.
+    own_addresses::filters_name_each_guests_address(&guests);
+    own_addresses::the_gateways_address_reaches_no_one(&installation, shop_a, shop_b, GATEWAY);
+    own_addresses::a_tenants_guests_have_no_ipv6(&installation, shop_a, shop_b, GATEWAY);
+    own_addresses::displays_need_a_password(&installation, &shop_b.0);
+
     // A root-disk rebuild (a new disk size) keeps shop-a's address, and its isolation. It is run
     // by a second installation sharing the hypervisor, whose ips.db knows shop-a only: its run
     // rewrites both tenants' filters, and the addresses only the first installation knows
@@ -469,9 +481,19 @@ fn tenants_are_kept_apart_on_real_guests() {
         !filters.iter().any(|name| name.starts_with("trog-tenant-")),
         "{filters:?}"
     );
+    // Other work's guests reference trog-guest (which builds on trog-isolated and trog-ipv6)
+    // or, defined before it existed, trog-isolated itself.
+    let guest_filter_used = filter_in_use("trog-guest");
     assert_eq!(
         filters.contains(&"trog-isolated".to_string()),
-        filter_in_use("trog-isolated"),
+        filter_in_use("trog-isolated") || guest_filter_used,
         "trog-isolated stays exactly while another domain uses it: {filters:?}"
     );
+    for filter in ["trog-guest", "trog-ipv6"] {
+        assert_eq!(
+            filters.contains(&filter.to_string()),
+            guest_filter_used,
+            "{filter} stays exactly while another domain uses trog-guest: {filters:?}"
+        );
+    }
 }
