@@ -5,6 +5,7 @@
 
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
+use crate::model::names::shown;
 use crate::model::names::{DomainName, HypervisorName, NameError, SnapshotName};
 use std::fmt;
 use std::time::Duration;
@@ -96,26 +97,6 @@ impl Diagnose for ArgumentError {
             }
         })
     }
-}
-
-/// A value as a message can show it: control characters escaped, a long one cut.
-fn shown(text: &str) -> String {
-    const LONGEST_SHOWN: usize = 80;
-    let mut shown: String = text
-        .chars()
-        .take(LONGEST_SHOWN)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect();
-    if text.chars().count() > LONGEST_SHOWN {
-        shown.push('…');
-    }
-    shown
 }
 
 /// A guest's fully qualified domain name.

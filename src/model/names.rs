@@ -18,9 +18,10 @@ pub enum NameError {
     Snapshot { name: String, why: String },
 }
 
-/// A refused name as it can be printed: control characters (a newline, an escape) shown as
-/// escapes, and a very long name cut, so the message stays one readable line.
-fn shown(name: &str) -> String {
+/// A refused name (or any value a message quotes) as it can be printed: control characters (a
+/// newline, an escape) shown as escapes, and a very long one cut, so the message stays one
+/// readable line.
+pub(crate) fn shown(name: &str) -> String {
     const LONGEST_SHOWN: usize = 80;
     let mut text: String = name
         .chars()
