@@ -118,6 +118,11 @@ impl Drop for ScriptSettings {
 /// another trog and another installation would: the script takes neither. Its JSON lines and exit
 /// status.
 fn reprovision(cwd: &Path, domain: &str) -> (Vec<serde_json::Value>, Option<i32>, String) {
+    // A `trog` first on the caller's PATH that fails: the script must not run it either.
+    let decoy = tempfile::tempdir().unwrap();
+    let decoy_trog = decoy.path().join("trog");
+    std::fs::write(&decoy_trog, "#!/bin/sh\nexit 99\n").unwrap();
+    std::fs::set_permissions(&decoy_trog, std::fs::Permissions::from_mode(0o755)).unwrap();
     let output = Command::new(INSTALLED_SCRIPT)
         .arg(domain)
         .current_dir(cwd)
@@ -125,7 +130,10 @@ fn reprovision(cwd: &Path, domain: &str) -> (Vec<serde_json::Value>, Option<i32>
         .env("TROG", "/bin/false")
         .env("TROG_PROVISIONER_CONFIG", "/nonexistent/installation")
         .env("TROG_CREDENTIALS_FILE", "/nonexistent/credentials")
-        .env("PATH", "/nonexistent")
+        .env(
+            "PATH",
+            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", decoy.path().display()),
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap();
