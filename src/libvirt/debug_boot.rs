@@ -138,10 +138,13 @@ impl DebugDomain {
         }
     }
 
-    /// The definition libvirt keeps (what the next start uses).
+    /// The definition libvirt keeps (what the next start uses), whole: with the display's
+    /// password, which libvirt leaves out unless asked (`VIR_DOMAIN_XML_SECURE`). A definition
+    /// read without it and defined again would give the guest a display without a password, open
+    /// to every local user, which `--vnc` then cannot give a password to either.
     pub fn definition(&self) -> Result<String, DebugDomainError> {
         self.domain
-            .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
+            .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE | virt::sys::VIR_DOMAIN_XML_SECURE)
             .map_err(|error| self.failed("read the definition of", error))
     }
 
