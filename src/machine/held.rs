@@ -151,31 +151,29 @@ impl HeldCommand {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        let (status, stderr) = self.stop_and_collect_stderr();
+        Ok(StreamedOutput { status, stderr })
+    }
+
+    /// Stops the command (it ended, or is ended now) and takes what it wrote to standard error.
+    fn stop_and_collect_stderr(&mut self) -> (Option<i32>, String) {
         let status = self.stop();
         let stderr = self
             .stderr
             .take()
             .and_then(|reader| reader.join().ok())
             .unwrap_or_default();
-        Ok(StreamedOutput {
-            status,
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        })
+        (status, String::from_utf8_lossy(&stderr).into_owned())
     }
 
     /// The command ended on its own (its output closed): waits for it, briefly, and reports it.
     fn ended(&mut self) -> MachineError {
-        let status = self.stop();
-        let stderr = self
-            .stderr
-            .take()
-            .and_then(|reader| reader.join().ok())
-            .unwrap_or_default();
+        let (status, stderr) = self.stop_and_collect_stderr();
         MachineError::Failed {
             host: self.host.clone(),
             command: self.command_line.clone(),
             status,
-            stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+            stderr: stderr.trim().to_string(),
         }
     }
 

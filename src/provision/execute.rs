@@ -21,7 +21,6 @@ use crate::libvirt::reservation::reserve_address;
 use crate::lock::{HeldLocks, LockError, LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
-use crate::machine::ssh::HostKeys;
 use crate::machine::ssh::SshMachine;
 use crate::machine::Machine;
 use crate::model::hypervisor::Transport;
@@ -549,10 +548,7 @@ impl GuestSteps for LibvirtSteps<'_> {
             source: reach::address_source(connection, inputs, &domain),
             admin_user: inputs.config.settings.admin_user.clone(),
             key_file: key.path().to_path_buf(),
-            host_keys: HostKeys::Pinned {
-                known_hosts: key.known_hosts().to_path_buf(),
-                alias: key.host_key_alias().to_string(),
-            },
+            host_keys: key.pinned_host_keys(),
             adoption,
             console: Box::new(move || {
                 hypervisor_machine.and_then(|machine| {

@@ -108,6 +108,14 @@ impl PrivateKeyFile {
         &self.host_key_alias
     }
 
+    /// What a connection to the guest with this key trusts: its pinned host keys only.
+    pub fn pinned_host_keys(&self) -> crate::machine::ssh::HostKeys {
+        crate::machine::ssh::HostKeys::Pinned {
+            known_hosts: self.known_hosts.clone(),
+            alias: self.host_key_alias.clone(),
+        }
+    }
+
     /// The file to give OpenSSH (`-i`, `IdentityFile`).
     pub fn path(&self) -> &Path {
         &self.path

@@ -20,7 +20,7 @@ use crate::libvirt::guest_address::leased_addresses;
 use crate::libvirt::guest_state::stopped_state;
 use crate::libvirt::trog_tag::is_trogs;
 use crate::lock::Locks;
-use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
+use crate::machine::ssh::{SshMachine, SshTarget};
 use crate::machine::{Machine, MachineCommand, MachineError};
 use crate::model::hypervisor::Transport;
 use crate::model::names::DomainName;
@@ -274,10 +274,7 @@ fn reach_guest(
                 port: None,
             },
             Some(key.path().to_path_buf()),
-            HostKeys::Pinned {
-                known_hosts: key.known_hosts().to_path_buf(),
-                alias: key.host_key_alias().to_string(),
-            },
+            key.pinned_host_keys(),
         )?;
         let probe = MachineCommand::new(["true"]).timeout(SSH_ATTEMPT_TIMEOUT);
         match machine.run(&probe) {

@@ -77,10 +77,7 @@ pub fn restore(
             source: address_source(&opened.connection, &inputs, &domain),
             admin_user: inputs.config.settings.admin_user.clone(),
             key_file: key.path().to_path_buf(),
-            host_keys: crate::machine::ssh::HostKeys::Pinned {
-                known_hosts: key.known_hosts().to_path_buf(),
-                alias: key.host_key_alias().to_string(),
-            },
+            host_keys: key.pinned_host_keys(),
             adoption: None,
             // The hypervisor's shell is not opened for a restore: libvirt says whether the
             // guest stopped, and the console and QEMU log are left to `debug_boot`.
