@@ -3,9 +3,14 @@
 # Exit 1: it did not; stdout says why. Exit 2: this machine cannot be asked (no QEMU).
 #
 # /dev/kvm existing proves little: a software-paging KVM (nested, some cloud VMs) offers it, and
-# libvirt lists kvm as available, yet QEMU aborts with `-cpu host` there. So this boots a 512-byte
-# boot sector that writes to QEMU's isa-debug-exit port at once (QEMU then exits with status 3),
-# under KVM with `-cpu host`, and waits a bounded time for it.
+# libvirt lists kvm as available, yet QEMU aborts with `-cpu host` there, or runs a boot sector
+# and then spins or pauses on the first real kernel's paging. So this asks twice, under KVM with
+# `-cpu host`, each within a bounded time:
+#   1. a 512-byte boot sector that writes to QEMU's isa-debug-exit port at once (QEMU then exits
+#      with status 3);
+#   2. when this machine has a kernel of its own in /boot, that kernel started directly with no
+#      root file system: it must reach its "Kernel panic" (about a second under a working KVM;
+#      `panic=-1` reboots, which `-no-reboot` turns into QEMU's exit with status 0).
 # trog's preflight runs this text on every hypervisor; bin/setup runs this file.
 limit_s=20 # a working KVM runs the sector in milliseconds; QEMU itself starts in about one second
 command -v qemu-system-x86_64 >/dev/null || { echo 'qemu-system-x86_64 is not installed'; exit 2; }
@@ -22,7 +27,31 @@ status=$?
 reason=$(grep -v -e warning -e "^Aborted" "$work/qemu.err" | head -n 1)
 rm -rf -- "$work"
 case $status in
-  3) exit 0 ;;
+  3) ;;
   124) echo "a guest under KVM did not finish its first instruction within $limit_s s"; exit 1 ;;
   *) echo "QEMU under KVM with the host's CPU failed (status $status): $reason"; exit 1 ;;
 esac
+
+kernel=
+for candidate in /boot/vmlinuz-*; do
+  [ -f "$candidate" ] && [ -r "$candidate" ] && kernel=$candidate
+done
+[ -n "$kernel" ] || exit 0
+work=$(mktemp -d) || exit 2
+timeout "$limit_s" qemu-system-x86_64 -machine pc,accel=kvm -cpu host -m 256 -nodefaults \
+  -no-user-config -display none -serial "file:$work/console" -no-reboot -kernel "$kernel" \
+  -append 'console=ttyS0 panic=-1' </dev/null >/dev/null 2>"$work/qemu.err"
+status=$?
+reason=$(grep -v -e warning -e "^Aborted" "$work/qemu.err" | head -n 1)
+panicked=false
+grep -q 'Kernel panic' "$work/console" 2>/dev/null && panicked=true
+rm -rf -- "$work"
+if [ "$status" = 0 ] && [ "$panicked" = true ]; then
+  exit 0
+fi
+case $status in
+  124) echo "a boot sector ran under KVM, but this machine's kernel ($kernel) started under it did not get as far as its panic without a root file system within $limit_s s" ;;
+  0) echo "a boot sector ran under KVM, but this machine's kernel ($kernel) started under it ended before its panic without a root file system" ;;
+  *) echo "a boot sector ran under KVM, but QEMU starting this machine's kernel ($kernel) under it failed (status $status): $reason" ;;
+esac
+exit 1

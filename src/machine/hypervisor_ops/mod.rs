@@ -166,9 +166,10 @@ pub enum HypervisorOp {
     /// How many bytes a guest's serial console log holds (0 when there is none yet), read as
     /// root: where the boot about to start will begin writing.
     SerialLogSize { path: String },
-    /// Whether hardware virtualisation actually works: a tiny guest is started under KVM with
-    /// the host's CPU, as root (it opens /dev/kvm), and must finish within its bound
-    /// (`kvm_probe.sh`). /dev/kvm existing proves nothing on a software-paging KVM.
+    /// Whether hardware virtualisation actually works: a boot sector, then the hypervisor's own
+    /// kernel when it has one, are started under KVM with the host's CPU, as root (it opens
+    /// /dev/kvm), and must finish within their bound (`kvm_probe.sh`). /dev/kvm existing proves
+    /// nothing on a software-paging KVM, and a boot sector running proves too little on a nested one.
     KvmWorks,
     /// The end of libvirt's log of a guest's QEMU (`/var/log/libvirt/qemu/<domain>.log`), read
     /// as root: why a guest's emulator stopped, when it did.
@@ -356,15 +357,18 @@ mod tests {
         std::fs::create_dir(&bin).unwrap();
         std::fs::create_dir(&tmp).unwrap();
         let log = scratch.path().join("qemu.log");
-        // A QEMU that tells where its disk and its standard error are, then exits as the boot
-        // sector makes a working QEMU exit.
+        // A QEMU that tells, each time it is started, where it writes (the boot sector's disk, or
+        // the kernel's console) and where its standard error goes, then ends as a working QEMU
+        // does: the boot sector exits through the debug port, the kernel panics and reboots.
         let fake = bin.join("qemu-system-x86_64");
         std::fs::write(
             &fake,
-            "#!/bin/sh\nfor arg; do case $arg in file=*) disk=${arg#file=}; disk=${disk%%,*};; esac; done\n\
-             dir=${disk%/*}\n\
-             printf '%s\\n%s\\n%s\\n' \"$disk\" \"$(readlink /proc/$$/fd/2)\" \"$(stat -c %a \"$dir\")\" >\"$TROG_TEST_LOG\"\n\
-             exit 3\n",
+            "#!/bin/sh\nstatus=3\nfor arg; do case $arg in\n\
+               file=*) target=${arg#file=}; target=${target%%,*};;\n\
+               file:*) target=${arg#file:}; echo 'Kernel panic - not syncing: VFS' >\"$target\"; status=0;;\n\
+             esac; done\n\
+             printf '%s %s %s\\n' \"$target\" \"$(readlink /proc/$$/fd/2)\" \"$(stat -c %a \"${target%/*}\")\" >>\"$TROG_TEST_LOG\"\n\
+             exit $status\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -382,17 +386,21 @@ mod tests {
             .unwrap();
         assert_eq!(status.code(), Some(0));
         let said = std::fs::read_to_string(&log).unwrap();
-        let lines: Vec<&str> = said.lines().collect();
-        let (disk, stderr, mode) = (
-            std::path::Path::new(lines[0]),
-            std::path::Path::new(lines[1]),
-            lines[2],
-        );
-        let own_dir = disk.parent().unwrap();
-        assert_eq!(own_dir.parent().unwrap(), tmp, "{said}");
-        assert_eq!(stderr.parent().unwrap(), own_dir, "{said}");
-        assert_eq!(mode, "700", "{said}");
-        assert!(!own_dir.exists(), "removed afterwards");
+        // The boot sector always; this machine's kernel too when /boot has one.
+        assert!(!said.lines().collect::<Vec<_>>().is_empty(), "{said}");
+        for line in said.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (written, stderr, mode) = (
+                std::path::Path::new(fields[0]),
+                std::path::Path::new(fields[1]),
+                fields[2],
+            );
+            let own_dir = written.parent().unwrap();
+            assert_eq!(own_dir.parent().unwrap(), tmp, "{said}");
+            assert_eq!(stderr.parent().unwrap(), own_dir, "{said}");
+            assert_eq!(mode, "700", "{said}");
+            assert!(!own_dir.exists(), "removed afterwards");
+        }
         assert!(std::fs::read_dir(&tmp).unwrap().next().is_none());
     }
 
