@@ -14,7 +14,8 @@ image=${1:-}
 uri=qemu:///system
 network=default
 memory_mib=${TROG_SMOKE_MEMORY_MIB:-1024}
-vcpus=${TROG_SMOKE_VCPUS:-2}
+# One vCPU: two TCG vCPU threads on a busy two-core host spin on each other's locks for minutes.
+vcpus=${TROG_SMOKE_VCPUS:-1}
 disk_gib=4
 lease_timeout_s=${TROG_SMOKE_LEASE_TIMEOUT_S:-240}
 ssh_timeout_s=${TROG_SMOKE_SSH_TIMEOUT_S:-300}
