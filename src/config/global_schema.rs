@@ -89,6 +89,7 @@ impl SettingType {
             SettingType::IpAddress => "IP addresses".to_string(),
             SettingType::CidrAddress => "addresses/prefixes".to_string(),
             SettingType::DnsName => "DNS names".to_string(),
+            SettingType::Url => "URLs (http, https)".to_string(),
             SettingType::DomainName => "fully qualified domain names".to_string(),
             other => format!("{} values", other.describe()),
         }
@@ -194,6 +195,20 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         Presence::Optional,
         Scope::Installation,
         "Where the guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too.",
+    ),
+    setting(
+        "fallback_mirrors",
+        SettingType::ListOf(&SettingType::Url),
+        Presence::Optional,
+        Scope::Installation,
+        "Mirrors apt turns to, in this order, when `mirror` fails a request (does not answer, answers an error, or serves a file that does not verify): the distribution's archive behind a hub's proxy, say. They serve the suites `mirror` serves, and need `mirror`.",
+    ),
+    setting(
+        "fallback_security_mirrors",
+        SettingType::ListOf(&SettingType::Url),
+        Presence::Optional,
+        Scope::Installation,
+        "The same for `security_mirror`: tried in this order when it fails a request; needs `security_mirror`.",
     ),
     setting(
         "cache",

@@ -52,6 +52,10 @@ pub struct GuestSettings {
     pub mirror: Option<String>,
     /// `None`: `mirror` serves the security suite too.
     pub security_mirror: Option<String>,
+    /// Tried in order after `mirror` when it fails a request.
+    pub fallback_mirrors: Vec<String>,
+    /// Tried in order after `security_mirror` when it fails a request.
+    pub fallback_security_mirrors: Vec<String>,
     /// A caching HTTP proxy the payload's Makefile downloads through.
     pub cache: Option<String>,
     /// Where the secret store's key file is, as written (relative to the configuration
@@ -249,6 +253,23 @@ pub fn settings_from_global(
         }
     }
 
+    for (fallbacks, first) in [
+        ("fallback_mirrors", "mirror"),
+        ("fallback_security_mirrors", "security_mirror"),
+    ] {
+        if values.contains_key(fallbacks) && !values.contains_key(first) {
+            problems.push(SettingProblem {
+                origin: global.get(fallbacks).map(|entry| entry.key_origin.clone()),
+                key_path: format!("_global.{fallbacks}"),
+                kind: SettingProblemKind::Invalid {
+                    why: format!(
+                        "is tried after `{first}` fails, and `{first}` is set nowhere: set `{first}` (the mirror to ask first), or move these into it"
+                    ),
+                },
+            });
+        }
+    }
+
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -293,6 +314,14 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         release: text(take("release")),
         mirror: text(take("mirror")),
         security_mirror: text(take("security_mirror")),
+        fallback_mirrors: list(take("fallback_mirrors"))
+            .into_iter()
+            .filter_map(|item| text(Some(item)))
+            .collect(),
+        fallback_security_mirrors: list(take("fallback_security_mirrors"))
+            .into_iter()
+            .filter_map(|item| text(Some(item)))
+            .collect(),
         cache: text(take("cache")),
         keepass_key_file: text(take("keepass_key_file")),
         backup_dir: text(take("backup_dir")).unwrap_or_default(),

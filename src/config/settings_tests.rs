@@ -215,3 +215,37 @@ fn a_setting_that_would_do_nothing_is_refused() {
         "{said:?}"
     );
 }
+
+#[test]
+fn fallback_mirrors_are_read_in_order_and_need_the_mirror_they_follow() {
+    let (read, _) = settings(&format!(
+        "{MINIMAL}mirror: http://hub.example.test:3142/deb.debian.org/debian\n\
+         fallback_mirrors: [http://deb.debian.org/debian, https://mirror.example.test/debian]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        read.fallback_mirrors,
+        [
+            "http://deb.debian.org/debian",
+            "https://mirror.example.test/debian"
+        ]
+    );
+    assert!(read.fallback_security_mirrors.is_empty());
+
+    let problems = settings(&format!(
+        "{MINIMAL}fallback_mirrors: [http://deb.debian.org/debian]\n\
+         fallback_security_mirrors: [http://deb.debian.org/debian-security]\n"
+    ))
+    .unwrap_err();
+    let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0]
+            .starts_with("g.yaml:3:1: `_global.fallback_mirrors`: is tried after `mirror` fails"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].contains("`security_mirror` is set nowhere"),
+        "{said:?}"
+    );
+}

@@ -44,6 +44,15 @@ pub struct SeedInput {
     pub apt_mirror: Option<String>,
     /// The security suite's mirror, when `apt_mirror` does not serve it.
     pub apt_security_mirror: Option<String>,
+    /// Tried in order after `apt_mirror` when it fails a request; empty: `apt_mirror` alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub apt_fallback_mirrors: Vec<String>,
+    /// Tried in order after `apt_security_mirror` when it fails a request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub apt_fallback_security_mirrors: Vec<String>,
+    /// The distribution, which names the mirror lists (`/etc/apt/mirrors/trog-debian.list`), as
+    /// the distro recipe's Makefile names them.
+    pub distro: String,
     /// The `sources.list` cloud-init writes from the mirrors (the distro recipe's
     /// `first_boot.apt_sources`, in cloud-init's template words); `None` keeps cloud-init's own
     /// template for the distro.
@@ -218,7 +227,38 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
         // The installation's mirrors serve the security suite too: a guest that has to reach
         // the internet for security updates has not got a mirror.
         let archive = |uri: &str| json!([{ "arches": ["default"], "uri": uri }]);
-        let security = input.apt_security_mirror.as_deref().unwrap_or(mirror);
+        let mut security = input
+            .apt_security_mirror
+            .clone()
+            .unwrap_or_else(|| mirror.clone());
+        let mut mirror = mirror.clone();
+        // With fallbacks, apt reads the mirrors from a list and turns to the next one when one
+        // fails a request; the lists are written by bootcmd, before apt is configured, and the
+        // distro recipe's Makefile writes the same ones.
+        let mut lists = Vec::new();
+        if !input.apt_fallback_mirrors.is_empty() {
+            let list = mirror_list_path(&input.distro, "");
+            lists.push((
+                list.clone(),
+                mirror_list(&mirror, &input.apt_fallback_mirrors),
+            ));
+            if input.apt_security_mirror.is_none() {
+                security = format!("mirror+file:{list}");
+            }
+            mirror = format!("mirror+file:{list}");
+        }
+        if let (Some(first), false) = (
+            &input.apt_security_mirror,
+            input.apt_fallback_security_mirrors.is_empty(),
+        ) {
+            let list = mirror_list_path(&input.distro, "-security");
+            lists.push((
+                list.clone(),
+                mirror_list(first, &input.apt_fallback_security_mirrors),
+            ));
+            security = format!("mirror+file:{list}");
+        }
+        let (mirror, security) = (mirror.as_str(), security.as_str());
         // Debian's images set `preserve_sources_list: true` in their cloud.cfg, and user data
         // merges into it: without saying false here the image's sources (the distribution's own
         // servers) stay, and the mirror is never used.
@@ -235,15 +275,24 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
         // before cloud-init writes the mirror's list (bootcmd runs before apt is configured), so
         // the mirror is the only archive apt knows and an unreachable one is an error, never a
         // silent fetch from the internet.
-        document.insert(
-            "bootcmd".into(),
-            json!([[
-                "rm",
-                "-f",
-                "/etc/apt/sources.list.d/debian.sources",
-                "/etc/apt/sources.list.d/ubuntu.sources"
-            ]]),
-        );
+        let mut bootcmd = vec![json!([
+            "rm",
+            "-f",
+            "/etc/apt/sources.list.d/debian.sources",
+            "/etc/apt/sources.list.d/ubuntu.sources"
+        ])];
+        for (path, text) in lists {
+            // The list travels as an argument, never as shell text: a URL is data here.
+            bootcmd.push(json!([
+                "sh",
+                "-c",
+                "mkdir -p /etc/apt/mirrors && printf '%s' \"$2\" > \"$1\"",
+                "sh",
+                path,
+                text
+            ]));
+        }
+        document.insert("bootcmd".into(), Value::Array(bootcmd));
     }
     if !input.packages.is_empty() {
         // The seed's packages install as the Makefile's distro target installs them: without
@@ -289,6 +338,20 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
     Value::Object(document)
 }
 
+/// Where a guest's mirror list for `mirror+file:` is: `suffix` is "" for the distribution's
+/// suites, "-security" for the security suite's own list.
+fn mirror_list_path(distro: &str, suffix: &str) -> String {
+    format!("/etc/apt/mirrors/trog-{distro}{suffix}.list")
+}
+
+/// A `mirror+file:` list: one mirror a line, in the order apt tries them.
+fn mirror_list(first: &str, fallbacks: &[String]) -> String {
+    std::iter::once(first)
+        .chain(fallbacks.iter().map(String::as_str))
+        .map(|mirror| format!("{mirror}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +371,9 @@ mod tests {
             timezone: "Etc/UTC".into(),
             apt_mirror: Some("http://mirror.example.test/debian".into()),
             apt_security_mirror: None,
+            apt_fallback_mirrors: Vec::new(),
+            apt_fallback_security_mirrors: Vec::new(),
+            distro: "debian".into(),
             apt_sources: Some(
                 "deb $PRIMARY $RELEASE main\ndeb $SECURITY $RELEASE-security main\n".into(),
             ),
@@ -379,6 +445,75 @@ mod tests {
             user_data["apt"]["security"][0]["uri"],
             "http://mirror.example.test/debian-security"
         );
+    }
+
+    #[test]
+    fn fallback_mirrors_make_apt_read_a_list_that_bootcmd_writes_first() {
+        let mut input = example();
+        input.apt_security_mirror = Some("http://hub.example.test/debian-security".into());
+        input.apt_fallback_mirrors = vec!["http://deb.debian.org/debian".into()];
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert_eq!(
+            user_data["apt"]["primary"][0]["uri"],
+            "mirror+file:/etc/apt/mirrors/trog-debian.list"
+        );
+        // The security suite keeps its own mirror, which has no fallbacks.
+        assert_eq!(
+            user_data["apt"]["security"][0]["uri"],
+            "http://hub.example.test/debian-security"
+        );
+        let bootcmd = user_data["bootcmd"].as_array().unwrap();
+        assert_eq!(bootcmd.len(), 2, "{bootcmd:?}");
+        assert_eq!(bootcmd[1][4], "/etc/apt/mirrors/trog-debian.list");
+        assert_eq!(
+            bootcmd[1][5],
+            "http://mirror.example.test/debian\nhttp://deb.debian.org/debian\n"
+        );
+        // What bootcmd runs writes exactly that list.
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("trog-debian.list");
+        let script = bootcmd[1][2]
+            .as_str()
+            .unwrap()
+            .replace("/etc/apt/mirrors", dir.path().to_str().unwrap());
+        let status = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &script,
+                "sh",
+                list.to_str().unwrap(),
+                bootcmd[1][5].as_str().unwrap(),
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(
+            std::fs::read_to_string(&list).unwrap(),
+            "http://mirror.example.test/debian\nhttp://deb.debian.org/debian\n"
+        );
+
+        input.apt_fallback_security_mirrors = vec!["http://deb.debian.org/debian-security".into()];
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert_eq!(
+            user_data["apt"]["security"][0]["uri"],
+            "mirror+file:/etc/apt/mirrors/trog-debian-security.list"
+        );
+        assert_eq!(user_data["bootcmd"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn without_fallbacks_the_seed_is_what_it_was() {
+        let input = example();
+        let before = render_seed(&input).unwrap();
+        let user_data: Value = serde_saphyr::from_str(&before.user_data).unwrap();
+        assert_eq!(
+            user_data["apt"]["primary"][0]["uri"],
+            "http://mirror.example.test/debian"
+        );
+        assert_eq!(user_data["bootcmd"].as_array().unwrap().len(), 1);
+        assert!(!before.user_data.contains("mirror+file"));
     }
 
     #[test]

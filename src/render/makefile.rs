@@ -185,15 +185,24 @@ fn cache_exports(global: &serde_json::Value) -> Result<String, RecipeRenderError
         return Ok(String::new());
     };
     let mut direct = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-    for mirror in ["mirror", "security_mirror"] {
-        if let Some(host) = global
-            .get(mirror)
-            .and_then(serde_json::Value::as_str)
-            .and_then(url_host)
-        {
-            if !direct.iter().any(|known| known == host) {
-                direct.push(host.to_string());
-            }
+    let single = |key| global.get(key).into_iter();
+    let listed = |key| {
+        global
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+    };
+    let mirrors = single("mirror")
+        .chain(single("security_mirror"))
+        .chain(listed("fallback_mirrors"))
+        .chain(listed("fallback_security_mirrors"));
+    for host in mirrors
+        .filter_map(serde_json::Value::as_str)
+        .filter_map(url_host)
+    {
+        if !direct.iter().any(|known| known == host) {
+            direct.push(host.to_string());
         }
     }
     let refused = |key: &'static str| move |why| RecipeRenderError::MakeVariable { key, why };
@@ -417,6 +426,21 @@ mod tests {
         assert!(
             text.contains("export no_proxy := localhost,127.0.0.1,apt.example.test\n"),
             "{text}"
+        );
+        // apt reaches the fallback mirrors directly too.
+        let with_fallbacks = cache_exports(&json!({
+            "cache": "http://cache.example.test:3128",
+            "mirror": "http://apt.example.test:3142/deb.debian.org/debian",
+            "fallback_mirrors": ["http://deb.debian.org/debian"],
+            "security_mirror": "http://apt.example.test:3142/deb.debian.org/debian-security",
+            "fallback_security_mirrors": ["http://security.debian.org/debian-security"],
+        }))
+        .unwrap();
+        assert!(
+            with_fallbacks.contains(
+                "export no_proxy := localhost,127.0.0.1,apt.example.test,deb.debian.org,security.debian.org\n"
+            ),
+            "{with_fallbacks}"
         );
         // make hands the exports to the commands it runs.
         let dir = tempfile::tempdir().unwrap();

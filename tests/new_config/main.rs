@@ -5,6 +5,7 @@
 
 mod generation;
 mod harness;
+mod mirror_fallback;
 mod network;
 mod refusals;
 mod secrets;

@@ -1,0 +1,159 @@
+//! A guest's mirror that fails requests is fallen back from, by the real apt: the Makefile's
+//! `debian-sources` target, from `trog new_config`, runs in a mount namespace of its own (this
+//! machine's /etc/apt and apt's lists hidden behind empty ones), then `apt-get update` runs
+//! against a mirror that fails its first requests, with the test services' apt proxy as the
+//! fallback. Without the fallback the same broken mirror fails the update: the check can fail.
+
+use crate::harness::{self, read};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A mirror that answers `failures` requests with 503, then sends apt on to `real` (a redirect,
+/// which apt follows), counting what it was asked.
+struct FlakyMirror {
+    url: String,
+    asked: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+}
+
+fn flaky_mirror(failures: usize, real: String) -> FlakyMirror {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/debian", listener.local_addr().unwrap());
+    let asked = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let (asked_here, failed_here) = (asked.clone(), failed.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request_line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            // The rest of the request's head, up to its blank line.
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                line.clear();
+            }
+            let path = request_line.split(' ').nth(1).unwrap_or("/").to_string();
+            let number = asked_here.fetch_add(1, Ordering::SeqCst);
+            let answer = if number < failures {
+                failed_here.fetch_add(1, Ordering::SeqCst);
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_string()
+            } else {
+                let rest = path.strip_prefix("/debian").unwrap_or(&path);
+                format!(
+                    "HTTP/1.1 302 Found\r\nLocation: {real}{rest}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+            };
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    FlakyMirror { url, asked, failed }
+}
+
+/// The test services' apt proxy (tests/services/apt-proxy.sh), which fetches from Debian.
+fn apt_proxy_url() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/apt-proxy.sh");
+    let output = std::process::Command::new(script)
+        .arg("url")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the apt proxy is not running (tests/services/start.sh starts it): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+/// Runs the payload's `debian-sources`, then `apt-get update`, with this machine's apt
+/// configuration and lists hidden: returns apt's exit status and what it printed.
+fn sources_then_update(payload: &Path) -> (i32, String) {
+    let script = format!(
+        "set -e\n\
+         for dir in /etc/apt /var/lib/apt/lists /var/cache/apt; do mount -t tmpfs tmpfs \"$dir\"; done\n\
+         mkdir -p /etc/apt/sources.list.d /etc/apt/apt.conf.d /etc/apt/preferences.d /etc/apt/trusted.gpg.d /var/lib/apt/lists/partial\n\
+         make -s -C {} debian-sources\n\
+         echo '--- mirror list'; cat /etc/apt/mirrors/trog-debian.list 2>/dev/null || true\n\
+         set +e\n\
+         apt-get -q -o Acquire::Retries=0 -o APT::Sandbox::User=root update 2>&1\n\
+         echo \"apt-get status $?\"\n",
+        payload.display()
+    );
+    let output = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let status = text
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("apt-get status "))
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("apt-get did not run:\n{text}"));
+    (status, text)
+}
+
+fn payload_of(yaml: &str) -> (harness::Installation, std::path::PathBuf) {
+    let installation = harness::Installation::example();
+    installation.write_guest("mirrors.example.test", yaml);
+    let out = installation.out("mirrors");
+    installation.new_config("mirrors.example.test", &out);
+    (installation, out)
+}
+
+#[test]
+fn a_failing_mirror_is_fallen_back_from_by_apt_itself() {
+    let proxy = apt_proxy_url();
+    let flaky = flaky_mirror(3, proxy.clone());
+    let (_installation, out) = payload_of(&format!(
+        "mirrors.example.test:\n  _global:\n    memory: 1024\n    cpus: 1\n    size: 4G\n    \
+         mirror: {}\n    fallback_mirrors: [{proxy}]\n    security_mirror: {proxy}-security\n",
+        flaky.url
+    ));
+    let user_data = read(&out.join("seed/user-data"));
+    assert!(
+        user_data.contains("uri: mirror+file:/etc/apt/mirrors/trog-debian.list"),
+        "{user_data}"
+    );
+    let verdict = harness::oracle(
+        "cloud-init",
+        &["schema", "-c", out.join("seed/user-data").to_str().unwrap()],
+    );
+    assert!(verdict.contains("Valid cloud-config"), "{verdict}");
+
+    let (status, said) = sources_then_update(&out.join("payload"));
+    assert_eq!(status, 0, "{said}");
+    assert!(
+        said.contains(&format!("{}\n{proxy}\n", flaky.url)),
+        "the list names the mirror, then its fallback:\n{said}"
+    );
+    assert!(
+        flaky.failed.load(Ordering::SeqCst) >= 1,
+        "the flaky mirror was asked first and failed ({} asked):\n{said}",
+        flaky.asked.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
+fn without_a_fallback_the_same_failing_mirror_fails_the_update() {
+    let proxy = apt_proxy_url();
+    let broken = flaky_mirror(usize::MAX, proxy.clone());
+    let (_installation, out) = payload_of(&format!(
+        "mirrors.example.test:\n  _global:\n    memory: 1024\n    cpus: 1\n    size: 4G\n    \
+         mirror: {}\n    security_mirror: {proxy}-security\n",
+        broken.url
+    ));
+    let (status, said) = sources_then_update(&out.join("payload"));
+    assert_ne!(status, 0, "{said}");
+    assert!(broken.failed.load(Ordering::SeqCst) >= 1, "{said}");
+}
