@@ -1,14 +1,21 @@
-//! Addresses and isolation on real guests: three guests provisioned at once on libvirt's NAT
-//! network, each given its own address from the installation's range (two of tenant `shop`, one
-//! of tenant `blog`). Each answers SSH at its address; the two of `shop` reach each other by ICMP
+//! Addresses and isolation on real guests, and five guests provisioned at once: five processes
+//! started together on libvirt's NAT network, one pool, one secret store, one base image's
+//! upload (one uploads, the others wait for it and use it). All five finish; the pool then holds
+//! exactly one base image with its boot files, each guest's disks (a data volume for the two that
+//! ask for one) and no partial upload; `status` says each is converged. Each is given its own
+//! address from the installation's range (three of tenant `shop`, two of tenant `blog`); the
+//! two with data volumes are then destroyed, and their tenants' filters stay for the others.
+//! Each of the three left answers SSH at its address; the two of `shop` reach each other by ICMP
 //! and TCP, the one of `blog` reaches neither and is reached by neither (tried from both sides);
 //! every guest reaches its gateway; a guest sending from an address that is not its own gets no
 //! answer; a root-disk rebuild keeps the guest's address, and run by a second installation
 //! sharing the hypervisor (an ips.db of its own) it keeps the tenants apart; destroy removes
-//! trog's network filters once no domain uses them. `own_addresses` checks, on the same guests,
-//! that each filter names its guest's address and learns none, that a guest sending as the
-//! gateway reaches no one, that a tenant's guests have no IPv6, and that every display needs a
-//! password.
+//! trog's network filters once no domain uses them, and leaves the pool its base image alone.
+//! `own_addresses` checks, on the same guests, that each filter names its guest's address and
+//! learns none, that a guest sending as the gateway reaches no one, that a tenant's guests have
+//! no IPv6, and that every display needs a password.
+//!
+//! Software emulation on a small machine: the guests are given little memory and one CPU each.
 
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
@@ -27,6 +34,9 @@ const RANGE: &str = "192.168.122.230-192.168.122.237/24";
 /// An address of the range no guest holds: what a guest pretending to be another sends from.
 const UNHELD: &str = "192.168.122.237";
 const GATEWAY: &str = "192.168.122.1";
+/// The guests kept for the isolation checks; the others are destroyed once all five were
+/// provisioned at once and checked.
+const KEPT_GUESTS: usize = 3;
 
 /// Probes from the guest, all at once: each argument `ping,TARGET[,SOURCE]` (ICMP echo) or
 /// `tcp,TARGET[,SOURCE]` (a connection to port 22), sent from SOURCE if given; prints `yes` or
@@ -116,20 +126,21 @@ fn installation(unique: u32) -> Installation {
         ),
     )
     .unwrap();
-    // The empty archive's URL is filled in by the caller (the mirror server's port).
-    let guests: Vec<DomainName> = ["shop-a", "shop-b", "blog-a"]
+    // The empty archive's URL is filled in by the caller (the mirror server's port). The first
+    // three carry the isolation checks; the last two, with data volumes, make it five at once.
+    let guests: Vec<DomainName> = ["shop-a", "shop-b", "blog-a", "shop-c", "blog-b"]
         .iter()
         .map(|name| DomainName::parse(&format!("{name}-{unique}.test")).unwrap())
         .collect();
     let recipes_d = dir.path().join("recipes.d");
     std::fs::create_dir_all(&recipes_d).unwrap();
-    for guest in &guests {
+    for (n, guest) in guests.iter().enumerate() {
         let tenant = guest.as_str().split('-').next().unwrap();
-        std::fs::write(
-            recipes_d.join(format!("{guest}.yaml")),
-            guest_file(guest, tenant, "4G", &image),
-        )
-        .unwrap();
+        let mut file = guest_file(guest, tenant, "4G", &image);
+        if n >= KEPT_GUESTS {
+            file = file.replace("    size: 4G\n", "    size: 4G\n    data_volume_size: 1G\n");
+        }
+        std::fs::write(recipes_d.join(format!("{guest}.yaml")), file).unwrap();
     }
     Installation { dir, pool, guests }
 }
@@ -303,6 +314,74 @@ impl Drop for Cleanup<'_> {
     }
 }
 
+fn volumes(pool: &str) -> Vec<String> {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let pool = connection.lookup_storage_pool_by_name(pool).unwrap();
+    pool.refresh(0).unwrap();
+    let mut names = pool.list_volumes().unwrap();
+    names.sort();
+    names
+}
+
+/// Right after the five provisions: one base image and its boot files in the pool, each guest's
+/// disks and nothing else (no partial upload), each guest converged. Then the guests past
+/// `KEPT_GUESTS` are destroyed, and their tenants' filters stay for the guests left. Returns the
+/// base image's volumes, what the pool keeps once every guest is gone.
+fn five_at_once_share_one_base_image(installation: &Installation) -> Vec<String> {
+    let config = installation.dir.path();
+    let digest = sha256_file(&test_image());
+    let base = trog::plan::resource_names::base_image_volume(&digest);
+    let boot_files = vec![
+        base.clone(),
+        format!("{base}.cmdline"),
+        format!("{base}.initrd"),
+        format!("{base}.kernel"),
+        format!("{base}.network-stage"),
+    ];
+    let mut expected = boot_files.clone();
+    for (n, guest) in installation.guests.iter().enumerate() {
+        expected.push(format!("{guest}-root.qcow2"));
+        expected.push(format!("{guest}-seed.iso"));
+        if n >= KEPT_GUESTS {
+            expected.push(format!("{guest}-data.qcow2"));
+        }
+    }
+    expected.sort();
+    assert_eq!(volumes(&installation.pool), expected);
+    for guest in &installation.guests {
+        let status = run_verb("status", config, &[guest.as_str()]);
+        assert_eq!(
+            text(&status.stdout),
+            format!("{guest}: on local, converged\n"),
+            "{}",
+            text(&status.stderr)
+        );
+    }
+    for guest in &installation.guests[KEPT_GUESTS..] {
+        let purge = run_verb("destroy", config, &["--purge", "--yes", guest.as_str()]);
+        assert!(
+            purge.status.success(),
+            "{}\n{}",
+            text(&purge.stdout),
+            text(&purge.stderr)
+        );
+        let left = volumes(&installation.pool);
+        assert!(
+            !left.iter().any(|volume| volume.starts_with(guest.as_str())),
+            "{left:?}"
+        );
+    }
+    let filters = network_filters();
+    for filter in ["trog-tenant-shop", "trog-tenant-blog"] {
+        assert!(
+            filters.contains(&filter.to_string()),
+            "{filter} went while its tenant still has a guest: {filters:?}"
+        );
+    }
+    boot_files
+}
+
 #[test]
 fn tenants_are_kept_apart_on_real_guests() {
     let unique = std::process::id();
@@ -316,34 +395,48 @@ fn tenants_are_kept_apart_on_real_guests() {
     };
     let config = installation.dir.path();
 
-    // The three at once, each its own run: the first to get there makes the secret store,
-    // ips.db hands out three addresses, and each run's filters learn the others'.
+    // The five at once, each its own run: the first to get there makes the secret store and
+    // uploads the base image while the others wait for it, ips.db hands out five addresses, and
+    // each run's filters learn the others'.
     let runs: Vec<_> = installation
         .guests
         .iter()
         .map(|guest| spawn_verb("provision", config, &[guest.as_str()]))
         .collect();
     let mut stdout = String::new();
-    for run in runs {
+    for (guest, run) in installation.guests.iter().zip(runs) {
         let output = run.wait_with_output().unwrap();
+        let said = format!("{}\n{}", text(&output.stdout), text(&output.stderr));
         assert!(
             output.status.success(),
-            "{}\n{}",
-            text(&output.stdout),
-            text(&output.stderr)
+            "{guest} was not provisioned:\n{said}"
+        );
+        assert!(
+            said.contains(&format!("{guest} is on local at ")),
+            "{guest}:\n{said}"
+        );
+        // The five read the base image's kernel out of it at once: each got whole files.
+        assert!(
+            said.contains("the base image's kernel, started directly"),
+            "{guest}:\n{said}"
         );
         stdout.push_str(&text(&output.stdout));
     }
-    let guests: Vec<(DomainName, String)> = installation
+    let all: Vec<(DomainName, String)> = installation
         .guests
         .iter()
         .map(|guest| (guest.clone(), address_in(&stdout, guest)))
         .collect();
-    let [shop_a, shop_b, blog_a] = [&guests[0], &guests[1], &guests[2]];
-    let mut addresses: Vec<&String> = guests.iter().map(|(_, address)| address).collect();
+    let mut addresses: Vec<&String> = all.iter().map(|(_, address)| address).collect();
     addresses.sort();
     addresses.dedup();
-    assert_eq!(addresses.len(), 3, "{guests:?}");
+    assert_eq!(addresses.len(), all.len(), "{all:?}");
+    for (guest, address) in &all {
+        assert!(address.starts_with("192.168.122.23"), "{guest}: {address}");
+    }
+    let boot_files = five_at_once_share_one_base_image(&installation);
+    let guests = all[..KEPT_GUESTS].to_vec();
+    let [shop_a, shop_b, blog_a] = [&guests[0], &guests[1], &guests[2]];
     for (guest, address) in &guests {
         assert!(address.starts_with("192.168.122.23"), "{guest}: {address}");
         // Reached over SSH at its assigned address, which it also carries.
@@ -471,11 +564,13 @@ fn tenants_are_kept_apart_on_real_guests() {
         ],
     );
 
-    // Destroyed: the tenants' filters go with their last guests.
-    for guest in &installation.guests {
+    // Destroyed: the tenants' filters go with their last guests, and the pool keeps only the
+    // shared base image and its boot files.
+    for guest in &installation.guests[..KEPT_GUESTS] {
         let destroy = run_verb("destroy", config, &["--purge", "--yes", guest.as_str()]);
         assert!(destroy.status.success(), "{}", text(&destroy.stderr));
     }
+    assert_eq!(volumes(&installation.pool), boot_files);
     let filters = network_filters();
     assert!(
         !filters.iter().any(|name| name.starts_with("trog-tenant-")),
