@@ -12,7 +12,7 @@ use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
 use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
 use crate::provision::inputs::{load_guest_inputs, StoreUse};
-use crate::provision::store_guard::NewStorePermit;
+use crate::provision::store_guard::new_store_asked_without_the_fleet;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -23,6 +23,11 @@ pub struct NewConfigArgs {
     /// Where to write the guest's files (default: ./DOMAIN).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Make the secret store, which is not there: new_config asks no hypervisor, so it makes one
+    /// only when asked (every guest of the installation would get a new key). Refused when the
+    /// store is there.
+    #[arg(long)]
+    pub new_secret_store: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,17 +81,20 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
 
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
     let domain = &args.domain;
+    let paths = global.installation_paths();
+    let locks = global.locks("new_config");
+    // A missing store is refused after the configuration is read, unless asked for.
+    let store_use = if args.new_secret_store {
+        StoreUse::WriteOrCreate(&locks, new_store_asked_without_the_fleet(&paths)?)
+    } else {
+        StoreUse::Write(&locks)
+    };
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let inputs = load_guest_inputs(
-        &global.installation_paths(),
+        &paths,
         &domain,
         &mut credentials,
-        // new_config asks no hypervisor, so it cannot tell whether the installation has guests:
-        // it makes a missing store as it always has (docs/CONFIGURATION.md, "The secret store").
-        StoreUse::WriteOrCreate(
-            &global.locks("new_config"),
-            NewStorePermit::without_asking_the_fleet(),
-        ),
+        store_use,
         AddressPolicy::ReadOnly,
     )?;
     let generated = &inputs.generated;

@@ -22,18 +22,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Proof that a run may make a new store: this installation has no guests on a fleet that
-/// answered in full, or the user asked for a new store. [`check_store`] makes one, and
-/// [`NewStorePermit::without_asking_the_fleet`] for the one verb that asks no hypervisor.
+/// answered in full, or the user asked for a new store. Only [`check_store`] and, for the verb
+/// that asks no hypervisor, [`new_store_asked_without_the_fleet`] make one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NewStorePermit(());
-
-impl NewStorePermit {
-    /// For `new_config`, which by its contract asks no hypervisor and so cannot know whether the
-    /// installation has guests: it makes a missing store as it did before this check existed.
-    pub fn without_asking_the_fleet() -> NewStorePermit {
-        NewStorePermit(())
-    }
-}
 
 /// What [`check_store`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +168,19 @@ pub fn check_store(
         });
     }
     Ok(StoreCheck::MayCreate(NewStorePermit(())))
+}
+
+/// For `new_config --new-secret-store`: new_config asks no hypervisor, so it cannot tell
+/// whether the installation has guests, and makes a store only when asked, never on its own (a
+/// store it made would be the one a later provision finds and obeys). Refused when one is there.
+pub fn new_store_asked_without_the_fleet(
+    paths: &InstallationPaths,
+) -> Result<NewStorePermit, StoreGuardError> {
+    let path = &paths.secrets_kdbx;
+    match store_presence(path)? {
+        StorePresence::Absent => Ok(NewStorePermit(())),
+        StorePresence::Present => Err(StoreGuardError::NewStoreButOneExists { path: path.clone() }),
+    }
 }
 
 /// Of trog's domains named `tagged`, those declared in this installation's `recipes.d`.

@@ -182,7 +182,9 @@ impl Diagnose for SecretsError {
             SecretsError::StoreMissing { path } => Some(format!(
                 "restore {} from a backup, or check that TROG_PROVISIONER_CONFIG names this \
                  installation; if the store is truly lost, `trog provision --new-secret-store \
-                 DOMAIN` makes a new one (every guest then gets a new key)",
+                 DOMAIN` makes a new one (every guest then gets a new key); an installation \
+                 without guests yet gets its store from its first `trog provision DOMAIN`, or \
+                 from `trog new_config --new-secret-store DOMAIN`",
                 path.display()
             )),
             SecretsError::StoreExists { path } => {

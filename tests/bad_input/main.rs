@@ -538,9 +538,23 @@ fn credentials_and_store() -> Vec<Case> {
         case("no credentials, no terminal", DRY, CREDENTIALS).with_store(),
         case(
             "no credentials, no store, no terminal",
-            "new_config example.test",
+            "new_config --new-secret-store example.test",
             CREDENTIALS,
         ),
+        // new_config asks no hypervisor: it makes a store only when asked.
+        case(
+            "new_config, no store",
+            "new_config example.test",
+            DAMAGED_STORE,
+        )
+        .says("trog new_config --new-secret-store DOMAIN"),
+        case(
+            "new_config --new-secret-store, a store there",
+            "new_config --new-secret-store example.test",
+            USAGE,
+        )
+        .with_store()
+        .says("move"),
         case("credentials: no colon", DRY, CREDENTIALS).input("keepass corpus\n\n"),
         case("credentials: unknown name", DRY, CREDENTIALS)
             .input("keypass: x\n\n")

@@ -175,11 +175,12 @@ fn a_dry_run_with_a_store_and_a_stored_key_writes_nothing_either() {
     let fleet = two_hypervisors();
     let dir = installation(&fleet, "web.example.test", SMALL);
     let out = tempfile::tempdir().unwrap();
-    // new_config is a verb that writes: it makes the store and the guest's key.
+    // new_config is a verb that writes: asked to, it makes the store and the guest's key.
     let made = trog(
         dir.path(),
         &[
             "new_config",
+            "--new-secret-store",
             "web.example.test",
             "--out",
             out.path().to_str().unwrap(),

@@ -164,18 +164,20 @@ impl Installation {
         }
     }
 
-    /// `trog --credentials new_config FQDN --out OUT` with the passphrase handed in; must succeed.
+    /// `trog --credentials new_config FQDN --out OUT` with the passphrase handed in, asking for a
+    /// new store when there is none (this installation has no guests); must succeed.
     pub fn new_config(&self, fqdn: &str, out: &Path) -> Outcome {
-        let outcome = self.trog(
-            &[
-                "--credentials",
-                "new_config",
-                fqdn,
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            Stdin::Text(CREDENTIALS),
-        );
+        let mut args = vec![
+            "--credentials",
+            "new_config",
+            fqdn,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if !self.store_path().exists() {
+            args.push("--new-secret-store");
+        }
+        let outcome = self.trog(&args, Stdin::Text(CREDENTIALS));
         assert_eq!(outcome.code, 0, "{outcome:#?}");
         outcome
     }

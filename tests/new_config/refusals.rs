@@ -86,10 +86,13 @@ fn no_credentials_and_no_terminal_fails_at_once_with_the_hint() {
         if store_exists {
             installation.store_with_fixed_keys(&["example.test"]);
         }
-        for args in [
+        for mut args in [
             new_config("example.test"),
             new_config("example.test")[1..].to_vec(),
         ] {
+            if !store_exists {
+                args.push("--new-secret-store");
+            }
             let started = std::time::Instant::now();
             let stderr = refused(&installation, &args, Stdin::Null, 4);
             assert!(started.elapsed() < Duration::from_secs(10));

@@ -93,6 +93,10 @@ fn new_config(installation: &Path, credentials: Option<&str>) -> Output {
         .args(["new_config", GUEST, "--out"])
         .arg(&out)
         .env("TROG_PROVISIONER_CONFIG", installation);
+    // A new installation: new_config makes its store only when asked.
+    if !installation.join("secrets.kdbx").exists() {
+        command.arg("--new-secret-store");
+    }
     match credentials {
         Some(text) => piped(&mut command, text),
         None => command.stdin(Stdio::null()).output().unwrap(),
