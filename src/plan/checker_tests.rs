@@ -88,12 +88,14 @@ fn define() -> Action {
     Action::DefineDomain {
         tag: tag(),
         redefine: false,
+        until_next_start: false,
     }
 }
 fn redefine() -> Action {
     Action::DefineDomain {
         tag: tag(),
         redefine: true,
+        until_next_start: false,
     }
 }
 fn create_root() -> Action {
@@ -165,14 +167,17 @@ fn rebuild_plan() -> Vec<Action> {
 const PLAIN: Resolution = Resolution {
     force: false,
     destroy_data: false,
+    restart_later: false,
 };
 const FORCE: Resolution = Resolution {
     force: true,
     destroy_data: false,
+    restart_later: false,
 };
 const DESTROY_DATA: Resolution = Resolution {
     force: false,
     destroy_data: true,
+    restart_later: false,
 };
 
 fn check(

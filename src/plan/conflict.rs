@@ -13,6 +13,9 @@ pub struct Resolution {
     pub force: bool,
     /// Replace resources whose contents would be lost (an unusable data volume, a foreign disk).
     pub destroy_data: bool,
+    /// Apply a new domain definition of a running guest at its next start instead of
+    /// restarting it now (`--restart-later`). A new root disk still restarts it.
+    pub restart_later: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

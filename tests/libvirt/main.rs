@@ -818,7 +818,7 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
     );
     let forced = Resolution {
         force: true,
-        destroy_data: false,
+        ..Resolution::default()
     };
     let steps = plan::plan(&rebooted, &observed, forced).unwrap();
     let first_step = &steps.actions[0];
