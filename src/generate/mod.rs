@@ -439,6 +439,10 @@ pub fn generate(
 }
 
 #[cfg(test)]
+#[path = "convergence_tests.rs"]
+mod convergence_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::guest::resolve_guest;
