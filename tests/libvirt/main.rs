@@ -5,6 +5,7 @@
 mod hypervisor_lock;
 mod network_filters_lock;
 mod pinned_host_keys;
+mod restart_later;
 mod shared_master;
 mod snapshot_failure;
 
