@@ -435,3 +435,16 @@ proptest! {
         prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || small_data || snapshots_over_replaced_root);
     }
 }
+
+#[test]
+fn a_definition_for_the_next_start_says_so_in_json_and_others_keep_their_fields() {
+    let define = |until_next_start| Action::DefineDomain {
+        tag: desired().tag_before_finish(),
+        redefine: true,
+        until_next_start,
+    };
+    let later = serde_json::to_value(define(true)).unwrap();
+    assert_eq!(later["until_next_start"], true);
+    let now = serde_json::to_value(define(false)).unwrap();
+    assert!(now.get("until_next_start").is_none(), "{now}");
+}
