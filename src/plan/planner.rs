@@ -134,7 +134,7 @@ pub fn plan(
                 });
                 recorded_payload = None;
             } else if tag.shape_fingerprint != desired.shape_fingerprint
-                || attaches_a_new_data_volume(desired, observed)
+                || (domain.tag.is_some() && attaches_a_new_data_volume(desired, observed))
             {
                 // A new definition (the shape, or a data volume to attach): applied with a
                 // restart, or at the guest's next start when the run asked for that. A data

@@ -448,3 +448,26 @@ fn a_definition_for_the_next_start_says_so_in_json_and_others_keep_their_fields(
     let now = serde_json::to_value(define(false)).unwrap();
     assert!(now.get("until_next_start").is_none(), "{now}");
 }
+
+#[test]
+fn an_adopted_domain_without_its_data_volume_is_defined_once() {
+    let desired = desired();
+    let mut foreign = converged_observation(&desired);
+    foreign.domain.as_mut().unwrap().tag = None;
+    foreign.data_volume = None;
+    let force = Resolution {
+        force: true,
+        ..Resolution::default()
+    };
+    let steps = plan(&desired, &foreign, force).unwrap();
+    let definitions = steps
+        .actions
+        .iter()
+        .filter(|action| matches!(action, Action::DefineDomain { .. }))
+        .count();
+    assert_eq!(definitions, 1, "{steps}");
+    assert!(steps
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::CreateDataVolume { .. })));
+}
