@@ -6,7 +6,8 @@
 use serde::Serialize;
 use std::fmt;
 
-/// The resolutions the user allowed for this run.
+/// The resolutions the user allowed for this run, and whether a new definition may wait for the
+/// guest's next start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Resolution {
     /// Adopt same-named resources trog did not create.

@@ -23,9 +23,10 @@ pub struct MachineDefinition {
 }
 
 impl MachineDefinition {
-    /// The definition from the `vm` recipe's effective arguments (`machine`) and `_global`'s
-    /// `bridge` and `network`. A bridge wins over a network; the recipe's `network` argument
-    /// over `_global`'s (both are the same key of `_global` unless the recipe's block sets it).
+    /// The definition from the `vm` recipe's effective arguments (`machine`, which the cookbook
+    /// fills from `_global`) and `_global`'s `bridge` and `network`. A bridge wins over a
+    /// network; `network` is both a global setting and a `vm` argument, and the argument's
+    /// effective value is the one used (the global one only when there is no `vm` argument).
     pub fn from_declaration(
         machine: &Value,
         bridge: Option<&str>,
