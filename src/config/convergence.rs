@@ -53,8 +53,21 @@ pub fn convergence(key: &str) -> Option<Convergence> {
         | "firmware" | "disk_bus" | "disk_cache" | "disk_discard" => Definition,
         // The seed (users, keys, addresses, mirrors, time zone, first-boot packages) and the
         // disk itself.
-        "admin_user" | "contact_email" | "distro" | "release" | "mirror" | "security_mirror"
-        | "timezone" | "gateway" | "resolvers" | "search_domains" | "ips" | "size" | "image"
+        "admin_user"
+        | "contact_email"
+        | "distro"
+        | "release"
+        | "mirror"
+        | "security_mirror"
+        | "fallback_mirrors"
+        | "fallback_security_mirrors"
+        | "timezone"
+        | "gateway"
+        | "resolvers"
+        | "search_domains"
+        | "ips"
+        | "size"
+        | "image"
         | "packages" => RootDisk,
         // The payload.
         "cache" | "aliases" | "data_mount" | "upgrade" => Finish,

@@ -21,8 +21,8 @@ use std::path::Path;
 
 const GUEST: &str = "www.example.test";
 
-/// Static addresses, a mirror and a data volume, so the settings that only matter with them
-/// (resolvers, search domains, gateway, the security mirror, the data volume's mount point) are
+/// Static addresses, mirrors and a data volume, so the settings that only matter with them
+/// (resolvers, search domains, gateway, the fallback mirrors, the data volume's mount point) are
 /// used; the guest's nginx serves its aliases.
 const BASE: &str = "_base:
   _global:
@@ -30,6 +30,7 @@ const BASE: &str = "_base:
     contact_email: ops@example.test
     distro: debian
     mirror: http://deb.example.test/debian
+    security_mirror: http://deb.example.test/debian-security
     data_volume_size: 10G
     ips: [192.0.2.10/24]
     gateway: 192.0.2.1
@@ -46,6 +47,8 @@ fn changed_value(key: &str) -> Option<&'static str> {
         "release" => "trixie",
         "mirror" => "http://mirror.example.test/debian",
         "security_mirror" => "http://mirror.example.test/debian-security",
+        "fallback_mirrors" => "['http://fallback.example.test/debian']",
+        "fallback_security_mirrors" => "['http://fallback.example.test/debian-security']",
         "cache" => "http://cache.example.test:3128",
         "keepass_key_file" => "other.key",
         "backup_dir" => "elsewhere",
