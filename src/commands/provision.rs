@@ -43,6 +43,10 @@ pub struct ProvisionArgs {
     /// accept it from then on (trog's own key replaces it with the guest's next root disk).
     #[arg(long)]
     pub adopt_host_key: bool,
+    /// Apply a new domain definition (machine type, disk bus, memory, …) of a running guest when
+    /// it is next started, instead of restarting it now. A new root disk still restarts it.
+    #[arg(long)]
+    pub restart_later: bool,
     /// Make a new secret store: its file is lost for good, and every guest gets a new key (its
     /// plan then shows a new root disk). Refused when the store is there.
     #[arg(long)]
@@ -57,6 +61,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         resolution: Resolution {
             force: args.force,
             destroy_data: args.destroy_data,
+            restart_later: args.restart_later,
         },
         dry_run: args.dry_run,
         answer_timeout,

@@ -385,9 +385,12 @@ pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
     crate::did_you_mean::nearest(word, candidates, |_| allowed)
 }
 
-/// The reference table of every setting, in Markdown, as docs/CONFIGURATION.md carries it.
+/// The reference table of every setting, in Markdown, as docs/CONFIGURATION.md carries it, with
+/// what a change of each costs a built guest ([`crate::config::convergence`]).
 pub fn reference_table() -> String {
-    let mut table = String::from("| Setting | Type | Default | Meaning |\n|---|---|---|---|\n");
+    let mut table = String::from(
+        "| Setting | Type | Default | Meaning | When changed |\n|---|---|---|---|---|\n",
+    );
     for setting in GLOBAL_SETTINGS {
         let default = match setting.presence {
             Presence::Required => "**required**".to_string(),
@@ -398,12 +401,15 @@ pub fn reference_table() -> String {
         if setting.deprecated.is_some() {
             meaning.push_str(" Ignored, with a warning, once hypervisors.conf exists.");
         }
+        let when_changed = crate::config::convergence::convergence(setting.key)
+            .map_or("**unclassified**", |class| class.describe());
         table.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} |\n",
             setting.key,
             setting.setting_type.describe(),
             default,
-            meaning
+            meaning,
+            when_changed
         ));
     }
     table

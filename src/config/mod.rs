@@ -8,10 +8,12 @@
 //! - `merge`: `_base` then the domain, deep, with the origin of every leaf kept;
 //! - `global_schema`, `values`, `settings`: `_global` checked and typed;
 //! - `guest`: the merged [`guest::GuestConfig`]; `load`: the thin file-reading part;
-//! - `changeme`: placeholders still waiting for a value.
+//! - `changeme`: placeholders still waiting for a value;
+//! - `convergence`: what a change of each setting costs a guest that is built.
 
 pub mod bounded_read;
 pub mod changeme;
+pub mod convergence;
 pub mod error;
 pub mod global_schema;
 pub mod guest;

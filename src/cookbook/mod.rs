@@ -2,6 +2,7 @@
 //! the scaffold `new_guest` writes. Pure except for the loader that reads the folders.
 
 pub mod args_schema;
+pub mod knobs_table;
 pub mod load;
 pub mod manifest;
 pub mod resolve;

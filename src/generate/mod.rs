@@ -23,6 +23,7 @@ use crate::render::files::{render_files_with_secrets, RenderedFile};
 use crate::render::fingerprint::{
     provision_fingerprint, BootInputs, FingerprintError, ProvisionFingerprint,
 };
+use crate::render::machine_definition::MachineDefinition;
 use crate::render::makefile::render_makefile_with_secrets;
 use crate::render::payload::{build_payload, Payload, PayloadEntry, PayloadError};
 use crate::render::seed_iso::{build_seed_iso, SeedIso, SeedIsoError};
@@ -53,6 +54,9 @@ pub struct GeneratedGuest {
     pub fingerprint: ProvisionFingerprint,
     /// The `vm` recipe's effective arguments (firmware, disk knobs, data volume).
     pub machine: Value,
+    /// The machine's definition read from them and `_global`: what the domain is defined with
+    /// and the fingerprint covers.
+    pub machine_definition: MachineDefinition,
 }
 
 impl std::fmt::Debug for GeneratedGuest {
@@ -71,6 +75,7 @@ impl std::fmt::Debug for GeneratedGuest {
             .field("cpu_mode", &self.cpu_mode)
             .field("fingerprint", &self.fingerprint)
             .field("machine", &self.machine)
+            .field("machine_definition", &self.machine_definition)
             .finish()
     }
 }
@@ -398,6 +403,11 @@ pub fn generate(
             .and_then(Value::as_str)
             .unwrap_or(&settings.cpu_mode),
     )?;
+    let machine_definition = MachineDefinition::from_declaration(
+        &machine,
+        settings.bridge.as_deref(),
+        &settings.network,
+    );
     let fingerprint = provision_fingerprint(&BootInputs {
         image_digest: image_digest.clone(),
         distro,
@@ -408,6 +418,7 @@ pub fn generate(
         cpu_mode: cpu_mode.clone(),
         disk_size: settings.size,
         tenant: settings.tenant.as_ref().map(ToString::to_string),
+        machine: machine_definition.clone(),
     })?;
     Ok(GeneratedGuest {
         resolved,
@@ -423,8 +434,13 @@ pub fn generate(
         cpu_mode,
         fingerprint,
         machine,
+        machine_definition,
     })
 }
+
+#[cfg(test)]
+#[path = "convergence_tests.rs"]
+mod convergence_tests;
 
 #[cfg(test)]
 mod tests {

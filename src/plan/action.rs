@@ -34,6 +34,10 @@ pub enum Action {
     DefineDomain {
         tag: GuestTag,
         redefine: bool,
+        /// `--restart-later`: a running guest is redefined without a restart and keeps its
+        /// current definition until it is next started; the plan says so.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        until_next_start: bool,
     },
     /// Reads the guest's backed-up paths over SSH into a new archive on this machine, before
     /// anything of a finished guest's root disk is changed: the new root disk gets the guest's
@@ -101,13 +105,26 @@ impl fmt::Display for Action {
                     short(digest)
                 )
             }
-            Action::DefineDomain { tag, redefine } => write!(
-                f,
-                "{} the domain (boot {}, shape {})",
-                if *redefine { "redefine" } else { "define" },
-                short(&tag.boot_fingerprint),
-                short(&tag.shape_fingerprint)
-            ),
+            Action::DefineDomain {
+                tag,
+                redefine,
+                until_next_start,
+            } => {
+                write!(
+                    f,
+                    "{} the domain (boot {}, shape {})",
+                    if *redefine { "redefine" } else { "define" },
+                    short(&tag.boot_fingerprint),
+                    short(&tag.shape_fingerprint)
+                )?;
+                if *until_next_start {
+                    write!(
+                        f,
+                        "; the running guest keeps its current definition until it is next started (--restart-later)"
+                    )?;
+                }
+                Ok(())
+            }
             Action::BackUpBeforeRebuild => write!(
                 f,
                 "back up the guest's files over SSH (its root disk is replaced below)"

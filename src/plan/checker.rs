@@ -131,9 +131,18 @@ pub fn check_plan(
                 }
                 snapshots_present = false;
             }
-            Action::DefineDomain { redefine, .. } => {
+            Action::DefineDomain {
+                redefine,
+                until_next_start,
+                ..
+            } => {
                 if *redefine != domain_defined {
                     return refuse("a domain is defined when absent and redefined when present");
+                }
+                if *until_next_start && !(running && resolution.restart_later) {
+                    return refuse(
+                        "a definition is left for the next start only of a running guest, with --restart-later",
+                    );
                 }
                 domain_defined = true;
             }

@@ -88,12 +88,22 @@ fn define() -> Action {
     Action::DefineDomain {
         tag: tag(),
         redefine: false,
+        until_next_start: false,
     }
 }
 fn redefine() -> Action {
     Action::DefineDomain {
         tag: tag(),
         redefine: true,
+        until_next_start: false,
+    }
+}
+/// A redefinition a running guest takes at its next start (`--restart-later`).
+fn redefine_for_next_start() -> Action {
+    Action::DefineDomain {
+        tag: tag(),
+        redefine: true,
+        until_next_start: true,
     }
 }
 fn create_root() -> Action {
@@ -165,14 +175,22 @@ fn rebuild_plan() -> Vec<Action> {
 const PLAIN: Resolution = Resolution {
     force: false,
     destroy_data: false,
+    restart_later: false,
 };
 const FORCE: Resolution = Resolution {
     force: true,
     destroy_data: false,
+    restart_later: false,
+};
+const RESTART_LATER: Resolution = Resolution {
+    force: false,
+    destroy_data: false,
+    restart_later: true,
 };
 const DESTROY_DATA: Resolution = Resolution {
     force: false,
     destroy_data: true,
+    restart_later: false,
 };
 
 fn check(
@@ -219,6 +237,14 @@ fn hand_built_good_plans_are_accepted() {
         check(recreate_data, &running_guest(&[]), DESTROY_DATA),
         Ok(())
     );
+    assert_eq!(
+        check(
+            vec![redefine_for_next_start()],
+            &running_guest(&[]),
+            RESTART_LATER
+        ),
+        Ok(())
+    );
 }
 
 #[test]
@@ -230,6 +256,24 @@ fn hand_built_bad_plans_are_refused_for_the_rule_they_break() {
     let foreign = foreign_guest();
     let stopped_data_delete = vec![Action::StopDomain, delete(data()), create_data()];
     let cases: Vec<(&str, Vec<Action>, &ObservedGuest, Resolution, &str)> = vec![
+        (
+            "a definition for the next start the run did not ask for",
+            vec![redefine_for_next_start()],
+            &running,
+            PLAIN,
+            "--restart-later",
+        ),
+        (
+            "a definition for the next start of a stopped guest",
+            vec![
+                Action::StopDomain,
+                redefine_for_next_start(),
+                Action::StartDomain,
+            ],
+            &running,
+            RESTART_LATER,
+            "--restart-later",
+        ),
         (
             "deleting data without --destroy-data",
             stopped_data_delete.clone(),

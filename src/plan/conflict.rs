@@ -6,13 +6,17 @@
 use serde::Serialize;
 use std::fmt;
 
-/// The resolutions the user allowed for this run.
+/// The resolutions the user allowed for this run, and whether a new definition may wait for the
+/// guest's next start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Resolution {
     /// Adopt same-named resources trog did not create.
     pub force: bool,
     /// Replace resources whose contents would be lost (an unusable data volume, a foreign disk).
     pub destroy_data: bool,
+    /// Apply a new domain definition of a running guest at its next start instead of
+    /// restarting it now (`--restart-later`). A new root disk still restarts it.
+    pub restart_later: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

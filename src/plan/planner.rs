@@ -65,6 +65,7 @@ pub fn plan(
             domain_steps.push(Action::DefineDomain {
                 tag: desired.tag_before_finish(),
                 redefine: false,
+                until_next_start: false,
             });
             recorded_payload = None;
             // Volumes under the guest's names with no domain are replaced only with
@@ -100,6 +101,7 @@ pub fn plan(
                     domain_steps.push(Action::DefineDomain {
                         tag: adopted.clone(),
                         redefine: true,
+                        until_next_start: false,
                     });
                     adopted
                 }
@@ -128,10 +130,20 @@ pub fn plan(
                 domain_steps.push(Action::DefineDomain {
                     tag: desired.tag_before_finish(),
                     redefine: true,
+                    until_next_start: false,
                 });
                 recorded_payload = None;
-            } else if tag.shape_fingerprint != desired.shape_fingerprint {
-                if running {
+            } else if tag.shape_fingerprint != desired.shape_fingerprint
+                || (domain.tag.is_some() && attaches_a_new_data_volume(desired, observed))
+            {
+                // A new definition (the shape, or a data volume to attach): applied with a
+                // restart, or at the guest's next start when the run asked for that. A data
+                // volume new to the guest is attached now whatever was asked: the finish below
+                // formats and mounts it.
+                let until_next_start = running
+                    && resolution.restart_later
+                    && !attaches_a_new_data_volume(desired, observed);
+                if running && !until_next_start {
                     domain_steps.push(Action::StopDomain);
                     running = false;
                 }
@@ -142,6 +154,7 @@ pub fn plan(
                 domain_steps.push(Action::DefineDomain {
                     tag: reshaped,
                     redefine: true,
+                    until_next_start,
                 });
                 recorded_payload = tag.payload_digest.clone();
             } else {
@@ -239,6 +252,12 @@ pub fn plan(
         domain: desired.domain.to_string(),
         actions,
     })
+}
+
+/// Whether the declaration has a data volume the guest's domain does not have yet: the volume is
+/// created by this plan, and only a new definition attaches it.
+fn attaches_a_new_data_volume(desired: &DesiredGuest, observed: &ObservedGuest) -> bool {
+    desired.data_volume.is_some() && observed.data_volume.is_none()
 }
 
 fn delete(volume: &str, why: &str) -> Action {

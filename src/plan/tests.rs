@@ -93,11 +93,11 @@ fn scenarios() {
     let none = Resolution::default();
     let force = Resolution {
         force: true,
-        destroy_data: false,
+        ..Resolution::default()
     };
     let destroy = Resolution {
-        force: false,
         destroy_data: true,
+        ..Resolution::default()
     };
 
     scenario("nothing there yet", &ObservedGuest::nothing(), none);
@@ -128,6 +128,35 @@ fn scenarios() {
     let mut shape = converged.clone();
     tag_mut(&mut shape).shape_fingerprint = "0ld5hape".into();
     scenario("shape changed: redefined and restarted", &shape, none);
+    let later = Resolution {
+        restart_later: true,
+        ..Resolution::default()
+    };
+    scenario(
+        "shape changed, --restart-later: redefined, applied at the next start",
+        &shape,
+        later,
+    );
+    let mut shape_stopped = shape.clone();
+    shape_stopped.domain.as_mut().unwrap().running = false;
+    scenario(
+        "shape changed on a stopped guest, --restart-later: redefined and started",
+        &shape_stopped,
+        later,
+    );
+
+    let mut without_data = converged.clone();
+    without_data.data_volume = None;
+    scenario(
+        "data volume declared on a built guest: made, attached by a redefinition, restarted",
+        &without_data,
+        none,
+    );
+    scenario(
+        "data volume declared on a built guest, --restart-later: restarted all the same",
+        &without_data,
+        later,
+    );
 
     let mut payload = converged.clone();
     tag_mut(&mut payload).payload_digest = Some("0ldpay1oad".into());
@@ -357,10 +386,13 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
 }
 
 fn any_resolution() -> impl Strategy<Value = Resolution> {
-    (any::<bool>(), any::<bool>()).prop_map(|(force, destroy_data)| Resolution {
-        force,
-        destroy_data,
-    })
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(force, destroy_data, restart_later)| Resolution {
+            force,
+            destroy_data,
+            restart_later,
+        },
+    )
 }
 
 proptest! {
@@ -381,7 +413,7 @@ proptest! {
     #[test]
     fn data_survives_without_destroy_data(observed in any_observation(), force in any::<bool>()) {
         let desired = desired();
-        let resolution = Resolution { force, destroy_data: false };
+        let resolution = Resolution { force, ..Resolution::default() };
         if let Ok(plan) = plan(&desired, &observed, resolution) {
             let data = desired.data_volume.as_ref().unwrap().name.clone();
             let deletes_data = plan.actions.iter().any(|action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data));
@@ -402,4 +434,40 @@ proptest! {
         let refused = plan(&desired, &observed, Resolution::default()).is_err();
         prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || small_data || snapshots_over_replaced_root);
     }
+}
+
+#[test]
+fn a_definition_for_the_next_start_says_so_in_json_and_others_keep_their_fields() {
+    let define = |until_next_start| Action::DefineDomain {
+        tag: desired().tag_before_finish(),
+        redefine: true,
+        until_next_start,
+    };
+    let later = serde_json::to_value(define(true)).unwrap();
+    assert_eq!(later["until_next_start"], true);
+    let now = serde_json::to_value(define(false)).unwrap();
+    assert!(now.get("until_next_start").is_none(), "{now}");
+}
+
+#[test]
+fn an_adopted_domain_without_its_data_volume_is_defined_once() {
+    let desired = desired();
+    let mut foreign = converged_observation(&desired);
+    foreign.domain.as_mut().unwrap().tag = None;
+    foreign.data_volume = None;
+    let force = Resolution {
+        force: true,
+        ..Resolution::default()
+    };
+    let steps = plan(&desired, &foreign, force).unwrap();
+    let definitions = steps
+        .actions
+        .iter()
+        .filter(|action| matches!(action, Action::DefineDomain { .. }))
+        .count();
+    assert_eq!(definitions, 1, "{steps}");
+    assert!(steps
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::CreateDataVolume { .. })));
 }

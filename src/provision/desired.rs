@@ -8,9 +8,9 @@ use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::model::units::Bytes;
 use crate::plan::{resource_names, DesiredGuest, DesiredVolume, GuestTag};
-use crate::render::domain_xml::{
-    DiskBus, DiskCache, DiskSpec, DomainSpec, Firmware, NetworkAttachment,
-};
+use crate::render::domain_xml::{DiskSpec, DomainSpec};
+use crate::render::fingerprint::shape_on_hypervisor;
+use crate::render::machine_definition::MachineDefinition;
 use crate::render::network_filter::interface_filter;
 use serde_json::Value;
 use std::net::IpAddr;
@@ -68,22 +68,18 @@ pub fn desired_guest(
             capacity,
         }),
         boot_fingerprint: generated.fingerprint.root_disk.clone(),
-        shape_fingerprint: generated.fingerprint.value.clone(),
+        shape_fingerprint: shape_on_hypervisor(
+            &generated.fingerprint.value,
+            hypervisor.partition.as_deref(),
+        ),
         payload_digest: generated.payload.sha256_hex.clone(),
     }
 }
 
-fn disk(pool: &str, volume: &str, machine: &Value) -> DiskSpec {
+fn disk(pool: &str, volume: &str, machine: &MachineDefinition) -> DiskSpec {
     let mut disk = DiskSpec::qcow2(pool, volume);
-    disk.cache = match machine.get("disk_cache").and_then(Value::as_str) {
-        Some("none") => Some(DiskCache::None),
-        Some("writeback") => Some(DiskCache::Writeback),
-        Some("writethrough") => Some(DiskCache::Writethrough),
-        Some("directsync") => Some(DiskCache::Directsync),
-        Some("unsafe") => Some(DiskCache::Unsafe),
-        _ => None,
-    };
-    disk.discard_unmap = machine.get("disk_discard").and_then(Value::as_str) != Some("ignore");
+    disk.cache = machine.disk_cache;
+    disk.discard_unmap = machine.disk_discard_unmap;
     disk
 }
 
@@ -97,7 +93,7 @@ pub fn domain_spec(
     tpm: bool,
     tag: GuestTag,
 ) -> DomainSpec {
-    let machine = &generated.machine;
+    let machine = &generated.machine_definition;
     DomainSpec {
         name: desired.domain.clone(),
         uuid: domain_uuid(&desired.domain),
@@ -105,20 +101,9 @@ pub fn domain_spec(
         vcpus: settings.cpus,
         domain_type: hypervisor.domain_type,
         cpu_mode: generated.cpu_mode.clone(),
-        machine_type: machine
-            .get("machine_type")
-            .and_then(Value::as_str)
-            .unwrap_or("q35")
-            .to_string(),
-        disk_bus: match machine.get("disk_bus").and_then(Value::as_str) {
-            Some("scsi") => DiskBus::Scsi,
-            _ => DiskBus::Virtio,
-        },
-        firmware: if machine.get("firmware").and_then(Value::as_str) == Some("uefi") {
-            Firmware::Uefi
-        } else {
-            Firmware::Bios
-        },
+        machine_type: machine.machine_type.clone(),
+        disk_bus: machine.disk_bus,
+        firmware: machine.firmware,
         root_disk: disk(&desired.pool_name, &desired.root_volume.name, machine),
         data_disk: desired
             .data_volume
@@ -126,16 +111,7 @@ pub fn domain_spec(
             .map(|volume| disk(&desired.pool_name, &volume.name, machine)),
         seed_volume: desired.seed_volume.clone(),
         mac_address: generated.mac_address,
-        network: match &settings.bridge {
-            Some(bridge) => NetworkAttachment::Bridge(bridge.clone()),
-            None => NetworkAttachment::Network(
-                machine
-                    .get("network")
-                    .and_then(Value::as_str)
-                    .unwrap_or(&settings.network)
-                    .to_string(),
-            ),
-        },
+        network: machine.network.clone(),
         network_filter: interface_filter(
             settings.tenant.as_ref(),
             generated.mac_address,

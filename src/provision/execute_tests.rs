@@ -213,6 +213,7 @@ fn fresh_plan() -> Plan {
             Action::DefineDomain {
                 tag: tag(),
                 redefine: false,
+                until_next_start: false,
             },
             Action::CreateRootVolume {
                 volume: "www.example.test-root.qcow2".into(),

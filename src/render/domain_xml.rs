@@ -127,7 +127,7 @@ pub enum DiskCache {
 }
 
 impl DiskCache {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             DiskCache::None => "none",
             DiskCache::Writeback => "writeback",

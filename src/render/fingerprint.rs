@@ -9,8 +9,12 @@
 //!   hostname, network; cloud-init applies most of it only on first boot, so a new seed needs a
 //!   new disk), and the root disk's size;
 //! - the **shape**, whose change means "redefine and restart": memory, vCPUs, the declared
-//!   `cpu_mode`, and the `tenant` when one is set (it names the network filter the interface
-//!   carries; absent, it adds nothing, so guests without one keep the fingerprints they had).
+//!   `cpu_mode`, the `tenant` when one is set (it names the network filter the interface
+//!   carries), and the machine's definition ([`MachineDefinition`]: machine type, firmware, disk
+//!   bus, cache and discard, network or bridge) where it differs from the `vm` recipe's
+//!   defaults; the cgroup partition of the hypervisor block is added by
+//!   [`shape_on_hypervisor`]. What is at its default adds nothing, so a guest built before a
+//!   setting was fingerprinted keeps the fingerprint it was recorded with.
 //!
 //! Both go into [`ProvisionFingerprint::value`], the digest a converged guest matches; the root
 //! disk part is also kept alone in [`ProvisionFingerprint::root_disk`], so that a planner seeing a
@@ -30,6 +34,7 @@ use crate::exit_status::ExitStatus;
 use crate::model::digest::ImageDigest;
 use crate::model::units::{Bytes, MiB};
 use crate::render::domain_xml::CpuMode;
+use crate::render::machine_definition::MachineDefinition;
 use sha2::{Digest, Sha256};
 
 /// The first line of the encoding; part of every fingerprint.
@@ -50,6 +55,8 @@ pub struct BootInputs {
     pub disk_size: Bytes,
     /// The guest's tenant, which picks its interface's network filter.
     pub tenant: Option<String>,
+    /// Machine type, firmware, disks' bus, cache and discard, network attachment.
+    pub machine: MachineDefinition,
 }
 
 /// Two sha256 digests in lower-case hex: the whole fingerprint, and its root disk part.
@@ -148,6 +155,9 @@ fn canonical_encodings(inputs: &BootInputs) -> Result<(String, String), Fingerpr
     if let Some(tenant) = &inputs.tenant {
         push_field(&mut shape, "tenant", tenant);
     }
+    for (name, value) in inputs.machine.fingerprint_fields() {
+        push_field(&mut shape, name, &value);
+    }
     Ok((root_disk, shape))
 }
 
@@ -160,6 +170,21 @@ pub fn provision_fingerprint(
         value: hex::encode(Sha256::digest(format!("{root_disk}{shape}").as_bytes())),
         root_disk: hex::encode(Sha256::digest(root_disk.as_bytes())),
     })
+}
+
+/// The whole fingerprint's value with what the hypervisor block adds to the definition: its
+/// cgroup partition. Without one it is `value` unchanged, so guests on blocks without a partition
+/// keep the fingerprints they had; with one, a partition set, changed or removed in
+/// hypervisors.conf is a new shape.
+pub fn shape_on_hypervisor(value: &str, partition: Option<&str>) -> String {
+    match partition {
+        None => value.to_string(),
+        Some(partition) => {
+            let mut encoding = format!("{value}\n");
+            push_field(&mut encoding, "partition", partition);
+            hex::encode(Sha256::digest(encoding.as_bytes()))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -181,6 +206,7 @@ mod tests {
             cpu_mode: CpuMode::HostPassthrough,
             disk_size: Bytes::from_gib(10),
             tenant: None,
+            machine: MachineDefinition::default(),
         }
     }
 
@@ -223,6 +249,20 @@ mod tests {
             |i| i.cpu_mode = CpuMode::HostModel,
             |i| i.cpu_mode = CpuMode::Named("Skylake-Client".to_string()),
             |i| i.tenant = Some("shop".to_string()),
+            |i| i.machine.machine_type = "pc".to_string(),
+            |i| i.machine.firmware = crate::render::domain_xml::Firmware::Uefi,
+            |i| i.machine.disk_bus = crate::render::domain_xml::DiskBus::Scsi,
+            |i| i.machine.disk_cache = Some(crate::render::domain_xml::DiskCache::Writeback),
+            |i| i.machine.disk_cache = None,
+            |i| i.machine.disk_discard_unmap = false,
+            |i| {
+                i.machine.network =
+                    crate::render::domain_xml::NetworkAttachment::Network("lab".to_string())
+            },
+            |i| {
+                i.machine.network =
+                    crate::render::domain_xml::NetworkAttachment::Bridge("br0".to_string())
+            },
         ];
         for change in changes {
             let mut changed = inputs();
@@ -231,6 +271,15 @@ mod tests {
             assert_ne!(other.value, base.value, "{changed:?}");
             assert_eq!(other.root_disk, base.root_disk, "{changed:?}");
         }
+    }
+
+    #[test]
+    fn a_partition_changes_the_shape_and_none_keeps_the_value() {
+        let value = fingerprint(&inputs()).value;
+        assert_eq!(shape_on_hypervisor(&value, None), value);
+        let runner = shape_on_hypervisor(&value, Some("/machine/runner"));
+        assert_ne!(runner, value);
+        assert_ne!(shape_on_hypervisor(&value, Some("/machine/other")), runner);
     }
 
     #[test]

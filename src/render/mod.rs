@@ -5,6 +5,7 @@ pub mod cloud_init;
 pub mod domain_xml;
 pub mod files;
 pub mod fingerprint;
+pub mod machine_definition;
 pub mod makefile;
 pub mod network_filter;
 pub mod payload;

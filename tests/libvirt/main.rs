@@ -5,6 +5,7 @@
 mod hypervisor_lock;
 mod network_filters_lock;
 mod pinned_host_keys;
+mod restart_later;
 mod shared_master;
 mod snapshot_failure;
 
@@ -818,7 +819,7 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
     );
     let forced = Resolution {
         force: true,
-        destroy_data: false,
+        ..Resolution::default()
     };
     let steps = plan::plan(&rebooted, &observed, forced).unwrap();
     let first_step = &steps.actions[0];

@@ -1,0 +1,122 @@
+//! How a change of each setting `_global` accepts reaches a guest that is already built: what
+//! `provision` does about it on its next run. The reference tables in docs/CONFIGURATION.md
+//! print it; a test generates a guest before and after a change of every setting and checks that
+//! the digests the planner compares move as the class says.
+
+/// What a changed setting costs an existing guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Convergence {
+    /// Part of the domain definition (the shape fingerprint): the domain is redefined and the
+    /// guest restarted, or with `--restart-later` redefined and left running on its old
+    /// definition until it is next started.
+    Definition,
+    /// Reaches the root disk or the cloud-init seed, which the guest reads on its root disk's
+    /// first boot only: a new root disk is made (the data volume is kept, the guest's backed-up
+    /// files are restored onto it).
+    RootDisk,
+    /// Carried by the payload (Makefile, rendered files): the guest is finished again, without
+    /// a restart.
+    Finish,
+    /// The data volume: made and attached by a redefinition and a restart when it is declared;
+    /// never shrunk, deleted or detached by a run (a bigger size is refused unless the run says
+    /// `--destroy-data`; `destroy --purge` deletes it).
+    DataVolume,
+    /// Used when the guest is first built only: an existing guest is not moved or re-addressed.
+    BuildTime,
+    /// Read by trog on the machine it runs on; nothing of the guest.
+    Trog,
+}
+
+impl Convergence {
+    /// How the reference tables say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Convergence::Definition => {
+                "redefine and restart (`--restart-later`: at the next start)"
+            }
+            Convergence::RootDisk => "new root disk (data volume kept)",
+            Convergence::Finish => "finish again",
+            Convergence::DataVolume => "made and attached (restart); never shrunk or removed",
+            Convergence::BuildTime => "first build only",
+            Convergence::Trog => "trog's own; not the guest's",
+        }
+    }
+}
+
+/// The class of `key`, a setting of the global schema or an argument of a distro or machine
+/// recipe; `None` for a key nobody has classified yet (a test refuses that).
+pub fn convergence(key: &str) -> Option<Convergence> {
+    use Convergence::*;
+    Some(match key {
+        // The domain definition.
+        "memory" | "cpus" | "cpu_mode" | "tenant" | "network" | "bridge" | "machine_type"
+        | "firmware" | "disk_bus" | "disk_cache" | "disk_discard" => Definition,
+        // The seed (users, keys, addresses, mirrors, time zone, first-boot packages) and the
+        // disk itself.
+        "admin_user"
+        | "contact_email"
+        | "distro"
+        | "release"
+        | "mirror"
+        | "security_mirror"
+        | "fallback_mirrors"
+        | "fallback_security_mirrors"
+        | "timezone"
+        | "gateway"
+        | "resolvers"
+        | "search_domains"
+        | "ips"
+        | "size"
+        | "image"
+        | "packages" => RootDisk,
+        // The payload.
+        "cache" | "aliases" | "data_mount" | "upgrade" => Finish,
+        "data_volume_size" => DataVolume,
+        // Placement and address assignment happen once: a guest stays where it was built, at
+        // the address it was given.
+        "hypervisor" | "libvirt_uri" | "address_range" => BuildTime,
+        "keepass_key_file" | "backup_dir" | "backup_retention_days" => Trog,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::global_schema::GLOBAL_SETTINGS;
+    use crate::cookbook::load::load_cookbook;
+    use crate::generate::recipe_settings;
+    use std::path::Path;
+
+    /// Every key `_global` accepts with the shipped recipes: the schema's and the distro and
+    /// machine recipes' arguments.
+    fn every_global_key() -> Vec<String> {
+        let cookbook = load_cookbook(&Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes"))
+            .expect("the shipped recipes load");
+        let mut keys: Vec<String> = GLOBAL_SETTINGS
+            .iter()
+            .map(|setting| setting.key.to_string())
+            .chain(recipe_settings(&cookbook))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    #[test]
+    fn every_setting_global_accepts_is_classified() {
+        let unclassified: Vec<String> = every_global_key()
+            .into_iter()
+            .filter(|key| convergence(key).is_none())
+            .collect();
+        assert!(
+            unclassified.is_empty(),
+            "say in config/convergence.rs how a change of these reaches a built guest: {unclassified:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_is_not_classified() {
+        assert_eq!(convergence("flavour"), None);
+    }
+}
