@@ -21,12 +21,16 @@ pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod debug_boot_disk;
 pub mod destroy;
+#[cfg(test)]
+pub mod fake_fleet;
 pub mod fleet;
 pub mod locate;
 pub mod lock;
 pub mod open;
 pub mod preflight;
+pub mod reporter;
 pub mod restore;
+pub mod session;
 pub mod snapshot;
 pub mod status;
 

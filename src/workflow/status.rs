@@ -5,15 +5,15 @@ use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::{find_guest, LibvirtObserver};
-use crate::model::names::DomainName;
+use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::Resolution;
-use crate::provision::inputs::{generate_guest_inputs, load_guest_configured, StoreUse};
+use crate::provision::inputs::{
+    generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
+};
 use crate::provision::{prepare, GuestOnHypervisor};
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::{fleet_for_guest, open_hypervisor};
-use std::sync::Arc;
-use std::time::Duration;
+use crate::workflow::open_hypervisor;
+use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
 
 /// What `status` found for one guest.
 #[derive(Debug, serde::Serialize)]
@@ -27,63 +27,58 @@ pub struct GuestStatus {
     pub unreachable: Vec<String>,
 }
 
-/// The status of `domain`, looked for on every hypervisor of the fleet at once or, when `named`
-/// (a block of hypervisors.conf), on that one only: the rest of the fleet is not asked.
+/// The status of the guest, looked for on every hypervisor of the fleet at once or, when
+/// `guest` names one (a block of hypervisors.conf), on that one only: the rest of the fleet is
+/// not asked.
 pub fn guest_status(
     paths: &InstallationPaths,
-    domain: &DomainName,
-    named: Option<&str>,
-    answer_timeout: Duration,
+    guest: &GuestAddress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &crate::lock::Locks,
 ) -> Result<GuestStatus, Failure> {
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
-    let configured = load_guest_configured(paths, domain)?;
-    let fleet = match named {
-        Some(name) => {
-            let whole = fleet_for_guest(paths, domain)?;
-            let hypervisor = whole.hypervisor_named(name)?;
-            whole.narrowed_to(hypervisor)
-        }
-        None => fleet_for_guest(paths, domain)?,
-    };
-    let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
-    let unreachable: Vec<String> = found
-        .unreachable
-        .iter()
-        .map(|(name, why)| format!("{name}: {why}"))
-        .collect();
-    let Some(holder) = found.holders.first() else {
+    let configured = load_guest_configured(paths, guest.domain)?;
+    let whereabouts = InstallationFleet { paths, locks }.search(guest)?;
+    let Some(holder) = whereabouts.holder else {
         return Ok(GuestStatus {
-            guest: domain.to_string(),
+            guest: guest.domain.to_string(),
             hypervisor: None,
             converged: false,
-            pending: vec![match named {
+            pending: vec![match guest.hypervisor {
                 Some(name) => format!("provision it: it is not on {name}"),
                 None => "provision it: it is on no hypervisor".into(),
             }],
-            unreachable,
+            unreachable: whereabouts.unreachable,
         });
     };
-    let hypervisor = fleet
-        .fleet
-        .hypervisors
-        .iter()
-        .find(|hypervisor| &hypervisor.name == holder)
-        .expect("a holder is in the fleet");
+    let mut status = status_on(paths, configured, &holder, credentials, locks)?;
+    status.unreachable = whereabouts.unreachable;
+    Ok(status)
+}
+
+/// The status of the guest `configured` declares, on `hypervisor`, which holds it (a verb that
+/// just acted on it there, such as `restore`, asks without looking for it again).
+pub fn status_on(
+    paths: &InstallationPaths,
+    configured: GuestConfigured,
+    hypervisor: &HypervisorConfig,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &crate::lock::Locks,
+) -> Result<GuestStatus, Failure> {
+    let domain = configured.config.domain.clone();
     // A status changes nothing, so it does not create a store: without one, the guest's key pair
     // (and with it the seed the guest was built from) is unknown.
     if !paths.secrets_kdbx.exists() {
         return Ok(GuestStatus {
             guest: domain.to_string(),
-            hypervisor: Some(holder.to_string()),
+            hypervisor: Some(hypervisor.name.to_string()),
             converged: false,
             pending: vec![format!(
                 "provision it: there is no secret store {} holding its key pair",
                 paths.secrets_kdbx.display()
             )],
-            unreachable,
+            unreachable: Vec::new(),
         });
     }
     let inputs = generate_guest_inputs(
@@ -113,9 +108,9 @@ pub fn guest_status(
     };
     Ok(GuestStatus {
         guest: domain.to_string(),
-        hypervisor: Some(holder.to_string()),
+        hypervisor: Some(hypervisor.name.to_string()),
         converged: pending.is_empty(),
         pending,
-        unreachable,
+        unreachable: Vec::new(),
     })
 }
