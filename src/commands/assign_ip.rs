@@ -26,6 +26,7 @@ pub fn run(global: &GlobalArgs, args: AssignIpArgs) -> Result<ExitStatus, Failur
         &domain,
         args.network.as_deref(),
         &global.locks("assign_ip"),
+        &crate::commands::StderrReporter,
     )?;
     if global.json {
         emit(&Event::AddressAssigned(&assigned));

@@ -10,6 +10,8 @@
 //! `workflow::fake_fleet`, which records into the same list and fails through the same rules.
 
 use super::{Hypervisor, HypervisorFault, Presence, SnapshotError};
+use crate::diagnose::Failure;
+use crate::plan::{DesiredGuest, ObservedGuest};
 use crate::snapshot::{Capture, SnapshotRecord};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +27,7 @@ pub enum Operation {
     Open,
     Presence,
     IsRunning,
+    ObserveGuest,
     ShutDown,
     ForceOff,
     Undefine,
@@ -323,6 +326,17 @@ impl Hypervisor for FakeHypervisor {
             .calls
             .push(format!("leased_addresses {domain} {mac}"));
         Vec::new()
+    }
+
+    fn observe_guest(&self, desired: &DesiredGuest) -> Result<ObservedGuest, Failure> {
+        self.call(
+            Operation::ObserveGuest,
+            format!("observe_guest {}", desired.domain),
+        )
+        .map_err(|fault| Failure::new(fault, crate::exit_status::ExitStatus::Hypervisor, None))?;
+        // What the planner is told of a guest the fake holds is its domain only: the status
+        // tests ask whether a plan is made, not what it says of volumes.
+        Ok(ObservedGuest::nothing())
     }
 
     fn snapshot_names(&self, domain: &str) -> Result<Vec<String>, SnapshotError> {

@@ -13,6 +13,8 @@
 #[cfg(test)]
 pub mod fake;
 
+use crate::diagnose::Failure;
+use crate::plan::{DesiredGuest, ObservedGuest};
 use crate::snapshot::{Capture, SnapshotRecord};
 use std::net::Ipv4Addr;
 
@@ -126,6 +128,9 @@ pub trait Hypervisor {
     fn network_interfaces(&self, domain: &str) -> Vec<(String, String)>;
     /// Every IPv4 address the hypervisor's DHCP leased to `mac` of the guest, newest first.
     fn leased_addresses(&self, domain: &str, mac: &str) -> Vec<String>;
+    /// What the hypervisor has of the guest `desired` describes (its domain, volumes, pool, base
+    /// image), for the planner.
+    fn observe_guest(&self, desired: &DesiredGuest) -> Result<ObservedGuest, Failure>;
 
     // Snapshots.
 

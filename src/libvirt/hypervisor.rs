@@ -2,8 +2,10 @@
 //! on an existing guest ask (`workflow/`), each method one or a few libvirt calls. The verbs'
 //! sequences are not here: they are in `workflow/`, written against the trait.
 
+use crate::diagnose::Failure;
 use crate::hypervisor::{Hypervisor, HypervisorFault, Presence, SnapshotError};
 use crate::libvirt::guest_address;
+use crate::libvirt::guest_resources::GuestResources;
 use crate::libvirt::guest_state;
 use crate::libvirt::lease_pin;
 use crate::libvirt::network_filter::remove_unused_filters;
@@ -11,6 +13,7 @@ use crate::libvirt::reservation::release_reservation;
 use crate::libvirt::snapshot::GuestSnapshots;
 use crate::libvirt::trog_tag::is_trogs;
 use crate::model::hypervisor::HypervisorConfig;
+use crate::plan::{DesiredGuest, ObservedGuest};
 use crate::snapshot::{Capture, SnapshotRecord};
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
@@ -117,6 +120,17 @@ impl Hypervisor for LibvirtHypervisor {
 
     fn leased_addresses(&self, domain: &str, mac: &str) -> Vec<String> {
         guest_address::leased_addresses(&self.connection, domain, mac)
+    }
+
+    fn observe_guest(&self, desired: &DesiredGuest) -> Result<ObservedGuest, Failure> {
+        let resources = GuestResources {
+            connection: &self.connection,
+            hypervisor: &self.name,
+            desired,
+            // Observing writes nothing into the pool: no system is needed.
+            machine: None,
+        };
+        Ok(resources.observe()?)
     }
 
     fn snapshot_names(&self, domain: &str) -> Result<Vec<String>, SnapshotError> {

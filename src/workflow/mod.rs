@@ -24,6 +24,8 @@ pub mod destroy;
 #[cfg(test)]
 pub mod fake_fleet;
 pub mod fleet;
+#[cfg(test)]
+mod layering_tests;
 pub mod locate;
 pub mod lock;
 pub mod open;

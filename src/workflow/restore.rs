@@ -73,11 +73,11 @@ pub fn restore(
     // The guest is what the snapshot made it; what status says is read without holding it, from
     // the hypervisor it was restored on (the rest of the fleet is not asked again).
     let status = status_on(
+        &fleet,
         paths,
         load_guest_configured(paths, guest.domain)?,
         &reverted.session.config,
         credentials,
-        locks,
     )?;
     Ok(RestoreReport {
         guest: guest.domain.to_string(),

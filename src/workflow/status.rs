@@ -1,5 +1,6 @@
 //! Where a guest is, and whether it is the realization of its declaration (converged) or what a
-//! `provision` would still do. Asks libvirt only; changes nothing.
+//! `provision` would still do. Asks the guest's hypervisor only (through `Hypervisor`, opened by
+//! the fleet as every verb opens it); changes nothing.
 
 use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
@@ -7,12 +8,12 @@ use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::Resolution;
+use crate::provision::desired::desired_guest;
 use crate::provision::inputs::{
     generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
 };
-use crate::provision::{prepare, GuestOnHypervisor};
+use crate::provision::plan_observed;
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::open_hypervisor;
 use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
 
 /// What `status` found for one guest.
@@ -39,7 +40,8 @@ pub fn guest_status(
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
     let configured = load_guest_configured(paths, guest.domain)?;
-    let whereabouts = InstallationFleet { paths, locks }.search(guest)?;
+    let fleet = InstallationFleet { paths, locks };
+    let whereabouts = fleet.search(guest)?;
     let Some(holder) = whereabouts.holder else {
         return Ok(GuestStatus {
             guest: guest.domain.to_string(),
@@ -52,7 +54,7 @@ pub fn guest_status(
             unreachable: whereabouts.unreachable,
         });
     };
-    let mut status = status_on(paths, configured, &holder, credentials, locks)?;
+    let mut status = status_on(&fleet, paths, configured, &holder, credentials)?;
     status.unreachable = whereabouts.unreachable;
     Ok(status)
 }
@@ -60,11 +62,11 @@ pub fn guest_status(
 /// The status of the guest `configured` declares, on `hypervisor`, which holds it (a verb that
 /// just acted on it there, such as `restore`, asks without looking for it again).
 pub fn status_on(
+    fleet: &dyn Fleet,
     paths: &InstallationPaths,
     configured: GuestConfigured,
     hypervisor: &HypervisorConfig,
     credentials: &mut CredentialSource<TerminalPrompter>,
-    locks: &crate::lock::Locks,
 ) -> Result<GuestStatus, Failure> {
     let domain = configured.config.domain.clone();
     // A status changes nothing, so it does not create a store: without one, the guest's key pair
@@ -88,16 +90,27 @@ pub fn status_on(
         AddressPolicy::ReadOnly,
     )?;
     // Only libvirt is asked: a status needs no shell on the hypervisor.
-    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
-    let on_hypervisor = GuestOnHypervisor {
-        inputs: &inputs,
+    let opened = fleet.open(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
+    let desired = desired_guest(
+        &inputs.config.domain,
+        &inputs.generated,
+        &inputs.config.settings,
         hypervisor,
-        connection: &opened.connection,
-        hypervisor_machine: None,
-        locks,
-        adopt_host_key: false,
-    };
-    let pending: Vec<String> = match prepare(&on_hypervisor, Resolution::default()) {
+    );
+    let prepared = opened
+        .hypervisor
+        .observe_guest(&desired)
+        .and_then(|observed| {
+            plan_observed(
+                &inputs,
+                hypervisor,
+                None,
+                desired,
+                observed,
+                Resolution::default(),
+            )
+        });
+    let pending: Vec<String> = match prepared {
         Ok(prepared) => prepared
             .plan
             .actions
