@@ -184,6 +184,11 @@ impl FakeHypervisor {
             .unwrap_or_default()
     }
 
+    /// Records `call`, one that cannot fail (a lock let go, a question answered with nothing).
+    pub fn note(&self, call: String) {
+        self.state.borrow_mut().calls.push(call);
+    }
+
     /// Records `call` (an operation and its arguments) and fails it when told to.
     pub fn call(&self, operation: Operation, call: String) -> Result<(), HypervisorFault> {
         let mut state = self.state.borrow_mut();
@@ -275,10 +280,7 @@ impl Hypervisor for FakeHypervisor {
     }
 
     fn stopped_state(&self, domain: &str) -> Option<String> {
-        self.state
-            .borrow_mut()
-            .calls
-            .push(format!("stopped_state {domain}"));
+        self.note(format!("stopped_state {domain}"));
         match self.domain(domain) {
             None => Some("undefined: the domain no longer exists".into()),
             Some(found) if found.running => None,
@@ -311,20 +313,15 @@ impl Hypervisor for FakeHypervisor {
     }
 
     fn network_interfaces(&self, domain: &str) -> Vec<(String, String)> {
-        self.state
-            .borrow_mut()
-            .calls
-            .push(format!("network_interfaces {domain}"));
+        self.note(format!("network_interfaces {domain}"));
         self.domain(domain)
             .map(|found| found.interfaces)
             .unwrap_or_default()
     }
 
     fn leased_addresses(&self, domain: &str, mac: &str) -> Vec<String> {
-        self.state
-            .borrow_mut()
-            .calls
-            .push(format!("leased_addresses {domain} {mac}"));
+        // Leases are a DHCP server's; the fake has none, as on a network of static addresses.
+        self.note(format!("leased_addresses {domain} {mac}"));
         Vec::new()
     }
 
@@ -334,8 +331,9 @@ impl Hypervisor for FakeHypervisor {
             format!("observe_guest {}", desired.domain),
         )
         .map_err(|fault| Failure::new(fault, crate::exit_status::ExitStatus::Hypervisor, None))?;
-        // What the planner is told of a guest the fake holds is its domain only: the status
-        // tests ask whether a plan is made, not what it says of volumes.
+        // The fake does not model what the planner reads of a guest (its definition's tag, its
+        // volumes' sizes and backing files): it reports nothing there. No verb tested against
+        // it plans.
         Ok(ObservedGuest::nothing())
     }
 

@@ -246,3 +246,84 @@ impl GuestSession {
         self.lock = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::HandedInCredentials;
+    use crate::exit_status::ExitStatus;
+    use crate::hypervisor::fake::{FakeHypervisor, Operation};
+    use crate::workflow::fake_fleet::{FakeFleet, RecordedReport};
+
+    fn open(
+        fleet: &FakeFleet,
+        guest_use: GuestUse,
+        reporter: &RecordedReport,
+    ) -> Result<GuestSession, Failure> {
+        let domain = DomainName::parse("g.example.test").unwrap();
+        let mut credentials = CredentialSource::new(HandedInCredentials::none(), TerminalPrompter);
+        GuestSession::open(
+            fleet,
+            &GuestAddress {
+                domain: &domain,
+                hypervisor: None,
+                answer_timeout: Duration::from_secs(1),
+            },
+            guest_use,
+            HypervisorAccess::LibvirtOnly,
+            &mut credentials,
+            reporter,
+        )
+    }
+
+    #[test]
+    fn a_session_locates_says_the_fleets_warning_locks_and_opens_in_that_order() {
+        let fake = FakeHypervisor::new("hv1");
+        let fleet = FakeFleet {
+            fleet_warning: Some("libvirt_uri in g.example.test.yaml is ignored".into()),
+            ..FakeFleet::of(&fake)
+        };
+        let reporter = RecordedReport::default();
+        let mut session = open(&fleet, GuestUse::Change, &reporter).unwrap();
+        assert_eq!(
+            *reporter.0.borrow(),
+            ["warning: libvirt_uri in g.example.test.yaml is ignored"]
+        );
+        assert_eq!(
+            fake.calls(),
+            ["locate g.example.test", "lock g.example.test", "open hv1"]
+        );
+        assert_eq!(session.hypervisor_name(), "hv1");
+        session.release_lock();
+        assert_eq!(fake.calls().last().unwrap(), "unlock g.example.test");
+    }
+
+    #[test]
+    fn a_session_that_only_reads_takes_no_lock() {
+        let fake = FakeHypervisor::new("hv1");
+        let session = open(
+            &FakeFleet::of(&fake),
+            GuestUse::Read,
+            &RecordedReport::default(),
+        );
+        assert!(session.is_ok());
+        assert_eq!(fake.calls(), ["locate g.example.test", "open hv1"]);
+    }
+
+    #[test]
+    fn a_lock_another_run_holds_ends_the_session_before_its_hypervisor_is_opened() {
+        let fake = FakeHypervisor::new("hv1").failing(Operation::LockGuest);
+        let failure = open(
+            &FakeFleet::of(&fake),
+            GuestUse::Change,
+            &RecordedReport::default(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(failure.status, ExitStatus::Busy);
+        assert_eq!(
+            fake.calls(),
+            ["locate g.example.test", "lock g.example.test"]
+        );
+    }
+}
