@@ -29,6 +29,9 @@ pub mod render;
 pub mod snapshot;
 pub mod snapshot_space;
 
+// What the workflows ask of the hypervisor holding a guest, whichever backend answers.
+pub mod hypervisor;
+
 // The workflows of the verbs that act on an existing guest: locate it, open its hypervisor, act.
 pub mod workflow;
 

@@ -23,9 +23,10 @@ pub fn run(global: &GlobalArgs, args: AssignIpArgs) -> Result<ExitStatus, Failur
     let domain = &args.domain;
     let assigned = assign_address(
         &global.installation_paths(),
-        &domain,
+        domain,
         args.network.as_deref(),
         &global.locks("assign_ip"),
+        &crate::commands::StderrReporter,
     )?;
     if global.json {
         emit(&Event::AddressAssigned(&assigned));

@@ -74,6 +74,7 @@ pub fn run(global: &GlobalArgs, args: BackupArgs) -> Result<ExitStatus, Failure>
         now_unix(),
         &mut credentials,
         &global.locks("backup"),
+        &crate::commands::StderrReporter,
     )?;
     if global.json {
         emit(&Event::BackupTaken(&taken));

@@ -177,6 +177,7 @@ pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failu
         &mut credentials,
         &global.locks("debug_boot"),
         &mut on_line,
+        &crate::commands::StderrReporter,
     )?;
     if let (DebugOutcome::Shot { png, .. }, Some(path)) = (&report.outcome, &args.shot) {
         std::fs::write(path, png).map_err(|source| DebugBootCommandError::WriteShot {

@@ -70,10 +70,8 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
         },
         &mut credentials,
         &global.locks("destroy"),
+        &crate::commands::StderrReporter,
     )?;
-    if let Some(warning) = &report.fleet_warning {
-        crate::errln!("warning: {warning}");
-    }
     let outcome = &report.outcome;
     if global.json {
         emit(&Event::Destroyed(&report));

@@ -17,3 +17,13 @@ pub mod restore;
 pub mod shell_docs;
 pub mod snapshot;
 pub mod status;
+
+/// What a workflow tells the user while it works (a lock it waits for, a warning about the
+/// fleet), printed on stderr as it comes.
+pub struct StderrReporter;
+
+impl crate::workflow::reporter::Reporter for StderrReporter {
+    fn say(&self, line: &str) {
+        crate::errln!("{line}");
+    }
+}

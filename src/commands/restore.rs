@@ -43,6 +43,7 @@ pub fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, Failure
         &progress,
         &mut credentials,
         &global.locks("restore"),
+        &crate::commands::StderrReporter,
     )?;
     if global.json {
         emit(&Event::Restored(&report));

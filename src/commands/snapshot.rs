@@ -4,6 +4,7 @@
 use crate::cli::target::GuestTarget;
 use crate::cli::values;
 use crate::cli::GlobalArgs;
+use crate::commands::StderrReporter;
 use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
@@ -11,7 +12,9 @@ use crate::model::names::SnapshotName;
 use crate::output::events::{emit, Event};
 use crate::snapshot::utc_compact;
 use crate::snapshot_space::human_bytes;
-use crate::workflow::snapshot::{delete_snapshot, list_snapshots, take_snapshot, SnapshotListing};
+use crate::workflow::snapshot::{
+    delete_snapshot, list_snapshots, take_snapshot, NewSnapshot, SnapshotListing,
+};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, clap::Args)]
@@ -42,12 +45,19 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
     let locks = global.locks("snapshot");
     let guest = args.target.address();
     if args.list {
-        let listing = list_snapshots(&paths, &guest, &mut credentials, &locks)?;
+        let listing = list_snapshots(&paths, &guest, &mut credentials, &locks, &StderrReporter)?;
         print_listing(&listing, global.json);
         return Ok(ExitStatus::Success);
     }
     if let Some(name) = &args.delete {
-        let hypervisor = delete_snapshot(&paths, &guest, name, &mut credentials, &locks)?;
+        let hypervisor = delete_snapshot(
+            &paths,
+            &guest,
+            name,
+            &mut credentials,
+            &locks,
+            &StderrReporter,
+        )?;
         if global.json {
             emit(&Event::SnapshotDeleted {
                 guest: domain.as_str(),
@@ -66,11 +76,14 @@ pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failur
     let taken = take_snapshot(
         &paths,
         &guest,
-        args.name.as_ref().map(SnapshotName::as_str),
-        args.keep,
-        now_unix,
+        &NewSnapshot {
+            name: args.name.as_ref().map(SnapshotName::as_str),
+            keep: args.keep,
+            now_unix,
+        },
         &mut credentials,
         &locks,
+        &StderrReporter,
     )?;
     if global.json {
         emit(&Event::SnapshotTaken(&taken));

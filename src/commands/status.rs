@@ -10,6 +10,7 @@ use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
 use crate::output::events::{emit, Event};
+use crate::workflow::session::GuestAddress;
 use crate::workflow::status::guest_status;
 
 #[derive(Debug, clap::Args)]
@@ -28,9 +29,11 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
     for domain in &args.domains {
         let status = guest_status(
             &paths,
-            domain,
-            args.search.hypervisor_name(),
-            args.search.answer_timeout(),
+            &GuestAddress {
+                domain,
+                hypervisor: args.search.hypervisor_name(),
+                answer_timeout: args.search.answer_timeout(),
+            },
             &mut credentials,
             &global.locks("status"),
         )?;

@@ -7,13 +7,13 @@
 pub mod concurrent;
 pub mod connection;
 pub mod debug_boot;
-pub mod destroy;
 pub mod domain_stats;
 pub mod error;
 pub mod facts;
 pub mod guest_address;
 pub mod guest_resources;
 pub mod guest_state;
+pub mod hypervisor;
 pub mod lease_pin;
 pub mod network_filter;
 pub mod network_leases;

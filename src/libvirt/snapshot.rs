@@ -4,55 +4,13 @@
 //! snapshot is written into the guest's own overlay, never into it. Why internal and not external
 //! overlays is in docs/BACKUPS.md.
 
+use crate::hypervisor::HypervisorFault;
+pub use crate::hypervisor::SnapshotError;
 use crate::libvirt::trog_tag::is_trogs;
 use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
 use crate::snapshot::{Capture, SnapshotRecord};
 use virt::domain::Domain;
 use virt::error::ErrorNumber;
-
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    #[error("libvirt on {hypervisor} could not {operation} of {domain}")]
-    Libvirt {
-        hypervisor: String,
-        domain: String,
-        operation: String,
-        #[source]
-        source: virt::error::Error,
-    },
-    #[error(
-        "libvirt on {hypervisor} described snapshot {name} of {domain} in a form trog cannot read"
-    )]
-    Unreadable {
-        hypervisor: String,
-        domain: String,
-        name: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error(
-        "domain {domain} on {hypervisor} was not created by trog; trog leaves its snapshots alone"
-    )]
-    Foreign { hypervisor: String, domain: String },
-}
-
-impl crate::diagnose::Diagnose for SnapshotError {
-    fn exit_status(&self) -> crate::exit_status::ExitStatus {
-        match self {
-            SnapshotError::Foreign { .. } => crate::exit_status::ExitStatus::Conflict,
-            _ => crate::exit_status::ExitStatus::Hypervisor,
-        }
-    }
-
-    fn hint(&self) -> Option<String> {
-        Some(match self {
-            SnapshotError::Foreign { .. } => "use the tools that made it (virsh snapshot-*)".into(),
-            _ => "check libvirtd's log on that hypervisor; `trog snapshot --list DOMAIN` shows \
-                  what the guest has now"
-                .into(),
-        })
-    }
-}
 
 /// A trog guest's domain on one hypervisor, for snapshot work.
 pub struct GuestSnapshots<'a> {
@@ -71,11 +29,12 @@ impl<'a> GuestSnapshots<'a> {
         let domain =
             connection
                 .lookup_domain_by_name(name)
-                .map_err(|source| SnapshotError::Libvirt {
+                .map_err(|source| SnapshotError::Backend {
+                    backend: "libvirt",
                     hypervisor: hypervisor.to_string(),
                     domain: name.to_string(),
                     operation: "look up the domain".into(),
-                    source,
+                    source: HypervisorFault::new(source),
                 })?;
         let tagged = is_trogs(&domain);
         if !tagged {
@@ -100,11 +59,12 @@ impl<'a> GuestSnapshots<'a> {
             self.name.clone(),
             operation.into(),
         );
-        move |source| SnapshotError::Libvirt {
+        move |source| SnapshotError::Backend {
+            backend: "libvirt",
             hypervisor,
             domain,
             operation,
-            source,
+            source: HypervisorFault::new(source),
         }
     }
 
@@ -124,6 +84,7 @@ impl<'a> GuestSnapshots<'a> {
                     .xml_desc(0)
                     .map_err(self.fail(format!("read snapshot {name}")))?;
                 parse_snapshot_xml(&xml).map_err(|source| SnapshotError::Unreadable {
+                    backend: "libvirt",
                     hypervisor: self.hypervisor.to_string(),
                     domain: self.name.clone(),
                     name,

@@ -574,9 +574,12 @@ impl GuestSteps for LibvirtSteps<'_> {
     }
 
     fn back_up_before_rebuild(&mut self) -> Result<PathBuf, Failure> {
-        let taken = crate::workflow::backup::back_up_reached(
+        let hypervisor = crate::libvirt::hypervisor::LibvirtHypervisor::over(
             self.guest.connection,
-            self.guest.hypervisor.name.as_str(),
+            self.guest.hypervisor,
+        );
+        let taken = crate::workflow::backup::back_up_reached(
+            &hypervisor,
             self.guest.inputs,
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

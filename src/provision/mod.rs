@@ -133,6 +133,27 @@ pub fn prepare(
         machine: guest.hypervisor_machine,
     };
     let observed = resources.observe()?;
+    plan_observed(
+        inputs,
+        guest.hypervisor,
+        guest.hypervisor_machine,
+        desired,
+        observed,
+        resolution,
+    )
+}
+
+/// Plans the guest from what was observed of it on `hypervisor` (`machine`: its own system, for
+/// the TPM check). Changes nothing anywhere; `status` plans this way through its `Hypervisor`.
+pub fn plan_observed(
+    inputs: &GuestInputs,
+    hypervisor: &HypervisorConfig,
+    machine: Option<&HypervisorMachine>,
+    desired: DesiredGuest,
+    observed: ObservedGuest,
+    resolution: Resolution,
+) -> Result<PreparedGuest, Failure> {
+    let settings = &inputs.config.settings;
     let newest_backup = GuestBackups::new(
         &backup_dir(&inputs.paths, settings),
         inputs.config.domain.as_str(),
@@ -154,17 +175,8 @@ pub fn prepare(
             _ => None,
         })
         .unwrap_or_else(|| desired.tag_before_finish());
-    let tpm = guest
-        .hypervisor_machine
-        .is_some_and(hypervisor_ops::offers_tpm);
-    let spec = desired::domain_spec(
-        &desired,
-        &inputs.generated,
-        settings,
-        guest.hypervisor,
-        tpm,
-        tag,
-    );
+    let tpm = machine.is_some_and(hypervisor_ops::offers_tpm);
+    let spec = desired::domain_spec(&desired, &inputs.generated, settings, hypervisor, tpm, tag);
     let domain_xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
     Ok(PreparedGuest {
         desired,

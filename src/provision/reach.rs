@@ -28,6 +28,8 @@ pub enum AddressSource<'a> {
     },
     /// The guest's first declared address (`ips`).
     Declared(String),
+    /// The leases of the guest's MAC, as the caller asks its hypervisor for them.
+    Leases(Box<dyn Fn() -> Vec<String> + 'a>),
 }
 
 /// Taking the host key of a guest built before trog made host keys, once and on purpose
@@ -72,6 +74,7 @@ impl GuestProbe for SshProbe<'_> {
                 mac,
             } => leased_addresses(connection, domain, mac),
             AddressSource::Declared(address) => vec![address.clone()],
+            AddressSource::Leases(leases) => leases(),
         }
     }
 

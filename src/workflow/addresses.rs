@@ -13,6 +13,7 @@ use crate::generate::recipe_settings;
 use crate::lock::Locks;
 use crate::model::names::DomainName;
 use crate::workflow::lock::take_local_guest_lock;
+use crate::workflow::reporter::Reporter;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// What a guest holds after `assign_ip`.
@@ -31,11 +32,12 @@ pub fn assign_address(
     domain: &DomainName,
     network: Option<&str>,
     locks: &Locks,
+    reporter: &dyn Reporter,
 ) -> Result<AssignedAddresses, Failure> {
     // ips.db's own transactions keep concurrent assignments apart; the guest's lock keeps this
     // one from racing a run of this installation that is changing the guest. Only this
     // installation's records change, so the hypervisor's lock is not taken.
-    let _guest_lock = take_local_guest_lock(locks, domain, &mut |text| eprintln!("{text}"))?;
+    let _guest_lock = take_local_guest_lock(locks, domain, &mut |text| reporter.say(text))?;
     let cookbook = load_cookbook(&recipes_dir()?)?;
     let config = load_guest_with_recipe_settings(paths, domain, &recipe_settings(&cookbook))?;
     let guest = domain.to_string();

@@ -1,4 +1,4 @@
-//! Backing a guest up off its hypervisor: locate it, take its lock, reach it over SSH with its
+//! Backing a guest up off its hypervisor: locate it, take its lock (`workflow::session`), reach it over SSH with its
 //! key from the store, read what its recipes list under `backup:` (and the data recipe's site
 //! directory) with `tar` on the guest, and file the archive on this machine. And the sweep,
 //! which deletes the backups past their retention.
@@ -16,18 +16,16 @@ use crate::config::values::{check_value, TypedValue};
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::guest_address::leased_addresses;
-use crate::libvirt::guest_state::stopped_state;
-use crate::libvirt::trog_tag::is_trogs;
+use crate::hypervisor::{Hypervisor, Presence};
 use crate::lock::Locks;
 use crate::machine::ssh::{SshMachine, SshTarget};
 use crate::machine::{Machine, MachineCommand, MachineError};
 use crate::model::hypervisor::Transport;
-use crate::model::names::DomainName;
 use crate::provision::inputs::{load_guest_inputs, GuestInputs, StoreUse};
 use crate::secrets::{KeypairOrigin, PrivateKeyFile};
-use crate::workflow::snapshot::{open_guests_hypervisor, GuestAddress, GuestUse};
-use crate::workflow::OpenedHypervisor;
+use crate::workflow::open::HypervisorAccess;
+use crate::workflow::reporter::Reporter;
+use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -118,32 +116,52 @@ pub fn back_up(
     now_unix: i64,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
+    reporter: &dyn Reporter,
 ) -> Result<TakenBackup, Failure> {
-    let (opened, _guest_lock) =
-        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
-    back_up_located(paths, &opened, guest.domain, now_unix, credentials)
+    let fleet = InstallationFleet { paths, locks };
+    back_up_in(&fleet, paths, guest, now_unix, credentials, reporter)
 }
 
-/// Backs up a guest already located on `opened` (and locked by the caller).
+/// Backs up the guest on `fleet`.
+pub(crate) fn back_up_in(
+    fleet: &dyn Fleet,
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    now_unix: i64,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
+) -> Result<TakenBackup, Failure> {
+    let session = GuestSession::open(
+        fleet,
+        guest,
+        GuestUse::Change,
+        HypervisorAccess::LibvirtOnly,
+        credentials,
+        reporter,
+    )?;
+    back_up_located(paths, &session, now_unix, credentials)
+}
+
+/// Backs up the guest of `session` (which holds its lock).
 pub fn back_up_located(
     paths: &InstallationPaths,
-    opened: &OpenedHypervisor,
-    domain: &DomainName,
+    session: &GuestSession,
     now_unix: i64,
     credentials: &mut CredentialSource<TerminalPrompter>,
 ) -> Result<TakenBackup, Failure> {
+    let domain = &session.domain;
     let guest = domain.to_string();
-    if opened.config.libvirt_uri.transport == Transport::Test {
+    if session.config.libvirt_uri.transport == Transport::Test {
         return Err(BackupError::TestDriver { guest }.into());
     }
-    let is_trogs = opened
-        .connection
-        .lookup_domain_by_name(domain.as_str())
-        .is_ok_and(|found| is_trogs(&found));
+    let is_trogs = matches!(
+        session.hypervisor.presence(domain.as_str()),
+        Ok(Presence::Trogs)
+    );
     if !is_trogs {
         return Err(BackupError::NotTrogs { guest }.into());
     }
-    if let Some(state) = stopped_state(&opened.connection, domain.as_str()) {
+    if let Some(state) = session.hypervisor.stopped_state(domain.as_str()) {
         return Err(BackupError::NotRunning { guest, state }.into());
     }
     let inputs = load_guest_inputs(
@@ -153,20 +171,14 @@ pub fn back_up_located(
         StoreUse::ReadOnly,
         AddressPolicy::ReadOnly,
     )?;
-    back_up_reached(
-        &opened.connection,
-        opened.config.name.as_str(),
-        &inputs,
-        now_unix,
-    )
+    back_up_reached(session.hypervisor.as_ref(), &inputs, now_unix)
 }
 
 /// Reads the guest's backed-up paths over SSH (its pinned host key checked) into a new archive
 /// of its backup folder. The caller holds the guest's lock: `backup`, or `provision` before it
 /// replaces the root disk of a running guest.
 pub fn back_up_reached(
-    connection: &virt::connect::Connect,
-    hypervisor: &str,
+    hypervisor: &dyn Hypervisor,
     inputs: &GuestInputs,
     now_unix: i64,
 ) -> Result<TakenBackup, Failure> {
@@ -174,13 +186,13 @@ pub fn back_up_reached(
     let guest = domain.to_string();
     let paths = &inputs.paths;
     let listed = backup_paths(&inputs.generated.resolved)?;
-    let (machine, _key) = reach_guest(connection, inputs)?;
+    let (machine, _key) = reach_guest(hypervisor, inputs)?;
     let folder = GuestBackups::new(&backup_dir(paths, &inputs.config.settings), domain.as_str());
     let archived =
         archive_guest_paths(&machine, &guest, &listed, &folder, &archive_stem(now_unix))?;
     Ok(TakenBackup {
         guest,
-        hypervisor: hypervisor.to_string(),
+        hypervisor: hypervisor.name().to_string(),
         archive: archived.written.archive,
         sha256: archived.written.sha256,
         bytes: archived.written.bytes,
@@ -246,7 +258,7 @@ fn archive_guest_paths(
 /// DHCP lease.
 /// The key file comes with it: it lives (and is deleted) with the connection.
 fn reach_guest(
-    connection: &virt::connect::Connect,
+    hypervisor: &dyn Hypervisor,
     inputs: &GuestInputs,
 ) -> Result<(SshMachine, PrivateKeyFile), Failure> {
     let guest = inputs.config.domain.to_string();
@@ -255,11 +267,7 @@ fn reach_guest(
     }
     let addresses = match inputs.config.settings.ips.first() {
         Some(ip) => vec![ip.address.to_string()],
-        None => leased_addresses(
-            connection,
-            &guest,
-            &inputs.generated.mac_address.to_string(),
-        ),
+        None => hypervisor.leased_addresses(&guest, &inputs.generated.mac_address.to_string()),
     };
     if addresses.is_empty() {
         return Err(BackupError::NoAddress { guest }.into());
@@ -364,3 +372,7 @@ fn sweep_folder(folder: &Path, now_unix: i64, days: u32) -> Result<SweepOutcome,
     };
     Ok(backups.sweep(now_unix, days)?)
 }
+
+#[cfg(test)]
+#[path = "backup_tests.rs"]
+mod tests;

@@ -26,9 +26,10 @@ use crate::provision::desired::serial_log_path;
 use crate::provision::hypervisor_machine::ssh_machine_for;
 use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, ConsoleBounds};
 use crate::workflow::debug_boot_disk::GuestOnDisk;
-use crate::workflow::lock::take_guest_lock;
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
+use crate::workflow::open_hypervisor;
+use crate::workflow::reporter::Reporter;
+use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -304,24 +305,24 @@ pub fn debug_boot(
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
     on_line: &mut dyn FnMut(&str),
+    reporter: &dyn Reporter,
 ) -> Result<DebugReport, Failure> {
-    let fleet = fleet_for_guest(paths, request.domain)?;
-    let hypervisor = locate_guest(
-        &fleet,
-        request.domain,
-        request.hypervisor,
-        request.answer_timeout,
-    )?;
+    // The order of every verb acting on a guest (`workflow::session`): locate, lock, open. The
+    // hypervisor is opened here through libvirt itself, which the disk and screen work needs.
+    let fleet = InstallationFleet { paths, locks };
+    let located = fleet.locate(&GuestAddress {
+        domain: request.domain,
+        hypervisor: request.hypervisor,
+        answer_timeout: request.answer_timeout,
+    })?;
+    if let Some(warning) = &located.fleet_warning {
+        reporter.say(&format!("warning: {warning}"));
+    }
+    let hypervisor = &located.hypervisor;
     // The actions that change the guest hold its lock while they do; reading it (fetch, shot,
     // vnc) does not wait for another run, and a console capture is read after the lock is let go.
     let mut guest_lock = if request.action.changes_guest() {
-        Some(take_guest_lock(
-            locks,
-            request.domain,
-            hypervisor,
-            None,
-            &mut |text| eprintln!("{text}"),
-        )?)
+        Some(fleet.lock_guest(request.domain, hypervisor, reporter)?)
     } else {
         None
     };

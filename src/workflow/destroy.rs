@@ -1,22 +1,33 @@
-//! Destroying a guest wherever it is: locate it, then remove it through libvirt (a failed step
-//! does not stop the rest; what was left behind is named in the outcome).
+//! Destroying a guest wherever it is: locate it, take its lock, take a last backup, then remove
+//! it through its hypervisor: stop it, delete its snapshots, undefine it with its firmware and
+//! TPM state, delete its root disk and seed, and keep its data volume unless asked to purge;
+//! then trog's network filters no guest uses any more, its pinned leases, and with `--purge` its
+//! addresses. A failed step does not stop the rest; the outcome names everything left behind.
 
 use crate::addresses::AddressBook;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
-use crate::diagnose::Failure;
-use crate::libvirt::destroy::{
-    destroy_guest, remove_unused_network_filters, DestroyOutcome, UNUSED_FILTERS,
-};
-use crate::libvirt::lease_pin::{domain_network_interfaces, release_pins};
-use crate::libvirt::reservation::release_reservation;
+use crate::diagnose::{Diagnose, Failure};
+use crate::exit_status::ExitStatus;
+use crate::hypervisor::{Hypervisor, HypervisorFault, Presence};
 use crate::lock::Locks;
 use crate::model::names::DomainName;
+use crate::plan::resource_names;
 use crate::workflow::backup::{back_up_located, TakenBackup};
-use crate::workflow::lock::{take_guest_lock, take_network_filters_lock};
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor};
-use std::time::Duration;
+use crate::workflow::reporter::Reporter;
+use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
+use std::time::{Duration, Instant};
+
+/// How long a guest being destroyed gets to shut down cleanly, so its data volume is left
+/// consistent; then it is forced off.
+pub const DESTROY_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// How often a guest shutting down is asked whether it has stopped.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(500);
+
+/// What a destroy leaves of trog's network filters when it cannot remove them.
+pub const UNUSED_FILTERS: &str = "trog's unused network filters";
 
 /// What to destroy and how.
 pub struct DestroyRequest<'a> {
@@ -28,6 +39,48 @@ pub struct DestroyRequest<'a> {
     pub answer_timeout: Duration,
     /// Now, for the name of the last backup.
     pub now_unix: i64,
+}
+
+/// What one destroy did and did not do.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DestroyOutcome {
+    pub removed: Vec<String>,
+    pub kept: Vec<String>,
+    /// What could not be removed, and why.
+    pub left_behind: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DestroyRefusal {
+    #[error("domain {domain} on {hypervisor} was not created by trog; destroy leaves it alone")]
+    Foreign { domain: String, hypervisor: String },
+    #[error("{backend} on {hypervisor} could not look up {domain}")]
+    Lookup {
+        backend: &'static str,
+        domain: String,
+        hypervisor: String,
+        #[source]
+        source: HypervisorFault,
+    },
+}
+
+impl Diagnose for DestroyRefusal {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            DestroyRefusal::Foreign { .. } => ExitStatus::Conflict,
+            DestroyRefusal::Lookup { .. } => ExitStatus::Hypervisor,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DestroyRefusal::Foreign { .. } => Some(
+                "remove it with the tools that made it (virsh undefine), or rename the guest"
+                    .into(),
+            ),
+            DestroyRefusal::Lookup { .. } => None,
+        }
+    }
 }
 
 /// The backup `destroy` takes first, or why it could not (which never stops the destroy).
@@ -45,9 +98,230 @@ pub struct DestroyReport {
     pub hypervisor: String,
     pub last_backup: LastBackup,
     pub outcome: DestroyOutcome,
-    /// A warning about the fleet to show the user (`warning: …`).
-    #[serde(skip)]
-    pub fleet_warning: Option<String>,
+}
+
+/// Destroys the guest `request` names, wherever in the installation's fleet it is.
+pub fn destroy(
+    paths: &InstallationPaths,
+    request: &DestroyRequest,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    locks: &Locks,
+    reporter: &dyn Reporter,
+) -> Result<DestroyReport, Failure> {
+    let fleet = InstallationFleet { paths, locks };
+    destroy_in(
+        &fleet,
+        paths,
+        request,
+        DESTROY_SHUTDOWN_GRACE,
+        credentials,
+        reporter,
+    )
+}
+
+/// Destroys the guest on `fleet`, giving a running guest `grace` to shut down.
+pub(crate) fn destroy_in(
+    fleet: &dyn Fleet,
+    paths: &InstallationPaths,
+    request: &DestroyRequest,
+    grace: Duration,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
+) -> Result<DestroyReport, Failure> {
+    let guest = GuestAddress {
+        domain: request.domain,
+        hypervisor: request.hypervisor,
+        answer_timeout: request.answer_timeout,
+    };
+    let session = GuestSession::open(
+        fleet,
+        &guest,
+        GuestUse::Change,
+        HypervisorAccess::LibvirtOnly,
+        credentials,
+        reporter,
+    )?;
+    // Before anything of the guest is gone, while it may still answer: what its recipes back up
+    // is kept off the hypervisor for `backup_retention_days`, a rebuild restores it.
+    let last_backup = match back_up_located(paths, &session, request.now_unix, credentials) {
+        Ok(taken) => LastBackup::Taken(taken),
+        Err(failure) => LastBackup::NotTaken {
+            why: failure.chain().join(": "),
+        },
+    };
+    let hypervisor = session.hypervisor.as_ref();
+    // Read before the domain goes: which networks its pinned leases are in, for which MAC.
+    let interfaces = hypervisor.network_interfaces(request.domain.as_str());
+    let mut outcome = remove_guest(
+        hypervisor,
+        request.domain,
+        &session.config.pool_name,
+        request.purge,
+        grace,
+    )?;
+    // The guest's network filter goes when no other domain uses it; under the filters' lock, so
+    // that a guest another run is defining meanwhile keeps the filters it is about to use.
+    match fleet.lock_network_filters(&session.config, reporter) {
+        Ok(_filters_lock) => remove_unused_network_filters(hypervisor, &mut outcome),
+        Err(error) => outcome
+            .left_behind
+            .push((UNUSED_FILTERS.into(), error.to_string())),
+    }
+    release_pinned_leases(paths, request.domain, hypervisor, &interfaces, &mut outcome);
+    if request.purge {
+        release_addresses(paths, request.domain, hypervisor, &mut outcome);
+    } else if let Ok(Some(book)) = AddressBook::open_existing(&paths.ips_db) {
+        for holding in book.held_by(request.domain.as_str()).unwrap_or_default() {
+            outcome.kept.push(format!("address {}", holding.address));
+        }
+    }
+    Ok(DestroyReport {
+        guest: request.domain.to_string(),
+        hypervisor: session.hypervisor_name(),
+        last_backup,
+        outcome,
+    })
+}
+
+/// Removes the guest `domain` and its volumes in `pool` from `hypervisor`: a domain without
+/// trog's tag is refused, one that is not there is no error (its volumes may still be).
+fn remove_guest(
+    hypervisor: &dyn Hypervisor,
+    domain: &DomainName,
+    pool: &str,
+    purge: bool,
+    grace: Duration,
+) -> Result<DestroyOutcome, DestroyRefusal> {
+    let mut outcome = DestroyOutcome::default();
+    let presence =
+        hypervisor
+            .presence(domain.as_str())
+            .map_err(|source| DestroyRefusal::Lookup {
+                backend: hypervisor.backend(),
+                domain: domain.to_string(),
+                hypervisor: hypervisor.name().to_string(),
+                source,
+            })?;
+    match presence {
+        Presence::Foreign => {
+            return Err(DestroyRefusal::Foreign {
+                domain: domain.to_string(),
+                hypervisor: hypervisor.name().to_string(),
+            })
+        }
+        Presence::Absent => {}
+        Presence::Trogs => {
+            if let Err(why) = stop(hypervisor, domain.as_str(), grace) {
+                outcome
+                    .left_behind
+                    .push((format!("domain {domain} (running)"), why));
+            }
+            remove_snapshots(hypervisor, domain.as_str(), &mut outcome);
+            // Snapshot metadata goes with the domain even when deleting a snapshot failed
+            // above (that one is named as left behind): a snapshot never blocks a destroy.
+            match hypervisor.undefine(domain.as_str()) {
+                Ok(()) => outcome.removed.push(format!("domain {domain}")),
+                Err(error) => outcome
+                    .left_behind
+                    .push((format!("domain {domain}"), error.to_string())),
+            }
+        }
+    }
+    match hypervisor.refresh_pool(pool) {
+        Ok(true) => {}
+        Ok(false) => return Ok(outcome),
+        Err(error) => {
+            outcome
+                .left_behind
+                .push((format!("the volumes in pool {pool}"), error.to_string()));
+            return Ok(outcome);
+        }
+    }
+    let mut volumes = vec![
+        resource_names::root_volume(domain),
+        resource_names::seed_volume(domain),
+    ];
+    let data = resource_names::data_volume(domain);
+    if purge {
+        volumes.push(data.clone());
+    }
+    for name in volumes {
+        match hypervisor.delete_volume(pool, &name) {
+            Ok(true) => outcome.removed.push(format!("volume {name}")),
+            Ok(false) => {}
+            Err(error) => outcome
+                .left_behind
+                .push((format!("volume {name}"), error.to_string())),
+        }
+    }
+    if !purge && matches!(hypervisor.volume_exists(pool, &data), Ok(true)) {
+        outcome
+            .kept
+            .push(format!("data volume {data} (--purge deletes it)"));
+    }
+    Ok(outcome)
+}
+
+/// Deletes every snapshot of the guest, naming each: their states live inside the guest's disks,
+/// and the data volume, which a destroy keeps, would otherwise carry them on.
+fn remove_snapshots(hypervisor: &dyn Hypervisor, domain: &str, outcome: &mut DestroyOutcome) {
+    let names = match hypervisor.snapshot_names(domain) {
+        Ok(names) => names,
+        Err(error) => {
+            outcome
+                .left_behind
+                .push(("the guest's snapshots".into(), error.backend_text()));
+            return;
+        }
+    };
+    for name in names {
+        match hypervisor.delete_snapshot(domain, &name) {
+            Ok(()) => outcome.removed.push(format!("snapshot {name}")),
+            Err(error) => outcome
+                .left_behind
+                .push((format!("snapshot {name}"), error.backend_text())),
+        }
+    }
+}
+
+/// Asks a running guest to shut down, waits up to `grace` for it, then forces it off.
+fn stop(hypervisor: &dyn Hypervisor, domain: &str, grace: Duration) -> Result<(), String> {
+    let running = |hypervisor: &dyn Hypervisor| {
+        hypervisor
+            .is_running(domain)
+            .map_err(|error| error.to_string())
+    };
+    if !running(hypervisor)? {
+        return Ok(());
+    }
+    // A guest that ignores the request is forced off below, once the grace is over.
+    let _ = hypervisor.shut_down(domain);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if !running(hypervisor)? {
+            return Ok(());
+        }
+        std::thread::sleep(SHUTDOWN_POLL);
+    }
+    hypervisor
+        .force_off(domain)
+        .map_err(|error| error.to_string())
+}
+
+/// Removes trog's network filters that no guest on `hypervisor` uses any more (the destroyed
+/// guest's, when it was the last to use them), adding them to `outcome`. The caller holds the
+/// filters' lock, so that no guest being defined meanwhile is about to reference one.
+fn remove_unused_network_filters(hypervisor: &dyn Hypervisor, outcome: &mut DestroyOutcome) {
+    match hypervisor.remove_unused_filters() {
+        Ok(removed) => outcome.removed.extend(
+            removed
+                .into_iter()
+                .map(|name| format!("network filter {name}")),
+        ),
+        Err(error) => outcome
+            .left_behind
+            .push((UNUSED_FILTERS.into(), error.to_string())),
+    }
 }
 
 /// `--purge`: the guest's addresses go back to their ranges and their DHCP reservations are
@@ -55,7 +329,7 @@ pub struct DestroyReport {
 fn release_addresses(
     paths: &InstallationPaths,
     domain: &DomainName,
-    opened: &crate::workflow::OpenedHypervisor,
+    hypervisor: &dyn Hypervisor,
     outcome: &mut DestroyOutcome,
 ) {
     let released = AddressBook::open_existing(&paths.ips_db).and_then(|book| match book {
@@ -77,24 +351,14 @@ fn release_addresses(
         if holding.network.starts_with("bridge:") {
             continue;
         }
-        match release_reservation(
-            &opened.connection,
-            &opened.config.libvirt_uri.uri,
-            &holding.network,
-            holding.address,
-        ) {
-            Ok(true) => outcome.removed.push(format!(
-                "DHCP reservation of {} in network {}",
-                holding.address, holding.network
-            )),
+        let reservation = format!(
+            "DHCP reservation of {} in network {}",
+            holding.address, holding.network
+        );
+        match hypervisor.release_reservation(&holding.network, holding.address) {
+            Ok(true) => outcome.removed.push(reservation),
             Ok(false) => {}
-            Err(error) => outcome.left_behind.push((
-                format!(
-                    "DHCP reservation of {} in network {}",
-                    holding.address, holding.network
-                ),
-                error.to_string(),
-            )),
+            Err(error) => outcome.left_behind.push((reservation, error.to_string())),
         }
     }
 }
@@ -104,7 +368,7 @@ fn release_addresses(
 fn release_pinned_leases(
     paths: &InstallationPaths,
     domain: &DomainName,
-    opened: &crate::workflow::OpenedHypervisor,
+    hypervisor: &dyn Hypervisor,
     interfaces: &[(String, String)],
     outcome: &mut DestroyOutcome,
 ) {
@@ -124,13 +388,7 @@ fn release_pinned_leases(
         }
     };
     for (network, mac) in interfaces {
-        match release_pins(
-            &opened.connection,
-            &opened.config.libvirt_uri.uri,
-            network,
-            mac,
-            &statics,
-        ) {
+        match hypervisor.release_pins(network, mac, &statics) {
             Ok(released) => outcome.removed.extend(
                 released
                     .into_iter()
@@ -144,71 +402,6 @@ fn release_pinned_leases(
     }
 }
 
-pub fn destroy(
-    paths: &InstallationPaths,
-    request: &DestroyRequest,
-    credentials: &mut CredentialSource<TerminalPrompter>,
-    locks: &Locks,
-) -> Result<DestroyReport, Failure> {
-    let fleet = fleet_for_guest(paths, request.domain)?;
-    let hypervisor = locate_guest(
-        &fleet,
-        request.domain,
-        request.hypervisor,
-        request.answer_timeout,
-    )?;
-    let _guest_lock = take_guest_lock(locks, request.domain, hypervisor, None, &mut |text| {
-        eprintln!("{text}")
-    })?;
-    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
-    // Before anything of the guest is gone, while it may still answer: what its recipes back up
-    // is kept off the hypervisor for `backup_retention_days`, a rebuild restores it.
-    let last_backup = match back_up_located(
-        paths,
-        &opened,
-        request.domain,
-        request.now_unix,
-        credentials,
-    ) {
-        Ok(taken) => LastBackup::Taken(taken),
-        Err(failure) => LastBackup::NotTaken {
-            why: failure.chain().join(": "),
-        },
-    };
-    // Read before the domain goes: which networks its pinned leases are in, for which MAC.
-    let interfaces = domain_network_interfaces(&opened.connection, request.domain.as_str());
-    let mut outcome = destroy_guest(
-        &opened.connection,
-        opened.config.name.as_str(),
-        request.domain,
-        &opened.config.pool_name,
-        request.purge,
-    )?;
-    // The guest's network filter goes when no other domain uses it; under the filters' lock, so
-    // that a guest another run is defining meanwhile keeps the filters it is about to use.
-    match take_network_filters_lock(locks, hypervisor, None, &mut |text| eprintln!("{text}")) {
-        Ok(_filters_lock) => remove_unused_network_filters(
-            &opened.connection,
-            opened.config.name.as_str(),
-            &mut outcome,
-        ),
-        Err(error) => outcome
-            .left_behind
-            .push((UNUSED_FILTERS.into(), error.to_string())),
-    }
-    release_pinned_leases(paths, request.domain, &opened, &interfaces, &mut outcome);
-    if request.purge {
-        release_addresses(paths, request.domain, &opened, &mut outcome);
-    } else if let Ok(Some(book)) = AddressBook::open_existing(&paths.ips_db) {
-        for holding in book.held_by(request.domain.as_str()).unwrap_or_default() {
-            outcome.kept.push(format!("address {}", holding.address));
-        }
-    }
-    Ok(DestroyReport {
-        guest: request.domain.to_string(),
-        hypervisor: opened.config.name.to_string(),
-        last_backup,
-        outcome,
-        fleet_warning: fleet.warning.clone(),
-    })
-}
+#[cfg(test)]
+#[path = "destroy_tests.rs"]
+mod tests;

@@ -1,5 +1,5 @@
-//! Snapshots of a guest wherever it is: locate it, open its hypervisor's libvirt, then take,
-//! list or delete. Everything goes through libvirt, so a remote hypervisor works the same as this
+//! Snapshots of a guest wherever it is: locate it, take its lock (but to list), open its
+//! hypervisor (`workflow::session`), then take, list or delete. Everything goes through libvirt, so a remote hypervisor works the same as this
 //! machine and nothing needs sudo there, but for the sizes `--list` shows: libvirt has none per
 //! snapshot, so they are read with `qemu-img info` on the hypervisor (as root), and a listing
 //! whose sizes cannot be read says why and goes on without them.
@@ -8,62 +8,37 @@ use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::snapshot::GuestSnapshots;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorOp;
-use crate::model::names::DomainName;
 use crate::plan::GuestTag;
 use crate::provision::desired::desired_guest;
 use crate::provision::hypervisor_machine::open_hypervisor_machine;
 use crate::provision::inputs::{load_guest_inputs, StoreUse};
 use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotRecord};
 use crate::snapshot_space::{parse_image_info, snapshot_space, SnapshotSpace};
-use crate::workflow::lock::{take_guest_lock, GuestLock};
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::{fleet_for_guest, locate_guest, open_hypervisor, OpenedHypervisor};
-use std::time::Duration;
+use crate::workflow::reporter::Reporter;
+use crate::workflow::session::{Fleet, GuestSession, GuestUse, InstallationFleet};
 
-/// Which guest, and where to look for it.
-pub struct GuestAddress<'a> {
-    pub domain: &'a DomainName,
-    /// `--hypervisor`: act there instead of asking the fleet.
-    pub hypervisor: Option<&'a str>,
-    pub answer_timeout: Duration,
-}
+pub use crate::workflow::session::GuestAddress;
 
-/// Whether a verb changes the guest (and so holds its lock while it acts) or only reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GuestUse {
-    Change,
-    Read,
-}
-
-/// The hypervisor that holds the guest, opened through libvirt, and for a verb that changes the
-/// guest its lock, held until the returned guard is dropped.
-pub(crate) fn open_guests_hypervisor(
-    paths: &InstallationPaths,
+/// Opens the guest's session for a snapshot verb: located, locked when `guest_use` changes it,
+/// its hypervisor reached through libvirt alone.
+fn open_session(
+    fleet: &dyn Fleet,
     guest: &GuestAddress,
-    credentials: &mut CredentialSource<TerminalPrompter>,
-    locks: &Locks,
     guest_use: GuestUse,
-) -> Result<(OpenedHypervisor, Option<GuestLock>), Failure> {
-    let fleet = fleet_for_guest(paths, guest.domain)?;
-    let hypervisor = locate_guest(&fleet, guest.domain, guest.hypervisor, guest.answer_timeout)?;
-    if let Some(warning) = &fleet.warning {
-        eprintln!("warning: {warning}");
-    }
-    let held = match guest_use {
-        GuestUse::Change => Some(take_guest_lock(
-            locks,
-            guest.domain,
-            hypervisor,
-            None,
-            &mut |text| eprintln!("{text}"),
-        )?),
-        GuestUse::Read => None,
-    };
-    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
-    Ok((opened, held))
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
+) -> Result<GuestSession, Failure> {
+    GuestSession::open(
+        fleet,
+        guest,
+        guest_use,
+        HypervisorAccess::LibvirtOnly,
+        credentials,
+        reporter,
+    )
 }
 
 /// A snapshot just taken, and the ones `--keep` deleted after it.
@@ -76,31 +51,50 @@ pub struct TakenSnapshot {
     pub deleted: Vec<String>,
 }
 
-/// Takes a snapshot of the guest (named `name`, or by the time now), then with `keep` deletes
-/// all but the newest `keep`.
+/// Takes a snapshot of the guest (named, or by the time now), then with `keep` deletes all but
+/// the newest `keep`.
 pub fn take_snapshot(
     paths: &InstallationPaths,
     guest: &GuestAddress,
-    name: Option<&str>,
-    keep: Option<usize>,
-    now_unix: i64,
+    request: &NewSnapshot,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
+    reporter: &dyn Reporter,
 ) -> Result<TakenSnapshot, Failure> {
-    let (opened, _guest_lock) =
-        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
-    let hypervisor = opened.config.name.to_string();
-    let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
-    let existing = snapshots.list()?;
-    let name = name_for_new(guest.domain.as_str(), &existing, name, now_unix)?;
-    let capture = snapshots.take(&name)?;
+    let fleet = InstallationFleet { paths, locks };
+    take_snapshot_in(&fleet, guest, request, credentials, reporter)
+}
+
+/// What `snapshot` takes: its name (or one by the time now), and how many to keep.
+pub struct NewSnapshot<'a> {
+    pub name: Option<&'a str>,
+    /// `--keep N`: all but the newest N are deleted after the new one is taken.
+    pub keep: Option<usize>,
+    pub now_unix: i64,
+}
+
+/// Takes a snapshot of the guest on `fleet`.
+pub(crate) fn take_snapshot_in(
+    fleet: &dyn Fleet,
+    guest: &GuestAddress,
+    request: &NewSnapshot,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
+) -> Result<TakenSnapshot, Failure> {
+    let session = open_session(fleet, guest, GuestUse::Change, credentials, reporter)?;
+    let hypervisor = session.hypervisor.as_ref();
+    let domain = guest.domain.as_str();
+    let existing = hypervisor.snapshots(domain)?;
+    let name = name_for_new(domain, &existing, request.name, request.now_unix)?;
+    let capture = hypervisor.take_snapshot(domain, &name)?;
     let mut deleted = Vec::new();
-    if let Some(keep) = keep {
-        for old in beyond_newest(&snapshots.list()?, keep) {
-            snapshots.delete(&old)?;
+    if let Some(keep) = request.keep {
+        for old in beyond_newest(&hypervisor.snapshots(domain)?, keep) {
+            hypervisor.delete_snapshot(domain, &old)?;
             deleted.push(old);
         }
     }
+    let hypervisor = session.hypervisor_name();
     Ok(TakenSnapshot {
         guest: guest.domain.to_string(),
         hypervisor,
@@ -144,11 +138,23 @@ pub fn list_snapshots(
     guest: &GuestAddress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
+    reporter: &dyn Reporter,
 ) -> Result<SnapshotListing, Failure> {
-    let (opened, _) = open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Read)?;
-    let hypervisor = opened.config.name.to_string();
-    let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
-    let records = snapshots.list()?;
+    let fleet = InstallationFleet { paths, locks };
+    list_snapshots_in(&fleet, paths, guest, credentials, reporter)
+}
+
+/// Lists the snapshots of the guest on `fleet`.
+pub(crate) fn list_snapshots_in(
+    fleet: &dyn Fleet,
+    paths: &InstallationPaths,
+    guest: &GuestAddress,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
+) -> Result<SnapshotListing, Failure> {
+    let session = open_session(fleet, guest, GuestUse::Read, credentials, reporter)?;
+    let hypervisor = session.hypervisor_name();
+    let records = session.hypervisor.snapshots(guest.domain.as_str())?;
     let (declared, declaration_unread) = match load_guest_inputs(
         paths,
         guest.domain,
@@ -161,7 +167,7 @@ pub fn list_snapshots(
                 guest.domain,
                 &inputs.generated,
                 &inputs.config.settings,
-                &opened.config,
+                &session.config,
             );
             let tag = GuestTag {
                 payload_digest: Some(desired.payload_digest.clone()),
@@ -171,7 +177,7 @@ pub fn list_snapshots(
         }
         Err(failure) => (None, Some(failure.chain().join(": "))),
     };
-    let (space, sizes_unread) = match read_snapshot_space(&opened, &snapshots, credentials) {
+    let (space, sizes_unread) = match read_snapshot_space(&session, credentials) {
         Ok(space) => (Some(space), None),
         Err(why) => (None, Some(why)),
     };
@@ -201,15 +207,15 @@ pub fn list_snapshots(
 /// the hypervisor (as root: the pool's files are libvirt's, so sudo is settled first); `Err` says
 /// why it could not be read.
 fn read_snapshot_space(
-    opened: &OpenedHypervisor,
-    snapshots: &GuestSnapshots,
+    session: &GuestSession,
     credentials: &mut CredentialSource<TerminalPrompter>,
 ) -> Result<SnapshotSpace, String> {
-    let machine = open_hypervisor_machine(&opened.config.libvirt_uri, credentials)
+    let machine = open_hypervisor_machine(&session.config.libvirt_uri, credentials)
         .map_err(|failure| failure.chain().join(": "))?
         .ok_or_else(|| "libvirt's test driver has no hypervisor system to ask".to_string())?;
-    let paths = snapshots
-        .disk_paths(&opened.connection)
+    let paths = session
+        .hypervisor
+        .disk_paths(session.domain.as_str())
         .map_err(|error| error.to_string())?;
     let images = paths
         .into_iter()
@@ -233,17 +239,32 @@ pub fn delete_snapshot(
     name: &str,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
+    reporter: &dyn Reporter,
 ) -> Result<String, Failure> {
-    let (opened, _guest_lock) =
-        open_guests_hypervisor(paths, guest, credentials, locks, GuestUse::Change)?;
-    let hypervisor = opened.config.name.to_string();
-    let snapshots = GuestSnapshots::open(&opened.connection, &hypervisor, guest.domain.as_str())?;
-    let records = snapshots.list()?;
+    let fleet = InstallationFleet { paths, locks };
+    delete_snapshot_in(&fleet, guest, name, credentials, reporter)
+}
+
+/// Deletes snapshot `name` of the guest on `fleet`, returning the hypervisor's name.
+pub(crate) fn delete_snapshot_in(
+    fleet: &dyn Fleet,
+    guest: &GuestAddress,
+    name: &str,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
+) -> Result<String, Failure> {
+    let session = open_session(fleet, guest, GuestUse::Change, credentials, reporter)?;
+    let domain = guest.domain.as_str();
+    let records = session.hypervisor.snapshots(domain)?;
     let chosen = crate::snapshot::choose(
-        guest.domain.as_str(),
+        domain,
         &records,
         &crate::snapshot::Which::Named(name.to_string()),
     )?;
-    snapshots.delete(&chosen.name)?;
-    Ok(hypervisor)
+    session.hypervisor.delete_snapshot(domain, &chosen.name)?;
+    Ok(session.hypervisor_name())
 }
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;

@@ -1,19 +1,20 @@
 //! Where a guest is, and whether it is the realization of its declaration (converged) or what a
-//! `provision` would still do. Asks libvirt only; changes nothing.
+//! `provision` would still do. Asks the guest's hypervisor only (through `Hypervisor`, opened by
+//! the fleet as every verb opens it); changes nothing.
 
 use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::{find_guest, LibvirtObserver};
-use crate::model::names::DomainName;
+use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::Resolution;
-use crate::provision::inputs::{generate_guest_inputs, load_guest_configured, StoreUse};
-use crate::provision::{prepare, GuestOnHypervisor};
+use crate::provision::desired::desired_guest;
+use crate::provision::inputs::{
+    generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
+};
+use crate::provision::plan_observed;
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::{fleet_for_guest, open_hypervisor};
-use std::sync::Arc;
-use std::time::Duration;
+use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
 
 /// What `status` found for one guest.
 #[derive(Debug, serde::Serialize)]
@@ -27,63 +28,59 @@ pub struct GuestStatus {
     pub unreachable: Vec<String>,
 }
 
-/// The status of `domain`, looked for on every hypervisor of the fleet at once or, when `named`
-/// (a block of hypervisors.conf), on that one only: the rest of the fleet is not asked.
+/// The status of the guest, looked for on every hypervisor of the fleet at once or, when
+/// `guest` names one (a block of hypervisors.conf), on that one only: the rest of the fleet is
+/// not asked.
 pub fn guest_status(
     paths: &InstallationPaths,
-    domain: &DomainName,
-    named: Option<&str>,
-    answer_timeout: Duration,
+    guest: &GuestAddress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &crate::lock::Locks,
 ) -> Result<GuestStatus, Failure> {
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
-    let configured = load_guest_configured(paths, domain)?;
-    let fleet = match named {
-        Some(name) => {
-            let whole = fleet_for_guest(paths, domain)?;
-            let hypervisor = whole.hypervisor_named(name)?;
-            whole.narrowed_to(hypervisor)
-        }
-        None => fleet_for_guest(paths, domain)?,
-    };
-    let found = find_guest(&fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
-    let unreachable: Vec<String> = found
-        .unreachable
-        .iter()
-        .map(|(name, why)| format!("{name}: {why}"))
-        .collect();
-    let Some(holder) = found.holders.first() else {
+    let configured = load_guest_configured(paths, guest.domain)?;
+    let fleet = InstallationFleet { paths, locks };
+    let whereabouts = fleet.search(guest)?;
+    let Some(holder) = whereabouts.holder else {
         return Ok(GuestStatus {
-            guest: domain.to_string(),
+            guest: guest.domain.to_string(),
             hypervisor: None,
             converged: false,
-            pending: vec![match named {
+            pending: vec![match guest.hypervisor {
                 Some(name) => format!("provision it: it is not on {name}"),
                 None => "provision it: it is on no hypervisor".into(),
             }],
-            unreachable,
+            unreachable: whereabouts.unreachable,
         });
     };
-    let hypervisor = fleet
-        .fleet
-        .hypervisors
-        .iter()
-        .find(|hypervisor| &hypervisor.name == holder)
-        .expect("a holder is in the fleet");
+    let mut status = status_on(&fleet, paths, configured, &holder, credentials)?;
+    status.unreachable = whereabouts.unreachable;
+    Ok(status)
+}
+
+/// The status of the guest `configured` declares, on `hypervisor`, which holds it (a verb that
+/// just acted on it there, such as `restore`, asks without looking for it again).
+pub fn status_on(
+    fleet: &dyn Fleet,
+    paths: &InstallationPaths,
+    configured: GuestConfigured,
+    hypervisor: &HypervisorConfig,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+) -> Result<GuestStatus, Failure> {
+    let domain = configured.config.domain.clone();
     // A status changes nothing, so it does not create a store: without one, the guest's key pair
     // (and with it the seed the guest was built from) is unknown.
     if !paths.secrets_kdbx.exists() {
         return Ok(GuestStatus {
             guest: domain.to_string(),
-            hypervisor: Some(holder.to_string()),
+            hypervisor: Some(hypervisor.name.to_string()),
             converged: false,
             pending: vec![format!(
                 "provision it: there is no secret store {} holding its key pair",
                 paths.secrets_kdbx.display()
             )],
-            unreachable,
+            unreachable: Vec::new(),
         });
     }
     let inputs = generate_guest_inputs(
@@ -93,16 +90,27 @@ pub fn guest_status(
         AddressPolicy::ReadOnly,
     )?;
     // Only libvirt is asked: a status needs no shell on the hypervisor.
-    let opened = open_hypervisor(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
-    let on_hypervisor = GuestOnHypervisor {
-        inputs: &inputs,
+    let opened = fleet.open(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
+    let desired = desired_guest(
+        &inputs.config.domain,
+        &inputs.generated,
+        &inputs.config.settings,
         hypervisor,
-        connection: &opened.connection,
-        hypervisor_machine: None,
-        locks,
-        adopt_host_key: false,
-    };
-    let pending: Vec<String> = match prepare(&on_hypervisor, Resolution::default()) {
+    );
+    let prepared = opened
+        .hypervisor
+        .observe_guest(&desired)
+        .and_then(|observed| {
+            plan_observed(
+                &inputs,
+                hypervisor,
+                None,
+                desired,
+                observed,
+                Resolution::default(),
+            )
+        });
+    let pending: Vec<String> = match prepared {
         Ok(prepared) => prepared
             .plan
             .actions
@@ -113,9 +121,9 @@ pub fn guest_status(
     };
     Ok(GuestStatus {
         guest: domain.to_string(),
-        hypervisor: Some(holder.to_string()),
+        hypervisor: Some(hypervisor.name.to_string()),
         converged: pending.is_empty(),
         pending,
-        unreachable,
+        unreachable: Vec::new(),
     })
 }

@@ -1,0 +1,179 @@
+//! What the verbs acting on an existing guest ask of the hypervisor that holds it, as one trait:
+//! [`Hypervisor`]. `libvirt::LibvirtHypervisor` is the real one; `fake::FakeHypervisor` (unit
+//! tests only) keeps domains, volumes, snapshots, pools, networks and filters in memory, fails
+//! the operation it is told to, and records every call in order.
+//!
+//! The trait speaks of guests by name, of volumes by pool and name, of networks by name and of
+//! snapshots as [`SnapshotRecord`]s: nothing of a backend's own types crosses it, so a second
+//! backend (an Incus cluster, OpenStack) implements the same methods with its own API (see
+//! ARCHITECTURE.md). What a verb does with the answers (the order of a destroy's steps, what is
+//! left behind, which snapshot is meant) is the verb's, in `workflow/`, and is tested against the
+//! fake.
+
+#[cfg(test)]
+pub mod fake;
+
+use crate::diagnose::Failure;
+use crate::plan::{DesiredGuest, ObservedGuest};
+use crate::snapshot::{Capture, SnapshotRecord};
+use std::net::Ipv4Addr;
+
+/// A backend's own failure of one operation, as it worded it (libvirt's message and code, say).
+/// Its text is the backend's alone: the verb's error around it says what was being done.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct HypervisorFault(Box<dyn std::error::Error + Send + Sync>);
+
+impl HypervisorFault {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> HypervisorFault {
+        HypervisorFault(error.into())
+    }
+}
+
+/// Whether a hypervisor holds a domain of a guest's name, and whether it is trog's (it carries
+/// trog's tag: a same-named domain without it is someone else's, which trog leaves alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    Absent,
+    Foreign,
+    Trogs,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{backend} on {hypervisor} could not {operation} of {domain}")]
+    Backend {
+        /// Which kind of hypervisor said no (`libvirt`).
+        backend: &'static str,
+        hypervisor: String,
+        domain: String,
+        operation: String,
+        #[source]
+        source: HypervisorFault,
+    },
+    #[error(
+        "{backend} on {hypervisor} described snapshot {name} of {domain} in a form trog cannot read"
+    )]
+    Unreadable {
+        backend: &'static str,
+        hypervisor: String,
+        domain: String,
+        name: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(
+        "domain {domain} on {hypervisor} was not created by trog; trog leaves its snapshots alone"
+    )]
+    Foreign { hypervisor: String, domain: String },
+}
+
+impl SnapshotError {
+    /// The backend's own words for what failed, without the verb's context: how a destroy names
+    /// a snapshot it left behind.
+    pub fn backend_text(&self) -> String {
+        match self {
+            SnapshotError::Backend { source, .. } => source.to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl crate::diagnose::Diagnose for SnapshotError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        match self {
+            SnapshotError::Foreign { .. } => crate::exit_status::ExitStatus::Conflict,
+            _ => crate::exit_status::ExitStatus::Hypervisor,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            SnapshotError::Foreign { .. } => "use the tools that made it (virsh snapshot-*)".into(),
+            _ => "check libvirtd's log on that hypervisor; `trog snapshot --list DOMAIN` shows \
+                  what the guest has now"
+                .into(),
+        })
+    }
+}
+
+/// One hypervisor of the fleet, opened, as the verbs that act on an existing guest use it.
+/// Every method names the guest by its domain name; none waits longer than one request to the
+/// hypervisor takes (a verb's waits, such as a destroy's grace for a clean shutdown, are its
+/// own).
+pub trait Hypervisor {
+    /// The hypervisor's name in the fleet, for messages.
+    fn name(&self) -> &str;
+    /// Which kind of hypervisor it is (`libvirt`), for messages that quote its failures.
+    fn backend(&self) -> &'static str;
+
+    // Guests.
+
+    /// Whether a domain named `domain` is defined there, and whether it is trog's.
+    fn presence(&self, domain: &str) -> Result<Presence, HypervisorFault>;
+    /// Whether the guest runs now.
+    fn is_running(&self, domain: &str) -> Result<bool, HypervisorFault>;
+    /// `None` while the guest runs (or cannot be asked); otherwise its state and the
+    /// hypervisor's reason, e.g. `shut off (crashed)`, or that it is no longer defined.
+    fn stopped_state(&self, domain: &str) -> Option<String>;
+    /// Asks the guest to shut down (ACPI) and returns at once.
+    fn shut_down(&self, domain: &str) -> Result<(), HypervisorFault>;
+    /// Turns the guest off at once; one already off is not an error.
+    fn force_off(&self, domain: &str) -> Result<(), HypervisorFault>;
+    /// Removes the guest's definition with its firmware and TPM state, its managed save and the
+    /// metadata of its snapshots; its volumes stay.
+    fn undefine(&self, domain: &str) -> Result<(), HypervisorFault>;
+    /// The (network, MAC) of each of the guest's interfaces on a hypervisor network; none when
+    /// it cannot be read.
+    fn network_interfaces(&self, domain: &str) -> Vec<(String, String)>;
+    /// Every IPv4 address the hypervisor's DHCP leased to `mac` of the guest, newest first.
+    fn leased_addresses(&self, domain: &str, mac: &str) -> Vec<String>;
+    /// What the hypervisor has of the guest `desired` describes (its domain, volumes, pool, base
+    /// image), for the planner.
+    fn observe_guest(&self, desired: &DesiredGuest) -> Result<ObservedGuest, Failure>;
+
+    // Snapshots.
+
+    /// The names of the guest's snapshots, without reading what they hold (a destroy deletes
+    /// even one it could not read).
+    fn snapshot_names(&self, domain: &str) -> Result<Vec<String>, SnapshotError>;
+    /// Every snapshot of the guest, read.
+    fn snapshots(&self, domain: &str) -> Result<Vec<SnapshotRecord>, SnapshotError>;
+    /// Takes snapshot `name`, with memory when the guest runs; atomic, and a running guest the
+    /// attempt left paused is resumed.
+    fn take_snapshot(&self, domain: &str, name: &str) -> Result<Capture, SnapshotError>;
+    fn delete_snapshot(&self, domain: &str, name: &str) -> Result<(), SnapshotError>;
+    /// Returns the guest to snapshot `name`: disks, definition, and memory when it has one.
+    fn revert_snapshot(&self, domain: &str, name: &str) -> Result<(), SnapshotError>;
+    /// The files of the guest's writable disks on the hypervisor (root and data, not the seed).
+    fn disk_paths(&self, domain: &str) -> Result<Vec<String>, SnapshotError>;
+
+    // Storage.
+
+    /// Refreshes `pool` (files written beside the hypervisor count); `false` when there is no
+    /// such pool.
+    fn refresh_pool(&self, pool: &str) -> Result<bool, HypervisorFault>;
+    fn volume_exists(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
+    /// Deletes the volume; `false` when there was none.
+    fn delete_volume(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
+
+    // Networks.
+
+    /// Removes trog's network filters no guest uses any more, returning their names. The
+    /// caller holds the filters' lock.
+    fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault>;
+    /// Releases the DHCP reservations pinning `mac`'s leases in `network`, but those of
+    /// `keep` (a guest's static addresses), returning the addresses released.
+    fn release_pins(
+        &self,
+        network: &str,
+        mac: &str,
+        keep: &[Ipv4Addr],
+    ) -> Result<Vec<Ipv4Addr>, HypervisorFault>;
+    /// Removes `network`'s DHCP reservation of `address`; `false` when it had none.
+    fn release_reservation(
+        &self,
+        network: &str,
+        address: Ipv4Addr,
+    ) -> Result<bool, HypervisorFault>;
+}

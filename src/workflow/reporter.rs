@@ -1,0 +1,7 @@
+//! How a workflow tells the person running it something while it works (a lock it waits for, a
+//! warning about the fleet) without printing: the command implements [`Reporter`] and prints.
+
+/// Lines for the user while a verb works, printed by the edge (on stderr).
+pub trait Reporter {
+    fn say(&self, line: &str);
+}
