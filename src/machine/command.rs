@@ -186,6 +186,14 @@ pub enum MachineError {
     SudoNeedsPassword { host: String, user: String },
     #[error("sudo on {host} refused the password handed in for {user}")]
     SudoPasswordRefused { host: String, user: String },
+    /// A program trog runs as root on a hypervisor is not installed there.
+    #[error("trog's root program {path} is not installed on {host}")]
+    RootProgramMissing { host: String, path: String },
+    /// The file at a root program's path is not the program this trog embeds.
+    #[error(
+        "{path} on {host} is not the root program this trog runs (another version's, or changed)"
+    )]
+    RootProgramDiffers { host: String, path: String },
     #[error("cannot read {} to pour into `{command}` on {host}", path.display())]
     ReadInput {
         host: String,
@@ -236,10 +244,25 @@ impl crate::diagnose::Diagnose for MachineError {
             MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
             MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
             MachineError::HostKeyRefused { .. } => Some("another machine may be answering at the guest's address, or the guest's host key was replaced; find out which before anything else. A guest built before trog pinned host keys is taken once with `trog provision --adopt-host-key DOMAIN`".into()),
+            MachineError::RootProgramMissing { host, .. }
+            | MachineError::RootProgramDiffers { host, .. } => Some(root_programs_hint(host)),
             MachineError::KeepOutput { .. } => Some("check the free space and permissions where it is written (for a backup, `backup_dir`)".into()),
             MachineError::InputUnread { .. } => Some("the command ended early without saying why (a full disk, a dropped link, a script that stopped); run it again, or look at the host".into()),
             _ => None,
         }
+    }
+}
+
+/// How to install trog's root programs on `host` (as `Machine::describe` names it).
+fn root_programs_hint(host: &str) -> String {
+    if host == "this machine" {
+        "install them as root: `sudo bin/setup` from a checkout, or `trog root-programs install-script --user \"$(id -un)\" | sudo sh`; `trog preflight` lists what is missing".into()
+    } else {
+        let login = host
+            .split_once('@')
+            .map(|(user, _)| user)
+            .unwrap_or("LOGIN");
+        format!("install them there: `trog root-programs install-script --user {login} | ssh {host} sudo sh` (as a login that may run sudo sh there); `trog preflight` lists what is missing")
     }
 }
 
