@@ -14,6 +14,7 @@ pub mod preflight;
 pub mod provision;
 pub mod recipes;
 pub mod restore;
+pub mod root_programs;
 pub mod shell_docs;
 pub mod snapshot;
 pub mod status;

@@ -239,7 +239,7 @@ impl crate::diagnose::Diagnose for MachineError {
     fn hint(&self) -> Option<String> {
         match self {
             MachineError::SudoNeedsPassword { user, .. } => Some(format!(
-                "give {user} passwordless sudo on that host with the line\n  {user} ALL=(ALL) NOPASSWD: ALL\nor hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog --credentials …"
+                "let {user} run trog's root programs on that host without a password: add the lines\n  trog root-programs sudoers --user {user}\nprints to /etc/sudoers.d there\nor hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog --credentials …"
             )),
             MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
             MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
