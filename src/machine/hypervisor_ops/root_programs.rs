@@ -150,9 +150,7 @@ pub fn install_script(dest_dir: &str, sudoers_for: Option<&str>) -> String {
             sudoers_file(user),
         ));
     }
-    script.push_str(&format!(
-        "echo \"installed trog's root programs in $dir\"\n"
-    ));
+    script.push_str("echo \"installed trog's root programs in $dir\"\n");
     script
 }
 
