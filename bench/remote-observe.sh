@@ -38,7 +38,7 @@ masters=${MASTERS:-cold}
 [[ $masters == cold || $masters == warm ]] || { echo "bench: MASTERS is cold or warm, not $masters" >&2; exit 1; }
 [[ -x $trog ]] || { echo "bench: $trog is not built (cargo build)" >&2; exit 1; }
 
-eval "$("$root/tests/services/remote-host.sh")"
+eval "$(TROG_BIN=$trog "$root/tests/services/remote-host.sh")"
 work=$(mktemp -d /tmp/trog-bench-remote.XXXXXX)
 remove_guests() {
   for i in $(seq "$guests"); do virsh -q -c qemu:///system undefine "bench-observe-$i" >/dev/null 2>&1 || true; done

@@ -118,6 +118,10 @@ pub enum Command {
     AssignIp(commands::assign_ip::AssignIpArgs),
     /// List the address ranges, who holds which address, and what is free.
     Addresses(commands::addresses::AddressesArgs),
+    /// Print the sudoers lines that let an account run trog's root programs on a hypervisor, or
+    /// the script that installs those programs there.
+    #[command(name = "root-programs")]
+    RootPrograms(commands::root_programs::RootProgramsArgs),
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell) on stdout.
     #[command(hide = true)]
     Completions(commands::shell_docs::CompletionsArgs),
@@ -144,6 +148,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Image(args) => commands::image::run(&cli.global, args),
         Command::AssignIp(args) => commands::assign_ip::run(&cli.global, args),
         Command::Addresses(args) => commands::addresses::run(&cli.global, args),
+        Command::RootPrograms(args) => commands::root_programs::run(args),
         Command::Completions(args) => commands::shell_docs::completions(args),
         Command::Manpages(args) => commands::shell_docs::manpages(args),
     }

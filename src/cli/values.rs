@@ -54,6 +54,8 @@ pub enum ArgumentError {
     GuestPath { path: String, why: &'static str },
     #[error("`{}` is not a network: {why}", shown(network))]
     Network { network: String, why: &'static str },
+    #[error("`{}` is not an account name", shown(name))]
+    Account { name: String },
 }
 
 impl Diagnose for ArgumentError {
@@ -90,6 +92,9 @@ impl Diagnose for ArgumentError {
             }
             ArgumentError::GuestPath { .. } => {
                 "give the path from the guest's root, e.g. --cat /etc/fstab".into()
+            }
+            ArgumentError::Account { .. } => {
+                "give the login name trog runs as there, e.g. --user trog (letters, digits, `_`, `.` and `-`, starting with a letter or `_`)".into()
             }
             ArgumentError::Network { .. } => {
                 "name a libvirt network (`default`) or a bridge (`bridge:br0`), as a guest's `network` or `bridge` setting does"
@@ -159,6 +164,23 @@ pub fn guest_path(text: &str) -> Result<String, ArgumentError> {
     match crate::debug_boot::guest_disk::guest_path(text) {
         Ok(path) => Ok(path),
         Err(_) => refuse("libguestfs cannot take it"),
+    }
+}
+
+/// `root-programs --user`: an account's login name as sudoers and a shell script take it whole
+/// (POSIX's portable user names: letters, digits, `_`, `.`, `-`; not starting with `-` or `.`).
+pub fn account(text: &str) -> Result<String, ArgumentError> {
+    let mut chars = text.chars();
+    let first_fits = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_fits = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if first_fits && rest_fits && text.len() <= 32 {
+        Ok(text.to_string())
+    } else {
+        Err(ArgumentError::Account {
+            name: text.to_string(),
+        })
     }
 }
 

@@ -128,7 +128,8 @@ mod tests {
                 "no global options: {page}"
             );
             assert!(
-                main_page.contains(&verb.replace('_', "\\_")) || main_page.contains(&verb),
+                main_page.contains(&verb.replace('_', "\\_").replace('-', "\\-"))
+                    || main_page.contains(&verb),
                 "{verb}"
             );
         }

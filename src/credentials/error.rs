@@ -111,8 +111,8 @@ impl Diagnose for CredentialsError {
                 hand_in_example(*name)
             )),
             CredentialsError::NoTerminal { name: name @ CredentialName::Sudo, .. } => Some(format!(
-                "hand it in on standard input: {}\nor give the login passwordless sudo on the hypervisor \
-                 (a sudoers line `USER ALL=(ALL) NOPASSWD: ALL`)",
+                "hand it in on standard input: {}\nor let the login run trog's root programs on the hypervisor without a password \
+                 (the sudoers lines `trog root-programs sudoers --user USER` prints)",
                 hand_in_example(*name)
             )),
             CredentialsError::Prompt { name, .. } => Some(format!(

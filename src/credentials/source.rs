@@ -217,7 +217,7 @@ mod tests {
             .hint()
             .unwrap();
         assert!(hint.contains("printf 'sudo: %s\\n\\n'"), "{hint}");
-        assert!(hint.contains("NOPASSWD"), "{hint}");
+        assert!(hint.contains("trog root-programs sudoers"), "{hint}");
     }
 
     #[test]

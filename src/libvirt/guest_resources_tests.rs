@@ -80,7 +80,7 @@ fn the_base_image_and_the_seed_are_written_by_the_hypervisor_never_streamed() {
     let lines = fake.command_lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains(&format!(
-        "trog-place-in-pool /vms/trog-fake-write {} {} sha256sum {} keep inflate",
+        "/usr/libexec/trog/place-in-pool /vms/trog-fake-write {} {} sha256sum {} keep inflate",
         desired.partial_base_image_volume, desired.base_image_volume, desired.base_image_digest
     )));
     assert!(!resources.observe().unwrap().base_image_present);

@@ -1,3 +1,4 @@
+#!/bin/sh
 # Reads the kernel, the initramfs and the kernel command line that a base image's GRUB boots
 # first, and keeps them beside the image in its pool, so a guest's first boot can start that
 # kernel directly: no firmware reading the disk sector by sector, no GRUB. As root on the
@@ -11,7 +12,25 @@
 set -eu
 # debugfs and sfdisk live in sbin, which a login's PATH may lack.
 PATH=$PATH:/usr/sbin:/sbin
+# Installed as /usr/libexec/trog/boot-files and run through sudo: the arguments are checked first.
+if [ $# -ne 2 ]; then
+	echo "usage: boot-files DIR IMAGE" >&2
+	exit 2
+fi
 dir=$1 base=$2
+case $dir in
+/*) ;;
+*)
+	echo "boot-files: not an absolute directory: $dir" >&2
+	exit 2
+	;;
+esac
+case $base in
+'' | . | .. | */* | -*)
+	echo "boot-files: not a file name: $base" >&2
+	exit 2
+	;;
+esac
 kept=$dir/$base
 report() {
 	if [ -e "$kept.no-direct-boot" ]; then

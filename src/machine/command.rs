@@ -184,8 +184,24 @@ pub enum MachineError {
     HostKeyRefused { host: String },
     #[error("sudo on {host} wants a password for {user}, and there is no terminal to ask at and none was handed in")]
     SudoNeedsPassword { host: String, user: String },
+    /// sudo will not run trog's programs for the login at all (no sudoers lines for them, or no
+    /// sudo): what it said is kept.
+    #[error("sudo on {host} does not let {user} run trog's root programs: {}", untrusted_str(.detail))]
+    SudoRefused {
+        host: String,
+        user: String,
+        detail: String,
+    },
     #[error("sudo on {host} refused the password handed in for {user}")]
     SudoPasswordRefused { host: String, user: String },
+    /// A program trog runs as root on a hypervisor is not installed there.
+    #[error("trog's root program {path} is not installed on {host}")]
+    RootProgramMissing { host: String, path: String },
+    /// The file at a root program's path is not the program this trog embeds.
+    #[error(
+        "{path} on {host} is not the root program this trog runs (another version's, or changed)"
+    )]
+    RootProgramDiffers { host: String, path: String },
     #[error("cannot read {} to pour into `{command}` on {host}", path.display())]
     ReadInput {
         host: String,
@@ -231,15 +247,33 @@ impl crate::diagnose::Diagnose for MachineError {
     fn hint(&self) -> Option<String> {
         match self {
             MachineError::SudoNeedsPassword { user, .. } => Some(format!(
-                "give {user} passwordless sudo on that host with the line\n  {user} ALL=(ALL) NOPASSWD: ALL\nor hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog --credentials …"
+                "let {user} run trog's root programs on that host without a password: add the lines\n  trog root-programs sudoers --user {user}\nprints to /etc/sudoers.d there\nor hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog --credentials …"
+            )),
+            MachineError::SudoRefused { user, .. } => Some(format!(
+                "add the lines `trog root-programs sudoers --user {user}` prints to /etc/sudoers.d there (sudo itself must be installed)"
             )),
             MachineError::Unreachable { .. } => Some("check that `ssh` to that login works without a password prompt (keys, agent, ~/.ssh/config)".into()),
             MachineError::TimedOut { .. } => Some("the host or the link to it is too slow or stuck; run it again, or look at the host".into()),
             MachineError::HostKeyRefused { .. } => Some("another machine may be answering at the guest's address, or the guest's host key was replaced; find out which before anything else. A guest built before trog pinned host keys is taken once with `trog provision --adopt-host-key DOMAIN`".into()),
+            MachineError::RootProgramMissing { host, .. }
+            | MachineError::RootProgramDiffers { host, .. } => Some(root_programs_hint(host)),
             MachineError::KeepOutput { .. } => Some("check the free space and permissions where it is written (for a backup, `backup_dir`)".into()),
             MachineError::InputUnread { .. } => Some("the command ended early without saying why (a full disk, a dropped link, a script that stopped); run it again, or look at the host".into()),
             _ => None,
         }
+    }
+}
+
+/// How to install trog's root programs on `host` (as `Machine::describe` names it).
+fn root_programs_hint(host: &str) -> String {
+    if host == "this machine" {
+        "install them as root: `sudo bin/setup` from a checkout, or `trog root-programs install-script --user \"$(id -un)\" | sudo sh`; `trog preflight` lists what is missing".into()
+    } else {
+        let login = host
+            .split_once('@')
+            .map(|(user, _)| user)
+            .unwrap_or("LOGIN");
+        format!("install them there: `trog root-programs install-script --user {login} | ssh {host} sudo sh` (as a login that may run sudo sh there); `trog preflight` lists what is missing")
     }
 }
 
@@ -261,6 +295,32 @@ mod tests {
             shown.ends_with(r"failed with status 1: \x1b[2Jbad \xff"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn sudo_that_will_not_run_trogs_programs_names_the_lines_to_add() {
+        use crate::diagnose::Diagnose;
+        let error = MachineError::SudoRefused {
+            host: "hv1".into(),
+            user: "admin".into(),
+            detail: "sh: 1: sudo: not found".into(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "sudo on hv1 does not let admin run trog's root programs: sh: 1: sudo: not found"
+        );
+        assert!(error
+            .hint()
+            .unwrap()
+            .contains("`trog root-programs sudoers --user admin`"));
+        let error = MachineError::SudoNeedsPassword {
+            host: "hv1".into(),
+            user: "admin".into(),
+        };
+        assert!(error
+            .hint()
+            .unwrap()
+            .contains("trog root-programs sudoers --user admin"));
     }
 
     #[test]

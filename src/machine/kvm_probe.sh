@@ -1,3 +1,4 @@
+#!/bin/sh
 # Does hardware virtualisation actually work here? Run as root (it opens /dev/kvm) with sh.
 # Exit 0: a guest ran under KVM with the host's CPU, as a `domain_type = kvm` guest does.
 # Exit 1: it did not; stdout says why. Exit 2: this machine cannot be asked (no QEMU).
@@ -11,7 +12,9 @@
 #   2. when this machine has a kernel of its own in /boot, that kernel started directly with no
 #      root file system: it must reach its "Kernel panic" (about a second under a working KVM;
 #      `panic=-1` reboots, which `-no-reboot` turns into QEMU's exit with status 0).
-# trog's preflight runs this text on every hypervisor; bin/setup runs this file.
+# trog's preflight runs it on every hypervisor (installed as /usr/libexec/trog/kvm-probe and run
+# through sudo, it takes no arguments); bin/setup runs this file.
+[ $# -eq 0 ] || { echo 'usage: kvm-probe'; exit 2; }
 limit_s=20 # a working KVM runs the sector in milliseconds; QEMU itself starts in about one second
 command -v qemu-system-x86_64 >/dev/null || { echo 'qemu-system-x86_64 is not installed'; exit 2; }
 [ -c /dev/kvm ] || { echo '/dev/kvm does not exist'; exit 1; }

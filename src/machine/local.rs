@@ -38,6 +38,10 @@ impl Machine for LocalMachine {
         "this machine".into()
     }
 
+    fn is_root(&self) -> bool {
+        Self::running_as_root()
+    }
+
     fn run_watched(
         &self,
         command: &MachineCommand,

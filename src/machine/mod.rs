@@ -24,6 +24,11 @@ pub trait Machine {
     /// How the host is named in messages (`someadmin@hv1.example.test`, `this machine`).
     fn describe(&self) -> String;
 
+    /// Whether commands here already run as root (then `as_root` needs no sudo).
+    fn is_root(&self) -> bool {
+        false
+    }
+
     /// Runs `command` and waits for it, at most `command.timeout`.
     fn run(&self, command: &MachineCommand) -> Result<CommandOutput, MachineError> {
         self.run_watched(command, &mut || None)

@@ -31,8 +31,63 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1024.0 * 1024.0 * 1024.0))
 }
 
+/// The sudoers lines a login needs, as the command that prints them: one `NOPASSWD` line for each
+/// of trog's root programs, and nothing else.
 fn nopasswd_line(user: &str) -> String {
-    format!("{user} ALL=(ALL) NOPASSWD: ALL")
+    format!("lines `trog root-programs sudoers --user {user}` prints")
+}
+
+/// Whether the host has trog's root programs, as this trog embeds them.
+fn root_programs_check(
+    host: &str,
+    user: &str,
+    found: &Result<Option<Vec<(String, Installed)>>, String>,
+) -> Check {
+    let found = match found {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            return Check::note(
+                format!("trog runs as root on {host}: it needs no sudo, and runs the root programs it embeds"),
+                "run trog as an account in group libvirt instead (bin/setup makes one, `trog`), with the sudoers lines `trog root-programs sudoers` prints",
+            )
+        }
+        Err(why) => {
+            return Check::failed(
+                format!("trog's root programs on {host} not checked: {why}"),
+                "fix the connection first",
+            )
+        }
+    };
+    let named = |wanted: Installed| {
+        found
+            .iter()
+            .filter(|(_, state)| *state == wanted)
+            .map(|(path, _)| path.as_str())
+            .collect::<Vec<_>>()
+    };
+    let (missing, differing) = (named(Installed::Missing), named(Installed::Differs));
+    if missing.is_empty() && differing.is_empty() {
+        return Check::ok(format!(
+            "trog's {} root programs on {host} are this trog's",
+            found.len()
+        ));
+    }
+    let mut summary = format!("trog's root programs on {host} are not this trog's:");
+    if !missing.is_empty() {
+        summary.push_str(&format!(" missing {}", missing.join(", ")));
+    }
+    if !differing.is_empty() {
+        if !missing.is_empty() {
+            summary.push(';');
+        }
+        summary.push_str(&format!(" another version's {}", differing.join(", ")));
+    }
+    let advice = if host == "this machine" {
+        format!("install them as root: `trog root-programs install-script --user {user} | sudo sh` (bin/setup does)")
+    } else {
+        format!("install them there: `trog root-programs install-script --user {user} | ssh {user}@{host} sudo sh` (as a login that may run sudo sh there)")
+    };
+    Check::failed(summary, advice)
 }
 
 /// The checks of one hypervisor, in the order they are printed.
@@ -67,23 +122,25 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
         Ok(SudoFact::WantsPassword) => Check::failed(
             format!("No passwordless sudo for {user} on {host}"),
             format!(
-                "add the sudoers line `{}` there, or hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog … --credentials",
+                "add the sudoers {} there, or hand the password in: printf 'sudo: %s\\n\\n' \"$SUDO\" | trog … --credentials",
                 nopasswd_line(&user)
             ),
         ),
         Ok(SudoFact::PasswordHandedInRefused) => Check::failed(
             format!("sudo for {user} on {host} refuses the password handed in"),
-            format!("hand in the right password, or add the sudoers line `{}`", nopasswd_line(&user)),
+            format!("hand in the right password, or add the sudoers {}", nopasswd_line(&user)),
         ),
         Ok(SudoFact::Refused(detail)) => Check::failed(
             format!("No sudo for {user} on {host}: {detail}"),
-            format!("install sudo there and add the sudoers line `{}`", nopasswd_line(&user)),
+            format!("install sudo there and add the sudoers {}", nopasswd_line(&user)),
         ),
         Err(why) => Check::failed(
             format!("sudo for {user} on {host} not checked: {why}"),
             "fix the connection first",
         ),
     });
+
+    checks.push(root_programs_check(host, &user, &facts.root_programs));
 
     // libvirt answers; versions match.
     match &facts.libvirt {
@@ -369,6 +426,12 @@ mod tests {
             expected_user: Some("admin".into()),
             login: Ok("admin".into()),
             sudo: Ok(SudoFact::Passwordless),
+            root_programs: Ok(Some(
+                crate::machine::hypervisor_ops::root_programs::ALL
+                    .iter()
+                    .map(|program| (program.path(), Installed::Current))
+                    .collect(),
+            )),
             libvirt: Ok(LibvirtFacts {
                 daemon_version: 11_003_000,
                 hypervisor_version: 10_000_002,
@@ -406,7 +469,7 @@ mod tests {
             checks.iter().all(|c| c.outcome == Outcome::Ok),
             "{checks:#?}"
         );
-        assert_eq!(checks.len(), 11);
+        assert_eq!(checks.len(), 12);
     }
 
     #[test]
@@ -428,7 +491,7 @@ mod tests {
             connection_kept: None,
             ..healthy()
         };
-        assert_eq!(hypervisor_checks(&local).len(), 10);
+        assert_eq!(hypervisor_checks(&local).len(), 11);
     }
 
     #[test]
@@ -436,6 +499,7 @@ mod tests {
         let facts = HypervisorFacts {
             login: Err("connection refused".into()),
             sudo: Err("not reached".into()),
+            root_programs: Err("not reached".into()),
             libvirt: Err("cannot connect".into()),
             pool_filesystem: None,
             real_tpm: Err("not reached".into()),
@@ -449,6 +513,7 @@ mod tests {
         assert_eq!(
             outcomes(&checks),
             [
+                Outcome::Failed,
                 Outcome::Failed,
                 Outcome::Failed,
                 Outcome::Failed,
@@ -494,8 +559,8 @@ mod tests {
         let mut facts = healthy();
         facts.linked_version = 9_000_000;
         let checks = hypervisor_checks(&facts);
-        assert_eq!(checks[3].outcome, Outcome::Failed);
-        assert!(checks[3].summary.contains("9.0.0"), "{}", checks[3].summary);
+        assert_eq!(checks[4].outcome, Outcome::Failed);
+        assert!(checks[4].summary.contains("9.0.0"), "{}", checks[4].summary);
     }
 
     #[test]
@@ -504,9 +569,33 @@ mod tests {
         facts.pool_filesystem = Some(Ok(
             parse_findmnt("/ ext4 107374182400 53687091200\n").unwrap()
         ));
-        let check = &hypervisor_checks(&facts)[5];
+        let check = &hypervisor_checks(&facts)[6];
         assert_eq!(check.outcome, Outcome::Note);
         assert!(check.summary.contains("whole disk"), "{}", check.summary);
+    }
+
+    #[test]
+    fn root_programs_missing_or_of_another_version_fail_with_the_command_that_installs_them() {
+        let mut facts = healthy();
+        let Ok(Some(found)) = &mut facts.root_programs else {
+            unreachable!()
+        };
+        found[1].1 = Installed::Missing;
+        found[2].1 = Installed::Differs;
+        let check = &hypervisor_checks(&facts)[2];
+        assert_eq!(check.outcome, Outcome::Failed);
+        assert_eq!(
+            check.summary,
+            "trog's root programs on hv1 are not this trog's: missing /usr/libexec/trog/place-in-pool; another version's /usr/libexec/trog/boot-files"
+        );
+        assert_eq!(
+            check.advice.as_deref(),
+            Some("install them there: `trog root-programs install-script --user admin | ssh admin@hv1 sudo sh` (as a login that may run sudo sh there)")
+        );
+        facts.root_programs = Ok(None);
+        let check = &hypervisor_checks(&facts)[2];
+        assert_eq!(check.outcome, Outcome::Note);
+        assert!(check.summary.contains("runs as root"), "{}", check.summary);
     }
 
     #[test]
@@ -519,7 +608,7 @@ mod tests {
             .advice
             .as_deref()
             .unwrap()
-            .contains("admin ALL=(ALL) NOPASSWD: ALL"));
+            .contains("sudoers lines `trog root-programs sudoers --user admin` prints"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod checks;
 pub mod render;
 
+use crate::machine::hypervisor_ops::root_programs::Installed;
 use serde::Serialize;
 
 /// How one check came out.
@@ -105,6 +106,9 @@ pub struct HypervisorFacts {
     /// The login the connection runs as (`id -un`).
     pub login: Result<String, String>,
     pub sudo: Result<SudoFact, String>,
+    /// What the host has at each of trog's root programs' paths (the program's path and whether
+    /// it is this trog's); `None` where trog is root already and needs none installed.
+    pub root_programs: Result<Option<Vec<(String, Installed)>>, String>,
     pub libvirt: Result<LibvirtFacts, String>,
     /// The libvirt library this trog is linked against.
     pub linked_version: u32,

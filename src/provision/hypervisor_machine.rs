@@ -96,9 +96,9 @@ pub fn settle_sudo<P: Prompter>(
 ) -> Result<(), Failure> {
     match sudo_access(machine)? {
         SudoAccess::Passwordless => Ok(()),
-        SudoAccess::Refused { .. } => {
-            machine.run(&HypervisorOp::PasswordlessSudo)?.success()?;
-            Ok(())
+        SudoAccess::Refused { detail } => {
+            let (user, host) = login_parts(machine);
+            Err(MachineError::SudoRefused { host, user, detail }.into())
         }
         SudoAccess::WantsPassword => {
             let (user, host) = login_parts(machine);
@@ -127,12 +127,24 @@ pub fn open_hypervisor_machine<P: Prompter>(
         Transport::Local => {
             let machine = HypervisorMachine::local();
             if !LocalMachine::running_as_root() {
-                if let SudoAccess::WantsPassword = sudo_access(&machine)? {
-                    return Err(MachineError::SudoNeedsPassword {
-                        host: machine.describe(),
-                        user: std::env::var("USER").unwrap_or_else(|_| "this login".into()),
+                let user = || std::env::var("USER").unwrap_or_else(|_| "this login".into());
+                match sudo_access(&machine)? {
+                    SudoAccess::Passwordless => {}
+                    SudoAccess::WantsPassword => {
+                        return Err(MachineError::SudoNeedsPassword {
+                            host: machine.describe(),
+                            user: user(),
+                        }
+                        .into())
                     }
-                    .into());
+                    SudoAccess::Refused { detail } => {
+                        return Err(MachineError::SudoRefused {
+                            host: machine.describe(),
+                            user: user(),
+                            detail,
+                        }
+                        .into())
+                    }
                 }
             }
             Ok(Some(machine.into_dyn()))

@@ -212,6 +212,19 @@ fn hypervisor_facts(
         expected_user,
         login,
         sudo,
+        root_programs: reached.clone().and_then(|machine| {
+            machine
+                .root_programs()
+                .map(|found| {
+                    found.map(|found| {
+                        found
+                            .iter()
+                            .map(|(program, state)| (program.path(), state.clone()))
+                            .collect()
+                    })
+                })
+                .map_err(|error| short_error(&error))
+        }),
         libvirt,
         linked_version,
         pool_name: hypervisor.pool_name.clone(),

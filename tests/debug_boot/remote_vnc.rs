@@ -34,6 +34,7 @@ pub fn remote_host() -> RemoteHost {
     std::thread::spawn(move || {
         let _ = done.send(
             Command::new(checkout().join("tests/services/remote-host.sh"))
+                .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
                 .output()
                 .unwrap(),
         );

@@ -995,6 +995,7 @@ pub fn remote_host() -> impl Fn(&str) -> String {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/services/remote-host.sh"
     ))
+    .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
     .output()
     .unwrap();
     assert!(

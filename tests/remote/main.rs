@@ -59,6 +59,7 @@ fn remote_host() -> &'static RemoteHost {
     static HOST: OnceLock<RemoteHost> = OnceLock::new();
     HOST.get_or_init(|| {
         let output = Command::new(checkout().join("tests/services/remote-host.sh"))
+            .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
             .output()
             .unwrap();
         assert!(
@@ -411,7 +412,10 @@ fn without_a_terminal_or_a_sudo_password_the_run_stops_within_seconds() {
         "{stderr}"
     );
     assert!(
-        stderr.contains(&format!("{} ALL=(ALL) NOPASSWD: ALL", host.user_password)),
+        stderr.contains(&format!(
+            "trog root-programs sudoers --user {}",
+            host.user_password
+        )),
         "{stderr}"
     );
     assert!(!domain_exists(&installation.domain), "something was built");

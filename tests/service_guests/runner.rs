@@ -26,6 +26,7 @@ impl Hypervisor {
     /// Sets up remote-host.sh's logins and keys, then an sshd for them on `address`.
     pub fn start(checkout: &Path, address: &str) -> Hypervisor {
         let output = Command::new(checkout.join("tests/services/remote-host.sh"))
+            .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
             .output()
             .unwrap();
         assert!(

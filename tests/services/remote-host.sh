@@ -3,8 +3,10 @@
 # own address, an sshd started by hand inside it (its own configuration and host key), fronting
 # this machine's libvirtd (the socket is a file, shared by every network namespace), so
 #   qemu+ssh://USER@10.213.0.2/system?keyfile=$TROG_REMOTE_STATE/id_ed25519
-# is a hypervisor reached over SSH. Two logins, both in group libvirt, key-only over SSH:
-#   trognp   passwordless sudo (NOPASSWD)
+# is a hypervisor reached over SSH. Two logins, both in group libvirt, key-only over SSH, each of
+# which may run as root trog's root programs and nothing else (the lines that
+# `trog root-programs sudoers` prints; the programs installed from TROG_BIN, the trog under test):
+#   trognp   without a password (NOPASSWD)
 #   trogpw   sudo asks for a password, a random one kept in $TROG_REMOTE_STATE/sudo-password (0600)
 # The host key goes into /etc/ssh/ssh_known_hosts (one line, marked), so ssh and libvirt trust it
 # as they would a real hypervisor's.
@@ -53,6 +55,8 @@ if [[ ${1:-} == stop ]]; then
   exit 0
 fi
 
+trog_bin=${TROG_BIN:-}
+[[ -x $trog_bin ]] || die "TROG_BIN must name the trog under test (its root programs are installed here)"
 for tool in sshd ssh-keygen sudo ip virt-ssh-helper; do
   command -v "$tool" >/dev/null || die "$tool is missing"
 done
@@ -102,12 +106,13 @@ if [[ ! -s $state/sudo-password ]]; then
   (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$state/sudo-password")
 fi
 printf '%s:%s\n' "$user_password" "$(<"$state/sudo-password")" | chpasswd
-cat >"$sudoers.new" <<EOF
-# Written by tests/services/remote-host.sh
-$user_nopasswd ALL=(ALL) NOPASSWD: ALL
-$user_password ALL=(ALL) ALL
-Defaults:$user_password lecture=never
-EOF
+"$trog_bin" root-programs install-script | sh >/dev/null
+{
+  echo "# Written by tests/services/remote-host.sh"
+  "$trog_bin" root-programs sudoers --user "$user_nopasswd"
+  "$trog_bin" root-programs sudoers --user "$user_password" | sed 's/NOPASSWD: //'
+  echo "Defaults:$user_password lecture=never"
+} >"$sudoers.new"
 chmod 0440 "$sudoers.new"
 visudo -cqf "$sudoers.new" || die "the sudoers file does not check"
 mv "$sudoers.new" "$sudoers"

@@ -129,9 +129,9 @@ mod tests {
             dir: dir.display().to_string(),
             base: base.to_string(),
         };
-        let mut command = op.command();
-        command.as_root = false;
-        let output = crate::machine::local::LocalMachine.run(&command).unwrap();
+        let output = crate::machine::local::LocalMachine
+            .run(&op.command_here())
+            .unwrap();
         let output = output.success().unwrap();
         parse(&output.stdout_text())
     }

@@ -1,6 +1,10 @@
 //! How each operation of the closed list is carried out: the command it runs, as whom, and how
 //! long it may take. Private to the module: only a [`super::HypervisorMachine`] runs one.
 
+use super::root_programs::{
+    RootProgram, BOOT_FILES, DISK_IMAGE_INFO, GUEST_DISK, KVM_PROBE, MAKE_LOCK_DIR, PLACE_IN_POOL,
+    READ_LOG, SUDO_CHECK,
+};
 use super::{GuestDisks, HypervisorOp, Placement, StoredForm};
 use crate::machine::MachineCommand;
 use crate::model::digest::DigestAlgorithm;
@@ -8,28 +12,16 @@ use std::time::Duration;
 
 /// How long a question to a hypervisor may take. They are all quick reads; a host that needs
 /// longer is stuck or its link is.
-const QUESTION_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The KVM probe (bin/setup runs the same file): exits 0 when a guest ran under KVM with the
-/// host's CPU, 1 with the reason on stdout when it did not, 2 when the host cannot be asked.
-const KVM_PROBE_SCRIPT: &str = include_str!("../kvm_probe.sh");
-
-/// Fills a pool's file from standard input and puts it in place once whole (see the script).
-const PLACE_IN_POOL_SCRIPT: &str = include_str!("../place_in_pool.sh");
-
-/// Reads a base image's kernel out of it (see the script).
-const BOOT_FILES_SCRIPT: &str = include_str!("../boot_files.sh");
+pub(super) const QUESTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long reading a base image's kernel may take: the image is written out raw once (its data
 /// only, about a gigabyte for a cloud image: seconds on a disk, a minute on a slow one), then
 /// three files are read from it.
 const BOOT_FILES_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Takes and holds a lock on the hypervisor (see the script).
+/// Takes and holds a lock on the hypervisor, as the login: no root, so run as text (see the
+/// script).
 const HOLD_LOCK_SCRIPT: &str = include_str!("../hold_lock.sh");
-
-/// Makes the directory of trog's locks on the hypervisor, as root (see the script).
-const MAKE_LOCK_DIR_SCRIPT: &str = include_str!("../make_lock_dir.sh");
 
 /// The slowest link a pool's file is still copied over: 1 MiB/s, about a 10 Mbit/s line. The
 /// copy of a file may take as long as its size at that rate, plus [`PLACE_IN_POOL_ALLOWANCE`];
@@ -39,8 +31,9 @@ const PLACE_IN_POOL_MIN_RATE: u64 = 1024 * 1024;
 /// digest and syncing the file to disk (seconds for a base image on a hypervisor's disk).
 const PLACE_IN_POOL_ALLOWANCE: Duration = Duration::from_secs(120);
 
-/// A script's lines without its comments, which would only lengthen every message naming it.
-fn without_comments(script: &str) -> String {
+/// A script's lines without its comments (and its `#!` line), which would only lengthen every
+/// message naming it.
+pub(super) fn without_comments(script: &str) -> String {
     script
         .lines()
         .filter(|line| !line.trim_start().starts_with('#'))
@@ -64,83 +57,116 @@ fn place_in_pool_timeout(length: u64, form: StoredForm) -> Duration {
     PLACE_IN_POOL_ALLOWANCE + Duration::from_secs(copy + inflate)
 }
 
-/// A serial log from a byte on (`$2`), or whole when it is shorter (virtlogd rotated it).
-const READ_SERIAL_LOG_SCRIPT: &str = r#"size=$(wc -c <"$1") || exit 1
-if [ "$size" -lt "$2" ]; then cat -- "$1"; else tail -c "+$(($2 + 1))" -- "$1"; fi"#;
-/// A serial log's size in bytes; a guest that never booted has none yet.
-const SERIAL_LOG_SIZE_SCRIPT: &str = r#"if [ -e "$1" ]; then wc -c <"$1"; else echo 0; fi"#;
-
-/// Where libvirt keeps each guest's QEMU log on a hypervisor.
-const QEMU_LOG_DIR: &str = "/var/log/libvirt/qemu";
-/// Lines of a QEMU log shown when a guest stopped: its last start and the reason it ended.
-const QEMU_LOG_LINES: usize = 15;
-
 /// How long one libguestfs run may take: its appliance boots a small kernel (seconds under KVM,
 /// about twenty under software emulation on a loaded host, building it on first use adds a
 /// minute), then one read or write.
 const GUESTFS_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// What `guest-disk` does with a guest's file.
+#[derive(Clone, Copy)]
+enum GuestDiskMode {
+    Cat,
+    Ls,
+    Replace,
+    PutBack,
+}
+
 impl GuestDisks {
-    /// `guestfish` on these disks (read-only unless `write`), inspecting the guest to mount its
-    /// filesystems as it does, then `commands` (words; `:` separates commands).
-    fn guestfish(&self, write: bool, commands: &[&str]) -> MachineCommand {
-        let mut argv: Vec<String> = vec!["env".into(), "LIBGUESTFS_BACKEND=direct".into()];
-        if self.software_only {
-            argv.push("LIBGUESTFS_BACKEND_SETTINGS=force_tcg".into());
-        }
-        argv.push("guestfish".into());
-        argv.push(if write { "--rw" } else { "--ro" }.into());
+    /// `guest-disk` on these disks: `mode` on the guest's `path` (and `other`, the copy kept
+    /// beside it), the appliance under software emulation when told.
+    fn guest_disk(&self, mode: GuestDiskMode, path: &str, other: Option<&str>) -> MachineCommand {
+        let mode = match mode {
+            GuestDiskMode::Cat => "cat",
+            GuestDiskMode::Ls => "ls",
+            GuestDiskMode::Replace => "replace",
+            GuestDiskMode::PutBack => "put-back",
+        };
+        let accel = if self.software_only { "tcg" } else { "kvm" };
+        let mut argv = vec![
+            GUEST_DISK.path(),
+            mode.to_string(),
+            accel.to_string(),
+            path.to_string(),
+            other.unwrap_or("-").to_string(),
+        ];
         for disk in &self.disks {
-            argv.push(format!("--format={}", disk.format));
-            argv.push("-a".into());
+            argv.push(disk.format.clone());
             argv.push(disk.path.clone());
         }
-        argv.push("-i".into());
-        argv.extend(commands.iter().map(|word| word.to_string()));
         MachineCommand::new(argv)
             .as_root(true)
             .timeout(GUESTFS_TIMEOUT)
     }
 }
 
+/// `program` at its installed path with `args`, as root.
+fn root_call<S: Into<String>>(
+    program: &RootProgram,
+    args: impl IntoIterator<Item = S>,
+) -> MachineCommand {
+    let mut argv = vec![program.path()];
+    argv.extend(args.into_iter().map(Into::into));
+    MachineCommand::new(argv).as_root(true)
+}
+
 impl HypervisorOp {
+    /// The program of trog's closed list of root programs this operation runs, if it runs one.
+    pub(super) fn root_program(&self) -> Option<&'static RootProgram> {
+        Some(match self {
+            HypervisorOp::PasswordlessSudo | HypervisorOp::RootAccess => &SUDO_CHECK,
+            HypervisorOp::ReadSerialLog { .. }
+            | HypervisorOp::SerialLogSize { .. }
+            | HypervisorOp::ReadQemuLog { .. }
+            | HypervisorOp::ReadConsoleCapture { .. } => &READ_LOG,
+            HypervisorOp::KvmWorks => &KVM_PROBE,
+            HypervisorOp::GuestCat { .. }
+            | HypervisorOp::GuestLs { .. }
+            | HypervisorOp::GuestReplace { .. }
+            | HypervisorOp::GuestPutBack { .. } => &GUEST_DISK,
+            HypervisorOp::DiskImageInfo { .. } => &DISK_IMAGE_INFO,
+            HypervisorOp::PlaceInPool { .. } => &PLACE_IN_POOL,
+            HypervisorOp::BootFiles { .. } => &BOOT_FILES,
+            HypervisorOp::MakeLockDir { .. } => &MAKE_LOCK_DIR,
+            HypervisorOp::LoginName
+            | HypervisorOp::RealTpm
+            | HypervisorOp::Swtpm
+            | HypervisorOp::Libguestfs
+            | HypervisorOp::QemuImg
+            | HypervisorOp::FilesystemOf { .. }
+            | HypervisorOp::HoldLock { .. } => return None,
+        })
+    }
+
     /// The command that carries the operation out; private, so that only a
-    /// [`HypervisorMachine`] runs it.
+    /// [`HypervisorMachine`] runs it. An operation that needs root runs its program at its
+    /// installed path through sudo ([`HypervisorOp::root_program`]).
     pub(super) fn command(&self) -> MachineCommand {
         let command = match self {
             HypervisorOp::GuestCat { guest, path } => {
-                return guest.guestfish(
-                    false,
-                    &[
-                        "is-file",
-                        path,
-                        "followsymlinks:true",
-                        ":",
-                        "download",
-                        path,
-                        "-",
-                    ],
-                )
+                return guest.guest_disk(GuestDiskMode::Cat, path, None)
             }
             HypervisorOp::GuestLs { guest, path } => {
-                return guest.guestfish(
-                    false,
-                    &["is-dir", path, "followsymlinks:true", ":", "ls", path],
-                )
+                return guest.guest_disk(GuestDiskMode::Ls, path, None)
             }
             HypervisorOp::GuestReplace {
                 guest,
                 path,
                 keep_at,
-            } => return guest.guestfish(true, &["cp-a", path, keep_at, ":", "upload", "-", path]),
+            } => return guest.guest_disk(GuestDiskMode::Replace, path, Some(keep_at)),
             HypervisorOp::GuestPutBack {
                 guest,
                 path,
                 kept_at,
-            } => return guest.guestfish(true, &["is-file", kept_at, ":", "mv", kept_at, path]),
+            } => return guest.guest_disk(GuestDiskMode::PutBack, path, Some(kept_at)),
             HypervisorOp::LoginName => MachineCommand::new(["id", "-un"]),
-            HypervisorOp::PasswordlessSudo => MachineCommand::new(["sudo", "-n", "true"]),
-            HypervisorOp::RootAccess => MachineCommand::new(["true"]).as_root(true),
+            // As the login: sudo itself is asked, without a password, to run the check.
+            HypervisorOp::PasswordlessSudo => MachineCommand::new([
+                "sudo".to_string(),
+                "-n".into(),
+                "--".into(),
+                SUDO_CHECK.path(),
+            ]),
+            HypervisorOp::RootAccess => root_call(&SUDO_CHECK, [] as [String; 0]),
             HypervisorOp::RealTpm => {
                 MachineCommand::shell("test -c /dev/tpmrm0 || test -c /dev/tpm0")
             }
@@ -148,15 +174,9 @@ impl HypervisorOp {
             HypervisorOp::Libguestfs => MachineCommand::shell("command -v guestfish"),
             HypervisorOp::QemuImg => MachineCommand::shell("command -v qemu-img"),
             HypervisorOp::BootFiles { dir, base } => {
-                let script = without_comments(BOOT_FILES_SCRIPT);
-                return MachineCommand::new(["sh", "-c", &script, "trog-boot-files", dir, base])
-                    .as_root(true)
-                    .timeout(BOOT_FILES_TIMEOUT);
+                return root_call(&BOOT_FILES, [dir, base]).timeout(BOOT_FILES_TIMEOUT)
             }
-            HypervisorOp::DiskImageInfo { path } => {
-                MachineCommand::new(["qemu-img", "info", "--output=json", "-U", path.as_str()])
-                    .as_root(true)
-            }
+            HypervisorOp::DiskImageInfo { path } => root_call(&DISK_IMAGE_INFO, [path]),
             HypervisorOp::FilesystemOf { path } => MachineCommand::new([
                 "findmnt",
                 "--noheadings",
@@ -166,35 +186,19 @@ impl HypervisorOp {
                 "--target",
                 path,
             ]),
-            HypervisorOp::ReadSerialLog { path, from_byte } => MachineCommand::new([
-                "sh".to_string(),
-                "-c".to_string(),
-                READ_SERIAL_LOG_SCRIPT.to_string(),
-                "trog-serial-log".to_string(),
-                path.clone(),
-                from_byte.to_string(),
-            ])
-            .as_root(true),
-            HypervisorOp::SerialLogSize { path } => MachineCommand::new([
-                "sh".to_string(),
-                "-c".to_string(),
-                SERIAL_LOG_SIZE_SCRIPT.to_string(),
-                "trog-serial-log-size".to_string(),
-                path.clone(),
-            ])
-            .as_root(true),
-            HypervisorOp::KvmWorks => MachineCommand::shell(KVM_PROBE_SCRIPT).as_root(true),
-            HypervisorOp::ReadQemuLog { domain } => MachineCommand::new([
-                "tail".to_string(),
-                "-n".to_string(),
-                QEMU_LOG_LINES.to_string(),
-                format!("{QEMU_LOG_DIR}/{domain}.log"),
-            ])
-            .as_root(true),
-            HypervisorOp::ReadConsoleCapture { path, from_byte } => {
-                let from = format!("+{}", from_byte + 1);
-                MachineCommand::new(["tail", "-c", from.as_str(), path.as_str()]).as_root(true)
+            HypervisorOp::ReadSerialLog { path, from_byte } => root_call(
+                &READ_LOG,
+                ["from".to_string(), path.clone(), from_byte.to_string()],
+            ),
+            HypervisorOp::SerialLogSize { path } => root_call(&READ_LOG, ["size", path]),
+            HypervisorOp::KvmWorks => root_call(&KVM_PROBE, [] as [String; 0]),
+            HypervisorOp::ReadQemuLog { domain } => {
+                root_call(&READ_LOG, ["qemu".to_string(), domain.to_string()])
             }
+            HypervisorOp::ReadConsoleCapture { path, from_byte } => root_call(
+                &READ_LOG,
+                ["after".to_string(), path.clone(), from_byte.to_string()],
+            ),
             HypervisorOp::HoldLock {
                 dir,
                 file,
@@ -214,11 +218,7 @@ impl HypervisorOp {
                 verb.clone(),
                 group.clone(),
             ]),
-            HypervisorOp::MakeLockDir { dir, group } => {
-                let script = without_comments(MAKE_LOCK_DIR_SCRIPT);
-                MachineCommand::new(["sh", "-c", &script, "trog-make-lock-dir", dir, group])
-                    .as_root(true)
-            }
+            HypervisorOp::MakeLockDir { dir, group } => root_call(&MAKE_LOCK_DIR, [dir, group]),
             HypervisorOp::PlaceInPool {
                 dir,
                 partial,
@@ -241,21 +241,10 @@ impl HypervisorOp {
                     StoredForm::AsSent => "as-sent",
                     StoredForm::Inflated => "inflate",
                 };
-                let script = without_comments(PLACE_IN_POOL_SCRIPT);
-                let mut command = MachineCommand::new([
-                    "sh",
-                    "-c",
-                    &script,
-                    "trog-place-in-pool",
-                    dir,
-                    partial,
-                    name,
-                    sum,
-                    &digest.hex,
-                    placement,
-                    stored,
-                ])
-                .as_root(true)
+                let mut command = root_call(
+                    &PLACE_IN_POOL,
+                    [dir, partial, name, sum, &digest.hex, placement, stored],
+                )
                 .timeout(place_in_pool_timeout(*length, *form));
                 command.stdin = Some(input.clone());
                 return command;
@@ -263,6 +252,33 @@ impl HypervisorOp {
         };
         command.timeout(QUESTION_TIMEOUT)
     }
+}
+
+#[cfg(test)]
+impl HypervisorOp {
+    /// The operation's command as this machine runs it as the test's own user: a root program's
+    /// embedded text, without sudo (the tests give it files of their own).
+    pub(super) fn command_here(&self) -> MachineCommand {
+        let command = match self.root_program() {
+            Some(program) => embedded(program, self.command()),
+            None => self.command(),
+        };
+        command.as_root(false)
+    }
+}
+
+/// `command`, a root program's call at its installed path, as the program's embedded text run by
+/// `sh` instead: for a machine where trog already is root, which needs no sudo and so no
+/// installed program (`sh -c TEXT NAME ARGS…` gives the script the same `$1`…).
+pub(super) fn embedded(program: &RootProgram, command: MachineCommand) -> MachineCommand {
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        without_comments(program.text),
+        format!("trog-{}", program.name),
+    ];
+    argv.extend(command.argv.into_iter().skip(1));
+    MachineCommand { argv, ..command }
 }
 
 #[cfg(test)]
@@ -405,10 +421,9 @@ mod tests {
         .command();
         assert_eq!(
             command.to_shell_line(),
-            "env LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg guestfish --ro \
-             --format=qcow2 -a /p/g.qcow2 --format=raw -a '/p/g data' -i \
-             is-file '/etc/a b' followsymlinks:true : download '/etc/a b' -"
+            "/usr/libexec/trog/guest-disk cat tcg '/etc/a b' - qcow2 /p/g.qcow2 raw '/p/g data'"
         );
+        assert!(command.as_root);
         assert_eq!(command.timeout, GUESTFS_TIMEOUT);
     }
 
@@ -425,15 +440,29 @@ mod tests {
         };
         assert_eq!(
             op.command().to_shell_line(),
-            "tail -n 15 /var/log/libvirt/qemu/www.example.test.log"
+            "/usr/libexec/trog/read-log qemu www.example.test"
         );
         let op = HypervisorOp::ReadSerialLog {
             path: "/var/log/a b;reboot".into(),
             from_byte: 7,
         };
-        let argv = op.command().argv;
+        assert_eq!(
+            op.command().argv,
+            [
+                "/usr/libexec/trog/read-log",
+                "from",
+                "/var/log/a b;reboot",
+                "7"
+            ]
+        );
+        // Where trog is root already, the same arguments follow the embedded text.
+        let argv = embedded(&READ_LOG, op.command()).argv;
         assert_eq!(argv[..2], ["sh", "-c"]);
-        assert_eq!(argv[3..], ["trog-serial-log", "/var/log/a b;reboot", "7"]);
+        assert!(!argv[2].contains("#!"));
+        assert_eq!(
+            argv[3..],
+            ["trog-read-log", "from", "/var/log/a b;reboot", "7"]
+        );
     }
 
     #[test]
@@ -442,15 +471,17 @@ mod tests {
             path: "/l".into(),
             from_byte: 5,
         };
-        assert_eq!(op.command().argv, ["tail", "-c", "+6", "/l"]);
+        assert_eq!(
+            op.command().argv,
+            ["/usr/libexec/trog/read-log", "after", "/l", "5"]
+        );
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), "SeaBIOS\nLinux").unwrap();
-        let mut command = HypervisorOp::ReadConsoleCapture {
+        let command = HypervisorOp::ReadConsoleCapture {
             path: file.path().display().to_string(),
             from_byte: 8,
         }
-        .command();
-        command.as_root = false;
+        .command_here();
         let output = crate::machine::local::LocalMachine.run(&command).unwrap();
         assert_eq!(output.stdout_text(), "Linux");
     }
@@ -489,9 +520,9 @@ mod tests {
 
     /// Runs `op` here as the test's own user (the pool is a temporary directory of its own).
     fn run_here(op: &HypervisorOp) -> CommandOutput {
-        let mut command = op.command();
-        command.as_root = false;
-        crate::machine::local::LocalMachine.run(&command).unwrap()
+        crate::machine::local::LocalMachine
+            .run(&op.command_here())
+            .unwrap()
     }
 
     #[test]
@@ -504,12 +535,11 @@ mod tests {
             Placement::Replace,
         );
         let command = op.command();
-        assert_eq!(command.argv[..2], ["sh", "-c"]);
-        assert!(!command.argv[2].contains('#'), "comments left out");
+        assert!(command.as_root);
         assert_eq!(
-            command.argv[3..],
+            command.argv,
             [
-                "trog-place-in-pool",
+                "/usr/libexec/trog/place-in-pool",
                 "/pool dir;x",
                 "image.part-here",
                 "image",
@@ -733,11 +763,68 @@ mod tests {
         }
         .command();
         assert!(command.as_root, "/run/lock is root's");
-        assert_eq!(command.argv[..2], ["sh", "-c"]);
-        assert!(command.argv[2].contains("chmod 2770"));
         assert_eq!(
-            command.argv[3..],
-            ["trog-make-lock-dir", "/run/lock/trog", "libvirt"]
+            command.argv,
+            [
+                "/usr/libexec/trog/make-lock-dir",
+                "/run/lock/trog",
+                "libvirt"
+            ]
         );
+        assert!(MAKE_LOCK_DIR.text.contains("chmod 2770"));
+    }
+
+    /// Each root program refuses arguments not of the form it takes, before it acts.
+    #[test]
+    fn root_programs_refuse_arguments_of_the_wrong_form() {
+        let refused = |program: &RootProgram, args: &[&str]| {
+            let output = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(program.text)
+                .arg(program.name)
+                .args(args)
+                .output()
+                .unwrap();
+            // Each says why (the KVM probe on stdout, as all its answers), but for the sudo
+            // check, whose whole answer is its status.
+            let said = !output.stderr.is_empty() || !output.stdout.is_empty();
+            assert!(
+                !output.status.success() && (said || program == &SUDO_CHECK),
+                "{} {args:?}: {output:?}",
+                program.name
+            );
+        };
+        refused(&READ_LOG, &["from", "relative/log", "0"]);
+        refused(&READ_LOG, &["from", "/var/log/../../etc/shadow", "0"]);
+        refused(&READ_LOG, &["after", "/var/log/x", "-1"]);
+        refused(&READ_LOG, &["qemu", "../../etc/shadow"]);
+        refused(&READ_LOG, &["cat", "/etc/shadow"]);
+        refused(&READ_LOG, &["size", "/a", "extra"]);
+        refused(&DISK_IMAGE_INFO, &["-U"]);
+        refused(&DISK_IMAGE_INFO, &[]);
+        refused(&GUEST_DISK, &["cat", "kvm", "etc/x", "-", "raw", "/d"]);
+        refused(&GUEST_DISK, &["rm", "kvm", "/etc/x", "-", "raw", "/d"]);
+        refused(&GUEST_DISK, &["cat", "kvm", "/etc/x", "-", "vmdk", "/d"]);
+        refused(&GUEST_DISK, &["cat", "kvm", "/etc/x", "-", "raw"]);
+        refused(&GUEST_DISK, &["replace", "kvm", "/etc/x", "-", "raw", "/d"]);
+        refused(
+            &PLACE_IN_POOL,
+            &["/p", "../x", "n", "sha256sum", "ab", "keep", "as-sent"],
+        );
+        refused(
+            &PLACE_IN_POOL,
+            &["/p", "x", "n", "rm", "ab", "keep", "as-sent"],
+        );
+        refused(
+            &PLACE_IN_POOL,
+            &["/p", "x", "n", "sha256sum", "ab;", "keep", "as-sent"],
+        );
+        refused(&PLACE_IN_POOL, &["/p", "x", "n"]);
+        refused(&BOOT_FILES, &["/p", "../image"]);
+        refused(&BOOT_FILES, &["p", "image"]);
+        refused(&MAKE_LOCK_DIR, &["/run/lock/../../etc", "libvirt"]);
+        refused(&MAKE_LOCK_DIR, &["/run/lock/trog", "-x"]);
+        refused(&KVM_PROBE, &["extra"]);
+        refused(&SUDO_CHECK, &["extra"]);
     }
 }

@@ -7,14 +7,17 @@
 
 pub mod boot_files;
 mod command;
+pub mod root_programs;
 
 use crate::debug_boot::guest_disk::DiskFile;
 use crate::machine::command::Input;
 use crate::machine::local::LocalMachine;
 use crate::machine::ssh::{PortForward, SshMachine, SshTarget, SudoPassword};
-use crate::machine::{CommandOutput, HeldCommand, Machine, MachineError};
+use crate::machine::{CommandOutput, HeldCommand, Machine, MachineCommand, MachineError};
 use crate::model::digest::ImageDigest;
 use crate::model::names::DomainName;
+use root_programs::{Installed, RootProgram};
+use std::sync::OnceLock;
 
 /// What happens when a pool's file already exists under the final name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,9 @@ pub enum StoredForm {
 /// A hypervisor's own system: this machine or an SSH login to it. It runs the operations of
 /// [`HypervisorOp`] and nothing else; the machine inside is never handed out.
 pub struct HypervisorMachine<M: Machine + ?Sized = dyn Machine> {
+    /// What the host has at each root program's path, asked once (one `sha256sum` of them all)
+    /// before the first operation that runs one, and kept for the run.
+    installed: OnceLock<Vec<(&'static RootProgram, Installed)>>,
     machine: Box<M>,
 }
 
@@ -48,6 +54,7 @@ impl HypervisorMachine<LocalMachine> {
     /// This machine as a hypervisor.
     pub fn local() -> HypervisorMachine<LocalMachine> {
         HypervisorMachine {
+            installed: OnceLock::new(),
             machine: Box::new(LocalMachine),
         }
     }
@@ -57,6 +64,7 @@ impl HypervisorMachine<SshMachine> {
     /// An SSH login to a hypervisor.
     pub fn ssh(machine: SshMachine) -> HypervisorMachine<SshMachine> {
         HypervisorMachine {
+            installed: OnceLock::new(),
             machine: Box::new(machine),
         }
     }
@@ -85,9 +93,17 @@ impl HypervisorMachine<SshMachine> {
 
 #[cfg(test)]
 impl HypervisorMachine<crate::machine::fake::FakeMachine> {
-    /// A scripted hypervisor for unit tests.
+    /// A scripted hypervisor for unit tests, with trog's root programs installed.
     pub fn fake(machine: crate::machine::fake::FakeMachine) -> HypervisorMachine {
+        let installed = OnceLock::new();
+        let _ = installed.set(
+            root_programs::ALL
+                .iter()
+                .map(|program| (*program, Installed::Current))
+                .collect(),
+        );
         HypervisorMachine {
+            installed,
             machine: Box::new(machine),
         }
     }
@@ -97,6 +113,7 @@ impl<M: Machine + 'static> HypervisorMachine<M> {
     /// The same hypervisor, whatever kind of machine it is.
     pub fn into_dyn(self) -> HypervisorMachine {
         HypervisorMachine {
+            installed: self.installed,
             machine: self.machine,
         }
     }
@@ -110,7 +127,60 @@ impl<M: Machine + ?Sized> HypervisorMachine<M> {
 
     /// Runs `op` on the hypervisor.
     pub fn run(&self, op: &HypervisorOp) -> Result<CommandOutput, MachineError> {
-        self.machine.run(&op.command())
+        self.machine.run(&self.command_for(op)?)
+    }
+
+    /// The command that carries `op` out on this host. A root program runs at its installed path
+    /// through sudo, once the host is known to have the very program trog embeds; where trog is
+    /// root already, nothing needs sudo, and the embedded program runs as it is.
+    fn command_for(&self, op: &HypervisorOp) -> Result<MachineCommand, MachineError> {
+        let command = op.command();
+        let Some(program) = op.root_program() else {
+            return Ok(command);
+        };
+        if self.machine.is_root() {
+            if *op == HypervisorOp::PasswordlessSudo {
+                // Root needs no sudo: the answer is yes.
+                return Ok(MachineCommand::new(["true"]));
+            }
+            return Ok(command::embedded(program, command));
+        }
+        match self.installed()?.iter().find(|(p, _)| *p == program) {
+            Some((_, Installed::Current)) => Ok(command),
+            Some((_, Installed::Differs)) => Err(MachineError::RootProgramDiffers {
+                host: self.machine.describe(),
+                path: program.path(),
+            }),
+            _ => Err(MachineError::RootProgramMissing {
+                host: self.machine.describe(),
+                path: program.path(),
+            }),
+        }
+    }
+
+    /// What the host has at each root program's path (asked once a run); `None` where trog is
+    /// root already and runs the programs it embeds.
+    pub fn root_programs(
+        &self,
+    ) -> Result<Option<&[(&'static RootProgram, Installed)]>, MachineError> {
+        if self.machine.is_root() {
+            return Ok(None);
+        }
+        self.installed().map(|found| Some(found.as_slice()))
+    }
+
+    fn installed(&self) -> Result<&Vec<(&'static RootProgram, Installed)>, MachineError> {
+        if let Some(found) = self.installed.get() {
+            return Ok(found);
+        }
+        // As the login: the programs are readable by everyone. A missing one makes sha256sum
+        // exit 1 after printing the others' lines.
+        let output = self.machine.run(
+            &MachineCommand::new(root_programs::digest_command_argv())
+                .timeout(command::QUESTION_TIMEOUT),
+        )?;
+        let found = root_programs::read_installed(&output.stdout_text());
+        Ok(self.installed.get_or_init(|| found))
     }
 
     /// Runs `op` with `input` on its standard input (the new bytes of a file it replaces).
@@ -119,13 +189,13 @@ impl<M: Machine + ?Sized> HypervisorMachine<M> {
         op: &HypervisorOp,
         input: Vec<u8>,
     ) -> Result<CommandOutput, MachineError> {
-        self.machine.run(&op.command().stdin(input))
+        self.machine.run(&self.command_for(op)?.stdin(input))
     }
 
     /// Starts `op` and leaves it running until the returned command is dropped or this process
     /// dies: only [`HypervisorOp::HoldLock`] is meant to be kept running.
     pub fn keep_running(&self, op: &HypervisorOp) -> Result<HeldCommand, MachineError> {
-        self.machine.start(&op.command())
+        self.machine.start(&self.command_for(op)?)
     }
 
     /// Runs a yes-or-no operation: `true` when it exited 0. A host that cannot be asked answers
@@ -430,6 +500,95 @@ mod tests {
         );
         std::fs::remove_file(&path).unwrap();
         assert_eq!(serial_log(&machine, log, 0), None);
+    }
+
+    /// A hypervisor whose root programs are asked for, as a real one's are.
+    fn scripted(fake: crate::machine::fake::FakeMachine) -> HypervisorMachine {
+        HypervisorMachine {
+            installed: OnceLock::new(),
+            machine: Box::new(fake),
+        }
+    }
+
+    #[test]
+    fn a_root_program_runs_only_once_the_host_is_known_to_have_the_one_trog_embeds() {
+        use crate::diagnose::Diagnose;
+        use crate::machine::fake::{Answer, FakeMachine};
+        // sudo-check is current, place-in-pool another version's, the rest missing (sha256sum
+        // then exits 1 after the lines of those it read).
+        let sums: &'static str = Box::leak(
+            format!(
+                "{}  /usr/libexec/trog/sudo-check\n{}  /usr/libexec/trog/place-in-pool\n",
+                root_programs::SUDO_CHECK.sha256_hex(),
+                "0".repeat(64)
+            )
+            .into_boxed_str(),
+        );
+        let fake = FakeMachine::new()
+            .answer("sha256sum", &[Answer::Exit(1, sums)])
+            .answer("sudo-check", &[Answer::Exit(0, "")]);
+        let machine = scripted(fake.clone());
+
+        machine
+            .run(&HypervisorOp::RootAccess)
+            .unwrap()
+            .success()
+            .unwrap();
+        let missing = machine
+            .run(&HypervisorOp::BootFiles {
+                dir: "/p".into(),
+                base: "b".into(),
+            })
+            .unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "trog's root program /usr/libexec/trog/boot-files is not installed on fake.example.test"
+        );
+        assert!(missing.hint().unwrap().contains(
+            "trog root-programs install-script --user LOGIN | ssh fake.example.test sudo sh"
+        ));
+        let place = HypervisorOp::MakeLockDir {
+            dir: "/run/lock/trog".into(),
+            group: "libvirt".into(),
+        };
+        assert!(matches!(
+            machine.run(&place).unwrap_err(),
+            MachineError::RootProgramMissing { .. }
+        ));
+        let lines = fake.command_lines();
+        assert_eq!(fake.count("sha256sum"), 1, "asked once a run: {lines:?}");
+        assert_eq!(
+            lines.len(),
+            2,
+            "nothing ran but the check and sudo-check: {lines:?}"
+        );
+        assert_eq!(lines[1], "/usr/libexec/trog/sudo-check");
+        // A question that needs no root asks nothing about the programs.
+        let fake = FakeMachine::new().answer("id -un", &[Answer::Exit(0, "trog\n")]);
+        scripted(fake.clone())
+            .run(&HypervisorOp::LoginName)
+            .unwrap();
+        assert_eq!(fake.command_lines(), ["id -un"]);
+    }
+
+    #[test]
+    fn another_versions_program_is_refused_with_the_command_that_installs_this_ones() {
+        use crate::diagnose::Diagnose;
+        use crate::machine::fake::{Answer, FakeMachine};
+        let sums: &'static str = Box::leak(
+            format!("{}  /usr/libexec/trog/kvm-probe\n", "0".repeat(64)).into_boxed_str(),
+        );
+        let fake = FakeMachine::new().answer("sha256sum", &[Answer::Exit(1, sums)]);
+        let error = scripted(fake).run(&HypervisorOp::KvmWorks).unwrap_err();
+        assert!(
+            matches!(&error, MachineError::RootProgramDiffers { path, .. } if path == "/usr/libexec/trog/kvm-probe"),
+            "{error}"
+        );
+        assert_eq!(
+            error.exit_status(),
+            crate::exit_status::ExitStatus::Hypervisor
+        );
+        assert!(error.hint().unwrap().contains("trog preflight"));
     }
 
     #[test]
