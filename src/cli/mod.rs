@@ -118,6 +118,8 @@ pub enum Command {
     AssignIp(commands::assign_ip::AssignIpArgs),
     /// List the address ranges, who holds which address, and what is free.
     Addresses(commands::addresses::AddressesArgs),
+    /// Print the site's machines for other tools: ssh_config blocks, or an Ansible inventory.
+    Inventory(commands::inventory::InventoryArgs),
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell) on stdout.
     #[command(hide = true)]
     Completions(commands::shell_docs::CompletionsArgs),
@@ -144,6 +146,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Image(args) => commands::image::run(&cli.global, args),
         Command::AssignIp(args) => commands::assign_ip::run(&cli.global, args),
         Command::Addresses(args) => commands::addresses::run(&cli.global, args),
+        Command::Inventory(args) => commands::inventory::run(&cli.global, args),
         Command::Completions(args) => commands::shell_docs::completions(args),
         Command::Manpages(args) => commands::shell_docs::manpages(args),
     }

@@ -8,6 +8,7 @@ pub mod debug_boot;
 pub mod destroy;
 pub mod fleet;
 pub mod image;
+pub mod inventory;
 pub mod new_config;
 pub mod new_guest;
 pub mod preflight;

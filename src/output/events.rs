@@ -21,6 +21,7 @@ use crate::workflow::backup::{SweepReport, TakenBackup};
 use crate::workflow::debug_boot::DebugReport;
 use crate::workflow::destroy::DestroyReport;
 use crate::workflow::restore::RestoreReport;
+use crate::workflow::site::SiteInventory;
 use crate::workflow::snapshot::{SnapshotListing, TakenSnapshot};
 use crate::workflow::status::GuestStatus;
 use serde::Serialize;
@@ -110,6 +111,8 @@ pub enum Event<'a> {
     Addresses(&'a AddressListing),
     /// `image build`: the image is in the image cache, and the `image` setting that names it.
     ImageBuilt(&'a BuiltImageSummary),
+    /// `inventory`: the site's machines, and the hypervisors that could not be asked.
+    Inventory(&'a SiteInventory),
 }
 
 /// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).

@@ -27,6 +27,7 @@ pub mod lock;
 pub mod open;
 pub mod preflight;
 pub mod restore;
+pub mod site;
 pub mod snapshot;
 pub mod status;
 
