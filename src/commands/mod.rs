@@ -18,3 +18,4 @@ pub mod restore;
 pub mod shell_docs;
 pub mod snapshot;
 pub mod status;
+pub mod status_all;

@@ -22,6 +22,7 @@ use crate::workflow::debug_boot::DebugReport;
 use crate::workflow::destroy::DestroyReport;
 use crate::workflow::restore::RestoreReport;
 use crate::workflow::site::SiteInventory;
+use crate::workflow::site_status::Drift;
 use crate::workflow::snapshot::{SnapshotListing, TakenSnapshot};
 use crate::workflow::status::GuestStatus;
 use serde::Serialize;
@@ -113,6 +114,9 @@ pub enum Event<'a> {
     ImageBuilt(&'a BuiltImageSummary),
     /// `inventory`: the site's machines, and the hypervisors that could not be asked.
     Inventory(&'a SiteInventory),
+    /// `status --all`, after every guest's `status`: what the hypervisors hold that recipes.d
+    /// does not say.
+    Drift(&'a Drift),
 }
 
 /// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).

@@ -28,6 +28,7 @@ pub mod open;
 pub mod preflight;
 pub mod restore;
 pub mod site;
+pub mod site_status;
 pub mod snapshot;
 pub mod status;
 

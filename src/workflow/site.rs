@@ -47,28 +47,44 @@ pub fn read_site(paths: &InstallationPaths, answer_timeout: Duration) -> Result<
         .iter()
         .map(|domain| load_guest_with_recipe_settings(paths, domain, &settings))
         .collect::<Result<Vec<_>, _>>()?;
-    let fleet = fleet_to_build_on(
+    let (hypervisors, warning) = ask_holdings(paths, None, answer_timeout)?;
+    Ok(Site {
+        guests,
+        hypervisors,
+        warning,
+    })
+}
+
+/// What every hypervisor of the fleet holds (or only the one `named`, a block of
+/// hypervisors.conf), asked at once, each within `answer_timeout`; with the fleet file's warning.
+pub fn ask_holdings(
+    paths: &InstallationPaths,
+    named: Option<&str>,
+    answer_timeout: Duration,
+) -> Result<(Vec<HypervisorHoldings>, Option<String>), Failure> {
+    let whole = fleet_to_build_on(
         &paths.hypervisors_conf,
         load_installation_fleet(paths)?,
         None,
     );
+    let fleet = match named {
+        Some(name) => whole.narrowed_to(whole.hypervisor_named(name)?),
+        None => whole,
+    };
     let hypervisors = &fleet.fleet.hypervisors;
     let answers = ask_fleet(hypervisors, answer_timeout, |hypervisor| {
         held_domains(&hypervisor.libvirt_uri)
     });
-    Ok(Site {
-        guests,
-        hypervisors: hypervisors
-            .iter()
-            .zip(answers)
-            .map(|(hypervisor, answer)| HypervisorHoldings {
-                name: hypervisor.name.to_string(),
-                local: hypervisor.libvirt_uri.transport == Transport::Local,
-                answer,
-            })
-            .collect(),
-        warning: fleet.warning,
-    })
+    let holdings = hypervisors
+        .iter()
+        .zip(answers)
+        .map(|(hypervisor, answer)| HypervisorHoldings {
+            name: hypervisor.name.to_string(),
+            local: hypervisor.libvirt_uri.transport == Transport::Local,
+            answer,
+        })
+        .collect();
+    Ok((holdings, fleet.warning))
 }
 
 /// The site's machines, and what could not be asked.

@@ -1,163 +1,11 @@
-//! `trog inventory` through the real binary, on an installation whose fleet is one libvirt
-//! test-driver node and whose secret store holds two guests' keys: the ssh_config blocks read
-//! back by OpenSSH itself (`ssh -G`, `ssh-keygen -F`), the login key written only when asked and
-//! only as a new private file, and the Ansible inventory read back as JSON and, where it is
-//! installed, by `ansible-inventory`.
+//! `trog inventory`: the ssh_config blocks read back by OpenSSH itself (`ssh -G`,
+//! `ssh-keygen -F`), the login key written only when asked and only as a new private file, and
+//! the Ansible inventory read back as JSON and, where it is installed, by `ansible-inventory`.
 
-use std::io::Write;
+use super::{said, Site};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use trog::credentials::Secret;
-use trog::model::names::DomainName;
-use trog::secrets::{guest_keypair, GuestKeypair, SecretStore, StoreKdf};
-
-const PASSPHRASE: &str = "inventory passphrase";
-
-/// Guests of recipes.d: `www` (a static address, on hv1), `db` (tenant `blue`, address from
-/// ips.db's records is not needed: a static one too), `foreign` (a same-named domain on hv1 that
-/// trog did not make), `new` (never built: no key, no domain).
-const GUESTS: [(&str, &str); 4] = [
-    (
-        "www.site.test",
-        "    ips: [192.0.2.10/24]\n    gateway: 192.0.2.1\n",
-    ),
-    (
-        "db.site.test",
-        "    ips: [192.0.2.11/24]\n    gateway: 192.0.2.1\n    tenant: blue\n",
-    ),
-    (
-        "foreign.site.test",
-        "    ips: [192.0.2.12/24]\n    gateway: 192.0.2.1\n",
-    ),
-    ("new.site.test", ""),
-];
-
-struct Site {
-    root: tempfile::TempDir,
-    www: GuestKeypair,
-    db: GuestKeypair,
-}
-
-impl Site {
-    fn new() -> Site {
-        let root = tempfile::tempdir().unwrap();
-        let etc = root.path().join("etc");
-        std::fs::create_dir_all(etc.join("recipes.d")).unwrap();
-        std::fs::write(
-            root.path().join("node.xml"),
-            node(&[
-                ("www.site.test", true),
-                ("db.site.test", true),
-                ("foreign.site.test", false),
-            ]),
-        )
-        .unwrap();
-        std::fs::write(
-            etc.join("hypervisors.conf"),
-            format!(
-                "[hv1]\nlibvirt_uri = test://{}/node.xml\n",
-                root.path().display()
-            ),
-        )
-        .unwrap();
-        std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("etc/recipes.yaml"),
-            etc.join("recipes.yaml"),
-        )
-        .unwrap();
-        for (guest, global) in GUESTS {
-            std::fs::write(
-                etc.join(format!("recipes.d/{guest}.yaml")),
-                format!("{guest}:\n  _global:\n    cpus: 1\n{global}  nginx: {{}}\n"),
-            )
-            .unwrap();
-        }
-        let kdf = StoreKdf {
-            memory_mib: 1,
-            iterations: 1,
-            parallelism: 1,
-        };
-        let mut store =
-            SecretStore::create(&etc.join("secrets.kdbx"), &Secret::new(PASSPHRASE), kdf).unwrap();
-        let mut keypair = |name: &str| {
-            guest_keypair(
-                &mut store,
-                &DomainName::parse(name).unwrap(),
-                &mut rand::rngs::OsRng,
-            )
-            .unwrap()
-        };
-        let (www, db) = (keypair("www.site.test"), keypair("db.site.test"));
-        Site { root, www, db }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.root.path().join(name)
-    }
-
-    /// `trog --credentials ARGS…`, the passphrase handed in.
-    fn trog(&self, args: &[&str]) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
-            .arg("--credentials")
-            .args(args)
-            .env("TROG_PROVISIONER_CONFIG", self.root.path().join("etc"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("keepass: {PASSPHRASE}\n\n").as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    }
-
-    /// `trog inventory ARGS…`, which must succeed; its standard output.
-    fn inventory(&self, args: &[&str]) -> String {
-        let mut all = vec!["inventory"];
-        all.extend_from_slice(args);
-        let output = self.trog(&all);
-        assert!(output.status.success(), "{}", said(&output));
-        String::from_utf8(output.stdout).unwrap()
-    }
-}
-
-/// A test-driver node holding `domains` (name, whether it carries trog's tag).
-fn node(domains: &[(&str, bool)]) -> String {
-    let mut xml = String::from(
-        "<node>\n  <cpu><nodes>1</nodes><sockets>1</sockets><cores>8</cores><threads>1</threads>\
-         <active>8</active><mhz>2000</mhz><model>x86_64</model></cpu>\n  <memory>16777216</memory>\n",
-    );
-    for (name, tagged) in domains {
-        let metadata = if *tagged {
-            format!(
-                "<metadata><trog:guest xmlns:trog='urn:x-trog:guest:1' owner='trog' domain='{name}' \
-                 boot='b' shape='s' payload=''/></metadata>"
-            )
-        } else {
-            String::new()
-        };
-        xml.push_str(&format!(
-            "  <domain type='test'><name>{name}</name><memory>524288</memory><vcpu>1</vcpu>\
-             <os><type>hvm</type></os>{metadata}</domain>\n"
-        ));
-    }
-    xml.push_str("</node>\n");
-    xml
-}
-
-fn said(output: &Output) -> String {
-    format!(
-        "status {:?}\n{}{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+use std::path::Path;
+use std::process::Command;
 
 /// What OpenSSH makes of `host` in the config file `config`: `ssh -G`'s lines as (key, value).
 fn ssh_g(config: &Path, host: &str) -> Vec<(String, String)> {
@@ -186,7 +34,7 @@ fn option<'a>(options: &'a [(String, String)], key: &str) -> Vec<&'a str> {
 
 #[test]
 fn openssh_reads_each_machine_with_its_address_admin_user_and_pinned_host_key() {
-    let site = Site::new();
+    let site = Site::with_two_built_guests();
     let known_hosts = site.path("known hosts");
     let config = site.path("ssh_config");
     let text = site.inventory(&[
@@ -253,7 +101,7 @@ fn openssh_reads_each_machine_with_its_address_admin_user_and_pinned_host_key() 
 
 #[test]
 fn the_login_key_is_written_only_when_asked_for_one_machine_into_a_new_private_file() {
-    let site = Site::new();
+    let site = Site::with_two_built_guests();
     let known_hosts = site.path("known_hosts");
     let key = site.path("www.key");
     let args = |key: &Path| {
@@ -322,7 +170,7 @@ fn the_login_key_is_written_only_when_asked_for_one_machine_into_a_new_private_f
 
 #[test]
 fn a_known_hosts_file_trog_did_not_write_is_left_alone() {
-    let site = Site::new();
+    let site = Site::with_two_built_guests();
     let theirs = site.path("known_hosts");
     std::fs::write(&theirs, "github.com ssh-ed25519 AAAAtheirs\n").unwrap();
     let refused = site.trog(&["inventory", "--known-hosts", theirs.to_str().unwrap()]);
@@ -338,7 +186,7 @@ fn a_known_hosts_file_trog_did_not_write_is_left_alone() {
 
 #[test]
 fn the_ansible_inventory_groups_the_machines_and_ansible_reads_it() {
-    let site = Site::new();
+    let site = Site::with_two_built_guests();
     let known_hosts = site.path("known_hosts");
     let text = site.inventory(&[
         "--format",
@@ -411,7 +259,7 @@ fn the_ansible_inventory_groups_the_machines_and_ansible_reads_it() {
 
 #[test]
 fn the_json_event_lists_the_machines_without_a_secret() {
-    let site = Site::new();
+    let site = Site::with_two_built_guests();
     let text = site.inventory(&["--json", "--format", "ansible"]);
     let event: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
     assert_eq!(event["event"], "inventory");
