@@ -13,6 +13,7 @@ pub mod new_config;
 pub mod new_guest;
 pub mod preflight;
 pub mod provision;
+pub mod provision_all;
 pub mod recipes;
 pub mod restore;
 pub mod shell_docs;

@@ -1,10 +1,11 @@
 //! `provision DOMAIN…`: parses the arguments, runs `provision::run` (generate, place, plan and,
 //! unless `--dry-run`, boot and finish each guest) and prints what it shows: the placement and
-//! the numbered plan, then how the run went.
+//! the numbered plan, then how the run went. `--all` ends with `provision_all`'s summary.
 
 use crate::cli::target::FleetSearch;
 use crate::cli::values;
 use crate::cli::GlobalArgs;
+use crate::commands::provision_all::{render as render_summary, summarise};
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
@@ -15,6 +16,7 @@ use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::render_decision;
 use crate::plan::Resolution;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
+use crate::provision::site::provision_site;
 use crate::provision::ConvergeReport;
 
 #[derive(Debug, clap::Args)]
@@ -23,8 +25,12 @@ use crate::provision::ConvergeReport;
 )))]
 pub struct ProvisionArgs {
     /// The guests, fully qualified.
-    #[arg(required = true, value_name = "DOMAIN", value_parser = values::domain)]
+    #[arg(required_unless_present = "all", value_name = "DOMAIN", value_parser = values::domain)]
     pub domains: Vec<DomainName>,
+    /// Every guest of recipes.d, placed together; a guest that fails does not stop the others,
+    /// and a summary ends the run.
+    #[arg(long, conflicts_with = "domains")]
+    pub all: bool,
     /// Print the placement and the numbered plan, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -69,6 +75,26 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     };
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
+    if args.all {
+        let outcomes = provision_site(
+            &global.installation_paths(),
+            &global.locks("provision"),
+            &mut credentials,
+            &request,
+            &mut progress,
+            &mut Printed {
+                json: global.json,
+                yes: args.yes,
+            },
+        )?;
+        let (summary, status) = summarise(&outcomes, args.dry_run);
+        if global.json {
+            progress.event(&Event::SiteProvisioned(&summary));
+        } else {
+            crate::out!("{}", render_summary(&summary));
+        }
+        return Ok(status);
+    }
     provision_guests(
         &global.installation_paths(),
         &global.locks("provision"),

@@ -10,6 +10,7 @@
 //! To add an event: add a variant here (its fields are its JSON fields), document it in
 //! docs/JSON.md, and print it with [`emit`].
 
+use crate::commands::provision_all::SiteSummary;
 use crate::diagnose::Failure;
 use crate::placement::fleet_table::FleetSummary;
 use crate::placement::Decision;
@@ -117,6 +118,8 @@ pub enum Event<'a> {
     /// `status --all`, after every guest's `status`: what the hypervisors hold that recipes.d
     /// does not say.
     Drift(&'a Drift),
+    /// `provision --all`, last: what became of every guest of recipes.d.
+    SiteProvisioned(&'a SiteSummary),
 }
 
 /// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).

@@ -3,6 +3,7 @@
 //! (`inventory.rs`) and `status --all` (`status_all.rs`).
 
 mod inventory;
+mod provision_all;
 mod status_all;
 
 use std::io::Write;

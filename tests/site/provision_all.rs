@@ -1,0 +1,97 @@
+//! `provision --all --dry-run`: every guest of recipes.d placed together and planned; a guest
+//! that cannot be planned is named in the summary with why, and does not stop the others.
+
+use super::{said, Site};
+
+/// The site with a guest whose configuration is refused (a `CHANGEME` left), first in order.
+fn site_with_a_refused_guest() -> Site {
+    let site = Site::with_two_built_guests();
+    std::fs::write(
+        site.path("etc/recipes.d/bad.site.test.yaml"),
+        "bad.site.test:\n  _global:\n    cpus: 1\n  nginx:\n    server_names: [CHANGEME]\n",
+    )
+    .unwrap();
+    site
+}
+
+#[test]
+fn a_guest_that_fails_is_in_the_summary_and_the_others_are_planned() {
+    let site = site_with_a_refused_guest();
+    let output = site.trog(&["provision", "--all", "--dry-run"]);
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    // The first guest that failed, in recipes.d's order, gives the exit status: CHANGEME's.
+    assert_eq!(output.status.code(), Some(3), "{}", said(&output));
+    let summary = &text[text
+        .find("5 guests:")
+        .unwrap_or_else(|| panic!("{}", said(&output)))..];
+    let lines: Vec<&str> = summary
+        .lines()
+        .filter(|line| !line.starts_with("    ") && !line.starts_with("  -"))
+        .collect();
+    assert_eq!(
+        lines[0],
+        "5 guests: 3 to change, 0 converged already, 2 failed"
+    );
+    assert!(
+        lines[1].starts_with("  FAILED             bad.site.test: "),
+        "{summary}"
+    );
+    assert!(summary.contains("CHANGEME"), "{summary}");
+    assert_eq!(lines[2], "  would change       db.site.test", "{summary}");
+    assert!(
+        lines[3].starts_with("  FAILED             foreign.site.test: "),
+        "{summary}"
+    );
+    assert!(summary.contains("--force adopts it"), "{summary}");
+    assert_eq!(lines[4], "  would change       new.site.test", "{summary}");
+    assert_eq!(lines[5], "  would change       www.site.test", "{summary}");
+    // Each guest that could be planned was, with one placement: the new guest is counted beside
+    // the ones already there.
+    assert!(text.contains("new.site.test: 10 steps"), "{text}");
+    assert!(text.contains("www.site.test: 11 steps"), "{text}");
+    // A dry run writes nothing.
+    assert!(!site.path("etc/ips.db").exists());
+}
+
+#[test]
+fn with_json_the_plans_come_first_and_the_summary_last() {
+    let site = site_with_a_refused_guest();
+    let output = site.trog(&["--json", "provision", "--all", "--dry-run"]);
+    assert_eq!(output.status.code(), Some(3), "{}", said(&output));
+    let events: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|event| event["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["plan", "plan", "plan", "site_provisioned"]);
+    let summary = &events[3];
+    assert_eq!(summary["dry_run"], true);
+    let outcomes: Vec<(&str, &str)> = summary["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| {
+            (
+                line["guest"].as_str().unwrap(),
+                line["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("bad.site.test", "failed"),
+            ("db.site.test", "changed"),
+            ("foreign.site.test", "failed"),
+            ("new.site.test", "changed"),
+            ("www.site.test", "changed"),
+        ]
+    );
+    assert_eq!(summary["guests"][0]["failure"]["exit_status"]["code"], 3);
+    assert_eq!(summary["guests"][2]["failure"]["exit_status"]["code"], 7);
+    assert_eq!(summary["guests"][1]["failure"], serde_json::Value::Null);
+}
