@@ -13,7 +13,7 @@ use trog::credentials::Secret;
 use trog::model::names::DomainName;
 use trog::secrets::{guest_keypair, GuestKeypair, SecretStore, StoreKdf};
 
-const PASSPHRASE: &str = "inventory passphrase";
+pub const PASSPHRASE: &str = "inventory passphrase";
 
 /// Guests of recipes.d: `www` (a static address, on hv1), `db` (tenant `blue`, address from
 /// ips.db's records is not needed: a static one too), `foreign` (a same-named domain on hv1 that

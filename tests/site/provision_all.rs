@@ -95,3 +95,45 @@ fn with_json_the_plans_come_first_and_the_summary_last() {
     assert_eq!(summary["guests"][2]["failure"]["exit_status"]["code"], 7);
     assert_eq!(summary["guests"][1]["failure"], serde_json::Value::Null);
 }
+
+#[test]
+fn a_real_run_goes_past_each_failed_guest_and_gives_back_the_keys_it_made() {
+    // Guests on libvirt's test driver cannot be reached over SSH, so each is refused before its
+    // first step: every guest fails on its own, and the run still reaches them all.
+    let site = site_with_a_refused_guest();
+    let output = site.trog(&["provision", "--all"]);
+    assert_eq!(output.status.code(), Some(3), "{}", said(&output));
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert!(
+        text.contains("5 guests: 0 changed, 0 converged already, 5 failed"),
+        "{}",
+        said(&output)
+    );
+    for guest in ["db", "foreign", "new", "www"] {
+        assert!(
+            text.contains(&format!("  FAILED             {guest}.site.test: ")),
+            "{guest}: {text}"
+        );
+    }
+    assert!(text.contains("libvirt's test driver"), "{text}");
+
+    // The key made for the guest never built is taken back; the built guests' keys stay.
+    let store = trog::secrets::SecretStore::open(
+        &site.path("etc/secrets.kdbx"),
+        &trog::credentials::Secret::new(super::PASSPHRASE),
+    )
+    .unwrap();
+    let key_of = |name: &str| {
+        trog::secrets::stored_keypair(
+            &store,
+            &trog::model::names::DomainName::parse(name).unwrap(),
+        )
+        .unwrap()
+    };
+    assert!(key_of("new.site.test").is_none(), "taken back");
+    assert_eq!(
+        key_of("www.site.test").unwrap().public_key_openssh(),
+        site.www.public_key_openssh()
+    );
+    assert!(key_of("db.site.test").is_some());
+}
