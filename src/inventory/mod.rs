@@ -44,6 +44,23 @@ pub struct SiteMachine {
     pub host_keys: Vec<String>,
 }
 
+/// The address other tools reach a machine at: its first declared address (`ips`), else the one
+/// ips.db records for it, else the lease its network gave it, which is reachable from here only
+/// when its hypervisor is this machine (`leased_here`).
+pub fn choose_address(
+    declared: Option<IpAddr>,
+    recorded: Option<IpAddr>,
+    leased: Option<IpAddr>,
+    leased_here: bool,
+) -> Option<(IpAddr, AddressOrigin)> {
+    declared
+        .map(|address| (address, AddressOrigin::Declared))
+        .or(recorded.map(|address| (address, AddressOrigin::Recorded)))
+        .or(leased
+            .filter(|_| leased_here)
+            .map(|address| (address, AddressOrigin::Leased)))
+}
+
 /// Where the rendered text sends OpenSSH for what is not in it.
 #[derive(Debug, Clone, Copy)]
 pub struct SshFiles<'a> {
@@ -89,6 +106,29 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::machine;
     use super::*;
+
+    #[test]
+    fn a_declared_address_comes_first_then_ips_db_then_a_lease_on_this_machine() {
+        let (declared, recorded, leased) = (
+            Some("192.0.2.10".parse().unwrap()),
+            Some("192.0.2.20".parse().unwrap()),
+            Some("192.168.122.30".parse().unwrap()),
+        );
+        assert_eq!(
+            choose_address(declared, recorded, leased, true),
+            Some((declared.unwrap(), AddressOrigin::Declared))
+        );
+        assert_eq!(
+            choose_address(None, recorded, leased, true),
+            Some((recorded.unwrap(), AddressOrigin::Recorded))
+        );
+        assert_eq!(
+            choose_address(None, None, leased, true),
+            Some((leased.unwrap(), AddressOrigin::Leased))
+        );
+        // A lease on another hypervisor's network is not reachable from here.
+        assert_eq!(choose_address(None, None, leased, false), None);
+    }
 
     #[test]
     fn every_pinned_key_is_a_line_under_its_machines_alias() {

@@ -10,7 +10,7 @@ use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::{CredentialSource, Secret, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::generate::recipe_settings;
-use crate::inventory::{AddressOrigin, SiteMachine};
+use crate::inventory::{choose_address, SiteMachine};
 use crate::libvirt::ask_fleet;
 use crate::libvirt::site::{held_domains, HeldDomain};
 use crate::model::hypervisor::Transport;
@@ -176,8 +176,8 @@ pub fn site_inventory(
     })
 }
 
-/// One guest as a machine of the inventory (pure: everything asked is passed in).
-pub fn machine(
+/// One guest as a machine of the inventory (everything asked is passed in).
+fn machine(
     guest: &GuestConfig,
     hypervisors: &[HypervisorHoldings],
     holdings: &[Holding],
@@ -198,19 +198,14 @@ pub fn machine(
         .find(|holding| holding.guest == name)
         .map(|holding| IpAddr::V4(holding.address));
     let leased = holder
-        .filter(|(hypervisor, _)| hypervisor.local)
         .and_then(|(_, domain)| domain.leased.first())
         .and_then(|address| address.parse::<IpAddr>().ok());
-    let (address, address_origin) = match (declared, recorded, leased) {
-        (Some(address), _, _) => (Some(address), Some(AddressOrigin::Declared)),
-        (None, Some(address), _) => (Some(address), Some(AddressOrigin::Recorded)),
-        (None, None, Some(address)) => (Some(address), Some(AddressOrigin::Leased)),
-        (None, None, None) => (None, None),
-    };
+    let leased_here = holder.is_some_and(|(hypervisor, _)| hypervisor.local);
+    let chosen = choose_address(declared, recorded, leased, leased_here);
     SiteMachine {
         name: name.to_string(),
-        address,
-        address_origin,
+        address: chosen.map(|(address, _)| address),
+        address_origin: chosen.map(|(_, origin)| origin),
         admin_user: guest.settings.admin_user.clone(),
         hypervisor: holder.map(|(hypervisor, _)| hypervisor.name.clone()),
         tenant: guest

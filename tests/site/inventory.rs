@@ -285,3 +285,23 @@ fn the_json_event_lists_the_machines_without_a_secret() {
     assert_eq!(machines[2]["address"], serde_json::Value::Null);
     assert!(!text.contains("PRIVATE KEY"));
 }
+
+#[test]
+fn an_address_assign_ip_recorded_in_ips_db_is_the_machines_address() {
+    let site = Site::with_two_built_guests();
+    std::fs::write(
+        site.path("etc/recipes.d/new.site.test.yaml"),
+        "new.site.test:\n  _global:\n    cpus: 1\n    address_range: 192.0.2.100-192.0.2.110/24\n    gateway: 192.0.2.1\n  nginx: {}\n",
+    )
+    .unwrap();
+    let assigned = site.trog(&["assign_ip", "new.site.test"]);
+    assert!(assigned.status.success(), "{}", said(&assigned));
+    let text = site.inventory(&["--json", "--format", "ansible", "new.site.test"]);
+    let event: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    let machines = event["machines"].as_array().unwrap();
+    assert_eq!(machines.len(), 1, "only the machine named: {text}");
+    assert_eq!(machines[0]["address"], "192.0.2.100");
+    assert_eq!(machines[0]["address_origin"], "recorded");
+    let unknown = site.trog(&["inventory", "--format", "ansible", "gone.site.test"]);
+    assert_eq!(unknown.status.code(), Some(3), "{}", said(&unknown));
+}
