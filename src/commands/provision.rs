@@ -19,6 +19,11 @@ use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, Pro
 use crate::provision::site::provision_site;
 use crate::provision::ConvergeReport;
 
+/// `provision --all`'s guests converged at once unless `--parallel` says otherwise: two keep a
+/// hypervisor busy while one guest waits on its boot or its packages, without booting so many
+/// emulated guests side by side that each one's SSH login takes minutes.
+pub const DEFAULT_AT_ONCE: usize = 2;
+
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("hypervisor", |arg| arg.help(
     "Build on this hypervisor of hypervisors.conf, skipping the search and the capacity checks"
@@ -31,6 +36,10 @@ pub struct ProvisionArgs {
     /// and a summary ends the run.
     #[arg(long, conflicts_with = "domains")]
     pub all: bool,
+    /// With --all: how many guests are converged at once (1: one after another; default 2).
+    /// Guests booting side by side share their hypervisor's CPUs and disk.
+    #[arg(long, value_name = "N", value_parser = values::parallel_count)]
+    pub parallel: Option<usize>,
     /// Print the placement and the numbered plan, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -56,6 +65,10 @@ pub struct ProvisionArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failure> {
+    // clap's `requires` counts a flag that is off as present: checked here.
+    if args.parallel.is_some() && !args.all {
+        return Err(crate::commands::provision_all::ParallelWithoutAll.into());
+    }
     let answer_timeout = args.search.answer_timeout();
     let request = ProvisionRequest {
         domains: args.domains,
@@ -81,6 +94,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             &global.locks("provision"),
             &mut credentials,
             &request,
+            args.parallel.unwrap_or(DEFAULT_AT_ONCE),
             &mut progress,
             &mut Printed {
                 json: global.json,

@@ -2,11 +2,29 @@
 //! failed and why), and the exit status: 0 when every guest converged, else the status of the
 //! first guest that failed, in recipes.d's order.
 
+use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
 use crate::output::events::ErrorEvent;
 use crate::provision::site::SiteOutcome;
 use serde::Serialize;
+
+/// `--parallel` given to a `provision` of named guests, which converges them in turn.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--parallel bounds how many guests `provision --all` converges at once, and --all is not given"
+)]
+pub struct ParallelWithoutAll;
+
+impl Diagnose for ParallelWithoutAll {
+    fn exit_status(&self) -> ExitStatus {
+        ExitStatus::Usage
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some("add --all, or leave --parallel out".into())
+    }
+}
 
 /// One guest's line of the summary.
 #[derive(Debug, Serialize)]

@@ -14,6 +14,7 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
+use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
@@ -29,7 +30,7 @@ use crate::provision::{
 };
 use crate::secrets::KeypairOrigin;
 use crate::workflow::lock::take_guest_lock;
-use crate::workflow::{open_hypervisor, HypervisorAccess};
+use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -254,7 +255,9 @@ fn converge_each(
             decision,
             fleet,
             locks,
-            credentials,
+            &mut |hypervisor| {
+                open_hypervisor(hypervisor, HypervisorAccess::WithSystem, credentials)
+            },
             request,
             progress,
             output,
@@ -277,6 +280,11 @@ pub enum GuestConverged {
     Already,
 }
 
+/// Opens a hypervisor with its own system, sudo settled (the credentials it may ask for are the
+/// caller's: one run's, or shared between the guests converged at once).
+pub(crate) type OpenHypervisor<'a> =
+    dyn FnMut(&HypervisorConfig) -> Result<OpenedHypervisor, Failure> + 'a;
+
 /// [`converge_each`] for one guest; `key_kept` says whether its key stays in the store whatever
 /// happens next (its steps began, or another run holds its lock).
 #[allow(clippy::too_many_arguments)]
@@ -285,7 +293,7 @@ pub(crate) fn converge_one(
     decision: &Decision,
     fleet: &crate::config::hypervisors_conf::BuildFleet,
     locks: &Locks,
-    credentials: &mut CredentialSource,
+    open: &mut OpenHypervisor<'_>,
     request: &ProvisionRequest,
     progress: &mut Progress,
     output: &mut dyn ProvisionOutput,
@@ -297,7 +305,7 @@ pub(crate) fn converge_one(
         .iter()
         .find(|h| h.name == decision.chosen)
         .expect("placement chose a hypervisor of the fleet");
-    let opened = open_hypervisor(hypervisor, HypervisorAccess::WithSystem, credentials)?;
+    let opened = open(hypervisor)?;
     let on_hypervisor = GuestOnHypervisor {
         inputs: guest,
         hypervisor,

@@ -137,3 +137,44 @@ fn a_real_run_goes_past_each_failed_guest_and_gives_back_the_keys_it_made() {
     );
     assert!(key_of("db.site.test").is_some());
 }
+
+#[test]
+fn guests_converged_at_once_end_the_same_and_the_bound_is_checked() {
+    let site = site_with_a_refused_guest();
+    for parallel in ["1", "4"] {
+        let output = site.trog(&["provision", "--all", "--parallel", parallel]);
+        assert_eq!(output.status.code(), Some(3), "{}", said(&output));
+        let text = String::from_utf8(output.stdout).unwrap();
+        let summary = &text[text.find("5 guests:").unwrap()..];
+        let heads: Vec<&str> = summary
+            .lines()
+            .filter(|line| line.starts_with("  FAILED ") || line.starts_with("5 guests"))
+            .map(|line| line.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            heads,
+            [
+                "5 guests",
+                "  FAILED             bad.site.test",
+                "  FAILED             db.site.test",
+                "  FAILED             foreign.site.test",
+                "  FAILED             new.site.test",
+                "  FAILED             www.site.test",
+            ],
+            "--parallel {parallel}: in recipes.d's order whatever ended first"
+        );
+    }
+    for refused in [
+        vec!["provision", "--all", "--parallel", "0"],
+        vec!["provision", "--all", "--parallel", "33"],
+        vec!["provision", "--parallel", "2", "www.site.test"],
+    ] {
+        let output = site.trog(&refused);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{refused:?}: {}",
+            said(&output)
+        );
+    }
+}
