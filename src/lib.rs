@@ -20,6 +20,7 @@ pub mod config;
 pub mod cookbook;
 pub mod debug_boot;
 pub mod generate;
+pub mod inventory;
 pub mod model;
 pub mod placement;
 pub mod plan;

@@ -122,6 +122,8 @@ pub enum Command {
     /// the script that installs those programs there.
     #[command(name = "root-programs")]
     RootPrograms(commands::root_programs::RootProgramsArgs),
+    /// Print the site's machines for other tools: ssh_config blocks, or an Ansible inventory.
+    Inventory(commands::inventory::InventoryArgs),
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell) on stdout.
     #[command(hide = true)]
     Completions(commands::shell_docs::CompletionsArgs),
@@ -149,6 +151,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::AssignIp(args) => commands::assign_ip::run(&cli.global, args),
         Command::Addresses(args) => commands::addresses::run(&cli.global, args),
         Command::RootPrograms(args) => commands::root_programs::run(args),
+        Command::Inventory(args) => commands::inventory::run(&cli.global, args),
         Command::Completions(args) => commands::shell_docs::completions(args),
         Command::Manpages(args) => commands::shell_docs::manpages(args),
     }

@@ -43,6 +43,8 @@ pub enum ArgumentError {
     NotCount { text: String },
     #[error("keeping 0 snapshots would delete every one, the one just taken too")]
     KeepNone,
+    #[error("{count} guests at once is out of range: from 1 to {most} are allowed")]
+    ParallelOutOfRange { count: usize, most: usize },
     #[error("the snapshot name is empty")]
     EmptySnapshotName,
     #[error(
@@ -84,6 +86,9 @@ impl Diagnose for ArgumentError {
                 format!("give a whole number of seconds from {least} to {most}")
             }
             ArgumentError::NotCount { .. } => "give a whole number, 1 or more".into(),
+            ArgumentError::ParallelOutOfRange { most, .. } => {
+                format!("give --parallel from 1 (one guest after another) to {most}")
+            }
             ArgumentError::KeepNone => {
                 "give --keep 1 or more; `trog snapshot --delete NAME DOMAIN` deletes one".into()
             }
@@ -142,6 +147,24 @@ pub fn keep_count(text: &str) -> Result<usize, ArgumentError> {
     })?;
     if count == 0 {
         return Err(ArgumentError::KeepNone);
+    }
+    Ok(count)
+}
+
+/// The most guests `provision --all --parallel N` converges at once: a bound on a typing
+/// mistake (each guest holds an SSH connection and a thread), not a policy.
+pub const MOST_AT_ONCE: usize = 32;
+
+/// `provision --all --parallel N`: how many guests are converged at once, 1 to [`MOST_AT_ONCE`].
+pub fn parallel_count(text: &str) -> Result<usize, ArgumentError> {
+    let count: usize = text.parse().map_err(|_| ArgumentError::NotCount {
+        text: text.to_string(),
+    })?;
+    if !(1..=MOST_AT_ONCE).contains(&count) {
+        return Err(ArgumentError::ParallelOutOfRange {
+            count,
+            most: MOST_AT_ONCE,
+        });
     }
     Ok(count)
 }
@@ -268,6 +291,27 @@ mod tests {
         // No bound past a day, whatever the argument asks for.
         assert!(seconds(0, u64::MAX)("86401").is_err());
         assert_eq!(seconds(0, u64::MAX)("0"), Ok(Seconds(0)));
+    }
+
+    #[test]
+    fn parallel_takes_one_to_the_most_at_once() {
+        assert_eq!(parallel_count("1"), Ok(1));
+        assert_eq!(parallel_count("32"), Ok(32));
+        assert_eq!(
+            parallel_count("0"),
+            Err(ArgumentError::ParallelOutOfRange { count: 0, most: 32 })
+        );
+        assert_eq!(
+            parallel_count("33"),
+            Err(ArgumentError::ParallelOutOfRange {
+                count: 33,
+                most: 32
+            })
+        );
+        assert!(matches!(
+            parallel_count("many"),
+            Err(ArgumentError::NotCount { .. })
+        ));
     }
 
     #[test]

@@ -8,16 +8,19 @@ pub mod debug_boot;
 pub mod destroy;
 pub mod fleet;
 pub mod image;
+pub mod inventory;
 pub mod new_config;
 pub mod new_guest;
 pub mod preflight;
 pub mod provision;
+pub mod provision_all;
 pub mod recipes;
 pub mod restore;
 pub mod root_programs;
 pub mod shell_docs;
 pub mod snapshot;
 pub mod status;
+pub mod status_all;
 
 /// What a workflow tells the user while it works (a lock it waits for, a warning about the
 /// fleet), printed on stderr as it comes.

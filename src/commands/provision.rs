@@ -1,10 +1,11 @@
 //! `provision DOMAIN…`: parses the arguments, runs `provision::run` (generate, place, plan and,
 //! unless `--dry-run`, boot and finish each guest) and prints what it shows: the placement and
-//! the numbered plan, then how the run went.
+//! the numbered plan, then how the run went. `--all` ends with `provision_all`'s summary.
 
 use crate::cli::target::FleetSearch;
 use crate::cli::values;
 use crate::cli::GlobalArgs;
+use crate::commands::provision_all::{render as render_summary, summarise};
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
@@ -15,7 +16,13 @@ use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::render_decision;
 use crate::plan::Resolution;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
+use crate::provision::site::provision_site;
 use crate::provision::ConvergeReport;
+
+/// `provision --all`'s guests converged at once unless `--parallel` says otherwise: two keep a
+/// hypervisor busy while one guest waits on its boot or its packages, without booting so many
+/// emulated guests side by side that each one's SSH login takes minutes.
+pub const DEFAULT_AT_ONCE: usize = 2;
 
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("hypervisor", |arg| arg.help(
@@ -23,8 +30,16 @@ use crate::provision::ConvergeReport;
 )))]
 pub struct ProvisionArgs {
     /// The guests, fully qualified.
-    #[arg(required = true, value_name = "DOMAIN", value_parser = values::domain)]
+    #[arg(required_unless_present = "all", value_name = "DOMAIN", value_parser = values::domain)]
     pub domains: Vec<DomainName>,
+    /// Every guest of recipes.d, placed together; a guest that fails does not stop the others,
+    /// and a summary ends the run.
+    #[arg(long, conflicts_with = "domains")]
+    pub all: bool,
+    /// With --all: how many guests are converged at once (1: one after another; default 2).
+    /// Guests booting side by side share their hypervisor's CPUs and disk.
+    #[arg(long, value_name = "N", value_parser = values::parallel_count)]
+    pub parallel: Option<usize>,
     /// Print the placement and the numbered plan, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -54,6 +69,10 @@ pub struct ProvisionArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failure> {
+    // clap's `requires` counts a flag that is off as present: checked here.
+    if args.parallel.is_some() && !args.all {
+        return Err(crate::commands::provision_all::ParallelWithoutAll.into());
+    }
     let answer_timeout = args.search.answer_timeout();
     let request = ProvisionRequest {
         domains: args.domains,
@@ -74,6 +93,27 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     };
     let mut progress = Progress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
+    if args.all {
+        let outcomes = provision_site(
+            &global.installation_paths(),
+            &global.locks("provision"),
+            &mut credentials,
+            &request,
+            args.parallel.unwrap_or(DEFAULT_AT_ONCE),
+            &mut progress,
+            &mut Printed {
+                json: global.json,
+                yes: args.yes,
+            },
+        )?;
+        let (summary, status) = summarise(&outcomes, args.dry_run);
+        if global.json {
+            progress.event(&Event::SiteProvisioned(&summary));
+        } else {
+            crate::out!("{}", render_summary(&summary));
+        }
+        return Ok(status);
+    }
     provision_guests(
         &global.installation_paths(),
         &global.locks("provision"),

@@ -10,6 +10,7 @@
 //! To add an event: add a variant here (its fields are its JSON fields), document it in
 //! docs/JSON.md, and print it with [`emit`].
 
+use crate::commands::provision_all::SiteSummary;
 use crate::diagnose::Failure;
 use crate::placement::fleet_table::FleetSummary;
 use crate::placement::Decision;
@@ -21,6 +22,8 @@ use crate::workflow::backup::{SweepReport, TakenBackup};
 use crate::workflow::debug_boot::DebugReport;
 use crate::workflow::destroy::DestroyReport;
 use crate::workflow::restore::RestoreReport;
+use crate::workflow::site::SiteInventory;
+use crate::workflow::site_status::Drift;
 use crate::workflow::snapshot::{SnapshotListing, TakenSnapshot};
 use crate::workflow::status::GuestStatus;
 use serde::Serialize;
@@ -110,6 +113,13 @@ pub enum Event<'a> {
     Addresses(&'a AddressListing),
     /// `image build`: the image is in the image cache, and the `image` setting that names it.
     ImageBuilt(&'a BuiltImageSummary),
+    /// `inventory`: the site's machines, and the hypervisors that could not be asked.
+    Inventory(&'a SiteInventory),
+    /// `status --all`, after every guest's `status`: what the hypervisors hold that recipes.d
+    /// does not say.
+    Drift(&'a Drift),
+    /// `provision --all`, last: what became of every guest of recipes.d.
+    SiteProvisioned(&'a SiteSummary),
 }
 
 /// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).

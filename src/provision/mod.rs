@@ -11,6 +11,7 @@ pub mod hypervisor_machine;
 pub mod inputs;
 pub mod reach;
 pub mod run;
+pub mod site;
 pub mod store_guard;
 
 pub use execute::execute;

@@ -14,6 +14,7 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
+use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
@@ -29,7 +30,7 @@ use crate::provision::{
 };
 use crate::secrets::KeypairOrigin;
 use crate::workflow::lock::take_guest_lock;
-use crate::workflow::{open_hypervisor, HypervisorAccess};
+use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -248,80 +249,138 @@ fn converge_each(
     kept: &mut usize,
 ) -> Result<(), Failure> {
     for (guest, decision) in guests.iter().zip(decisions) {
-        let hypervisor = fleet
-            .fleet
-            .hypervisors
-            .iter()
-            .find(|h| h.name == decision.chosen)
-            .expect("placement chose a hypervisor of the fleet");
-        let opened = open_hypervisor(hypervisor, HypervisorAccess::WithSystem, credentials)?;
-        let on_hypervisor = GuestOnHypervisor {
-            inputs: guest,
-            hypervisor,
-            connection: &opened.connection,
-            hypervisor_machine: opened.machine.as_ref(),
+        let mut key_kept = false;
+        let result = converge_one(
+            guest,
+            decision,
+            fleet,
             locks,
-            adopt_host_key: request.adopt_host_key,
-        };
-        check_reachable(&on_hypervisor)?;
-        // A dry run changes nothing, so it plans from what is there without waiting for a run
-        // that holds the guest; a real run plans and acts under the guest's lock.
-        let _guest_lock = if request.dry_run {
-            None
-        } else {
-            let lock = take_guest_lock(
-                locks,
-                &guest.config.domain,
-                hypervisor,
-                opened.machine.as_ref(),
-                &mut |text| progress.say(text),
-            );
-            if lock.is_err() {
-                *kept += 1;
-            }
-            Some(lock?)
-        };
-        let mut prepared = prepare(&on_hypervisor, request.resolution)?;
-        output.planned(
-            progress,
-            &PlannedGuest {
-                guest: &guest.config.domain,
-                guest_key: if guest.keypair.origin() == KeypairOrigin::Unsaved {
-                    GuestKey::New
-                } else {
-                    GuestKey::Stored
-                },
-                decision,
-                plan: &prepared.plan,
+            &mut |hypervisor| {
+                open_hypervisor(hypervisor, HypervisorAccess::WithSystem, credentials)
             },
+            request,
+            progress,
+            output,
+            &mut key_kept,
         );
-        if request.dry_run {
-            continue;
+        if key_kept {
+            *kept += 1;
         }
-        if let Some(data) = &prepared.desired.data_volume {
-            let deletes_data = prepared.plan.actions.iter().any(
-                |action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data.name),
-            );
-            if deletes_data && !output.confirm_data_loss(&data.name) {
-                return Err(ProvisionRunError::DataLossNotConfirmed {
-                    volume: data.name.clone(),
-                }
-                .into());
-            }
-        }
-        ready_to_execute(&on_hypervisor, &mut prepared, &request.image_cache)?;
-        *kept += 1;
-        let report = execute(&on_hypervisor, &prepared, progress)?;
-        output.converged(progress, &report);
+        result?;
     }
     Ok(())
+}
+
+/// What became of one guest that was planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestConverged {
+    /// Its plan was carried out (or, in a dry run, shown) and had steps.
+    Changed,
+    /// Its plan was empty: it was converged already.
+    Already,
+}
+
+/// Opens a hypervisor with its own system, sudo settled (the credentials it may ask for are the
+/// caller's: one run's, or shared between the guests converged at once).
+pub(crate) type OpenHypervisor<'a> =
+    dyn FnMut(&HypervisorConfig) -> Result<OpenedHypervisor, Failure> + 'a;
+
+/// [`converge_each`] for one guest; `key_kept` says whether its key stays in the store whatever
+/// happens next (its steps began, or another run holds its lock).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn converge_one(
+    guest: &GuestInputs,
+    decision: &Decision,
+    fleet: &crate::config::hypervisors_conf::BuildFleet,
+    locks: &Locks,
+    open: &mut OpenHypervisor<'_>,
+    request: &ProvisionRequest,
+    progress: &mut Progress,
+    output: &mut dyn ProvisionOutput,
+    key_kept: &mut bool,
+) -> Result<GuestConverged, Failure> {
+    let hypervisor = fleet
+        .fleet
+        .hypervisors
+        .iter()
+        .find(|h| h.name == decision.chosen)
+        .expect("placement chose a hypervisor of the fleet");
+    let opened = open(hypervisor)?;
+    let on_hypervisor = GuestOnHypervisor {
+        inputs: guest,
+        hypervisor,
+        connection: &opened.connection,
+        hypervisor_machine: opened.machine.as_ref(),
+        locks,
+        adopt_host_key: request.adopt_host_key,
+    };
+    check_reachable(&on_hypervisor)?;
+    // A dry run changes nothing, so it plans from what is there without waiting for a run
+    // that holds the guest; a real run plans and acts under the guest's lock.
+    let _guest_lock = if request.dry_run {
+        None
+    } else {
+        let lock = take_guest_lock(
+            locks,
+            &guest.config.domain,
+            hypervisor,
+            opened.machine.as_ref(),
+            &mut |text| progress.say(text),
+        );
+        if lock.is_err() {
+            *key_kept = true;
+        }
+        Some(lock?)
+    };
+    let mut prepared = prepare(&on_hypervisor, request.resolution)?;
+    output.planned(
+        progress,
+        &PlannedGuest {
+            guest: &guest.config.domain,
+            guest_key: if guest.keypair.origin() == KeypairOrigin::Unsaved {
+                GuestKey::New
+            } else {
+                GuestKey::Stored
+            },
+            decision,
+            plan: &prepared.plan,
+        },
+    );
+    let changes = if prepared.plan.actions.is_empty() {
+        GuestConverged::Already
+    } else {
+        GuestConverged::Changed
+    };
+    if request.dry_run {
+        return Ok(changes);
+    }
+    if let Some(data) = &prepared.desired.data_volume {
+        let deletes_data = prepared.plan.actions.iter().any(
+            |action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data.name),
+        );
+        if deletes_data && !output.confirm_data_loss(&data.name) {
+            return Err(ProvisionRunError::DataLossNotConfirmed {
+                volume: data.name.clone(),
+            }
+            .into());
+        }
+    }
+    ready_to_execute(&on_hypervisor, &mut prepared, &request.image_cache)?;
+    *key_kept = true;
+    let report = execute(&on_hypervisor, &prepared, progress)?;
+    output.converged(progress, &report);
+    Ok(if report.converged_already {
+        GuestConverged::Already
+    } else {
+        changes
+    })
 }
 
 /// `failure` ends the run: first, what the run added to the secret store for `not_built` (and the
 /// store itself, when `store_too` and this run made it) is taken back. The refusal is what is
 /// reported; a failure to take back is a warning beside it.
 #[allow(clippy::too_many_arguments)]
-fn refused(
+pub(crate) fn refused(
     failure: Failure,
     paths: &InstallationPaths,
     locks: &Locks,

@@ -34,6 +34,8 @@ pub mod preflight;
 pub mod reporter;
 pub mod restore;
 pub mod session;
+pub mod site;
+pub mod site_status;
 pub mod snapshot;
 pub mod status;
 
