@@ -125,6 +125,9 @@ pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
         .arg("--credentials")
         .args(args)
         .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+        // The installations are this (root's) test's temporary folders: trog runs as the caller,
+        // not as the account bin/setup makes.
+        .env("TROG_RUN_AS_CALLER", "1")
         .env("TROG_PROVISIONER_CONFIG", installation)
         .env("XDG_CACHE_HOME", installation.join("cache"))
         .stdin(Stdio::piped())

@@ -312,6 +312,7 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
         .arg("--credentials")
         .arg(domain)
         .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+        .env("TROG_RUN_AS_CALLER", "1")
         .env("TROG_PROVISIONER_CONFIG", installation.dir.path())
         .env("XDG_CACHE_HOME", installation.dir.path().join("cache"))
         .env("TROG_RECIPES", installation.dir.path().join("recipes"))

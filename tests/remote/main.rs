@@ -151,6 +151,7 @@ impl Installation {
             .arg("--credentials")
             .args(args)
             .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+            .env("TROG_RUN_AS_CALLER", "1")
             .env("TROG_PROVISIONER_CONFIG", self.dir.path())
             .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
             .stdin(Stdio::piped())
