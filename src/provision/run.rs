@@ -7,7 +7,7 @@
 //! implements: this module prints nothing itself.
 
 use crate::addresses::settle::AddressPolicy;
-use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
+use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet, BuildFleet};
 use crate::config::paths::InstallationPaths;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
@@ -18,7 +18,7 @@ use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
-use crate::placement::{place_guests, Decision, GuestDemand};
+use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
 use crate::provision::inputs::{
     generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
@@ -97,6 +97,73 @@ impl Diagnose for ProvisionRunError {
     }
 }
 
+/// Every guest of `configured` placed together on the fleet (or on `--hypervisor`), in order.
+pub(crate) fn place_configured(
+    fleet: &BuildFleet,
+    configured: &[GuestConfigured],
+    request: &ProvisionRequest,
+) -> Vec<Result<Decision, PlacementError>> {
+    let observation = observe_for_placement(
+        fleet,
+        request.hypervisor.as_ref(),
+        Arc::new(LibvirtObserver),
+        request.answer_timeout,
+    );
+    let demands: Vec<GuestDemand> = configured
+        .iter()
+        .map(|guest| GuestDemand {
+            domain: guest.config.domain.clone(),
+            memory: guest.config.settings.memory,
+            vcpus: guest.config.settings.cpus,
+            disk: guest.config.settings.size,
+            pinned_to: guest.config.settings.hypervisor.clone(),
+        })
+        .collect();
+    place_guests(&demands, &observation, request.hypervisor.as_ref())
+}
+
+/// Whether the run records addresses and writes the store, and whether it may make the store.
+pub(crate) fn store_and_addresses<'l>(
+    paths: &InstallationPaths,
+    fleet: &BuildFleet,
+    locks: &'l Locks,
+    request: &ProvisionRequest,
+) -> Result<(AddressPolicy, StoreUse<'l>), Failure> {
+    // Before anything is written (ips.db, the store, a lock file): a missing store is made only
+    // when the installation has no guests, or on --new-secret-store. A dry run asks only what it asks anyway (`--hypervisor` names one): it writes nothing, and
+    // one elsewhere that hangs must not delay it. A real run may make the store, a decision for
+    // the whole installation, so it asks every hypervisor.
+    let asked = match &request.hypervisor {
+        Some(name) if request.dry_run => fleet
+            .fleet
+            .hypervisors
+            .iter()
+            .find(|hypervisor| &hypervisor.name == name)
+            .map(|hypervisor| fleet.narrowed_to(hypervisor)),
+        _ => None,
+    };
+    let store_check = match check_store(
+        paths,
+        asked.as_ref().unwrap_or(fleet),
+        request.new_secret_store,
+        request.answer_timeout,
+    ) {
+        Ok(check) => Some(check),
+        // A dry run writes nothing and makes no store, so a hypervisor that cannot be asked does
+        // not stop it (the real run refuses); guests found do, as they would make its plan a lie.
+        Err(StoreGuardError::FleetNotAsked { .. }) if request.dry_run => None,
+        Err(error) => return Err(error.into()),
+    };
+    Ok(match (request.dry_run, store_check) {
+        (true, _) | (false, None) => (AddressPolicy::ReadOnly, StoreUse::ReadOnly),
+        (false, Some(StoreCheck::Present)) => (AddressPolicy::Record, StoreUse::Write(locks)),
+        (false, Some(StoreCheck::MayCreate(permit))) => (
+            AddressPolicy::Record,
+            StoreUse::WriteOrCreate(locks, permit),
+        ),
+    })
+}
+
 /// Places, plans and (unless a dry run) converges every guest of `request`, in order; stops at
 /// the first guest that fails.
 pub fn provision_guests(
@@ -123,23 +190,7 @@ pub fn provision_guests(
     if let Some(warning) = &fleet.warning {
         output.warning(progress, warning);
     }
-    let observation = observe_for_placement(
-        &fleet,
-        request.hypervisor.as_ref(),
-        Arc::new(LibvirtObserver),
-        request.answer_timeout,
-    );
-    let demands: Vec<GuestDemand> = configured
-        .iter()
-        .map(|guest| GuestDemand {
-            domain: guest.config.domain.clone(),
-            memory: guest.config.settings.memory,
-            vcpus: guest.config.settings.cpus,
-            disk: guest.config.settings.size,
-            pinned_to: guest.config.settings.hypervisor.clone(),
-        })
-        .collect();
-    let decisions = place_guests(&demands, &observation, request.hypervisor.as_ref())
+    let decisions = place_configured(&fleet, &configured, request)
         .into_iter()
         .zip(&configured)
         .map(|(decision, guest)| {
@@ -153,39 +204,7 @@ pub fn provision_guests(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // Before anything is written (ips.db, the store, a lock file): a missing store is made only
-    // when the installation has no guests, or on --new-secret-store. A dry run asks only what it asks anyway (`--hypervisor` names one): it writes nothing, and
-    // one elsewhere that hangs must not delay it. A real run may make the store, a decision for
-    // the whole installation, so it asks every hypervisor.
-    let asked = match &request.hypervisor {
-        Some(name) if request.dry_run => fleet
-            .fleet
-            .hypervisors
-            .iter()
-            .find(|hypervisor| &hypervisor.name == name)
-            .map(|hypervisor| fleet.narrowed_to(hypervisor)),
-        _ => None,
-    };
-    let store_check = match check_store(
-        paths,
-        asked.as_ref().unwrap_or(&fleet),
-        request.new_secret_store,
-        request.answer_timeout,
-    ) {
-        Ok(check) => Some(check),
-        // A dry run writes nothing and makes no store, so a hypervisor that cannot be asked does
-        // not stop it (the real run refuses); guests found do, as they would make its plan a lie.
-        Err(StoreGuardError::FleetNotAsked { .. }) if request.dry_run => None,
-        Err(error) => return Err(error.into()),
-    };
-    let (addresses, store_use) = match (request.dry_run, store_check) {
-        (true, _) | (false, None) => (AddressPolicy::ReadOnly, StoreUse::ReadOnly),
-        (false, Some(StoreCheck::Present)) => (AddressPolicy::Record, StoreUse::Write(locks)),
-        (false, Some(StoreCheck::MayCreate(permit))) => (
-            AddressPolicy::Record,
-            StoreUse::WriteOrCreate(locks, permit),
-        ),
-    };
+    let (addresses, store_use) = store_and_addresses(paths, &fleet, locks, request)?;
     let mut guests: Vec<GuestInputs> = Vec::new();
     for guest in configured {
         match generate_guest_inputs(guest, credentials, store_use, addresses) {

@@ -7,31 +7,27 @@
 //! What concerns the whole installation still stops the run before any guest: the fleet file,
 //! and whether a missing secret store may be made.
 
-use crate::addresses::settle::AddressPolicy;
 use crate::config::guest::list_domains;
 use crate::config::hypervisors_conf::BuildFleet;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::config::paths::InstallationPaths;
 use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
-use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::output::progress::Progress;
 use crate::output::progress::ProgressMode;
 use crate::placement::Decision;
-use crate::placement::{place_guests, GuestDemand};
 use crate::provision::inputs::GuestInputs;
-use crate::provision::inputs::{generate_guest_inputs, load_guest_configured, StoreUse};
+use crate::provision::inputs::{generate_guest_inputs, load_guest_configured};
 use crate::provision::run::{
-    converge_one, refused, GuestConverged, PlannedGuest, ProvisionOutput, ProvisionRequest,
+    converge_one, place_configured, refused, store_and_addresses, GuestConverged, PlannedGuest,
+    ProvisionOutput, ProvisionRequest,
 };
-use crate::provision::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::provision::ConvergeReport;
 use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::sync::Mutex;
 
 /// What became of one guest of the site.
@@ -77,41 +73,8 @@ pub fn provision_site(
     if let Some(warning) = &fleet.warning {
         output.warning(progress, warning);
     }
-    let observation = observe_for_placement(
-        &fleet,
-        request.hypervisor.as_ref(),
-        Arc::new(LibvirtObserver),
-        request.answer_timeout,
-    );
-    let demands: Vec<GuestDemand> = configured
-        .iter()
-        .map(|guest| GuestDemand {
-            domain: guest.config.domain.clone(),
-            memory: guest.config.settings.memory,
-            vcpus: guest.config.settings.cpus,
-            disk: guest.config.settings.size,
-            pinned_to: guest.config.settings.hypervisor.clone(),
-        })
-        .collect();
-    let decisions = place_guests(&demands, &observation, request.hypervisor.as_ref());
-    let store_check = match check_store(
-        paths,
-        &fleet,
-        request.new_secret_store,
-        request.answer_timeout,
-    ) {
-        Ok(check) => Some(check),
-        Err(StoreGuardError::FleetNotAsked { .. }) if request.dry_run => None,
-        Err(error) => return Err(error.into()),
-    };
-    let (addresses, store_use) = match (request.dry_run, store_check) {
-        (true, _) | (false, None) => (AddressPolicy::ReadOnly, StoreUse::ReadOnly),
-        (false, Some(StoreCheck::Present)) => (AddressPolicy::Record, StoreUse::Write(locks)),
-        (false, Some(StoreCheck::MayCreate(permit))) => (
-            AddressPolicy::Record,
-            StoreUse::WriteOrCreate(locks, permit),
-        ),
-    };
+    let decisions = place_configured(&fleet, &configured, request);
+    let (addresses, store_use) = store_and_addresses(paths, &fleet, locks, request)?;
     // Everything local first, one guest after another (the store is written one run at a time):
     // a guest refused here is that guest's outcome.
     let mut ready = Vec::new();
