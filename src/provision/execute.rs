@@ -58,6 +58,10 @@ pub trait GuestSteps {
     fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure>;
     /// Backs the running guest up over SSH before its root disk is replaced; returns the archive.
     fn back_up_before_rebuild(&mut self) -> Result<PathBuf, Failure>;
+    /// Drops the host key adopted for a guest built before trog made host keys, once the guest
+    /// answered SSH from a root disk this run made (whose seed installed trog's own key and
+    /// deleted the others); returns the step's label when there was one to drop.
+    fn forget_adopted_host_key(&mut self) -> Result<Option<String>, Failure>;
 }
 
 /// A [`GuestProbe`] that keeps the connection that answered.
@@ -169,6 +173,7 @@ pub fn execute_plan(
     }
     let mut connected: Option<Box<dyn Machine>> = None;
     let mut fresh_backup: Option<PathBuf> = None;
+    let mut root_disk_made = false;
     let mut filtered = false;
     let total = run.plan.actions.len();
     for (index, action) in run.plan.actions.iter().enumerate() {
@@ -265,6 +270,20 @@ pub fn execute_plan(
             ));
         }
         report.steps.push((action.to_string(), seconds(elapsed)));
+        match action {
+            Action::CreateRootVolume { .. } => root_disk_made = true,
+            // The guest answered with a key it is pinned to; on the disk this run made, only
+            // trog's own is there to answer with, so an adopted one is stale from now on.
+            Action::WaitForSsh if root_disk_made => {
+                let forgetting = (waits.clock)();
+                if let Some(label) = steps.forget_adopted_host_key()? {
+                    report
+                        .steps
+                        .push((label, seconds((waits.clock)() - forgetting)));
+                }
+            }
+            _ => {}
+        }
     }
     report.total_seconds = seconds((waits.clock)() - started);
     Ok(report)
@@ -588,6 +607,22 @@ impl GuestSteps for LibvirtSteps<'_> {
                 }),
         )?;
         Ok(taken.archive)
+    }
+
+    fn forget_adopted_host_key(&mut self) -> Result<Option<String>, Failure> {
+        let inputs = self.guest.inputs;
+        let mut store = inputs.store.lock().unwrap_or_else(|e| e.into_inner());
+        // A run that writes nothing has no store open, and changes no disk either.
+        let Some(store) = store.as_mut() else {
+            return Ok(None);
+        };
+        let forgotten = crate::secrets::forget_adopted_host_key(store, &inputs.config.domain)?;
+        Ok(forgotten.then(|| {
+            format!(
+                "drop the adopted host key of {} from the secret store: its new root disk answers with trog's",
+                inputs.config.domain
+            )
+        }))
     }
 }
 

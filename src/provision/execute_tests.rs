@@ -43,6 +43,10 @@ struct FakeSteps {
     login: FakeMachine,
     /// What a backup before a rebuild writes; `None` fails it, as a guest that cannot be read.
     fresh_backup: Option<std::path::PathBuf>,
+    /// Whether the guest's entry in the store holds an adopted host key.
+    adopted_host_key: bool,
+    /// How many libvirt steps had run each time the adopted host key was asked to be dropped.
+    forgotten_after: Vec<usize>,
 }
 
 impl FakeSteps {
@@ -63,6 +67,8 @@ impl FakeSteps {
             clock,
             dies_after: None,
             fresh_backup: None,
+            adopted_host_key: false,
+            forgotten_after: Vec::new(),
         }
     }
 }
@@ -128,6 +134,12 @@ impl GuestSteps for FakeSteps {
                 detail: "Connection refused".into(),
             })
         })
+    }
+
+    fn forget_adopted_host_key(&mut self) -> Result<Option<String>, Failure> {
+        self.forgotten_after.push(self.ran.len());
+        Ok(std::mem::take(&mut self.adopted_host_key)
+            .then(|| "drop the adopted host key of www.example.test".into()))
     }
 }
 
@@ -714,4 +726,109 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
             && unpinned.contains("<parameter name='CTRL_IP_LEARNING' value='dhcp'/>"),
         "{unpinned}"
     );
+}
+
+/// A guest adopted with `--adopt-host-key` given a new root disk (its seed installs trog's host
+/// key and deletes the others), without a backup to carry over.
+fn new_root_disk_plan() -> Plan {
+    Plan {
+        domain: "www.example.test".into(),
+        actions: vec![
+            Action::StopDomain,
+            Action::DeleteVolume {
+                volume: "www.example.test-root.qcow2".into(),
+                why: "the boot inputs changed".into(),
+            },
+            Action::CreateRootVolume {
+                volume: "www.example.test-root.qcow2".into(),
+                backing_volume: "base-abc.qcow2".into(),
+                capacity: Bytes(10 << 30),
+            },
+            Action::UploadSeed {
+                volume: "www.example.test-seed.iso".into(),
+                sha256: "c".repeat(64),
+            },
+            Action::StartDomain,
+            Action::WaitForSsh,
+            Action::Finish {
+                payload_digest: "d".repeat(64),
+            },
+        ],
+    }
+}
+
+#[test]
+fn a_new_root_disk_that_answered_ssh_drops_the_adopted_host_key_before_the_finish() {
+    let plan = new_root_disk_plan();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    steps.adopted_host_key = true;
+    let report = run(&mut steps, &plan).unwrap();
+    assert_eq!(steps.forgotten_after, [5], "once, after the libvirt steps");
+    assert!(!steps.adopted_host_key);
+    let done: Vec<&str> = report
+        .steps
+        .iter()
+        .map(|(label, _)| label.as_str())
+        .collect();
+    let mut expected = labels(&plan, 0..6);
+    expected.push("drop the adopted host key of www.example.test".into());
+    expected.extend(labels(&plan, 6..7));
+    assert_eq!(done, expected, "after the wait, before the finish");
+    assert_eq!(guest.count("make test"), 1);
+
+    // A guest built fresh has no adopted key: nothing to drop, and no step said.
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    let report = run(&mut steps, &fresh_plan()).unwrap();
+    assert_eq!(steps.forgotten_after, [6]);
+    assert_eq!(report.steps.len(), fresh_plan().actions.len());
+}
+
+#[test]
+fn a_new_root_disk_that_never_answered_ssh_keeps_the_adopted_host_key() {
+    let mut steps = FakeSteps::new(
+        Boot {
+            address_from: 1,
+            ssh_from: NEVER,
+            stops_from: NEVER,
+        },
+        healthy_guest(),
+    );
+    steps.adopted_host_key = true;
+    run(&mut steps, &new_root_disk_plan()).unwrap_err();
+    assert!(steps.forgotten_after.is_empty());
+    assert!(steps.adopted_host_key);
+
+    // Nor when the disk was never made.
+    let mut steps = FakeSteps::new(BOOTS, healthy_guest());
+    steps.adopted_host_key = true;
+    steps.fail_step = Some("create root disk");
+    run(&mut steps, &new_root_disk_plan()).unwrap_err();
+    assert!(steps.forgotten_after.is_empty());
+    assert!(steps.adopted_host_key);
+}
+
+#[test]
+fn a_guest_that_keeps_its_root_disk_keeps_the_adopted_host_key() {
+    let plan = Plan {
+        domain: "www.example.test".into(),
+        actions: vec![
+            Action::StartDomain,
+            Action::WaitForSsh,
+            Action::Finish {
+                payload_digest: "d".repeat(64),
+            },
+        ],
+    };
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    steps.adopted_host_key = true;
+    run(&mut steps, &plan).unwrap();
+    assert_eq!(
+        guest.count("make test"),
+        1,
+        "the guest answered and was finished"
+    );
+    assert!(steps.forgotten_after.is_empty());
+    assert!(steps.adopted_host_key);
 }

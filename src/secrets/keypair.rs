@@ -15,7 +15,9 @@
 //! later connection accepts that key and no other, so whoever else answers at the guest's address
 //! gets nothing. A guest built before trog made host keys answers with one its image or cloud-init
 //! made; `provision --adopt-host-key` takes that key once, explicitly, into `AdoptedHostKey`, and
-//! it is accepted beside trog's own until the guest's next root disk, which boots with trog's.
+//! it is accepted beside trog's own until the guest's next root disk, which boots with trog's:
+//! once a provision has made that disk and the guest answered on it, the adopted key is dropped
+//! from the store ([`forget_adopted_host_key`]).
 
 use super::error::SecretsError;
 use super::reference::{EntryPath, FieldName};
@@ -166,6 +168,30 @@ pub fn record_adopted_host_key(
             Protection::Plain,
         )
     })
+}
+
+/// Drops the host key adopted for `domain`, once the guest answered from a root disk whose seed
+/// installed trog's own host key and deleted the others: the adopted key then belongs to no disk
+/// of the guest's, and accepting it still would trust whoever kept a copy of the old one. Whether
+/// there was one; a store without one is not written.
+pub fn forget_adopted_host_key(
+    store: &mut SecretStore,
+    domain: &DomainName,
+) -> Result<bool, SecretsError> {
+    let entry = guest_keypair_entry(domain);
+    let field = FieldName::Custom(ADOPTED_HOST_KEY_FIELD.to_string());
+    match store.get(&entry, &field) {
+        Ok(_) => {}
+        Err(
+            SecretsError::GroupMissing { .. }
+            | SecretsError::EntryMissing { .. }
+            | SecretsError::FieldMissing { .. },
+        ) => return Ok(false),
+        Err(other) => return Err(other),
+    }
+    // Under the store's writer lock, on the store as it is on disk now: other guests' keys made
+    // by runs beside this one stay.
+    store.update(|store| store.remove_field(&entry, &field))
 }
 
 /// A stand-in pair for a guest that has none yet, kept nowhere: what a dry run or `status`
@@ -500,6 +526,46 @@ mod tests {
                 "ssh-ed25519 AAAAadopted"
             ]
         );
+    }
+
+    #[test]
+    fn forgetting_the_adopted_host_key_keeps_trogs_own_and_what_another_run_saved_meanwhile() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut store = new_store(&directory);
+        let www = DomainName::parse("www.example.test").unwrap();
+        let db = DomainName::parse("db.example.test").unwrap();
+        let made = guest_keypair(&mut store, &www, &mut StdRng::seed_from_u64(1)).unwrap();
+        record_adopted_host_key(&mut store, &www, "ssh-ed25519 AAAAadopted").unwrap();
+        // Another run, with its own copy of the store, makes another guest's key meanwhile.
+        let mut other_run =
+            SecretStore::open(&directory.path().join("secrets.kdbx"), &Secret::new("pass"))
+                .unwrap();
+        let other = guest_keypair(&mut other_run, &db, &mut StdRng::seed_from_u64(2)).unwrap();
+
+        assert!(forget_adopted_host_key(&mut store, &www).unwrap());
+
+        let on_disk =
+            SecretStore::open(&directory.path().join("secrets.kdbx"), &Secret::new("pass"))
+                .unwrap();
+        let read = stored_keypair(&on_disk, &www).unwrap().unwrap();
+        assert_eq!(read.adopted_host_key(), None);
+        assert_eq!(
+            read.accepted_host_keys(),
+            [made.host_key().public_key_openssh.as_str()]
+        );
+        assert_eq!(read.public_key_openssh(), made.public_key_openssh());
+        let kept = stored_keypair(&on_disk, &db).unwrap().unwrap();
+        assert_eq!(
+            kept.public_key_openssh(),
+            other.public_key_openssh(),
+            "the store was re-read under its lock before the change was saved"
+        );
+        assert!(
+            !forget_adopted_host_key(&mut store, &www).unwrap(),
+            "nothing left to forget"
+        );
+        let never_built = DomainName::parse("new.example.test").unwrap();
+        assert!(!forget_adopted_host_key(&mut store, &never_built).unwrap());
     }
 
     #[test]

@@ -20,8 +20,8 @@ mod store_file;
 pub use error::{SecretsError, UnlockKey};
 pub use key_file::{host_key_alias, PrivateKeyFile};
 pub use keypair::{
-    guest_keypair, guest_keypair_entry, record_adopted_host_key, stored_keypair,
-    unsaved_guest_keypair, GuestHostKey, GuestKeypair, KeypairOrigin,
+    forget_adopted_host_key, guest_keypair, guest_keypair_entry, record_adopted_host_key,
+    stored_keypair, unsaved_guest_keypair, GuestHostKey, GuestKeypair, KeypairOrigin,
 };
 pub use reference::{EntryPath, FieldName, ReferenceError, SecretReference};
 pub use store::{Protection, SecretStore, StoreKdf, WhenAbsent};

@@ -455,6 +455,38 @@ impl SecretStore {
         Ok(())
     }
 
+    /// Removes `field` from the entry at `entry`, the entry's value before going into its
+    /// history (as [`put`](Self::put) keeps a changed one); whether the field was there. Nothing
+    /// is written until [`save`](Self::save).
+    pub fn remove_field(
+        &mut self,
+        entry: &EntryPath,
+        field: &FieldName,
+    ) -> Result<bool, SecretsError> {
+        let shown = entry.to_string();
+        let group = match self.find_group(entry.groups(), &shown) {
+            Ok(group) => group,
+            Err(SecretsError::GroupMissing { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
+        let mut removed = false;
+        for id in self.entries_titled(group, entry.title()) {
+            let mut existing = self
+                .database
+                .entry_mut(id)
+                .expect("the id was just found in the database");
+            if existing.fields.contains_key(field.as_str()) {
+                existing.edit_tracking(|tracked| {
+                    tracked.edit(|tracked| {
+                        tracked.fields.remove(field.as_str());
+                    });
+                });
+                removed = true;
+            }
+        }
+        Ok(removed)
+    }
+
     /// Removes the entry at `entry` (every one of that title there); whether there was one.
     /// Nothing is written until [`save`](Self::save).
     pub fn remove_entry(&mut self, entry: &EntryPath) -> Result<bool, SecretsError> {
