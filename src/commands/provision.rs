@@ -16,7 +16,7 @@ use crate::output::progress::{Progress, ProgressMode};
 use crate::placement::render_decision;
 use crate::plan::Resolution;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
-use crate::provision::site::provision_site;
+use crate::provision::site::{provision_site, OnHypervisor, SiteConvergence};
 use crate::provision::ConvergeReport;
 
 /// `provision --all`'s guests converged at once unless `--parallel` says otherwise: two keep a
@@ -99,7 +99,10 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
             &global.locks("provision"),
             &mut credentials,
             &request,
-            args.parallel.unwrap_or(DEFAULT_AT_ONCE),
+            &SiteConvergence {
+                parallel: args.parallel.unwrap_or(DEFAULT_AT_ONCE),
+                guest: &OnHypervisor,
+            },
             &mut progress,
             &mut Printed {
                 json: global.json,

@@ -1,8 +1,9 @@
 //! `provision --all`: every domain of recipes.d converged in one run. One placement for all of
 //! them (`place_guests`, so new guests share out the fleet's room between them), every guest's
 //! inputs made in turn (the store and ips.db are written by one guest at a time), then the guests
-//! converged up to `--parallel` at once; a guest that fails is recorded with why and the others
-//! go on. The run ends with one outcome per guest, for the command's summary and exit status.
+//! converged up to `--parallel` at once (each through [`ConvergeGuest`]: on its hypervisor, or a
+//! fake in the unit tests); a guest that fails is recorded with why and the others go on. The
+//! run ends with one outcome per guest, for the command's summary and exit status.
 //!
 //! What concerns the whole installation still stops the run before any guest: the fleet file,
 //! and whether a missing secret store may be made.
@@ -41,15 +42,79 @@ pub enum SiteOutcome {
     Failed(Failure),
 }
 
+/// What one guest's convergence shares with the other guests of the run.
+pub struct SiteRun<'a, 'c> {
+    pub fleet: &'a BuildFleet,
+    pub locks: &'a Locks,
+    /// Shared by the guests converged at once: a sudo password is asked once.
+    pub credentials: &'a Mutex<&'c mut CredentialSource>,
+    pub request: &'a ProvisionRequest,
+}
+
+/// How one guest of the site, its inputs made and its hypervisor chosen, is converged: on that
+/// hypervisor ([`OnHypervisor`], the command's), or by a fake in the unit tests, which walk the
+/// site's bookkeeping (order, failures, the summary) without a guest to reach.
+pub trait ConvergeGuest: Sync {
+    /// Converges `guest`; sets `key_kept` once the guest's key stays whatever happens next (its
+    /// first step ran, or another run holds the guest).
+    fn converge(
+        &self,
+        run: &SiteRun<'_, '_>,
+        guest: &GuestInputs,
+        decision: &Decision,
+        progress: &mut Progress,
+        output: &mut dyn ProvisionOutput,
+        key_kept: &mut bool,
+    ) -> Result<GuestConverged, Failure>;
+}
+
+/// A guest converged on its hypervisor, opened with its own system.
+pub struct OnHypervisor;
+
+impl ConvergeGuest for OnHypervisor {
+    fn converge(
+        &self,
+        run: &SiteRun<'_, '_>,
+        guest: &GuestInputs,
+        decision: &Decision,
+        progress: &mut Progress,
+        output: &mut dyn ProvisionOutput,
+        key_kept: &mut bool,
+    ) -> Result<GuestConverged, Failure> {
+        let mut open = |hypervisor: &HypervisorConfig| {
+            let mut credentials = run.credentials.lock().unwrap_or_else(|e| e.into_inner());
+            open_hypervisor(hypervisor, HypervisorAccess::WithSystem, &mut credentials)
+        };
+        converge_one(
+            guest,
+            decision,
+            run.fleet,
+            run.locks,
+            &mut open,
+            run.request,
+            progress,
+            output,
+            key_kept,
+        )
+    }
+}
+
+/// How the guests of a site are converged: how many at once, and by what.
+pub struct SiteConvergence<'a> {
+    /// `--parallel`: at most this many guests at once.
+    pub parallel: usize,
+    pub guest: &'a dyn ConvergeGuest,
+}
+
 /// Every domain of recipes.d, placed together, its inputs made one guest after another, then
-/// converged up to `parallel` at once; `request.domains` is not read. One guest's failure is its
-/// outcome, not the run's.
+/// converged up to `how.parallel` at once by `how.guest`; `request.domains` is not read. One
+/// guest's failure is its outcome, not the run's.
 pub fn provision_site(
     paths: &InstallationPaths,
     locks: &Locks,
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
-    parallel: usize,
+    how: &SiteConvergence,
     progress: &mut Progress,
     output: &mut (dyn ProvisionOutput + Send),
 ) -> Result<Vec<(DomainName, SiteOutcome)>, Failure> {
@@ -103,7 +168,7 @@ pub fn provision_site(
         locks,
         credentials,
         request,
-        parallel,
+        how,
         progress.mode(),
         output,
     );
@@ -157,10 +222,11 @@ fn converge_at_once(
     locks: &Locks,
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
-    parallel: usize,
+    how: &SiteConvergence,
     mode: ProgressMode,
     output: &mut (dyn ProvisionOutput + Send),
 ) -> Vec<Converged> {
+    let parallel = how.parallel;
     // Spinners of several guests would overwrite each other's line: side by side, each step is a
     // plain line.
     let mode = match mode {
@@ -168,6 +234,12 @@ fn converge_at_once(
         other => other,
     };
     let credentials = Mutex::new(credentials);
+    let run = SiteRun {
+        fleet,
+        locks,
+        credentials: &credentials,
+        request,
+    };
     let output = SharedOutput(Mutex::new(output));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Converged>>> =
@@ -181,17 +253,10 @@ fn converge_at_once(
                 };
                 let mut progress = Progress::new(mode);
                 let mut key_kept = false;
-                let mut open = |hypervisor: &HypervisorConfig| {
-                    let mut credentials = credentials.lock().unwrap_or_else(|e| e.into_inner());
-                    open_hypervisor(hypervisor, HypervisorAccess::WithSystem, &mut credentials)
-                };
-                let result = converge_one(
+                let result = how.guest.converge(
+                    &run,
                     inputs,
                     decision,
-                    fleet,
-                    locks,
-                    &mut open,
-                    request,
                     &mut progress,
                     &mut &output,
                     &mut key_kept,
@@ -240,3 +305,7 @@ impl ProvisionOutput for &SharedOutput<'_> {
             .converged(progress, report);
     }
 }
+
+#[cfg(test)]
+#[path = "site_tests.rs"]
+mod tests;
