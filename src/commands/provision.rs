@@ -55,7 +55,8 @@ pub struct ProvisionArgs {
     #[arg(long)]
     pub yes: bool,
     /// Take the SSH host key a guest built before trog made host keys answers with, once, and
-    /// accept it from then on (trog's own key replaces it with the guest's next root disk).
+    /// accept it from then on (trog's own key replaces it with the guest's next root disk). A run
+    /// that makes a new root disk adopts nothing: that disk answers with trog's key.
     #[arg(long)]
     pub adopt_host_key: bool,
     /// Apply a new domain definition (machine type, disk bus, memory, …) of a running guest when

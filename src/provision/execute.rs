@@ -546,7 +546,17 @@ impl GuestSteps for LibvirtSteps<'_> {
         let hypervisor_machine = self.guest.hypervisor_machine;
         let console_path = desired::serial_log_path(&self.prepared.desired.domain);
         let log_domain = self.prepared.desired.domain.clone();
-        let adoption = self.guest.adopt_host_key.then(|| reach::HostKeyAdoption {
+        // A root disk this run made boots from the seed with trog's own key: no other key is
+        // the guest's, so --adopt-host-key adopts nothing on it (whoever answers with another key
+        // is refused as always).
+        let new_root_disk = self
+            .prepared
+            .plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::CreateRootVolume { .. }));
+        let adopts = self.guest.adopt_host_key && !new_root_disk;
+        let adoption = adopts.then(|| reach::HostKeyAdoption {
             known_hosts: key.directory().join("adopted_known_hosts"),
             alias: key.host_key_alias().to_string(),
             keep: Box::new(move |host_key: &str| {
