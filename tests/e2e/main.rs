@@ -9,8 +9,12 @@
 //! guest behind but its data volume, which `--purge` removes too; the guest answers with the host
 //! key trog made, and another key at its address gets nothing (host_keys.rs); nothing any of it printed,
 //! logged or planned holds a secret (secret_scan.rs). The `--json` events of a real provision
-//! and of the destroy are pinned by snapshots (json_pins.rs).
+//! and of the destroy are pinned by snapshots (json_pins.rs). Every verb runs as an ordinary
+//! account in group libvirt, allowed through sudo only the root programs trog prints, which owns
+//! the installation; another local user can neither hold, forge nor redirect its locks
+//! (accounts.rs).
 
+mod accounts;
 mod backups;
 mod host_keys;
 mod json_pins;
@@ -302,6 +306,7 @@ fn kill_qemu_of(name: &str) {
 
 #[test]
 fn provision_converge_and_destroy_a_real_guest() {
+    run_verbs_as(TestAccount::ensure(accounts::ACCOUNT));
     let mirror_root = tempfile::tempdir().unwrap();
     write_empty_archive(mirror_root.path());
     let mirror = MirrorServer::start(
@@ -310,6 +315,7 @@ fn provision_converge_and_destroy_a_real_guest() {
     );
     let installation = installation(&mirror.url);
     let planted = secret_scan::plant(installation.dir.path(), &installation.domain);
+    verbs_run_as().unwrap().hand_over(installation.dir.path());
     let _leftovers = LibvirtLeftovers {
         domain: installation.domain.to_string(),
         pool: installation.pool.clone(),
@@ -390,6 +396,8 @@ fn provision_converge_and_destroy_a_real_guest() {
     //    same guest started meanwhile waits for the first's guest lock, then finds it converged.
     let mut first = RunningProvision::start(&installation);
     first.reach("wait for the guest's address and SSH");
+    accounts::the_run_is_the_accounts(&installation, first.child.id());
+    accounts::another_user_cannot_hold_forge_or_redirect_the_locks(&installation);
     let same_guest = run_verb("provision", config, &[domain]);
     let (code, stdout, stderr) = first.finish();
     let (waited_out, waited_err) = (text(&same_guest.stdout), text(&same_guest.stderr));

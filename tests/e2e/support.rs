@@ -120,14 +120,180 @@ pub fn printed() -> Vec<(String, String)> {
     PRINTED.lock().unwrap().clone()
 }
 
+/// The unprivileged account a test binary runs trog as, once [`run_verbs_as`] named it; unset,
+/// trog runs as the test (root) itself.
+static RUN_AS: std::sync::OnceLock<TestAccount> = std::sync::OnceLock::new();
+
+/// From now on, every verb of this test binary runs as `account` instead of as root.
+pub fn run_verbs_as(account: TestAccount) {
+    assert!(
+        RUN_AS.set(account).is_ok(),
+        "the account verbs run as is named once"
+    );
+}
+
+/// The account verbs run as ([`run_verbs_as`]), if one was named.
+pub fn verbs_run_as() -> Option<&'static TestAccount> {
+    RUN_AS.get()
+}
+
+/// An ordinary local account as a site makes one for trog: a system user in group `libvirt`
+/// and nothing else, no login shell, allowed through sudo exactly what
+/// `trog root-programs sudoers --user NAME` prints.
+#[derive(Debug)]
+pub struct TestAccount {
+    pub name: &'static str,
+    pub uid: u32,
+}
+
+impl TestAccount {
+    /// Makes the account if this machine does not have it yet, then installs the root programs
+    /// and its sudoers file with the install script of the trog under test, and checks that it
+    /// is in no group but its own and `libvirt` and that sudo allows it those programs and
+    /// nothing more.
+    pub fn ensure(name: &'static str) -> TestAccount {
+        let exists = |name: &str| {
+            Command::new("id")
+                .arg(name)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        };
+        if !exists(name) {
+            let made = Command::new("useradd")
+                .args(["--system", "--home-dir", "/nonexistent", "--no-create-home"])
+                .args(["--shell", "/usr/sbin/nologin", "--groups", "libvirt", name])
+                .output()
+                .unwrap();
+            // A concurrent run may have made it meanwhile.
+            assert!(made.status.success() || exists(name), "{made:?}");
+        }
+        let groups = command_text(Command::new("id").args(["-Gn", name]));
+        let mut groups: Vec<&str> = groups.split_whitespace().collect();
+        groups.sort();
+        let mut expected = vec![name, "libvirt"];
+        expected.sort();
+        assert_eq!(
+            groups, expected,
+            "{name} is in group libvirt and nothing else"
+        );
+
+        let trog = env!("CARGO_BIN_EXE_trog");
+        let script = command_text(Command::new(trog).args([
+            "root-programs",
+            "install-script",
+            "--user",
+            name,
+        ]));
+        let mut installer = Command::new("sh")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        installer
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let installed = installer.wait_with_output().unwrap();
+        assert!(installed.status.success(), "{installed:?}");
+
+        // What sudo itself says the account may run: the printed lines' programs, no other.
+        let printed =
+            command_text(Command::new(trog).args(["root-programs", "sudoers", "--user", name]));
+        let prefix = format!("{name} ALL=(root) NOPASSWD: ");
+        let mut allowed: Vec<String> = printed
+            .lines()
+            .map(|line| line.strip_prefix(&prefix).unwrap_or(line).to_string())
+            .collect();
+        let listed = command_text(Command::new("sudo").args(["-l", "-U", name]));
+        let mut granted: Vec<String> = listed
+            .lines()
+            .skip_while(|line| !line.contains("may run the following commands"))
+            .skip(1)
+            .map(|line| line.trim().to_string())
+            .filter(|line| !line.is_empty())
+            .collect();
+        allowed.sort();
+        granted.sort();
+        let allowed: Vec<String> = allowed
+            .iter()
+            .map(|program| format!("(root) NOPASSWD: {program}"))
+            .collect();
+        assert_eq!(granted, allowed, "sudo -l -U {name}:\n{listed}");
+
+        let uid = command_text(Command::new("id").args(["-u", name]))
+            .trim()
+            .parse()
+            .unwrap();
+        TestAccount { name, uid }
+    }
+
+    /// Gives the installation `dir` and everything in it to the account, with a private home
+    /// and cache of its own inside it.
+    pub fn hand_over(&self, dir: &Path) {
+        use std::os::unix::fs::DirBuilderExt;
+        for private in [home_of(dir), dir.join("cache")] {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&private)
+                .unwrap();
+        }
+        let given = Command::new("chown")
+            .args(["-R", &format!("{}:", self.name)])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(given.status.success(), "{given:?}");
+    }
+}
+
+/// The account's home while it runs trog on the installation `dir`.
+fn home_of(installation: &Path) -> PathBuf {
+    installation.join("home")
+}
+
+/// What `command` printed; it must succeed.
+fn command_text(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{command:?}: {output:?}");
+    text(&output.stdout)
+}
+
 pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
-    let mut child = Command::new(checkout().join("bin").join(verb))
+    let entry_point = checkout().join("bin").join(verb);
+    let mut command = match verbs_run_as() {
+        // setpriv execs (no process stays between): killing the child kills trog itself.
+        Some(account) => {
+            let mut command = Command::new("setpriv");
+            command
+                .arg(format!("--reuid={}", account.name))
+                .arg(format!("--regid={}", account.name))
+                .arg("--init-groups")
+                .arg(entry_point)
+                .env("HOME", home_of(installation))
+                .env("USER", account.name)
+                .env("LOGNAME", account.name)
+                .env_remove("XDG_RUNTIME_DIR")
+                .env_remove("SSH_AUTH_SOCK");
+            command
+        }
+        None => {
+            let mut command = Command::new(entry_point);
+            // The installations are this (root's) test's temporary folders: trog runs as the
+            // caller, not as the account bin/setup makes.
+            command.env("TROG_RUN_AS_CALLER", "1");
+            command
+        }
+    };
+    let mut child = command
         .arg("--credentials")
         .args(args)
         .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
-        // The installations are this (root's) test's temporary folders: trog runs as the caller,
-        // not as the account bin/setup makes.
-        .env("TROG_RUN_AS_CALLER", "1")
         .env("TROG_PROVISIONER_CONFIG", installation)
         .env("XDG_CACHE_HOME", installation.join("cache"))
         .stdin(Stdio::piped())
