@@ -21,8 +21,62 @@ use support::*;
 const INSTALLED_TROG: &str = "/usr/bin/trog";
 const INSTALLED_SCRIPT: &str = "/usr/share/trog/examples/reprovision";
 
-/// Removes the package when the test ends, whatever state it stopped in.
-struct InstalledPackage;
+/// Where the package's root programs go while it is installed here: bin/setup and the other
+/// tests (the remote host, the e2e account, README's first command) run the ones at
+/// /usr/libexec/trog through sudo at the same time, and dpkg must neither replace nor, at the
+/// purge, remove them. A diversion sends the package's copies beside them instead.
+const DIVERTED: &str = ".trog-package";
+
+/// The package's files under /usr/libexec/trog.
+fn packaged_root_programs(deb: &Path) -> Vec<String> {
+    let listing = text(&run(Command::new("dpkg-deb").arg("-c").arg(deb)).stdout);
+    listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().last())
+        .filter_map(|path| path.strip_prefix("./usr/libexec/trog/"))
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("/usr/libexec/trog/{name}"))
+        .collect()
+}
+
+/// What /usr/libexec/trog holds now (name and contents), which the package must leave alone.
+fn programs_in_place() -> Vec<(PathBuf, Vec<u8>)> {
+    let mut found: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir("/usr/libexec/trog")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| !path.to_string_lossy().ends_with(DIVERTED))
+                .map(|path| {
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    (path, bytes)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// Diverts the package's root programs for as long as it lives, then removes the package and
+/// the diversions, whatever state the test stopped in.
+struct InstalledPackage {
+    diverted: Vec<String>,
+}
+
+impl InstalledPackage {
+    fn divert(deb: &Path) -> InstalledPackage {
+        let diverted = packaged_root_programs(deb);
+        assert!(!diverted.is_empty(), "the package ships no root programs");
+        for program in &diverted {
+            run(Command::new("dpkg-divert")
+                .args(["--quiet", "--package", "trog-tests", "--add", "--divert"])
+                .arg(format!("{program}{DIVERTED}"))
+                .arg(program));
+        }
+        InstalledPackage { diverted }
+    }
+}
 
 impl Drop for InstalledPackage {
     fn drop(&mut self) {
@@ -31,6 +85,13 @@ impl Drop for InstalledPackage {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        for program in &self.diverted {
+            let _ = Command::new("dpkg-divert")
+                .args(["--quiet", "--package", "trog-tests", "--remove"])
+                .arg(program)
+                .status();
+            let _ = std::fs::remove_file(format!("{program}{DIVERTED}"));
+        }
     }
 }
 
@@ -180,8 +241,15 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
         recommends.split(',').any(|name| name.trim() == "python3"),
         "Recommends: {recommends}"
     );
-    let _package = InstalledPackage;
+    let before = programs_in_place();
+    let package = InstalledPackage::divert(&deb);
     run(Command::new("dpkg").arg("-i").arg(&deb));
+    // The package's programs went beside the ones in use, byte for byte the same build's.
+    for program in &package.diverted {
+        let packaged = std::fs::read(format!("{program}{DIVERTED}")).unwrap();
+        assert!(!packaged.is_empty(), "{program}");
+    }
+    assert_eq!(programs_in_place(), before);
 
     // 2. What it installed: a man page per verb, completions that know every verb, the recipes.
     let help = text(&run(Command::new(INSTALLED_TROG).arg("--help")).stdout);
@@ -311,7 +379,8 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
     assert_eq!(outcome(&events)["outcome"], "internal_error");
     drop(settings);
 
-    // 4. The installed trog destroys the guest; the package goes when `_package` is dropped.
+    // 4. The installed trog destroys the guest; then the package goes, leaving the root
+    // programs other runs use as they were.
     let destroyed = Command::new(INSTALLED_TROG)
         .args(["--credentials", "destroy", "--purge", "--yes", &domain])
         .current_dir(elsewhere.path())
@@ -322,4 +391,7 @@ fn the_installed_package_provisions_through_the_reprovision_script() {
         .unwrap();
     assert!(destroyed.status.success(), "{}", text(&destroyed.stderr));
     drop(mirror);
+    drop(package);
+    assert_eq!(programs_in_place(), before);
+    assert!(!Path::new(INSTALLED_TROG).exists());
 }
