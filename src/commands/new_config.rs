@@ -92,7 +92,7 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let inputs = load_guest_inputs(
         &paths,
-        &domain,
+        domain,
         &mut credentials,
         store_use,
         AddressPolicy::ReadOnly,

@@ -125,6 +125,13 @@ pub fn survive_destroy(installation: &Installation, address: &str) -> String {
         rebuilt.status.code(),
         &events,
     );
+    // The key host_keys.rs adopted was the old root disk's: the new one answered with trog's,
+    // and the adopted key is no longer trusted.
+    assert_eq!(
+        crate::host_keys::stored_host_keys(installation).1,
+        None,
+        "the adopted host key outlived the root disk it was adopted from"
+    );
     assert_eq!(
         on_guest(installation, &address, &format!("cat {BACKED_UP_FILE}")),
         "second\n"

@@ -13,7 +13,7 @@ const UNTRUSTED_GUEST: i32 = 12;
 const SAVED: &str = "/root/trog-host-key";
 const SECOND_MARK: &str = "/srv/site-made-again.txt";
 
-fn stored_host_keys(installation: &Installation) -> (String, Option<String>) {
+pub fn stored_host_keys(installation: &Installation) -> (String, Option<String>) {
     let store = SecretStore::open(
         &installation.dir.path().join("secrets.kdbx"),
         &trog::credentials::Secret::new(PASSPHRASE),
