@@ -158,7 +158,7 @@ pub fn check_members(
     let mut roots: Vec<Vec<&[u8]>> = Vec::new();
     for path in recorded {
         let parts = crate::backup::plain_absolute(path)
-            .then(|| clean_parts(path[1..].as_bytes()))
+            .then(|| clean_parts(&path.as_bytes()[1..]))
             .flatten()
             .ok_or_else(|| ArchiveMembersError::BadRecord {
                 archive: archive.to_path_buf(),

@@ -40,8 +40,11 @@ pub struct HostKeyAdoption<'a> {
     /// The name the key is looked up by there ([`crate::secrets::host_key_alias`]).
     pub alias: String,
     /// Keeps the key taken (`type base64`) where later runs find it: the secret store.
-    pub keep: Box<dyn FnMut(&str) -> Result<(), String> + 'a>,
+    pub keep: KeepHostKey<'a>,
 }
+
+/// What keeps an adopted host key (`type base64`), or says why it could not.
+pub type KeepHostKey<'a> = Box<dyn FnMut(&str) -> Result<(), String> + 'a>;
 
 /// Tries the guest's addresses until SSH answers with the guest's own host key, keeping the
 /// connection that did.
