@@ -21,6 +21,7 @@ pub mod backup;
 pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod debug_boot_disk;
+pub mod debug_domain;
 pub mod destroy;
 #[cfg(test)]
 pub mod fake_fleet;

@@ -1,7 +1,7 @@
 //! A located guest's hypervisor, opened for a verb: the libvirt connection, and when the verb
 //! needs it the hypervisor's own system with sudo settled before anything is done there. The
 //! verbs written against the `Hypervisor` trait open it through `workflow::session`; this
-//! connection itself is for `debug_boot`, whose disk and screen work is libvirt's.
+//! connection itself is for `provision`, whose steps are libvirt's.
 
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;

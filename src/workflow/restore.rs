@@ -110,7 +110,7 @@ pub(crate) fn restore_in(
     reporter: &dyn Reporter,
     wait_for_ssh: &mut dyn FnMut(&GuestSession) -> Result<String, Failure>,
 ) -> Result<Reverted, Failure> {
-    let mut session = GuestSession::open(
+    let session = GuestSession::open(
         fleet,
         guest,
         GuestUse::Change,
