@@ -11,8 +11,8 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
 use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
-use crate::provision::inputs::{load_guest_inputs, StoreUse};
-use crate::provision::store_guard::new_store_asked_without_the_fleet;
+use crate::workflow::inputs::{load_guest_inputs, StoreUse};
+use crate::workflow::store_guard::new_store_asked_without_the_fleet;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]

@@ -16,7 +16,7 @@ use crate::model::names::{DomainName, HypervisorName};
 use crate::model::units::Bytes;
 use crate::plan::{plan, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState};
 use crate::plan::{Action, Resolution};
-use crate::provision::desired::desired_guest;
+use crate::workflow::desired::desired_guest;
 use std::path::Path;
 
 const GUEST: &str = "www.example.test";

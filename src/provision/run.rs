@@ -20,16 +20,16 @@ use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
-use crate::provision::inputs::{
-    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
-    GuestInputs, StoreAdditions, StoreUse,
-};
-use crate::provision::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::provision::{
     check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
 };
 use crate::secrets::KeypairOrigin;
+use crate::workflow::inputs::{
+    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
+    GuestInputs, StoreAdditions, StoreUse,
+};
 use crate::workflow::lock::take_guest_lock;
+use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::PathBuf;
 use std::sync::Arc;

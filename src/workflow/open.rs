@@ -8,7 +8,7 @@ use crate::diagnose::Failure;
 use crate::libvirt::connect;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
-use crate::provision::hypervisor_machine::open_hypervisor_machine;
+use crate::workflow::hypervisor_machine::open_hypervisor_machine;
 
 /// Whether a verb works on the hypervisor's own system too, or through libvirt alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use crate::lock::{LockError, Locks};
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
-use crate::provision::hypervisor_machine::open_hypervisor_machine;
+use crate::workflow::hypervisor_machine::open_hypervisor_machine;
 use crate::workflow::lock::{take_guest_lock, take_network_filters_lock};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::reporter::Reporter;

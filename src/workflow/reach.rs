@@ -195,7 +195,7 @@ fn key_fingerprint(key: &str) -> String {
 /// from ips.db), or its lease on this machine's NAT network.
 pub fn address_source<'a>(
     connection: &'a virt::connect::Connect,
-    inputs: &crate::provision::inputs::GuestInputs,
+    inputs: &crate::workflow::inputs::GuestInputs,
     domain: &str,
 ) -> AddressSource<'a> {
     // A guest with a static address (written by hand or handed out from ips.db) is reached at
