@@ -44,3 +44,6 @@ pub mod libvirt;
 pub mod lock;
 pub mod machine;
 pub mod secrets;
+
+#[cfg(test)]
+mod layering_tests;

@@ -11,12 +11,12 @@ use crate::config::recipes_file::{parse_domain_file, parse_recipes_yaml};
 use crate::config::settings::GuestSettings;
 use crate::cookbook::load::{load_cookbook, Cookbook};
 use crate::credentials::Secret;
+use crate::generate::desired::desired_guest;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
 use crate::model::units::Bytes;
 use crate::plan::{plan, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState};
 use crate::plan::{Action, Resolution};
-use crate::workflow::desired::desired_guest;
 use std::path::Path;
 
 const GUEST: &str = "www.example.test";

@@ -8,6 +8,7 @@
 use crate::addresses::settle::tenant_directory;
 use crate::addresses::store::AddressBook;
 use crate::diagnose::Failure;
+use crate::generate::desired;
 use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, BootWait, GuestProbe, DEFAULT_BOOT_WAIT};
@@ -30,7 +31,6 @@ use crate::provision::{ConvergeError, ConvergeReport, GuestOnHypervisor, Prepare
 use crate::render::domain_xml::{render_domain_xml, DomainSpec, Firmware, DEFAULT_DOMAIN_TEMPLATE};
 use crate::render::network_filter::{filters_for, joined_directories};
 use crate::secrets::PrivateKeyFile;
-use crate::workflow::desired;
 use crate::workflow::reach::{self, SshProbe};
 use std::error::Error as StdError;
 use std::path::PathBuf;

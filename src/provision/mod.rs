@@ -8,18 +8,19 @@
 pub mod execute;
 pub mod run;
 pub mod site;
+pub mod site_summary;
 
 pub use execute::execute;
 
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
+use crate::generate::desired;
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::plan::{Action, Resolution};
-use crate::workflow::desired;
 use crate::workflow::guest_plan::plan_observed;
 pub use crate::workflow::guest_plan::PreparedGuest;
 use crate::workflow::inputs::GuestInputs;
@@ -29,7 +30,7 @@ use std::path::Path;
 pub struct GuestOnHypervisor<'a> {
     pub inputs: &'a GuestInputs,
     pub hypervisor: &'a HypervisorConfig,
-    pub connection: &'a virt::connect::Connect,
+    pub connection: &'a crate::libvirt::LibvirtConnection,
     /// The hypervisor's own system, for the TPM check and the serial console; `None` for
     /// libvirt's test driver, which has none.
     pub hypervisor_machine: Option<&'a HypervisorMachine>,
@@ -80,15 +81,16 @@ impl crate::diagnose::Diagnose for ConvergeError {
 }
 
 /// Refuses, before anything is built or changed, a guest that could not be reached afterwards.
-pub fn check_reachable(guest: &GuestOnHypervisor) -> Result<(), ConvergeError> {
-    if matches!(
-        guest.hypervisor.libvirt_uri.transport,
-        Transport::Ssh { .. }
-    ) && guest.inputs.config.settings.ips.is_empty()
+pub fn check_reachable(
+    inputs: &GuestInputs,
+    hypervisor: &HypervisorConfig,
+) -> Result<(), ConvergeError> {
+    if matches!(hypervisor.libvirt_uri.transport, Transport::Ssh { .. })
+        && inputs.config.settings.ips.is_empty()
     {
         return Err(ConvergeError::RemoteNeedsAddress {
-            guest: guest.inputs.config.domain.to_string(),
-            hypervisor: guest.hypervisor.name.to_string(),
+            guest: inputs.config.domain.to_string(),
+            hypervisor: hypervisor.name.to_string(),
         });
     }
     Ok(())

@@ -4,13 +4,13 @@
 use crate::backup::archive_dir::GuestBackups;
 use crate::backup::backup_dir;
 use crate::diagnose::Failure;
+use crate::generate::desired;
 use crate::machine::hypervisor_ops::{self, HypervisorMachine};
 use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::{
     check_plan, plan, with_backup_restore, Action, DesiredGuest, ObservedGuest, Plan, Resolution,
 };
 use crate::render::domain_xml::{render_domain_xml, DomainSpec, DEFAULT_DOMAIN_TEMPLATE};
-use crate::workflow::desired;
 use crate::workflow::inputs::GuestInputs;
 use std::path::{Path, PathBuf};
 

@@ -24,7 +24,6 @@ pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod debug_boot_disk;
 pub mod debug_domain;
-pub mod desired;
 pub mod destroy;
 #[cfg(test)]
 pub mod fake_fleet;
