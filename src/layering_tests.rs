@@ -266,3 +266,39 @@ fn only_libvirt_names_the_virt_crate() {
     assert!(names_virt("connection: &virt::connect::Connect"));
     assert!(!names_virt("use crate::libvirt::LibvirtConnection;"));
 }
+
+/// The files that may declare a `DOMAIN` of their own: a verb whose guest is optional
+/// (`backup --sweep`, `provision --all`, `status --all`) or a list of them (`inventory`), which
+/// a flattened required argument cannot be.
+const OWN_DOMAIN_ARGUMENT: [&str; 4] = [
+    "commands/backup.rs",
+    "commands/provision.rs",
+    "commands/status.rs",
+    "commands/inventory.rs",
+];
+
+#[test]
+fn the_arguments_verbs_share_are_declared_once() {
+    let mut files = Vec::new();
+    rust_files(&source_dir(), &mut files);
+    for (path, text) in &files {
+        if !(path.starts_with("commands/") || path.starts_with("cli/")) || path == "cli/target.rs" {
+            continue;
+        }
+        let code = code_of(text);
+        assert!(
+            !code.contains("values::hypervisor"),
+            "{path} declares --hypervisor itself instead of flattening cli::target::OneHypervisor"
+        );
+        assert!(
+            !code.contains("LONGEST_ANSWER_TIMEOUT"),
+            "{path} declares --timeout itself instead of flattening cli::target::AnswerTimeout"
+        );
+        if !OWN_DOMAIN_ARGUMENT.contains(&path.as_str()) {
+            assert!(
+                !code.contains("value_name = \"DOMAIN\""),
+                "{path} declares DOMAIN itself instead of flattening cli::target::GuestName"
+            );
+        }
+    }
+}

@@ -77,7 +77,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let answer_timeout = args.search.answer_timeout();
     let request = ProvisionRequest {
         domains: args.domains,
-        hypervisor: args.search.hypervisor,
+        hypervisor: args.search.hypervisor().cloned(),
         resolution: Resolution {
             force: args.force,
             destroy_data: args.destroy_data,
