@@ -154,6 +154,18 @@ fn every_global_key(cookbook: &Cookbook) -> Vec<String> {
 }
 
 #[test]
+fn every_setting_global_accepts_is_classified() {
+    let unclassified: Vec<String> = every_global_key(&shipped_cookbook())
+        .into_iter()
+        .filter(|key| convergence(key).is_none())
+        .collect();
+    assert!(
+        unclassified.is_empty(),
+        "say in config/convergence.rs how a change of these reaches a built guest: {unclassified:?}"
+    );
+}
+
+#[test]
 fn a_change_of_every_setting_moves_what_its_class_says() {
     let cookbook = shipped_cookbook();
     let before = generated(&cookbook, UNCHANGED);
