@@ -12,6 +12,7 @@ pub mod report;
 pub mod diagnose;
 pub mod did_you_mean;
 pub mod exit_status;
+pub mod untrusted;
 
 // The pure core: data, configuration parsing, recipes, rendering, placement.
 pub mod addresses;
