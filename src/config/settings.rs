@@ -76,7 +76,7 @@ pub struct GuestSettings {
     pub bridge: Option<String>,
     pub gateway: Option<IpAddr>,
     /// The addresses trog hands out on the guest's network or bridge.
-    pub address_range: Option<crate::addresses::AddressRange>,
+    pub address_range: Option<crate::model::address_range::AddressRange>,
     /// The group the guest is kept in on its network; `None`: no group.
     pub tenant: Option<crate::model::names::TenantName>,
     pub resolvers: Vec<IpAddr>,
