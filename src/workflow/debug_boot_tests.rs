@@ -200,6 +200,10 @@ fn a_refused_redefinition_changes_nothing_and_stops_nothing() {
         "{}",
         failure.error
     );
+    assert_eq!(
+        failure.hint.as_deref(),
+        Some("check fake's log on that hypervisor")
+    );
     assert_eq!(definition_of(&fake), PROVISIONED);
     assert!(running(&fake));
     assert!(!calls.iter().any(|call| call.starts_with("force_off")));

@@ -58,9 +58,12 @@ impl crate::diagnose::Diagnose for DebugDomainError {
             DebugDomainError::NoVnc { .. } => {
                 Some("start the guest first; its display exists only while it runs".into())
             }
-            DebugDomainError::Backend { backend, .. } => Some(format!(
-                "check {backend}'s log on that hypervisor; the operation can be tried with its own tools (virsh)"
-            )),
+            DebugDomainError::Backend { backend, .. } => Some(match *backend {
+                "libvirt" => "check libvirtd's log on that hypervisor; the operation can be tried \
+                              with virsh"
+                    .to_string(),
+                other => format!("check {other}'s log on that hypervisor"),
+            }),
         }
     }
 }
