@@ -52,7 +52,7 @@ fn confirm_purge(domain: &DomainName, yes: bool) -> Result<(), DestroyCommandErr
 }
 
 pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure> {
-    let domain = &args.target.domain;
+    let domain = &args.target.guest.domain;
     if args.purge {
         confirm_purge(domain, args.yes)?;
     }

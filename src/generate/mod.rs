@@ -5,6 +5,7 @@
 //! [`generate`] is pure: the configuration, the cookbook, the site's files, the guest's public
 //! key and the secrets its recipes reference are handed in. [`site_files`] is the thin loader.
 
+pub mod desired;
 mod site;
 
 pub use site::{load_site_files, SiteFiles, SiteFilesError};

@@ -20,16 +20,16 @@ use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
-use crate::provision::inputs::{
-    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
-    GuestInputs, StoreAdditions, StoreUse,
-};
-use crate::provision::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::provision::{
     check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
 };
 use crate::secrets::KeypairOrigin;
+use crate::workflow::inputs::{
+    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
+    GuestInputs, StoreAdditions, StoreUse,
+};
 use crate::workflow::lock::take_guest_lock;
+use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -324,6 +324,22 @@ pub(crate) fn converge_one(
         .iter()
         .find(|h| h.name == decision.chosen)
         .expect("placement chose a hypervisor of the fleet");
+    check_reachable(guest, hypervisor)?;
+    // The order of every verb acting on a guest (`workflow::session`): the guest's place is
+    // known, then its lock, then its hypervisor opened with sudo settled, then the work. A dry
+    // run changes nothing, so it plans from what is there without waiting for a run that holds
+    // the guest; a real run plans and acts under the guest's lock.
+    let _guest_lock = if request.dry_run {
+        None
+    } else {
+        let lock = take_guest_lock(locks, &guest.config.domain, hypervisor, None, &mut |text| {
+            progress.say(text)
+        });
+        if lock.is_err() {
+            *key_kept = true;
+        }
+        Some(lock?)
+    };
     let opened = open(hypervisor)?;
     let on_hypervisor = GuestOnHypervisor {
         inputs: guest,
@@ -332,24 +348,6 @@ pub(crate) fn converge_one(
         hypervisor_machine: opened.machine.as_ref(),
         locks,
         adopt_host_key: request.adopt_host_key,
-    };
-    check_reachable(&on_hypervisor)?;
-    // A dry run changes nothing, so it plans from what is there without waiting for a run
-    // that holds the guest; a real run plans and acts under the guest's lock.
-    let _guest_lock = if request.dry_run {
-        None
-    } else {
-        let lock = take_guest_lock(
-            locks,
-            &guest.config.domain,
-            hypervisor,
-            opened.machine.as_ref(),
-            &mut |text| progress.say(text),
-        );
-        if lock.is_err() {
-            *key_kept = true;
-        }
-        Some(lock?)
     };
     let mut prepared = prepare(&on_hypervisor, request.resolution)?;
     output.planned(

@@ -20,13 +20,13 @@ use crate::model::names::DomainName;
 use crate::output::progress::Progress;
 use crate::output::progress::ProgressMode;
 use crate::placement::Decision;
-use crate::provision::inputs::GuestInputs;
-use crate::provision::inputs::{generate_guest_inputs, load_guest_configured};
 use crate::provision::run::{
     converge_one, place_configured, refused, store_and_addresses, GuestConverged, PlannedGuest,
     ProvisionOutput, ProvisionRequest,
 };
 use crate::provision::ConvergeReport;
+use crate::workflow::inputs::GuestInputs;
+use crate::workflow::inputs::{generate_guest_inputs, load_guest_configured};
 use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

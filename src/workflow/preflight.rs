@@ -24,7 +24,7 @@ use crate::preflight::{
     ConfigurationFacts, FileFact, GuestListingProblem, HypervisorFacts, HypervisorReport,
     PreflightReport, SudoFact,
 };
-use crate::provision::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
+use crate::workflow::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
 
 /// Asks the installation's configuration and its hypervisors (or the one named) everything
 /// preflight checks, and returns the checks. `handed_in_sudo` is the sudo password given with

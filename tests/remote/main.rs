@@ -427,7 +427,7 @@ fn a_tunnel_reaches_what_the_hypervisor_sees_and_closes_with_its_handle() {
     let host = remote_host();
     let uri = trog::model::hypervisor::LibvirtUri::parse(&host.uri(&host.user_nopasswd, "/system"))
         .unwrap();
-    let machine = trog::provision::hypervisor_machine::ssh_machine_for(&uri)
+    let machine = trog::workflow::hypervisor_machine::ssh_machine_for(&uri)
         .unwrap()
         .unwrap();
     let port = std::net::TcpListener::bind(("127.0.0.1", 0))
