@@ -6,6 +6,8 @@ mod hypervisor_lock;
 mod network_filters_lock;
 mod pinned_host_keys;
 mod restart_later;
+#[path = "../support/root_warning.rs"]
+mod root_warning;
 mod shared_master;
 mod snapshot_failure;
 
@@ -607,12 +609,13 @@ fn trog_on_pool(pool: &str, args: &[&str]) -> std::process::Output {
         format!("[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\n"),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_trog"))
+    let output = Command::new(env!("CARGO_BIN_EXE_trog"))
         .args(args)
         .env("TROG_PROVISIONER_CONFIG", installation.path())
         .stdin(std::process::Stdio::null())
         .output()
-        .unwrap()
+        .unwrap();
+    root_warning::output_without_root_warning(output)
 }
 
 fn sha256_of(path: &str) -> String {
