@@ -40,6 +40,7 @@ pub enum Operation {
     RefreshPool,
     VolumeExists,
     DeleteVolume,
+    DetachSeed,
     RemoveUnusedFilters,
     ReleasePins,
     ReleaseReservation,
@@ -57,6 +58,8 @@ pub struct FakeDomain {
     pub interfaces: Vec<(String, String)>,
     /// The files of its disks.
     pub disks: Vec<String>,
+    /// The seed volume its definition attaches, until it is detached.
+    pub seed: Option<String>,
 }
 
 #[derive(Default)]
@@ -474,6 +477,20 @@ impl Hypervisor for FakeHypervisor {
             .get_mut(pool)
             .ok_or_else(|| HypervisorFault::new(format!("no pool {pool}")))?;
         Ok(volumes.remove(volume))
+    }
+
+    fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault> {
+        self.call(
+            Operation::DetachSeed,
+            format!("detach_seed {domain} {volume}"),
+        )?;
+        self.with_domain_mut(domain, |found| {
+            let attached = found.seed.as_deref() == Some(volume);
+            if attached {
+                found.seed = None;
+            }
+            attached
+        })
     }
 
     fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault> {

@@ -84,7 +84,8 @@ fn disk(pool: &str, volume: &str, machine: &MachineDefinition) -> DiskSpec {
 }
 
 /// The domain as libvirt will define it. `tpm` is decided by the hypervisor's facts (a real TPM
-/// and swtpm); `tag` is what the plan records.
+/// and swtpm); `tag` is what the plan records; `attaches_seed` is false for a guest whose seed
+/// is retired (its first boot is over) and stays so.
 pub fn domain_spec(
     desired: &DesiredGuest,
     generated: &GeneratedGuest,
@@ -92,6 +93,7 @@ pub fn domain_spec(
     hypervisor: &HypervisorConfig,
     tpm: bool,
     tag: GuestTag,
+    attaches_seed: bool,
 ) -> DomainSpec {
     let machine = &generated.machine_definition;
     DomainSpec {
@@ -109,7 +111,7 @@ pub fn domain_spec(
             .data_volume
             .as_ref()
             .map(|volume| disk(&desired.pool_name, &volume.name, machine)),
-        seed_volume: desired.seed_volume.clone(),
+        seed_volume: attaches_seed.then(|| desired.seed_volume.clone()),
         mac_address: generated.mac_address,
         network: machine.network.clone(),
         network_filter: interface_filter(

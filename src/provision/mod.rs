@@ -177,7 +177,15 @@ pub fn plan_observed(
         })
         .unwrap_or_else(|| desired.tag_before_finish());
     let tpm = machine.is_some_and(hypervisor_ops::offers_tpm);
-    let spec = desired::domain_spec(&desired, &inputs.generated, settings, hypervisor, tpm, tag);
+    let spec = desired::domain_spec(
+        &desired,
+        &inputs.generated,
+        settings,
+        hypervisor,
+        tpm,
+        tag,
+        attaches_seed(&plan, &observed),
+    );
     let domain_xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
     Ok(PreparedGuest {
         desired,
@@ -187,6 +195,19 @@ pub fn plan_observed(
         domain_spec: spec,
         base_image: None,
     })
+}
+
+/// Whether the definition the plan gives the guest attaches its seed: when the plan uploads one
+/// (a first boot is coming), or the domain still attaches its own (it is retired later in the
+/// plan, or by a later one); not for a guest whose seed is retired.
+fn attaches_seed(plan: &Plan, observed: &ObservedGuest) -> bool {
+    plan.actions
+        .iter()
+        .any(|action| matches!(action, Action::UploadSeed { .. }))
+        || observed
+            .domain
+            .as_ref()
+            .is_none_or(|domain| domain.seed_attached)
 }
 
 /// The last local step before a plan runs (a dry run does none of it): refuses a plan that could
