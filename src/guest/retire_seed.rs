@@ -32,7 +32,7 @@ pub enum RetireSeedError {
     FirstBoot {
         guest: String,
         #[source]
-        source: FinishError,
+        source: Box<FinishError>,
     },
     #[error("cannot write {DATASOURCE_PIN_PATH} on {guest}, which keeps cloud-init to its instance once the seed is gone")]
     PinDatasource {
@@ -101,7 +101,7 @@ pub fn retire_seed(
     let name = guest.describe();
     wait_for_cloud_init(guest).map_err(|source| RetireSeedError::FirstBoot {
         guest: name.clone(),
-        source,
+        source: Box::new(source),
     })?;
     let pin = MachineCommand::shell(&format!(
         "set -e; mkdir -p /etc/cloud/cloud.cfg.d; cat > {DATASOURCE_PIN_PATH}.new; \

@@ -153,7 +153,10 @@ pub struct Locks {
 
 /// The reporter a [`Locks`] tells of its waits; none in tests and in a store opened on its own.
 #[derive(Clone, Default)]
-struct WaitReporter(Option<std::sync::Arc<dyn Fn(&str) + Send + Sync>>);
+struct WaitReporter(Option<WaitTeller>);
+
+/// What tells the person running trog that a wait began: the edge's printer.
+pub type WaitTeller = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for WaitReporter {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -184,7 +187,7 @@ impl Locks {
     }
 
     /// These locks, telling `tell` (the edge's printer) of a wait [`Locks::tell_wait`] is given.
-    pub fn reporting_waits_to(mut self, tell: std::sync::Arc<dyn Fn(&str) + Send + Sync>) -> Locks {
+    pub fn reporting_waits_to(mut self, tell: WaitTeller) -> Locks {
         self.waits_told_to = WaitReporter(Some(tell));
         self
     }
