@@ -50,7 +50,7 @@ pub fn convergence(key: &str) -> Option<Convergence> {
     Some(match key {
         // The domain definition.
         "memory" | "cpus" | "cpu_mode" | "tenant" | "network" | "bridge" | "machine_type"
-        | "firmware" | "disk_bus" | "disk_cache" | "disk_discard" => Definition,
+        | "firmware" | "disk_bus" | "disk_cache" | "disk_discard" | "shared_folders" => Definition,
         // The seed (users, keys, addresses, mirrors, time zone, first-boot packages) and the
         // disk itself.
         "admin_user"

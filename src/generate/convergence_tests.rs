@@ -76,6 +76,7 @@ fn changed_value(key: &str) -> Option<&'static str> {
         "disk_cache" => "writeback",
         "disk_discard" => "ignore",
         "data_volume_size" => "20G",
+        "shared_folders" => "[{name: site, source: /srv/share/site, mount: /srv/site}]",
         "data_mount" => "/srv/other",
         "upgrade" => "false",
         _ => return None,

@@ -66,6 +66,8 @@ pub enum SnapshotError {
         "domain {domain} on {hypervisor} was not created by trog; trog leaves its snapshots alone"
     )]
     Foreign { hypervisor: String, domain: String },
+    #[error("{domain} on {hypervisor} runs with shared folders (virtiofs), whose state cannot be saved with the guest's memory")]
+    SharedFoldersRunning { hypervisor: String, domain: String },
 }
 
 impl SnapshotError {
@@ -82,7 +84,9 @@ impl SnapshotError {
 impl crate::diagnose::Diagnose for SnapshotError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
-            SnapshotError::Foreign { .. } => crate::exit_status::ExitStatus::Conflict,
+            SnapshotError::Foreign { .. } | SnapshotError::SharedFoldersRunning { .. } => {
+                crate::exit_status::ExitStatus::Conflict
+            }
             _ => crate::exit_status::ExitStatus::Hypervisor,
         }
     }
@@ -90,6 +94,9 @@ impl crate::diagnose::Diagnose for SnapshotError {
     fn hint(&self) -> Option<String> {
         Some(match self {
             SnapshotError::Foreign { .. } => "use the tools that made it (virsh snapshot-*)".into(),
+            SnapshotError::SharedFoldersRunning { domain, .. } => format!(
+                "shut the guest down (`virsh shutdown {domain}`), then snapshot it shut off; what it keeps in its shared folders is on the hypervisor, outside any snapshot"
+            ),
             _ => "check libvirtd's log on that hypervisor; `trog snapshot --list DOMAIN` shows \
                   what the guest has now"
                 .into(),

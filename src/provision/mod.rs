@@ -23,12 +23,13 @@ use crate::exit_status::ExitStatus;
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
-use crate::machine::hypervisor_ops::{self, HypervisorMachine};
+use crate::machine::hypervisor_ops::{self, HypervisorMachine, HypervisorOp};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::plan::{
     check_plan, plan, with_backup_restore, Action, DesiredGuest, ObservedGuest, Plan, Resolution,
 };
 use crate::render::domain_xml::{render_domain_xml, DomainSpec, DEFAULT_DOMAIN_TEMPLATE};
+use crate::render::shared_folders::SharedFolder;
 use inputs::GuestInputs;
 use std::path::{Path, PathBuf};
 
@@ -80,12 +81,29 @@ pub enum ConvergeError {
     RemoteNeedsAddress { guest: String, hypervisor: String },
     #[error("the plan was to wait for {guest}, but no connection to it was made")]
     NotConnected { guest: String },
+    #[error(
+        "{guest} shares folders from {hypervisor}, which has no virtiofsd to serve them ({why})"
+    )]
+    NoVirtiofsd {
+        guest: String,
+        hypervisor: String,
+        why: String,
+    },
+    #[error("{guest}'s shared folder `{name}` is {source_dir} on {hypervisor}, which is not a directory there")]
+    SharedFolderSourceMissing {
+        guest: String,
+        hypervisor: String,
+        name: String,
+        source_dir: String,
+    },
 }
 
 impl crate::diagnose::Diagnose for ConvergeError {
     fn exit_status(&self) -> ExitStatus {
         match self {
-            ConvergeError::RemoteNeedsAddress { .. } => ExitStatus::Configuration,
+            ConvergeError::RemoteNeedsAddress { .. }
+            | ConvergeError::SharedFolderSourceMissing { .. } => ExitStatus::Configuration,
+            ConvergeError::NoVirtiofsd { .. } => ExitStatus::Hypervisor,
             _ => ExitStatus::Guest,
         }
     }
@@ -95,6 +113,12 @@ impl crate::diagnose::Diagnose for ConvergeError {
             ConvergeError::TestDriverGuest { .. } => Some("use --dry-run with test:/// hypervisors".into()),
             ConvergeError::RemoteNeedsAddress { .. } => Some("declare `address_range` and `gateway` in `_global` so trog hands the guest an address (docs/NETWORK.md), or write its `ips` by hand: the NAT lease of a remote hypervisor is only reachable from it".into()),
             ConvergeError::NotConnected { .. } => None,
+            ConvergeError::NoVirtiofsd { hypervisor, .. } => Some(format!(
+                "install virtiofsd on {hypervisor} (Debian from trixie: `apt-get install virtiofsd`; on bookworm, as root: `apt-get install libseccomp-dev libcap-ng-dev && cargo install virtiofsd --root /usr/local`); `trog preflight` says when it is found"
+            )),
+            ConvergeError::SharedFolderSourceMissing { hypervisor, source_dir, .. } => Some(format!(
+                "make the directory on {hypervisor} (`mkdir -p {source_dir}`) or correct `source`: trog shares what is there and makes nothing on the hypervisor"
+            )),
         }
     }
 }
@@ -177,12 +201,21 @@ pub fn plan_observed(
         })
         .unwrap_or_else(|| desired.tag_before_finish());
     let tpm = machine.is_some_and(hypervisor_ops::offers_tpm);
+    let virtiofsd = match machine {
+        Some(machine) => shared_folder_server(
+            inputs.config.domain.as_str(),
+            hypervisor.name.as_str(),
+            &inputs.generated.machine_definition.shared_folders,
+            machine,
+        )?,
+        None => None,
+    };
     let spec = desired::domain_spec(
         &desired,
         &inputs.generated,
         settings,
         hypervisor,
-        tpm,
+        desired::HypervisorOffers { tpm, virtiofsd },
         tag,
         attaches_seed(&plan, &observed),
     );
@@ -208,6 +241,44 @@ fn attaches_seed(plan: &Plan, observed: &ObservedGuest) -> bool {
             .domain
             .as_ref()
             .is_none_or(|domain| domain.seed_attached)
+}
+
+/// For a guest with shared folders, the hypervisor's virtiofsd, once every folder's source is
+/// found there; `None` for a guest without (nothing is asked then). Refuses, before anything is
+/// made, a hypervisor that could not serve them.
+fn shared_folder_server(
+    guest: &str,
+    hypervisor: &str,
+    folders: &[SharedFolder],
+    machine: &HypervisorMachine,
+) -> Result<Option<String>, ConvergeError> {
+    if folders.is_empty() {
+        return Ok(None);
+    }
+    let virtiofsd = match hypervisor_ops::virtiofsd_path(machine) {
+        Ok(Some(path)) => Ok(path),
+        Ok(None) => Err("none is installed".to_string()),
+        Err(why) => Err(format!("it could not be asked: {why}")),
+    }
+    .map_err(|why| ConvergeError::NoVirtiofsd {
+        guest: guest.to_string(),
+        hypervisor: hypervisor.to_string(),
+        why,
+    })?;
+    for folder in folders {
+        let source = HypervisorOp::DirectoryExists {
+            path: folder.source.clone(),
+        };
+        if !machine.holds(&source) {
+            return Err(ConvergeError::SharedFolderSourceMissing {
+                guest: guest.to_string(),
+                hypervisor: hypervisor.to_string(),
+                name: folder.name.clone(),
+                source_dir: folder.source.clone(),
+            });
+        }
+    }
+    Ok(Some(virtiofsd))
 }
 
 /// The last local step before a plan runs (a dry run does none of it): refuses a plan that could
@@ -243,4 +314,92 @@ pub fn ready_to_execute(
         )?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod shared_folder_tests {
+    use super::*;
+    use crate::diagnose::Diagnose;
+    use crate::machine::fake::{Answer, FakeMachine};
+
+    fn folder(name: &str, source: &str) -> SharedFolder {
+        SharedFolder {
+            name: name.into(),
+            source: source.into(),
+            mount: format!("/srv/{name}"),
+            readonly: false,
+        }
+    }
+
+    #[test]
+    fn a_guest_without_shared_folders_asks_the_hypervisor_nothing() {
+        let fake = FakeMachine::new();
+        let machine = HypervisorMachine::fake(fake.clone());
+        assert_eq!(
+            shared_folder_server("g", "hv", &[], &machine).unwrap(),
+            None
+        );
+        assert!(fake.command_lines().is_empty());
+    }
+
+    #[test]
+    fn folders_are_served_by_the_virtiofsd_found_once_every_source_is_there() {
+        let fake = FakeMachine::new()
+            .answer(
+                "virtiofsd",
+                &[Answer::Exit(0, "/usr/local/bin/virtiofsd\n")],
+            )
+            .answer("test -d", &[Answer::Exit(0, "")]);
+        let machine = HypervisorMachine::fake(fake.clone());
+        let folders = [folder("a", "/srv/share/a"), folder("b", "/srv/share/b")];
+        assert_eq!(
+            shared_folder_server("g", "hv", &folders, &machine).unwrap(),
+            Some("/usr/local/bin/virtiofsd".to_string())
+        );
+        assert_eq!(fake.count("test -d"), 2);
+    }
+
+    #[test]
+    fn a_hypervisor_without_virtiofsd_is_refused_with_how_to_get_it() {
+        let fake = FakeMachine::new().answer("virtiofsd", &[Answer::Exit(1, "")]);
+        let machine = HypervisorMachine::fake(fake.clone());
+        let error =
+            shared_folder_server("g.test", "hv1", &[folder("a", "/srv/a")], &machine).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "g.test shares folders from hv1, which has no virtiofsd to serve them (none is installed)"
+        );
+        assert_eq!(error.exit_status(), ExitStatus::Hypervisor);
+        assert!(error.hint().unwrap().contains("cargo install virtiofsd"));
+        assert_eq!(fake.count("test -d"), 0, "no source is asked for after");
+    }
+
+    #[test]
+    fn a_missing_source_is_refused_with_the_directory_to_make() {
+        let fake = FakeMachine::new()
+            .answer("virtiofsd", &[Answer::Exit(0, "/usr/libexec/virtiofsd\n")])
+            .answer("/srv/here", &[Answer::Exit(0, "")])
+            .answer("/srv/gone", &[Answer::Exit(1, "")]);
+        let machine = HypervisorMachine::fake(fake);
+        let folders = [folder("here", "/srv/here"), folder("gone", "/srv/gone")];
+        let error = shared_folder_server("g.test", "hv1", &folders, &machine).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "g.test's shared folder `gone` is /srv/gone on hv1, which is not a directory there"
+        );
+        assert_eq!(error.exit_status(), ExitStatus::Configuration);
+        assert!(error.hint().unwrap().contains("mkdir -p /srv/gone"));
+    }
+
+    #[test]
+    fn an_unreachable_hypervisor_says_virtiofsd_could_not_be_asked() {
+        let fake = FakeMachine::new().answer("virtiofsd", &[Answer::Unreachable]);
+        let machine = HypervisorMachine::fake(fake);
+        let error =
+            shared_folder_server("g", "hv1", &[folder("a", "/srv/a")], &machine).unwrap_err();
+        assert!(
+            error.to_string().contains("it could not be asked"),
+            "{error}"
+        );
+    }
 }

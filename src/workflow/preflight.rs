@@ -12,7 +12,9 @@ use crate::credentials::Secret;
 use crate::diagnose::{Diagnose, Failure};
 use crate::generate::recipe_settings;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
-use crate::machine::hypervisor_ops::{kvm_verdict, HypervisorMachine, HypervisorOp};
+use crate::machine::hypervisor_ops::{
+    kvm_verdict, virtiofsd_path, HypervisorMachine, HypervisorOp,
+};
 use crate::machine::ssh::SudoPassword;
 use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::MachineError;
@@ -232,6 +234,7 @@ fn hypervisor_facts(
         real_tpm: ask(HypervisorOp::RealTpm),
         swtpm: ask(HypervisorOp::Swtpm),
         libguestfs: ask(HypervisorOp::Libguestfs),
+        virtiofsd: reached.clone().and_then(virtiofsd_path),
         qemu_img: ask(HypervisorOp::QemuImg),
         domain_type: hypervisor.domain_type,
         kvm: reached.clone().and_then(kvm_verdict),
