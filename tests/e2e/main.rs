@@ -452,6 +452,7 @@ fn provision_converge_and_destroy_a_real_guest() {
         on_guest(&installation, &address, "cat /srv/site-made.txt").trim(),
         "made by the site's Makefile"
     );
+    planted.reached_the_guest(&|command| on_guest(&installation, &address, command));
     // Logins by key only, from sshd's first start on (the seed's drop-in), and the emulated
     // processor without the nested virtualization whose modules the kernel would load.
     let sshd = on_guest(&installation, &address, "sudo sshd -T");
