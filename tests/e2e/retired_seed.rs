@@ -98,6 +98,13 @@ pub fn the_seed_is_gone_and_a_restart_keeps_the_host_key(
     );
     assert_eq!(answered_host_key(address), pinned_key);
     assert!(on_guest(installation, address, "cloud-init status --wait").contains("status: done"));
+    // What cloud-init did on this boot, for the record (its log since the boot's first stage).
+    let this_boot = on_guest(
+        installation,
+        address,
+        r#"sudo awk '/running .init-local./ { boot = "" } { boot = boot $0 "\n" } END { printf "%s", boot }' /var/log/cloud-init.log | grep -iE 'cache|searching|datasource' | head -5 || true"#,
+    );
+    eprintln!("cloud-init on the restart:\n{}", this_boot.trim_end());
     assert_eq!(
         on_guest(installation, address, "cat /var/lib/cloud/data/instance-id"),
         instance,
