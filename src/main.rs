@@ -13,7 +13,7 @@ fn main() {
         Err(error) => trog::report::exit_on_bad_command_line(error),
     };
     let json = cli.global.json;
-    trog::commands::warn_when_root();
+    trog::commands::warn_when_root(json);
     let status = match trog::cli::run(cli).and_then(|status| {
         trog::output::print::finish_stdout()?;
         Ok(status)

@@ -69,13 +69,18 @@ impl GlobalArgs {
         InstallationPaths::from_environment(self.recipes.as_deref(), self.hvconf.as_deref())
     }
 
-    /// The locks between runs of the installation, for `verb`, with this run's `--wait`.
+    /// The locks between runs of the installation, for `verb`, with this run's `--wait`; a wait
+    /// is never silent: one the workflow does not tell itself is said on stderr.
     pub fn locks(&self, verb: &str) -> Locks {
         Locks::new(
             lock_dir_for_store(&self.installation_paths().secrets_kdbx),
             self.wait.duration(),
             verb,
         )
+        .reporting_waits_to(std::sync::Arc::new(|text: &str| {
+            use crate::workflow::reporter::Reporter;
+            crate::commands::StderrReporter.say(text)
+        }))
     }
 }
 

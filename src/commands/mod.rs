@@ -32,22 +32,25 @@ impl crate::workflow::reporter::Reporter for StderrReporter {
     }
 }
 
-/// The warning a run as root gets (the specification: "DO NOT USE ROOT TO RUN THIS!"), when it
-/// gets one: on a terminal only, where a person reads it. A run without one (cron, the web
-/// button, a test suite) is told nothing here: the bin/ entry points started as root run trog as
-/// its account instead, and `preflight` notes a run as root in every output.
-pub fn root_warning(running_as_root: bool, stderr_is_terminal: bool) -> Option<&'static str> {
-    (running_as_root && stderr_is_terminal).then_some(
-        "warning: trog runs as root here; run it as an account in group libvirt (hint: bin/setup makes one, `trog`: `sudo -u trog trog …`, and `trog root-programs sudoers` prints what it may do as root)",
-    )
+/// The one line a run as root gets on stderr (the specification: "DO NOT USE ROOT TO RUN THIS!"),
+/// wherever it runs: a terminal, cron's mail or the web button's log. Nothing turns it off; the
+/// way to silence it is to run trog as its account.
+pub const ROOT_WARNING: &str = "warning: trog runs as root here; run it as an account in group libvirt (hint: bin/setup makes one, `trog`: `sudo -u trog trog …`, and `trog root-programs sudoers` prints what it may do as root)";
+
+/// The warning a run gets: [`ROOT_WARNING`] as root, nothing otherwise.
+pub fn root_warning(running_as_root: bool) -> Option<&'static str> {
+    running_as_root.then_some(ROOT_WARNING)
 }
 
-/// Prints [`root_warning`] on stderr, once, before the verb runs.
-pub fn warn_when_root() {
-    use std::io::IsTerminal;
+/// Prints [`root_warning`] once, before the verb runs: on stderr always, and with `--json` also
+/// as a `message` event, so that a program reading only the events is told as well.
+pub fn warn_when_root(json: bool) {
     let root = crate::machine::local::LocalMachine::running_as_root();
-    if let Some(warning) = root_warning(root, std::io::stderr().is_terminal()) {
+    if let Some(warning) = root_warning(root) {
         crate::errln!("{warning}");
+        if json {
+            crate::output::events::emit(&crate::output::events::Event::Message { text: warning });
+        }
     }
 }
 
@@ -56,12 +59,11 @@ mod tests {
     use super::root_warning;
 
     #[test]
-    fn root_is_warned_on_a_terminal_once_in_one_line_with_a_hint() {
-        let warning = root_warning(true, true).unwrap();
+    fn root_is_warned_in_one_line_with_a_hint_and_no_one_else_is() {
+        let warning = root_warning(true).unwrap();
         assert!(warning.starts_with("warning: trog runs as root"));
         assert!(warning.contains("hint: bin/setup"));
         assert!(!warning.contains('\n'));
-        assert_eq!(root_warning(true, false), None);
-        assert_eq!(root_warning(false, true), None);
+        assert_eq!(root_warning(false), None);
     }
 }

@@ -94,6 +94,7 @@ pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failu
         &mut credentials,
         store_use,
         AddressPolicy::ReadOnly,
+        &crate::commands::StderrReporter,
     )?;
     let generated = &inputs.generated;
     let out = args.out.unwrap_or_else(|| PathBuf::from(domain.as_str()));

@@ -43,6 +43,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
             },
             &mut credentials,
             &global.locks("status"),
+            &crate::commands::StderrReporter,
         )?;
         all_converged &= status.converged;
         if global.json {

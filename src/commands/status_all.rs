@@ -20,6 +20,7 @@ pub fn run(global: &GlobalArgs, search: &FleetSearch) -> Result<ExitStatus, Fail
         search.answer_timeout(),
         &mut credentials,
         &global.locks("status"),
+        &crate::commands::StderrReporter,
     )?;
     if let Some(warning) = &site.warning {
         crate::errln!("warning: {warning}");

@@ -14,7 +14,6 @@ use crate::credentials::Secret;
 use crate::generate::desired::desired_guest;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
-use crate::model::units::Bytes;
 use crate::plan::{plan, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState};
 use crate::plan::{Action, Resolution};
 use std::path::Path;
@@ -217,12 +216,11 @@ fn built_as(desired: &crate::plan::DesiredGuest) -> ObservedGuest {
             running: true,
             autostart: true,
             snapshots: Vec::new(),
+            // Past its first boot, its seed retired.
+            seed_attached: false,
         }),
         root_volume: volume(desired.root_volume.capacity),
-        seed_volume: Some(ObservedVolume {
-            capacity: Bytes(4096),
-            sha256: Some(desired.seed_sha256.clone()),
-        }),
+        seed_volume: None,
         data_volume: desired
             .data_volume
             .as_ref()

@@ -93,7 +93,8 @@ pub struct HypervisorOffers {
 }
 
 /// The domain as libvirt will define it, with what the hypervisor offers it; `tag` is what the
-/// plan records.
+/// plan records; `attaches_seed` is false for a guest whose seed is retired (its first boot is
+/// over) and stays so.
 pub fn domain_spec(
     desired: &DesiredGuest,
     generated: &GeneratedGuest,
@@ -101,6 +102,7 @@ pub fn domain_spec(
     hypervisor: &HypervisorConfig,
     offers: HypervisorOffers,
     tag: GuestTag,
+    attaches_seed: bool,
 ) -> DomainSpec {
     let machine = &generated.machine_definition;
     DomainSpec {
@@ -118,7 +120,7 @@ pub fn domain_spec(
             .data_volume
             .as_ref()
             .map(|volume| disk(&desired.pool_name, &volume.name, machine)),
-        seed_volume: desired.seed_volume.clone(),
+        seed_volume: attaches_seed.then(|| desired.seed_volume.clone()),
         mac_address: generated.mac_address,
         network: machine.network.clone(),
         network_filter: interface_filter(

@@ -66,6 +66,12 @@ pub enum FinishError {
     },
     #[error("the Makefile on {guest} was still running after {}s; it goes on there, but this run stops waiting", waited.as_secs())]
     TimedOut { guest: String, waited: Duration },
+    #[error("cannot remove the payload from {guest} after its finish: it holds the guest's rendered secrets")]
+    PayloadLeft {
+        guest: String,
+        #[source]
+        source: MachineError,
+    },
     #[error("the recipes' tests failed on {guest} (`make test` exited with {}):\n{}", status.map(|code| format!("status {code}")).unwrap_or_else(|| "a signal".into()), untrusted_str(.output))]
     TestsFailed {
         guest: String,
@@ -85,6 +91,11 @@ impl crate::diagnose::Diagnose for FinishError {
         }
         if let FinishError::CloudInitQuiet { .. } = self {
             return Some("the end of the guest's /var/log/cloud-init-output.log shows the step it stopped at (a fetch from a mirror that stopped answering is named there: _global's mirror); once that is fixed, provision again: the guest is finished again without rebuilding its disk".into());
+        }
+        if let FinishError::PayloadLeft { .. } = self {
+            return Some(format!(
+                "the guest is finished; remove {GUEST_STATE_DIR}/payload on it (as root), or provision again, which removes it after its finish"
+            ));
         }
         if let FinishError::CloudInitTooLong { .. } = self {
             return Some("cloud-init goes on in the guest (/var/log/cloud-init-output.log shows how far it is); provision again to wait for it and finish: the disk is not rebuilt".into());
@@ -113,13 +124,37 @@ fn unpack_script() -> String {
 }
 
 /// Puts the staged payload in place of the previous one, then starts `make` detached from the
-/// SSH session (its own session, no terminal), recording its status when it ends.
+/// SSH session (its own session, no terminal), recording its status when it ends. A make this
+/// run stopped waiting for (see [`abandon_script`]) removes the payload itself when it ends.
 fn start_script(payload_digest: &str) -> String {
     format!(
-        "set -e; cd {GUEST_STATE_DIR}; rm -rf payload; mv payload.new payload; rm -f finish.log finish.status; \
+        "set -e; cd {GUEST_STATE_DIR}; rm -rf payload; mv payload.new payload; rm -f finish.log finish.status {ABANDONED}; \
          cd payload; echo {payload_digest} > {GUEST_STATE_DIR}/finish.digest; \
          setsid -f sh -c 'make > {GUEST_STATE_DIR}/finish.log 2>&1; echo $? > {GUEST_STATE_DIR}/finish.status.new; \
-         mv {GUEST_STATE_DIR}/finish.status.new {GUEST_STATE_DIR}/finish.status' < /dev/null > /dev/null 2>&1"
+         mv {GUEST_STATE_DIR}/finish.status.new {GUEST_STATE_DIR}/finish.status; \
+         if [ -f {GUEST_STATE_DIR}/{ABANDONED} ]; then rm -rf {GUEST_STATE_DIR}/payload; fi' < /dev/null > /dev/null 2>&1"
+    )
+}
+
+/// The mark a run leaves when it stops waiting for a make that goes on: that make removes the
+/// payload when it ends.
+const ABANDONED: &str = "finish.abandoned";
+
+/// Removes the payload, and one staged and never started: it holds the guest's rendered
+/// `secret:` values, and nothing needs it once make and the tests are done (the next finish
+/// sends the whole payload again; what it leaves is finish.digest, finish.status and
+/// finish.log).
+fn remove_payload_script() -> String {
+    format!("cd {GUEST_STATE_DIR} && rm -rf payload payload.new")
+}
+
+/// For a make still running when this run stops waiting: marks it abandoned, and removes the
+/// payload at once if make ended meanwhile. Each side writes before it looks (make its status,
+/// this the mark), so whichever looks last sees the other's and the payload goes either way.
+fn abandon_script() -> String {
+    format!(
+        "cd {GUEST_STATE_DIR} && touch {ABANDONED} && rm -rf payload.new && \
+         if [ -f finish.status ]; then rm -rf payload; fi"
     )
 }
 
@@ -147,7 +182,9 @@ fn split_follow_output(stdout: &[u8]) -> (Option<String>, &[u8]) {
 }
 
 /// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
-/// as it arrives, then the tests' report.
+/// as it arrives, then the tests' report. Whatever the outcome, the payload (with the guest's
+/// rendered secrets) does not stay on the guest: it is removed once make and the tests are done,
+/// or, for a make still running when the wait ends, by that make when it ends.
 pub fn finish(
     guest: &dyn Machine,
     payload: &[u8],
@@ -159,13 +196,41 @@ pub fn finish(
     let unpack = MachineCommand::shell(&unpack_script())
         .as_root(true)
         .stdin(payload.to_vec());
-    guest
-        .run(&unpack)
-        .and_then(|output| output.success())
-        .map_err(|source| FinishError::Unpack {
+    let unpacked = guest.run(&unpack).and_then(|output| output.success());
+    let finished = match unpacked {
+        Ok(_) => finish_unpacked(guest, payload_digest, timeout, on_log),
+        // Part of it may be there: it is removed like a whole one.
+        Err(source) => Err(FinishError::Unpack {
             guest: name.clone(),
             source,
-        })?;
+        }),
+    };
+    let removal = match &finished {
+        Err(FinishError::TimedOut { .. }) => abandon_script(),
+        _ => remove_payload_script(),
+    };
+    let removed = guest
+        .run(&MachineCommand::shell(&removal).as_root(true))
+        .and_then(|output| output.success());
+    match (finished, removed) {
+        (Ok(_), Err(source)) => Err(FinishError::PayloadLeft {
+            guest: name,
+            source,
+        }),
+        // The finish's own failure is what the user must act on; a guest that could not be
+        // reached to remove the payload most likely failed the finish for the same reason.
+        (finished, _) => finished,
+    }
+}
+
+/// [`finish`] once the payload is staged: waits for cloud-init, runs make, then the tests.
+fn finish_unpacked(
+    guest: &dyn Machine,
+    payload_digest: &str,
+    timeout: Duration,
+    on_log: &mut dyn FnMut(&str),
+) -> Result<FinishReport, FinishError> {
+    let name = guest.describe();
     wait_for_cloud_init(guest)?;
     let start = MachineCommand::shell(&start_script(payload_digest)).as_root(true);
     guest
@@ -346,6 +411,97 @@ mod tests {
             split_follow_output(&ended),
             (Some("2".to_string()), &b"first\nsecond\n"[..])
         );
+    }
+
+    /// A gzipped tar holding one Makefile whose default target is `recipe`.
+    fn payload_of(recipe: &str) -> Vec<u8> {
+        let mut archive = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::default(),
+        ));
+        let makefile = format!("all:\n\t{recipe}\n");
+        let mut header = tar::Header::new_gnu();
+        header.set_size(makefile.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        archive
+            .append_data(&mut header, "Makefile", makefile.as_bytes())
+            .unwrap();
+        archive.into_inner().unwrap().finish().unwrap()
+    }
+
+    fn run_here(script: String, dir: &std::path::Path, stdin: Option<Vec<u8>>) {
+        let mut command = MachineCommand::shell(&on_scratch(script, dir));
+        if let Some(bytes) = stdin {
+            command = command.stdin(bytes);
+        }
+        LocalMachine.run(&command).unwrap().success().unwrap();
+    }
+
+    fn wait_for(path: &std::path::Path, present: bool) {
+        for _ in 0..250 {
+            if path.exists() == present {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{} exists: {}", path.display(), !present);
+    }
+
+    #[test]
+    fn the_removal_leaves_only_the_finishs_records() {
+        let dir = tempfile::tempdir().unwrap();
+        run_here(
+            unpack_script(),
+            dir.path(),
+            Some(payload_of("echo secret-value > made.txt")),
+        );
+        run_here(start_script("abc123"), dir.path(), None);
+        wait_for(&dir.path().join("finish.status"), true);
+        // A payload staged by a run that stopped before its start holds secrets too.
+        std::fs::create_dir(dir.path().join("payload.new")).unwrap();
+        run_here(remove_payload_script(), dir.path(), None);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["finish.digest", "finish.log", "finish.status"]);
+    }
+
+    #[test]
+    fn a_make_abandoned_while_it_runs_removes_the_payload_when_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let release = dir.path().join("release");
+        run_here(
+            unpack_script(),
+            dir.path(),
+            Some(payload_of(&format!(
+                "while [ ! -f {} ]; do sleep 0.05; done",
+                release.display()
+            ))),
+        );
+        run_here(start_script("abc123"), dir.path(), None);
+        run_here(abandon_script(), dir.path(), None);
+        // Still running: its payload stays under it.
+        assert!(dir.path().join("payload/Makefile").exists());
+        std::fs::write(&release, "").unwrap();
+        wait_for(&dir.path().join("payload"), false);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("finish.status"))
+                .unwrap()
+                .trim(),
+            "0"
+        );
+
+        // A make that ended before the mark was made: the mark's own run removes the payload.
+        let dir = tempfile::tempdir().unwrap();
+        run_here(unpack_script(), dir.path(), Some(payload_of("true")));
+        run_here(start_script("abc123"), dir.path(), None);
+        wait_for(&dir.path().join("finish.status"), true);
+        assert!(dir.path().join("payload").exists());
+        run_here(abandon_script(), dir.path(), None);
+        assert!(!dir.path().join("payload").exists());
     }
 
     #[test]

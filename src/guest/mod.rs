@@ -4,4 +4,5 @@
 pub mod backup;
 pub mod cloud_init;
 pub mod finish;
+pub mod retire_seed;
 pub mod wait;

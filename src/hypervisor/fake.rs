@@ -42,6 +42,7 @@ pub enum Operation {
     RefreshPool,
     VolumeExists,
     DeleteVolume,
+    DetachSeed,
     RemoveUnusedFilters,
     ReleasePins,
     ReleaseReservation,
@@ -75,6 +76,8 @@ pub struct FakeDomain {
     pub display: Option<(String, u16)>,
     /// The keys pressed on its keyboard, each chord in order.
     pub pressed: Vec<Vec<u32>>,
+    /// The seed volume its definition attaches, until it is detached.
+    pub seed: Option<String>,
 }
 
 #[derive(Default)]
@@ -492,6 +495,20 @@ impl Hypervisor for FakeHypervisor {
             .get_mut(pool)
             .ok_or_else(|| HypervisorFault::new(format!("no pool {pool}")))?;
         Ok(volumes.remove(volume))
+    }
+
+    fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault> {
+        self.call(
+            Operation::DetachSeed,
+            format!("detach_seed {domain} {volume}"),
+        )?;
+        self.with_domain_mut(domain, |found| {
+            let attached = found.seed.as_deref() == Some(volume);
+            if attached {
+                found.seed = None;
+            }
+            attached
+        })
     }
 
     fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault> {

@@ -189,6 +189,9 @@ pub trait Hypervisor {
     fn volume_exists(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
     /// Deletes the volume; `false` when there was none.
     fn delete_volume(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
+    /// Detaches the guest's seed, the volume `volume`, from its definition and from the running
+    /// guest; `false` when it was attached to neither.
+    fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault>;
 
     // Networks.
 

@@ -244,11 +244,18 @@ impl GuestResources<'_> {
             };
             let snapshots = crate::libvirt::snapshot::snapshot_names_oldest_first(&domain)
                 .map_err(self.fail("list the guest's snapshots"))?;
+            let definition = domain
+                .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
+                .map_err(self.fail("read the guest's definition"))?;
             observed.domain = Some(ObservedDomain {
                 tag,
                 running,
                 autostart,
                 snapshots,
+                seed_attached: crate::libvirt::seed::attaches_volume(
+                    &definition,
+                    &self.desired.seed_volume,
+                ),
             });
         }
         Ok(observed)
@@ -438,6 +445,7 @@ impl GuestResources<'_> {
                 }
             }
             Action::WaitForSsh
+            | Action::RetireSeed { .. }
             | Action::BackUpBeforeRebuild
             | Action::RestoreBackup { .. }
             | Action::RestoreFreshBackup

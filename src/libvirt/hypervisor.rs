@@ -216,6 +216,11 @@ impl Hypervisor for LibvirtHypervisor {
         }
     }
 
+    fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault> {
+        crate::libvirt::seed::detach_seed(&self.connection, domain, volume)
+            .map_err(HypervisorFault::new)
+    }
+
     fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault> {
         remove_unused_filters(&self.connection, &self.name).map_err(HypervisorFault::new)
     }

@@ -19,6 +19,7 @@ pub mod network_filter;
 pub mod network_leases;
 pub mod observe;
 pub mod reservation;
+pub mod seed;
 pub mod site;
 pub mod snapshot;
 pub mod trog_tag;

@@ -146,6 +146,26 @@ pub struct Locks {
     pub wait: Duration,
     /// The verb of this run (`provision`, `destroy`…), recorded in what it holds.
     pub verb: String,
+    /// Who is told of a wait that begins where the caller passes no `on_wait` of its own (the
+    /// secret store's writer lock, taken deep inside a store's update).
+    waits_told_to: WaitReporter,
+}
+
+/// The reporter a [`Locks`] tells of its waits; none in tests and in a store opened on its own.
+#[derive(Clone, Default)]
+struct WaitReporter(Option<WaitTeller>);
+
+/// What tells the person running trog that a wait began: the edge's printer.
+pub type WaitTeller = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+impl std::fmt::Debug for WaitReporter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(if self.0.is_some() {
+            "WaitReporter(told)"
+        } else {
+            "WaitReporter(untold)"
+        })
+    }
 }
 
 /// A lock held until it is dropped.
@@ -162,6 +182,21 @@ impl Locks {
             dir,
             wait,
             verb: verb.to_string(),
+            waits_told_to: WaitReporter::default(),
+        }
+    }
+
+    /// These locks, telling `tell` (the edge's printer) of a wait [`Locks::tell_wait`] is given.
+    pub fn reporting_waits_to(mut self, tell: WaitTeller) -> Locks {
+        self.waits_told_to = WaitReporter(Some(tell));
+        self
+    }
+
+    /// Tells the run's reporter, if it has one, that a wait began (an `on_wait` for
+    /// [`Locks::acquire`] where the caller has no reporter of its own at hand).
+    pub fn tell_wait(&self, text: &str) {
+        if let Some(tell) = &self.waits_told_to.0 {
+            tell(text);
         }
     }
 

@@ -170,3 +170,10 @@ impl Progress {
         elapsed
     }
 }
+
+/// A workflow's lines reach the run's progress: stderr, or `message` events with `--json`.
+impl crate::workflow::reporter::Reporter for Progress {
+    fn say(&self, line: &str) {
+        Progress::say(self, line);
+    }
+}

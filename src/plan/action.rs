@@ -68,6 +68,12 @@ pub enum Action {
         volume: String,
         sha256: String,
     },
+    /// Once the guest's first boot is over (SSH answered, cloud-init done): pins cloud-init in
+    /// the guest to the datasource it booted from, detaches the seed from the domain (live and
+    /// in its definition) and deletes its volume, which holds the guest's host private key.
+    RetireSeed {
+        volume: String,
+    },
     SetAutostart,
     StartDomain,
     /// Finds the guest's address and waits until SSH answers.
@@ -156,6 +162,10 @@ impl fmt::Display for Action {
                     short(sha256)
                 )
             }
+            Action::RetireSeed { volume } => write!(
+                f,
+                "retire cloud-init seed {volume}: detach it and delete it, the first boot is over"
+            ),
             Action::SetAutostart => write!(f, "start the guest with the hypervisor"),
             Action::StartDomain => write!(f, "start the guest"),
             Action::WaitForSsh => write!(f, "wait for the guest's address and SSH"),

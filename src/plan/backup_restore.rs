@@ -104,6 +104,7 @@ mod tests {
                 running: true,
                 autostart: true,
                 snapshots: Vec::new(),
+                seed_attached: false,
             }),
             ..ObservedGuest::nothing()
         }

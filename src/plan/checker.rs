@@ -56,6 +56,12 @@ pub fn check_plan(
         .is_some_and(|domain| domain.running);
     let mut root_present = observed.root_volume.is_some();
     let mut seed_present = observed.seed_volume.is_some();
+    // A guest past its first boot needs no seed while it keeps its root disk.
+    let mut seed_retired = root_present
+        && observed
+            .domain
+            .as_ref()
+            .is_some_and(|domain| !domain.seed_attached);
     let mut data_present = observed.data_volume.is_some();
     let mut base_present = observed.base_image_present;
     let mut waited = false;
@@ -120,6 +126,7 @@ pub fn check_plan(
                         );
                     }
                     root_present = false;
+                    seed_retired = false;
                 }
                 if *volume == desired.seed_volume {
                     seed_present = false;
@@ -187,7 +194,7 @@ pub fn check_plan(
                 if !domain_defined {
                     return refuse("a guest is started only once its domain is defined");
                 }
-                if !(root_present && seed_present) {
+                if !(root_present && (seed_present || seed_retired)) {
                     return refuse("a guest is started only with its root disk and seed in place");
                 }
                 if desired.data_volume.is_some() && !data_present {
@@ -219,6 +226,13 @@ pub fn check_plan(
                 if finished {
                     return refuse("a backup is restored before the guest is finished, never over a finished one");
                 }
+            }
+            Action::RetireSeed { .. } => {
+                if !(waited && running) {
+                    return refuse("a seed is retired only once the guest it booted answers SSH");
+                }
+                seed_present = false;
+                seed_retired = true;
             }
             Action::Finish { .. } => {
                 if !waited {

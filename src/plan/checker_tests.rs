@@ -54,6 +54,7 @@ fn running_guest(snapshots: &[&str]) -> ObservedGuest {
             running: true,
             autostart: true,
             snapshots: snapshots.iter().map(|name| name.to_string()).collect(),
+            seed_attached: true,
         }),
         root_volume: Some(volume(10)),
         seed_volume: Some(volume(0)),

@@ -22,6 +22,10 @@ pub struct ObservedDomain {
     /// The names of its snapshots, oldest first. Their states live inside the guest's disks,
     /// so a root disk replaced takes them with it.
     pub snapshots: Vec<String>,
+    /// Whether its definition attaches the guest's seed. A guest's seed is detached (and its
+    /// volume deleted) once its first boot is over: a domain without it whose root disk is there
+    /// has retired its seed, and needs none.
+    pub seed_attached: bool,
 }
 
 /// A volume of one of the guest's names.

@@ -160,6 +160,22 @@ pub fn plan(
             } else {
                 recorded_payload = tag.payload_digest.clone();
             }
+            let redefined = domain_steps
+                .iter()
+                .any(|action| matches!(action, Action::DefineDomain { .. }));
+            if !root_present && !domain.seed_attached && !redefined {
+                // Its root disk gone, a guest that retired its seed boots a new one, which needs
+                // a seed: the definition attaches one again.
+                if running {
+                    domain_steps.push(Action::StopDomain);
+                    running = false;
+                }
+                domain_steps.push(Action::DefineDomain {
+                    tag: tag.clone(),
+                    redefine: true,
+                    until_next_start: false,
+                });
+            }
         }
     }
 
@@ -214,7 +230,15 @@ pub fn plan(
             capacity: desired.root_volume.capacity,
         });
     }
-    if !seed_matches {
+    // A guest past its first boot has retired its seed (detached and deleted it): it needs
+    // none while its root disk stays. A seed volume still there is what an interrupted
+    // retirement left.
+    let seed_retired = root_present
+        && observed
+            .domain
+            .as_ref()
+            .is_some_and(|domain| !domain.seed_attached);
+    if !seed_matches && !seed_retired {
         if seed_present {
             if running {
                 actions.push(Action::StopDomain);
@@ -240,8 +264,21 @@ pub fn plan(
         actions.push(Action::StartDomain);
     }
     let needs_finish = recorded_payload.as_deref() != Some(desired.payload_digest.as_str());
-    if needs_finish || restarted {
+    // The seed is retired once the guest booted from it, but not under snapshots that stay:
+    // reverting one puts back a definition that attaches the seed.
+    let snapshots_stay = root_present
+        && observed
+            .domain
+            .as_ref()
+            .is_some_and(|domain| !domain.snapshots.is_empty());
+    let retires_seed = (!seed_retired || seed_present) && !snapshots_stay;
+    if needs_finish || restarted || retires_seed {
         actions.push(Action::WaitForSsh);
+    }
+    if retires_seed {
+        actions.push(Action::RetireSeed {
+            volume: desired.seed_volume.clone(),
+        });
     }
     if needs_finish {
         actions.push(Action::Finish {

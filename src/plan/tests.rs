@@ -49,15 +49,14 @@ fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
             running: true,
             autostart: true,
             snapshots: Vec::new(),
+            // Past its first boot: the seed is retired.
+            seed_attached: false,
         }),
         root_volume: Some(ObservedVolume {
             capacity: Bytes::from_gib(10),
             sha256: None,
         }),
-        seed_volume: Some(ObservedVolume {
-            capacity: Bytes(4096),
-            sha256: Some(desired.seed_sha256.clone()),
-        }),
+        seed_volume: None,
         data_volume: Some(ObservedVolume {
             capacity: Bytes::from_gib(20),
             sha256: None,
@@ -171,6 +170,7 @@ fn scenarios() {
     interrupted.domain.as_mut().unwrap().running = false;
     interrupted.domain.as_mut().unwrap().autostart = false;
     interrupted.root_volume = None;
+    interrupted.domain.as_mut().unwrap().seed_attached = true;
     interrupted.seed_volume = Some(ObservedVolume {
         capacity: Bytes(100),
         sha256: Some("ha1f".into()),
@@ -212,17 +212,36 @@ fn scenarios() {
     insta::assert_snapshot!(text);
 }
 
+/// A guest as it was before seeds were retired: built, finished, its seed (of `sha256`) attached
+/// and in the pool.
+fn with_seed_attached(desired: &DesiredGuest, sha256: &str) -> ObservedGuest {
+    let mut observed = converged_observation(desired);
+    observed.domain.as_mut().unwrap().seed_attached = true;
+    observed.seed_volume = Some(ObservedVolume {
+        capacity: Bytes(4096),
+        sha256: Some(sha256.to_string()),
+    });
+    observed
+}
+
 #[test]
 fn a_guest_built_before_host_keys_keeps_its_seed_and_a_changed_seed_is_replaced() {
     let desired = desired();
-    let mut earlier = converged_observation(&desired);
-    earlier.seed_volume.as_mut().unwrap().sha256 =
-        Some(desired.seed_without_host_key_sha256.clone());
+    let earlier = with_seed_attached(&desired, &desired.seed_without_host_key_sha256);
     let kept = plan(&desired, &earlier, Resolution::default()).unwrap();
-    assert!(kept.actions.is_empty(), "{kept}");
+    // Not replaced (no restart for nothing): retired.
+    assert_eq!(
+        kept.actions,
+        [
+            Action::WaitForSsh,
+            Action::RetireSeed {
+                volume: desired.seed_volume.clone()
+            }
+        ],
+        "{kept}"
+    );
 
-    let mut other = converged_observation(&desired);
-    other.seed_volume.as_mut().unwrap().sha256 = Some("07her".into());
+    let other = with_seed_attached(&desired, "07her");
     let replaced = plan(&desired, &other, Resolution::default()).unwrap();
     assert!(
         replaced
@@ -242,19 +261,29 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
             Action::RemovePartialBaseImage { .. } => observed.partial_base_image_present = false,
             Action::UploadBaseImage { .. } => observed.base_image_present = true,
             Action::DefineDomain { tag, .. } => {
-                let (running, autostart, snapshots) = observed
+                let (running, autostart, snapshots, seed_attached) = observed
                     .domain
                     .as_ref()
-                    .map_or((false, false, Vec::new()), |d| {
-                        (d.running, d.autostart, d.snapshots.clone())
+                    .map_or((false, false, Vec::new(), true), |d| {
+                        (d.running, d.autostart, d.snapshots.clone(), d.seed_attached)
                     });
-                // A redefinition keeps the domain's snapshots, as libvirt does.
+                // A redefinition keeps the domain's snapshots, as libvirt does; it attaches the
+                // seed when the plan uploads one (provision renders the definition so).
+                let uploads_seed = plan
+                    .actions
+                    .iter()
+                    .any(|action| matches!(action, Action::UploadSeed { .. }));
                 observed.domain = Some(ObservedDomain {
                     tag: Some(tag.clone()),
                     running,
                     autostart,
                     snapshots,
+                    seed_attached: seed_attached || uploads_seed,
                 });
+            }
+            Action::RetireSeed { .. } => {
+                observed.seed_volume = None;
+                observed.domain.as_mut().unwrap().seed_attached = false;
             }
             Action::StopDomain => observed.domain.as_mut().unwrap().running = false,
             Action::DeleteSnapshots { .. } => observed.domain.as_mut().unwrap().snapshots.clear(),
@@ -320,18 +349,28 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
             payload_digest,
         },
     ));
-    let domain = proptest::option::of((tag, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
-        |(tag, running, autostart, has_snapshots)| ObservedDomain {
+    let domain = proptest::option::of(
+        (
             tag,
-            running,
-            autostart,
-            snapshots: if has_snapshots {
-                vec!["20261130T212233Z".into()]
-            } else {
-                Vec::new()
-            },
-        },
-    ));
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(tag, running, autostart, has_snapshots, seed_attached)| {
+                ObservedDomain {
+                    tag,
+                    running,
+                    autostart,
+                    snapshots: if has_snapshots {
+                        vec!["20261130T212233Z".into()]
+                    } else {
+                        Vec::new()
+                    },
+                    seed_attached,
+                }
+            }),
+    );
     let volume = |gib: u64| {
         proptest::option::of(
             prop_oneof![Just(gib), Just(gib / 2)].prop_map(|gib| ObservedVolume {
@@ -470,4 +509,99 @@ fn an_adopted_domain_without_its_data_volume_is_defined_once() {
         .actions
         .iter()
         .any(|action| matches!(action, Action::CreateDataVolume { .. })));
+}
+
+#[test]
+fn a_first_build_retires_its_seed_once_ssh_answers_and_before_the_finish() {
+    let desired = desired();
+    let built = plan(&desired, &ObservedGuest::nothing(), Resolution::default()).unwrap();
+    let at = |wanted: fn(&Action) -> bool| built.actions.iter().position(wanted).unwrap();
+    let waited = at(|action| matches!(action, Action::WaitForSsh));
+    let retired = at(|action| matches!(action, Action::RetireSeed { .. }));
+    let finished = at(|action| matches!(action, Action::Finish { .. }));
+    assert!(waited < retired && retired < finished, "{built}");
+    check_plan(
+        &built,
+        &desired,
+        &ObservedGuest::nothing(),
+        Resolution::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_guest_whose_seed_is_retired_is_converged_and_a_changed_seed_rebuilds_with_a_new_one() {
+    let desired = desired();
+    let retired = converged_observation(&desired);
+    assert!(retired.seed_volume.is_none());
+    let converged = plan(&desired, &retired, Resolution::default()).unwrap();
+    assert!(converged.actions.is_empty(), "{converged}");
+
+    // A changed seed input changes the boot fingerprint: a new root disk, a new seed, retired
+    // again once the new disk's first boot is over.
+    let mut changed = desired.clone();
+    changed.boot_fingerprint = "n3wb00t".into();
+    changed.seed_sha256 = "n3w5eed".into();
+    let rebuilt = plan(&changed, &retired, Resolution::default()).unwrap();
+    let position = |wanted: fn(&Action) -> bool| rebuilt.actions.iter().position(wanted);
+    let uploaded = position(|action| matches!(action, Action::UploadSeed { .. }));
+    let started = position(|action| matches!(action, Action::StartDomain));
+    let retired_again = position(|action| matches!(action, Action::RetireSeed { .. }));
+    assert!(
+        matches!((uploaded, started, retired_again), (Some(u), Some(s), Some(r)) if u < s && s < r),
+        "{rebuilt}"
+    );
+    assert!(rebuilt
+        .actions
+        .iter()
+        .any(|action| matches!(action, Action::CreateRootVolume { .. })));
+    check_plan(&rebuilt, &changed, &retired, Resolution::default()).unwrap();
+}
+
+#[test]
+fn a_retirement_cut_short_is_finished_and_snapshots_keep_the_seed() {
+    let desired = desired();
+    // Detached, its volume not yet deleted.
+    let mut detached = converged_observation(&desired);
+    detached.seed_volume = Some(ObservedVolume {
+        capacity: Bytes(4096),
+        sha256: Some(desired.seed_sha256.clone()),
+    });
+    let finished = plan(&desired, &detached, Resolution::default()).unwrap();
+    assert_eq!(
+        finished.actions,
+        [
+            Action::WaitForSsh,
+            Action::RetireSeed {
+                volume: desired.seed_volume.clone()
+            }
+        ]
+    );
+
+    // Reverting a snapshot puts back a definition that attaches the seed: it stays.
+    let mut snapshotted = with_seed_attached(&desired, &desired.seed_sha256);
+    snapshotted.domain.as_mut().unwrap().snapshots = vec!["20261130T212233Z".into()];
+    let kept = plan(&desired, &snapshotted, Resolution::default()).unwrap();
+    assert!(kept.actions.is_empty(), "{kept}");
+}
+
+#[test]
+fn a_retired_guest_whose_root_disk_is_gone_is_redefined_with_its_seed() {
+    let desired = desired();
+    let mut lost = converged_observation(&desired);
+    lost.root_volume = None;
+    let rebuilt = plan(&desired, &lost, Resolution::default()).unwrap();
+    let define = rebuilt
+        .actions
+        .iter()
+        .position(|action| matches!(action, Action::DefineDomain { redefine: true, .. }));
+    let upload = rebuilt
+        .actions
+        .iter()
+        .position(|action| matches!(action, Action::UploadSeed { .. }));
+    assert!(
+        matches!((define, upload), (Some(d), Some(u)) if d < u),
+        "{rebuilt}"
+    );
+    check_plan(&rebuilt, &desired, &lost, Resolution::default()).unwrap();
 }

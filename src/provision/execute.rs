@@ -63,6 +63,9 @@ pub trait GuestSteps {
     /// answered SSH from a root disk this run made (whose seed installed trog's own key and
     /// deleted the others); returns the step's label when there was one to drop.
     fn forget_adopted_host_key(&mut self) -> Result<Option<String>, Failure>;
+    /// Retires the guest's seed once its first boot is over (`guest`: the guest, connected):
+    /// `guest::retire_seed` through the guest's hypervisor.
+    fn retire_seed(&mut self, guest: &dyn Machine) -> Result<(), Failure>;
 }
 
 /// A [`GuestProbe`] that keeps the connection that answered.
@@ -234,6 +237,13 @@ pub fn execute_plan(
                     .into()),
                 }
             }
+            Action::RetireSeed { .. } => match &connected {
+                None => Err(ConvergeError::NotConnected {
+                    guest: run.guest.to_string(),
+                }
+                .into()),
+                Some(machine) => steps.retire_seed(machine.as_ref()),
+            },
             Action::Finish { payload_digest } => match &connected {
                 None => Err(ConvergeError::NotConnected {
                     guest: run.guest.to_string(),
@@ -618,6 +628,23 @@ impl GuestSteps for LibvirtSteps<'_> {
                 }),
         )?;
         Ok(taken.archive)
+    }
+
+    fn retire_seed(&mut self, guest: &dyn Machine) -> Result<(), Failure> {
+        let hypervisor = crate::libvirt::hypervisor::LibvirtHypervisor::over(
+            self.guest.connection,
+            self.guest.hypervisor,
+        );
+        let desired = &self.prepared.desired;
+        Ok(crate::guest::retire_seed::retire_seed(
+            guest,
+            &hypervisor,
+            &crate::guest::retire_seed::SeedOf {
+                domain: desired.domain.as_str(),
+                pool: &desired.pool_name,
+                volume: &desired.seed_volume,
+            },
+        )?)
     }
 
     fn forget_adopted_host_key(&mut self) -> Result<Option<String>, Failure> {

@@ -47,6 +47,25 @@ struct FakeSteps {
     adopted_host_key: bool,
     /// How many libvirt steps had run each time the adopted host key was asked to be dropped.
     forgotten_after: Vec<usize>,
+    /// The guest's hypervisor as the seed's retirement sees it: the domain attaching its seed,
+    /// the seed in the pool.
+    hypervisor: crate::hypervisor::fake::FakeHypervisor,
+}
+
+const SEED_VOLUME: &str = "www.example.test-seed.iso";
+
+fn hypervisor_with_seed() -> crate::hypervisor::fake::FakeHypervisor {
+    crate::hypervisor::fake::FakeHypervisor::new("hv1")
+        .with_domain(
+            "www.example.test",
+            crate::hypervisor::fake::FakeDomain {
+                trogs: true,
+                running: true,
+                seed: Some(SEED_VOLUME.into()),
+                ..Default::default()
+            },
+        )
+        .with_volumes("trog", &[SEED_VOLUME])
 }
 
 impl FakeSteps {
@@ -69,6 +88,7 @@ impl FakeSteps {
             fresh_backup: None,
             adopted_host_key: false,
             forgotten_after: Vec::new(),
+            hypervisor: hypervisor_with_seed(),
         }
     }
 }
@@ -134,6 +154,19 @@ impl GuestSteps for FakeSteps {
                 detail: "Connection refused".into(),
             })
         })
+    }
+
+    fn retire_seed(&mut self, guest: &dyn Machine) -> Result<(), Failure> {
+        self.ran.push(format!("retire seed {SEED_VOLUME}"));
+        Ok(crate::guest::retire_seed::retire_seed(
+            guest,
+            &self.hypervisor,
+            &crate::guest::retire_seed::SeedOf {
+                domain: "www.example.test",
+                pool: "trog",
+                volume: SEED_VOLUME,
+            },
+        )?)
     }
 
     fn forget_adopted_host_key(&mut self) -> Result<Option<String>, Failure> {
@@ -700,7 +733,7 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
         disk_bus: DiskBus::Virtio,
         root_disk: DiskSpec::qcow2("trog", "leased-root.qcow2"),
         data_disk: None,
-        seed_volume: "leased-seed.iso".into(),
+        seed_volume: Some("leased-seed.iso".into()),
         mac_address: mac,
         network: NetworkAttachment::Network("default".into()),
         network_filter: interface_filter(None, mac, &[], &[]),
@@ -833,4 +866,83 @@ fn a_guest_that_keeps_its_root_disk_keeps_the_adopted_host_key() {
     );
     assert!(steps.forgotten_after.is_empty());
     assert!(steps.adopted_host_key);
+}
+
+/// A fresh guest's plan, as the planner makes it: the seed is retired once SSH answers.
+fn fresh_plan_retiring_the_seed() -> Plan {
+    let mut plan = fresh_plan();
+    let finish = plan
+        .actions
+        .iter()
+        .position(|action| matches!(action, Action::Finish { .. }))
+        .unwrap();
+    plan.actions.insert(
+        finish,
+        Action::RetireSeed {
+            volume: SEED_VOLUME.into(),
+        },
+    );
+    plan
+}
+
+#[test]
+fn the_seed_is_retired_once_ssh_answered_and_before_the_payload_is_sent() {
+    let plan = fresh_plan_retiring_the_seed();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    run(&mut steps, &plan).unwrap();
+    assert_eq!(
+        steps.hypervisor.calls(),
+        [
+            format!("detach_seed www.example.test {SEED_VOLUME}"),
+            format!("delete_volume trog {SEED_VOLUME}"),
+        ]
+    );
+    assert_eq!(
+        steps.hypervisor.domain("www.example.test").unwrap().seed,
+        None
+    );
+    assert!(steps.hypervisor.volumes("trog").is_empty());
+    // On the guest: cloud-init done and the datasource pinned before the payload goes.
+    let lines = guest.command_lines();
+    let pinned = lines
+        .iter()
+        .position(|line| line.contains(crate::guest::retire_seed::DATASOURCE_PIN_PATH))
+        .unwrap();
+    let unpacked = lines
+        .iter()
+        .position(|line| line.contains("tar -xzf"))
+        .unwrap();
+    assert!(pinned < unpacked, "{lines:?}");
+    assert_eq!(guest.count("make test"), 1);
+    assert_eq!(steps.tags.len(), 1);
+}
+
+#[test]
+fn a_seed_that_cannot_be_detached_stops_the_run_before_the_finish_and_stays() {
+    let plan = fresh_plan_retiring_the_seed();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(BOOTS, guest.clone());
+    steps.hypervisor =
+        hypervisor_with_seed().failing(crate::hypervisor::fake::Operation::DetachSeed);
+    let failure = run(&mut steps, &plan).unwrap_err();
+    assert_eq!(failure.status, ExitStatus::Hypervisor);
+    let chain = failure.chain().join("\n");
+    assert!(
+        chain.starts_with(&format!(
+            "www.example.test: step 8 of 9 failed: retire cloud-init seed {SEED_VOLUME}"
+        )) && chain.contains("the steps before it ran: ")
+            && chain.contains(&format!(
+                "cannot detach seed {SEED_VOLUME} from www.example.test on hv1"
+            )),
+        "{chain}"
+    );
+    // Left as it was: attached, in the pool, the guest running and not finished (no tag with
+    // the payload recorded), so that the next provision retires it and finishes.
+    let domain = steps.hypervisor.domain("www.example.test").unwrap();
+    assert_eq!(domain.seed.as_deref(), Some(SEED_VOLUME));
+    assert!(domain.running);
+    assert_eq!(steps.hypervisor.volumes("trog"), [SEED_VOLUME]);
+    assert_eq!(guest.count("tar -xzf"), 0);
+    assert!(steps.tags.is_empty());
 }

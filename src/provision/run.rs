@@ -179,7 +179,7 @@ pub fn provision_guests(
     let configured: Vec<GuestConfigured> = request
         .domains
         .iter()
-        .map(|domain| load_guest_configured(paths, domain))
+        .map(|domain| load_guest_configured(paths, domain, &*progress))
         .collect::<Result<_, _>>()?;
 
     let fleet = fleet_to_build_on(
@@ -207,7 +207,7 @@ pub fn provision_guests(
     let (addresses, store_use) = store_and_addresses(paths, &fleet, locks, request)?;
     let mut guests: Vec<GuestInputs> = Vec::new();
     for guest in configured {
-        match generate_guest_inputs(guest, credentials, store_use, addresses) {
+        match generate_guest_inputs(guest, credentials, store_use, addresses, &*progress) {
             Ok(inputs) => guests.push(inputs),
             Err(failure) => {
                 return Err(refused(

@@ -125,7 +125,7 @@ pub fn provision_site(
         .collect();
     let mut configured = Vec::new();
     for (domain, outcome) in &mut outcomes {
-        match load_guest_configured(paths, domain) {
+        match load_guest_configured(paths, domain, &*progress) {
             Ok(guest) => configured.push(guest),
             Err(failure) => *outcome = Some(SiteOutcome::Failed(failure)),
         }
@@ -153,7 +153,7 @@ pub fn provision_site(
         let prepared = decision
             .map_err(|error| Failure::from(error.pin_written_at(written_at)))
             .and_then(|decision| {
-                generate_guest_inputs(guest, credentials, store_use, addresses)
+                generate_guest_inputs(guest, credentials, store_use, addresses, &*progress)
                     .map(|inputs| (inputs, decision))
             });
         match prepared {

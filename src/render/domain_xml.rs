@@ -247,8 +247,9 @@ pub struct DomainSpec {
     pub root_disk: DiskSpec,
     /// A data volume that outlives the root disk.
     pub data_disk: Option<DiskSpec>,
-    /// The seed ISO volume (in the root disk's pool), attached read-only as a SCSI cdrom.
-    pub seed_volume: String,
+    /// The seed ISO volume (in the root disk's pool), attached read-only as a SCSI cdrom; none
+    /// once the guest's first boot is over and its seed retired.
+    pub seed_volume: Option<String>,
     pub mac_address: MacAddress,
     pub network: NetworkAttachment,
     /// The network filter the interface carries (`render::network_filter`).
@@ -407,7 +408,7 @@ pub struct DomainContext {
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
     seed_pool: String,
-    seed_volume: String,
+    seed_volume: Option<String>,
     mac_address: String,
     network_kind: &'static str,
     network_source: String,

@@ -11,7 +11,9 @@
 //! and stop it on every way out of a run, and while it lives the agent lends the key to every
 //! process of the same user through its socket — no narrower than a 0600 file in a 0700
 //! directory, and with more to clean up. A killed run can leave the directory behind (no drop
-//! runs on SIGKILL); its name starts with `trog-key-` so it can be found.
+//! runs on SIGKILL), on a disk where there is no runtime directory (cron, the web button): its
+//! name carries the run's process id (`trog-key-<pid>-…`), and the next run of the same user
+//! removes the ones whose process is gone before it writes its own.
 
 use super::error::SecretsError;
 use super::keypair::GuestKeypair;
@@ -25,6 +27,49 @@ use std::path::{Path, PathBuf};
 /// guest answers and a key pinned for one guest is never taken for another's.
 pub fn host_key_alias(domain: &str) -> String {
     format!("trog-guest.{domain}")
+}
+
+/// How the name of a run's key directory begins; the run's process id and a random part follow.
+const KEY_DIRECTORY_PREFIX: &str = "trog-key-";
+
+/// Removes the key directories under `parent` that runs of this user left when they were
+/// killed: named with a process id that no process has now. Another user's, a link, or one of
+/// a live run is left alone; what cannot be removed stays (at worst, as before).
+fn remove_dead_runs_keys(parent: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(KEY_DIRECTORY_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 0)
+        else {
+            continue;
+        };
+        let Ok(metadata) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !metadata.is_dir() || metadata.uid() != me || process_exists(pid) {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
+}
+
+/// Whether a process `pid` exists (whoever's it is).
+fn process_exists(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// A guest's private key in a private file, removed with its directory on drop; beside it, the
@@ -60,8 +105,10 @@ impl PrivateKeyFile {
             path: path.to_path_buf(),
             source,
         };
+        remove_dead_runs_keys(parent);
+        let prefix = format!("{KEY_DIRECTORY_PREFIX}{}-", std::process::id());
         let directory = tempfile::Builder::new()
-            .prefix("trog-key-")
+            .prefix(&prefix)
             .permissions(Permissions::from_mode(0o700))
             .tempdir_in(parent)
             .map_err(|source| failed(parent, source))?;
@@ -194,6 +241,34 @@ mod tests {
         assert!(!path.exists());
         assert!(!directory.exists());
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_killed_runs_key_is_removed_by_the_next_run_and_a_live_ones_stays() {
+        let store_directory = tempfile::tempdir().unwrap();
+        let keypair = keypair(store_directory.path());
+        let parent = tempfile::tempdir().unwrap();
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = ended.id();
+        ended.wait().unwrap();
+        let dead = parent.path().join(format!("trog-key-{dead_pid}-a1b2c3"));
+        let live = parent
+            .path()
+            .join(format!("trog-key-{}-d4e5f6", std::process::id()));
+        let not_a_run = parent.path().join("trog-key-unrelated");
+        for directory in [&dead, &live, &not_a_run] {
+            std::fs::create_dir(directory).unwrap();
+            std::fs::write(directory.join("id_ed25519"), "key").unwrap();
+        }
+        let key_file = PrivateKeyFile::write_in(parent.path(), &keypair).unwrap();
+        assert!(!dead.exists(), "the killed run's key stayed");
+        assert!(live.exists() && not_a_run.exists());
+        assert!(key_file
+            .directory()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&format!("trog-key-{}-", std::process::id())));
     }
 
     #[test]

@@ -321,7 +321,7 @@ impl SecretStore {
         kdf: StoreKdf,
         locks: Locks,
     ) -> Result<SecretStore, SecretsError> {
-        let _writer = locks.acquire(&Subject::SecretStore, &mut announce)?;
+        let _writer = locks.acquire(&Subject::SecretStore, &mut |text| locks.tell_wait(text))?;
         if store_presence(path)? == StorePresence::Present {
             return Err(SecretsError::StoreExists { path: path.into() });
         }
@@ -356,7 +356,9 @@ impl SecretStore {
         &mut self,
         change: impl FnOnce(&mut SecretStore) -> Result<T, SecretsError>,
     ) -> Result<T, SecretsError> {
-        let _writer = self.locks.acquire(&Subject::SecretStore, &mut announce)?;
+        let _writer = self.locks.acquire(&Subject::SecretStore, &mut |text| {
+            self.locks.tell_wait(text)
+        })?;
         self.database = SecretStore::open_with(&self.path, self.key.clone())?.database;
         let result = change(self)?;
         self.save()?;
@@ -509,7 +511,9 @@ impl SecretStore {
     /// Deletes the store's file when, as it is on disk now, it holds no entry at all; whether it
     /// did. Under the writer lock, so an entry another run is adding is never lost.
     pub fn delete_if_empty(self) -> Result<bool, SecretsError> {
-        let _writer = self.locks.acquire(&Subject::SecretStore, &mut announce)?;
+        let _writer = self.locks.acquire(&Subject::SecretStore, &mut |text| {
+            self.locks.tell_wait(text)
+        })?;
         let on_disk = SecretStore::open_with(&self.path, self.key.clone())?;
         if on_disk.database.num_entries() > 0 {
             return Ok(false);
@@ -621,7 +625,62 @@ fn default_locks(path: &Path) -> Locks {
     Locks::new(lock_dir_for_store(path), DEFAULT_LOCK_WAIT, "provision")
 }
 
-/// Says on stderr what a run waits for: a wait is never silent.
-fn announce(text: &str) {
-    eprintln!("{text}");
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+    use crate::lock::lock_dir_for_store;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// A wait for the store's writer lock is told to the run's reporter (the edge prints it),
+    /// never printed from here.
+    #[test]
+    fn a_wait_for_the_stores_writer_lock_is_told_to_the_runs_reporter() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("secrets.kdbx");
+        let kdf = StoreKdf {
+            memory_mib: 1,
+            iterations: 1,
+            parallelism: 1,
+        };
+        let mut store = SecretStore::create(&path, &Secret::new("p"), kdf).unwrap();
+        let told = Arc::new(Mutex::new(Vec::<String>::new()));
+        let recorder = Arc::clone(&told);
+        store.use_locks(
+            Locks::new(
+                lock_dir_for_store(&path),
+                Duration::from_secs(30),
+                "provision",
+            )
+            .reporting_waits_to(Arc::new(move |text: &str| {
+                recorder.lock().unwrap().push(text.to_string())
+            })),
+        );
+        let lock_file = lock_dir_for_store(&path).join(Subject::SecretStore.file_name());
+        let mut other_run = std::process::Command::new("flock")
+            .arg("--no-fork")
+            .arg(&lock_file)
+            .args(["sleep", "120"])
+            .spawn()
+            .unwrap();
+        let probe = Locks::new(lock_dir_for_store(&path), Duration::ZERO, "probe");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while probe.acquire(&Subject::SecretStore, &mut |_| {}).is_ok() {
+            assert!(Instant::now() < deadline, "flock never took the lock");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            other_run.kill().unwrap();
+            other_run.wait().unwrap();
+        });
+        store.update(|_| Ok(())).unwrap();
+        killer.join().unwrap();
+        let told = told.lock().unwrap();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(
+            told[0].starts_with("waiting up to 30s for the secret store: "),
+            "{told:?}"
+        );
+    }
 }

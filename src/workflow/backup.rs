@@ -139,7 +139,7 @@ pub(crate) fn back_up_in(
         credentials,
         reporter,
     )?;
-    back_up_located(paths, &session, now_unix, credentials)
+    back_up_located(paths, &session, now_unix, credentials, reporter)
 }
 
 /// Backs up the guest of `session` (which holds its lock).
@@ -148,6 +148,7 @@ pub fn back_up_located(
     session: &GuestSession,
     now_unix: i64,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
 ) -> Result<TakenBackup, Failure> {
     let domain = &session.domain;
     let guest = domain.to_string();
@@ -170,6 +171,7 @@ pub fn back_up_located(
         credentials,
         StoreUse::ReadOnly,
         AddressPolicy::ReadOnly,
+        reporter,
     )?;
     back_up_reached(session.hypervisor.as_ref(), &inputs, now_unix)
 }

@@ -143,12 +143,13 @@ pub(crate) fn destroy_in(
     )?;
     // Before anything of the guest is gone, while it may still answer: what its recipes back up
     // is kept off the hypervisor for `backup_retention_days`, a rebuild restores it.
-    let last_backup = match back_up_located(paths, &session, request.now_unix, credentials) {
-        Ok(taken) => LastBackup::Taken(taken),
-        Err(failure) => LastBackup::NotTaken {
-            why: failure.chain().join(": "),
-        },
-    };
+    let last_backup =
+        match back_up_located(paths, &session, request.now_unix, credentials, reporter) {
+            Ok(taken) => LastBackup::Taken(taken),
+            Err(failure) => LastBackup::NotTaken {
+                why: failure.chain().join(": "),
+            },
+        };
     let hypervisor = session.hypervisor.as_ref();
     // Read before the domain goes: which networks its pinned leases are in, for which MAC.
     let interfaces = hypervisor.network_interfaces(request.domain.as_str());

@@ -78,6 +78,7 @@ pub fn plan_observed(
         hypervisor,
         desired::HypervisorOffers { tpm, virtiofsd },
         tag,
+        attaches_seed(&plan, &observed),
     );
     let domain_xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
     Ok(PreparedGuest {
@@ -88,6 +89,19 @@ pub fn plan_observed(
         domain_spec: spec,
         base_image: None,
     })
+}
+
+/// Whether the definition the plan gives the guest attaches its seed: when the plan uploads one
+/// (a first boot is coming), or the domain still attaches its own (it is retired later in the
+/// plan, or by a later one); not for a guest whose seed is retired.
+fn attaches_seed(plan: &Plan, observed: &ObservedGuest) -> bool {
+    plan.actions
+        .iter()
+        .any(|action| matches!(action, Action::UploadSeed { .. }))
+        || observed
+            .domain
+            .as_ref()
+            .is_none_or(|domain| domain.seed_attached)
 }
 
 /// A guest's shared folders that its hypervisor could not serve, found before anything is made.

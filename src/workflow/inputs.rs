@@ -19,6 +19,7 @@ use crate::secrets::{
     EntryPath, FieldName, GuestKeypair, KeypairOrigin, SecretStore, SecretsError, StoreKdf,
     StorePresence, WhenAbsent,
 };
+use crate::workflow::reporter::Reporter;
 use crate::workflow::store_guard::NewStorePermit;
 use std::path::{Path, PathBuf};
 
@@ -201,19 +202,21 @@ pub struct GuestConfigured {
     site: SiteFiles,
 }
 
-/// Reads and checks `domain`'s configuration, recipes and site files.
+/// Reads and checks `domain`'s configuration, recipes and site files; a deprecated setting is
+/// told to `reporter` as a warning.
 pub fn load_guest_configured(
     paths: &InstallationPaths,
     domain: &DomainName,
+    reporter: &dyn Reporter,
 ) -> Result<GuestConfigured, Failure> {
     let paths = paths.clone();
     let cookbook = load_cookbook(&recipes_dir()?)?;
     let config = load_guest_with_recipe_settings(&paths, domain, &recipe_settings(&cookbook))?;
     for deprecated in &config.deprecations {
-        eprintln!(
+        reporter.say(&format!(
             "warning: {} ({}): {}",
             deprecated.key, deprecated.origin, deprecated.advice
-        );
+        ));
     }
     refuse_changeme(&config)?;
     // Everything that can be refused without the store is, before it is unlocked: a first run
@@ -236,6 +239,7 @@ pub fn generate_guest_inputs(
     credentials: &mut CredentialSource<TerminalPrompter>,
     store_use: StoreUse,
     addresses: AddressPolicy,
+    reporter: &dyn Reporter,
 ) -> Result<GuestInputs, Failure> {
     let GuestConfigured {
         paths,
@@ -279,7 +283,9 @@ pub fn generate_guest_inputs(
                 credentials,
                 &[&store_additions],
             ) {
-                eprintln!("warning: what this run added to the secret store stays: {undo}");
+                reporter.say(&format!(
+                    "warning: what this run added to the secret store stays: {undo}"
+                ));
             }
             return Err(error.into());
         }
@@ -305,11 +311,17 @@ pub fn load_guest_inputs(
     credentials: &mut CredentialSource<TerminalPrompter>,
     store_use: StoreUse,
     addresses: AddressPolicy,
+    reporter: &dyn Reporter,
 ) -> Result<GuestInputs, Failure> {
     generate_guest_inputs(
-        load_guest_configured(paths, domain)?,
+        load_guest_configured(paths, domain, reporter)?,
         credentials,
         store_use,
         addresses,
+        reporter,
     )
 }
+
+#[cfg(test)]
+#[path = "inputs_tests.rs"]
+mod tests;

@@ -59,6 +59,7 @@ pub fn restore(
         credentials,
         StoreUse::Write(locks),
         AddressPolicy::ReadOnly,
+        reporter,
     )?;
     let fleet = InstallationFleet { paths, locks };
     let reverted = restore_in(
@@ -75,9 +76,10 @@ pub fn restore(
     let status = status_on(
         &fleet,
         paths,
-        load_guest_configured(paths, guest.domain)?,
+        load_guest_configured(paths, guest.domain, reporter)?,
         &reverted.session.config,
         credentials,
+        reporter,
     )?;
     Ok(RestoreReport {
         guest: guest.domain.to_string(),

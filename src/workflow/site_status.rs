@@ -113,6 +113,7 @@ pub fn site_status(
     answer_timeout: Duration,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
+    reporter: &dyn crate::workflow::reporter::Reporter,
 ) -> Result<SiteStatus, Failure> {
     let domains = list_domains(paths)?;
     let (hypervisors, warning) = ask_holdings(paths, named, answer_timeout)?;
@@ -123,15 +124,16 @@ pub fn site_status(
             hypervisor: named,
             answer_timeout,
         };
-        let status = guest_status(paths, &address, credentials, locks).unwrap_or_else(|failure| {
-            GuestStatus {
-                guest: domain.to_string(),
-                hypervisor: None,
-                converged: false,
-                pending: vec![format!("resolve first: {}", failure.chain().join(": "))],
-                unreachable: Vec::new(),
-            }
-        });
+        let status =
+            guest_status(paths, &address, credentials, locks, reporter).unwrap_or_else(|failure| {
+                GuestStatus {
+                    guest: domain.to_string(),
+                    hypervisor: None,
+                    converged: false,
+                    pending: vec![format!("resolve first: {}", failure.chain().join(": "))],
+                    unreachable: Vec::new(),
+                }
+            });
         guests.push(status);
     }
     let declared: Vec<String> = domains.iter().map(ToString::to_string).collect();

@@ -161,6 +161,7 @@ pub(crate) fn list_snapshots_in(
         credentials,
         StoreUse::ReadOnly,
         AddressPolicy::ReadOnly,
+        reporter,
     ) {
         Ok(inputs) => {
             let desired = desired_guest(

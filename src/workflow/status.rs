@@ -14,6 +14,7 @@ use crate::workflow::inputs::{
     generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
 };
 use crate::workflow::open::HypervisorAccess;
+use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
 
 /// What `status` found for one guest.
@@ -36,10 +37,11 @@ pub fn guest_status(
     guest: &GuestAddress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &crate::lock::Locks,
+    reporter: &dyn Reporter,
 ) -> Result<GuestStatus, Failure> {
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
-    let configured = load_guest_configured(paths, guest.domain)?;
+    let configured = load_guest_configured(paths, guest.domain, reporter)?;
     let fleet = InstallationFleet { paths, locks };
     let whereabouts = fleet.search(guest)?;
     let Some(holder) = whereabouts.holder else {
@@ -54,7 +56,7 @@ pub fn guest_status(
             unreachable: whereabouts.unreachable,
         });
     };
-    let mut status = status_on(&fleet, paths, configured, &holder, credentials)?;
+    let mut status = status_on(&fleet, paths, configured, &holder, credentials, reporter)?;
     status.unreachable = whereabouts.unreachable;
     Ok(status)
 }
@@ -67,6 +69,7 @@ pub fn status_on(
     configured: GuestConfigured,
     hypervisor: &HypervisorConfig,
     credentials: &mut CredentialSource<TerminalPrompter>,
+    reporter: &dyn Reporter,
 ) -> Result<GuestStatus, Failure> {
     let domain = configured.config.domain.clone();
     // A status changes nothing, so it does not create a store: without one, the guest's key pair
@@ -88,6 +91,7 @@ pub fn status_on(
         credentials,
         StoreUse::ReadOnly,
         AddressPolicy::ReadOnly,
+        reporter,
     )?;
     // Only libvirt is asked: a status needs no shell on the hypervisor.
     let opened = fleet.open(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;

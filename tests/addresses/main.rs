@@ -2,6 +2,9 @@
 //! are handed out in, hand-written addresses checked against holders, gateways and ranges, many
 //! runs at once never handing out one address twice, and a file that is not SQLite left alone.
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -37,7 +40,7 @@ fn trog(installation: &Path, args: &[&str]) -> Command {
 }
 
 fn run(installation: &Path, args: &[&str]) -> Output {
-    trog(installation, args).output().unwrap()
+    root_warning::output_without_root_warning(trog(installation, args).output().unwrap())
 }
 
 fn text(output: &Output) -> String {
@@ -158,7 +161,11 @@ fn twenty_runs_at_once_hand_out_twenty_distinct_addresses() {
         .collect();
     let addresses: BTreeSet<String> = children
         .into_iter()
-        .map(|child| assigned_address(&child.wait_with_output().unwrap()))
+        .map(|child| {
+            assigned_address(&root_warning::output_without_root_warning(
+                child.wait_with_output().unwrap(),
+            ))
+        })
         .collect();
     assert_eq!(addresses.len(), 20, "{addresses:?}");
     let expected: BTreeSet<String> = (100..120).map(|n| format!("192.168.122.{n}")).collect();

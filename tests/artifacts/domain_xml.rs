@@ -31,7 +31,7 @@ fn representative_guest() -> DomainSpec {
         disk_bus: DiskBus::Virtio,
         root_disk: DiskSpec::qcow2("trog", "web.example.test-root.qcow2"),
         data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
-        seed_volume: "web.example.test-seed.iso".to_string(),
+        seed_volume: Some("web.example.test-seed.iso".to_string()),
         network: NetworkAttachment::Network("default".to_string()),
         serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
         tpm: false,
@@ -373,7 +373,7 @@ fn hostile_values_are_escaped_and_read_back_unchanged() {
 #[test]
 fn control_characters_fail_the_render() {
     let mut spec = representative_guest();
-    spec.seed_volume = "seed\u{1b}[31m.iso".to_string();
+    spec.seed_volume = Some("seed\u{1b}[31m.iso".to_string());
     let error = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap_err();
     assert!(matches!(
         error,

@@ -3,6 +3,10 @@
 //! write to a closed stdout fails instead of killing trog. The run must still end quietly with
 //! its own status: no panic, no 141, nothing on stderr.
 
+mod root_run;
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 
@@ -27,7 +31,10 @@ fn run_with_stdout_closed_early(args: &[&str]) -> (std::process::ExitStatus, Str
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    (child.wait().unwrap(), stderr)
+    (
+        child.wait().unwrap(),
+        root_warning::without_root_warning(&stderr),
+    )
 }
 
 /// Runs trog with `args`, its stdout a pipe whose read end was closed before it started: its
@@ -49,7 +56,7 @@ fn run_with_stdout_closed(args: &[&str]) -> (std::process::ExitStatus, String) {
         .unwrap();
     (
         output.status,
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+        root_warning::without_root_warning(&String::from_utf8_lossy(&output.stderr)),
     )
 }
 

@@ -1,6 +1,9 @@
 //! The shipped recipes: every one loads, validates its own defaults, and renders; the Makefile
 //! of a typical guest and the `recipes` command's output are pinned by snapshots.
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 mod hostile_values;
 
 use indexmap::IndexMap;
@@ -277,6 +280,7 @@ fn trog(args: &[&str]) -> (String, String, i32) {
         )
         .output()
         .expect("trog runs");
+    let output = root_warning::output_without_root_warning(output);
     (
         String::from_utf8(output.stdout).unwrap(),
         String::from_utf8(output.stderr).unwrap(),

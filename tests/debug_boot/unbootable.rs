@@ -70,8 +70,13 @@ fn json_console_until_the_end(dir: &Path, domain: &str, end: &str) -> Vec<String
     let mut run = spawn_verb("debug_boot", dir, &["--json", domain, "--console"]);
     let stdout = std::io::BufReader::new(run.stdout.take().unwrap());
     let mut events = Vec::new();
+    let mut root_warning_seen = false;
     for line in std::io::BufRead::lines(stdout) {
         let line = line.unwrap();
+        if !root_warning_seen && root_warning::is_root_warning(&line) {
+            root_warning_seen = true;
+            continue;
+        }
         if events.is_empty() {
             assert!(run.try_wait().unwrap().is_none(), "{line}");
             let so_far = std::fs::read_to_string(&capture).unwrap_or_default();

@@ -79,17 +79,29 @@ pub fn plant(installation: &Path, domain: &DomainName) -> PlantedSecret {
 }
 
 impl PlantedSecret {
-    /// While the guest runs: the value reached its payload (so its absence elsewhere means
-    /// something), and its finish log is kept for the scan.
+    /// Once the guest is first finished: the value reached its Makefile (the site's Makefile
+    /// kept its digest, never the value), so its absence elsewhere means something.
+    pub fn reached_the_guest(&self, on_guest: &dyn Fn(&str) -> String) {
+        use sha2::{Digest, Sha256};
+        let reached = on_guest("cat /srv/site-token.sha256");
+        assert_eq!(
+            reached.trim(),
+            hex::encode(Sha256::digest(self.value.as_bytes())),
+            "the secret did not reach the guest's Makefile"
+        );
+    }
+
+    /// While the guest runs, finished: the payload that carried the value is gone and nothing
+    /// under /var/lib/trog holds it; the finish log is kept for the scan.
     pub fn read_from_guest(&self, on_guest: &dyn Fn(&str) -> String) {
-        let found = on_guest(&format!(
-            "sudo grep -c {} /var/lib/trog/payload/Makefile",
+        let left = on_guest(&format!(
+            "sudo grep -rlF {} /var/lib/trog || true; sudo ls -A /var/lib/trog",
             self.value
         ));
         assert_eq!(
-            found.trim(),
-            "1",
-            "the secret did not reach the guest's payload"
+            left.lines().collect::<Vec<_>>(),
+            ["finish.digest", "finish.log", "finish.status"],
+            "the payload (with the guest's secrets) stayed on the guest"
         );
         record_printed(
             "the finish log on the guest",

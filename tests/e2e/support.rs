@@ -1,6 +1,9 @@
 //! The world an end-to-end run needs: a temporary installation, an apt mirror on the libvirt
 //! bridge, the real `bin/` entry points, and cleanup of whatever a failed run left in libvirt.
 
+#[path = "../support/root_warning.rs"]
+pub mod root_warning;
+
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -95,9 +98,11 @@ impl Drop for MirrorServer {
 /// Runs a `bin/` entry point with the installation and credentials on standard input; what it
 /// printed is recorded for the secret scan.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
-    let output = spawn_verb(verb, installation, args)
-        .wait_with_output()
-        .unwrap();
+    let output = root_warning::output_without_root_warning(
+        spawn_verb(verb, installation, args)
+            .wait_with_output()
+            .unwrap(),
+    );
     let command = format!("{verb} {}", args.join(" "));
     record_printed(&format!("stdout of {command}"), &text(&output.stdout));
     record_printed(&format!("stderr of {command}"), &text(&output.stderr));

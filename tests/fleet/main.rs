@@ -1,6 +1,9 @@
 //! Observing fleets: libvirt test-driver hypervisors read through the real backend, the real
 //! local libvirtd, the concurrency and deadline of asking, and the `trog fleet` command.
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 #[path = "../placement/fixtures.rs"]
 mod fixtures;
 
@@ -215,6 +218,7 @@ fn trog(fleet: &TestFleet, arguments: &[&str]) -> (i32, String, String) {
         .args(arguments)
         .output()
         .expect("trog runs");
+    let output = root_warning::output_without_root_warning(output);
     (
         output.status.code().unwrap_or(-1),
         fleet.redact(&String::from_utf8_lossy(&output.stdout)),

@@ -4,6 +4,9 @@
 //! Fleets are libvirt test-driver hypervisors; the events of a real guest's provision and destroy
 //! are pinned by the end-to-end test (tests/e2e/json_pins.rs).
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 #[path = "../placement/fixtures.rs"]
 mod fixtures;
 
@@ -62,7 +65,7 @@ fn trog(installation: &Path, args: &[&str], stdin: Option<&str>) -> Output {
             .write_all(text.as_bytes())
             .unwrap();
     }
-    child.wait_with_output().unwrap()
+    root_warning::output_without_root_warning(child.wait_with_output().unwrap())
 }
 
 /// Every line of stdout parsed as an event, each checked to carry the schema version.

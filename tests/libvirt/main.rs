@@ -6,6 +6,8 @@ mod hypervisor_lock;
 mod network_filters_lock;
 mod pinned_host_keys;
 mod restart_later;
+#[path = "../support/root_warning.rs"]
+mod root_warning;
 mod shared_master;
 mod snapshot_failure;
 
@@ -166,7 +168,10 @@ impl TestGuest {
         for action in &steps.actions {
             if !matches!(
                 action,
-                Action::StartDomain | Action::WaitForSsh | Action::Finish { .. }
+                Action::StartDomain
+                    | Action::WaitForSsh
+                    | Action::RetireSeed { .. }
+                    | Action::Finish { .. }
             ) {
                 resources
                     .execute(action, &artifacts)
@@ -205,6 +210,7 @@ fn plan_steps_converge_against_real_libvirt() {
     let domain_seen = observed.domain.as_ref().unwrap();
     assert_eq!(domain_seen.tag, Some(desired.tag_before_finish()));
     assert!(domain_seen.autostart);
+    assert!(domain_seen.seed_attached);
 
     // The overlay really is a qcow2 over the uploaded base image.
     let root_path = connection
@@ -236,9 +242,37 @@ fn plan_steps_converge_against_real_libvirt() {
         [
             "start the guest",
             "wait for the guest's address and SSH",
+            &format!(
+                "retire cloud-init seed {}: detach it and delete it, the first boot is over",
+                desired.seed_volume
+            ),
             "finish over SSH: payload payload-1, Makefile, tests"
         ]
     );
+
+    // The seed detached through the Hypervisor trait: gone from the definition, observed so.
+    let hypervisor = trog::libvirt::hypervisor::LibvirtHypervisor::over(
+        &connection,
+        &trog::model::hypervisor::HypervisorConfig::with_defaults(
+            trog::model::names::HypervisorName::parse("localhost").unwrap(),
+            trog::model::hypervisor::LibvirtUri::parse("qemu:///system").unwrap(),
+        ),
+    );
+    use trog::hypervisor::Hypervisor;
+    assert!(hypervisor
+        .detach_seed(desired.domain.as_str(), &desired.seed_volume)
+        .unwrap());
+    assert!(!hypervisor
+        .detach_seed(desired.domain.as_str(), &desired.seed_volume)
+        .unwrap());
+    let detached = resources.observe().unwrap();
+    assert!(!detached.domain.as_ref().unwrap().seed_attached);
+    let definition = connection
+        .lookup_domain_by_name(desired.domain.as_str())
+        .unwrap()
+        .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
+        .unwrap();
+    assert!(!definition.contains(&desired.seed_volume), "{definition}");
 
     // A payload recorded after a finish is read back as part of the tag.
     let finished = plan::GuestTag {
@@ -607,12 +641,13 @@ fn trog_on_pool(pool: &str, args: &[&str]) -> std::process::Output {
         format!("[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\n"),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_trog"))
+    let output = Command::new(env!("CARGO_BIN_EXE_trog"))
         .args(args)
         .env("TROG_PROVISIONER_CONFIG", installation.path())
         .stdin(std::process::Stdio::null())
         .output()
-        .unwrap()
+        .unwrap();
+    root_warning::output_without_root_warning(output)
 }
 
 fn sha256_of(path: &str) -> String {

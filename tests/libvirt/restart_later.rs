@@ -40,6 +40,33 @@ fn a_new_definition_waits_for_the_next_start_when_asked_and_restarts_the_guest_o
     let mut finished = guest.desired.tag_before_finish();
     finished.payload_digest = Some(guest.desired.payload_digest.clone());
     resources.record_tag(&finished).unwrap();
+    // Past its first boot: the seed detached from the running guest and its definition, and
+    // deleted, as a provision retires it.
+    let hypervisor = trog::libvirt::hypervisor::LibvirtHypervisor::over(
+        &connection,
+        &trog::model::hypervisor::HypervisorConfig::with_defaults(
+            trog::model::names::HypervisorName::parse("localhost").unwrap(),
+            trog::model::hypervisor::LibvirtUri::parse("qemu:///system").unwrap(),
+        ),
+    );
+    {
+        use trog::hypervisor::Hypervisor;
+        let domain = guest.desired.domain.as_str();
+        assert!(hypervisor
+            .detach_seed(domain, &guest.desired.seed_volume)
+            .unwrap());
+        assert!(hypervisor
+            .delete_volume(&guest.desired.pool_name, &guest.desired.seed_volume)
+            .unwrap());
+        assert!(
+            !libvirt_domain
+                .xml_desc(0)
+                .unwrap()
+                .contains(&guest.desired.seed_volume),
+            "detached from the running guest"
+        );
+        assert_eq!(libvirt_domain.id().unwrap(), process, "it runs on");
+    }
 
     let reshaped = DesiredGuest {
         shape_fingerprint: "shape-2".into(),
@@ -62,7 +89,16 @@ fn a_new_definition_waits_for_the_next_start_when_asked_and_restarts_the_guest_o
     // trog's domains carry a UUID of their own (libvirt refuses a redefinition that changes
     // it); the minimal one here took libvirt's.
     let uuid = libvirt_domain.uuid_string().unwrap();
-    let bigger = guest.xml.replace(
+    // A retired seed is left out of a new definition (provision renders it so).
+    let without_seed = guest.xml.replace(
+        &format!(
+            "<disk type='volume' device='cdrom'><driver name='qemu' type='raw'/><source pool='{}' volume='{}'/><target dev='sda' bus='scsi'/><readonly/></disk>",
+            guest.desired.pool_name, guest.desired.seed_volume
+        ),
+        "",
+    );
+    assert_ne!(without_seed, guest.xml);
+    let bigger = without_seed.replace(
         "<memory unit='MiB'>256</memory>",
         &format!("<uuid>{uuid}</uuid><memory unit='MiB'>384</memory>"),
     );

@@ -158,8 +158,8 @@ impl Installation {
             .unwrap();
         Outcome {
             code: status.code().expect("trog exits, it is not killed"),
-            stdout,
-            stderr,
+            stdout: crate::root_warning::without_root_warning(&stdout),
+            stderr: crate::root_warning::without_root_warning(&stderr),
             elapsed,
         }
     }

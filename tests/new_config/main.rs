@@ -3,6 +3,9 @@
 //! writes is checked by snapshots and by the programs that will read it (cloud-init, xorriso,
 //! isoinfo, keepassxc-cli).
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 mod generation;
 mod harness;
 mod mirror_fallback;

@@ -2,6 +2,9 @@
 //! in `etc/`: what it writes and prints, what it refuses (writing nothing), and that what it
 //! writes loads, with exactly the `CHANGEME` keys it printed.
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,6 +53,7 @@ fn trog(config: &Path, args: &[&str]) -> Run {
         .env_remove("RUST_BACKTRACE")
         .output()
         .expect("trog runs");
+    let output = root_warning::output_without_root_warning(output);
     Run {
         stdout: String::from_utf8(output.stdout).unwrap(),
         stderr: String::from_utf8(output.stderr).unwrap(),

@@ -3,6 +3,9 @@
 //! fit, `--hypervisor`, and that a dry run changes nothing. With `--hypervisor`, every verb asks
 //! the named hypervisor only: one elsewhere in the fleet that hangs delays and fails nothing.
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 #[path = "../placement/fixtures.rs"]
 mod fixtures;
 
@@ -203,7 +206,7 @@ fn trog(installation: &Path, args: &[&str]) -> Output {
         .take()
         .unwrap()
         .write_all(b"keepass: dry-run\n\n");
-    child.wait_with_output().unwrap()
+    root_warning::output_without_root_warning(child.wait_with_output().unwrap())
 }
 
 /// hv1 holds running.test; hv2's link swallows everything and never answers.

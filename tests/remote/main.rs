@@ -182,7 +182,7 @@ impl Installation {
         let (child, stdin) = self.spawn(verb, args, credentials);
         let output = child.wait_with_output().unwrap();
         drop(stdin);
-        output
+        support::root_warning::output_without_root_warning(output)
     }
 }
 

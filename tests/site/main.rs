@@ -2,6 +2,9 @@
 //! libvirt test-driver node and whose secret store holds two guests' keys: `inventory`
 //! (`inventory.rs`) and `status --all` (`status_all.rs`).
 
+#[path = "../support/root_warning.rs"]
+mod root_warning;
+
 mod inventory;
 mod provision_all;
 mod status_all;
@@ -114,7 +117,7 @@ impl Site {
             .unwrap()
             .write_all(format!("keepass: {PASSPHRASE}\n\n").as_bytes())
             .unwrap();
-        child.wait_with_output().unwrap()
+        crate::root_warning::output_without_root_warning(child.wait_with_output().unwrap())
     }
 
     /// `trog inventory ARGS…`, which must succeed; its standard output.
