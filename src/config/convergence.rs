@@ -71,6 +71,9 @@ pub fn convergence(key: &str) -> Option<Convergence> {
         | "packages" => RootDisk,
         // The payload.
         "cache" | "aliases" | "data_mount" | "upgrade" => Finish,
+        // A domain without a guest of its own is finished again where it now runs; nothing of
+        // the machine it ran on before is removed (docs/SITES.md).
+        "depends_on" | "existing_host" => Finish,
         "data_volume_size" => DataVolume,
         // Placement and address assignment happen once: a guest stays where it was built, at
         // the address it was given.
