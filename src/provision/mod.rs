@@ -7,6 +7,7 @@
 
 pub mod desired;
 pub mod execute;
+pub mod host;
 pub mod hypervisor_machine;
 pub mod inputs;
 pub mod reach;

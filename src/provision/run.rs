@@ -7,8 +7,11 @@
 //! implements: this module prints nothing itself.
 
 use crate::addresses::settle::AddressPolicy;
+use crate::config::guest::list_domains;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet, BuildFleet};
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
+use crate::config::site_graph::{site_graph, DomainNode, SiteGraph};
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
@@ -20,6 +23,7 @@ use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
+use crate::provision::host::{converge_on_machine, find_machine_login};
 use crate::provision::inputs::{
     generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
     GuestInputs, StoreAdditions, StoreUse,
@@ -73,6 +77,13 @@ pub trait ProvisionOutput {
     fn confirm_data_loss(&mut self, volume: &str) -> bool;
     /// A guest converged.
     fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport);
+    /// A domain without a guest of its own: what is done on the machine it runs on (or, in a
+    /// dry run, would be).
+    fn planned_on_machine(
+        &mut self,
+        progress: &mut Progress,
+        planned: &crate::provision::host::PlannedOnMachine<'_>,
+    );
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +112,15 @@ impl Diagnose for ProvisionRunError {
 pub(crate) fn place_configured(
     fleet: &BuildFleet,
     configured: &[GuestConfigured],
+    request: &ProvisionRequest,
+) -> Vec<Result<Decision, PlacementError>> {
+    place_configured_refs(fleet, &configured.iter().collect::<Vec<_>>(), request)
+}
+
+/// [`place_configured`] of guests held elsewhere.
+pub(crate) fn place_configured_refs(
+    fleet: &BuildFleet,
+    configured: &[&GuestConfigured],
     request: &ProvisionRequest,
 ) -> Vec<Result<Decision, PlacementError>> {
     let observation = observe_for_placement(
@@ -175,12 +195,9 @@ pub fn provision_guests(
     output: &mut dyn ProvisionOutput,
 ) -> Result<(), Failure> {
     // What can be refused without the store is refused before it is unlocked, so a refused
-    // first run leaves no store and no key behind.
-    let configured: Vec<GuestConfigured> = request
-        .domains
-        .iter()
-        .map(|domain| load_guest_configured(paths, domain))
-        .collect::<Result<_, _>>()?;
+    // first run leaves no store and no key behind. A domain that runs on another's machine
+    // brings that machine's domain in first: it is converged before what runs on it.
+    let (configured, graph) = with_machines_first(paths, &request.domains)?;
 
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
@@ -190,9 +207,14 @@ pub fn provision_guests(
     if let Some(warning) = &fleet.warning {
         output.warning(progress, warning);
     }
-    let decisions = place_configured(&fleet, &configured, request)
+    // Only the guests trog builds are placed: the others run on a machine that is there.
+    let built: Vec<&GuestConfigured> = configured
+        .iter()
+        .filter(|guest| guest.config.settings.runs_on() == RunsOn::OwnGuest)
+        .collect();
+    let mut placed = place_configured_refs(&fleet, &built, request)
         .into_iter()
-        .zip(&configured)
+        .zip(&built)
         .map(|(decision, guest)| {
             decision.map_err(|error| {
                 let origins = &guest.config.origins;
@@ -203,7 +225,15 @@ pub fn provision_guests(
                 )
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter();
+    let decisions: Vec<Option<Decision>> = configured
+        .iter()
+        .map(|guest| {
+            (guest.config.settings.runs_on() == RunsOn::OwnGuest)
+                .then(|| placed.next().expect("one decision per guest built"))
+        })
+        .collect();
     let (addresses, store_use) = store_and_addresses(paths, &fleet, locks, request)?;
     let mut guests: Vec<GuestInputs> = Vec::new();
     for guest in configured {
@@ -230,6 +260,7 @@ pub fn provision_guests(
     let converged = converge_each(
         &guests,
         &decisions,
+        &graph,
         &fleet,
         locks,
         credentials,
@@ -258,7 +289,8 @@ pub fn provision_guests(
 #[allow(clippy::too_many_arguments)]
 fn converge_each(
     guests: &[GuestInputs],
-    decisions: &[Decision],
+    decisions: &[Option<Decision>],
+    graph: &SiteGraph,
     fleet: &crate::config::hypervisors_conf::BuildFleet,
     locks: &Locks,
     credentials: &mut CredentialSource,
@@ -268,6 +300,13 @@ fn converge_each(
     kept: &mut usize,
 ) -> Result<(), Failure> {
     for (guest, decision) in guests.iter().zip(decisions) {
+        let Some(decision) = decision else {
+            // A domain on a machine that is there keeps its key (an existing host's is the one
+            // its admin was asked to authorize); a dependent has none.
+            *kept += 1;
+            converge_without_guest(guest, graph, locks, credentials, request, progress, output)?;
+            continue;
+        };
         let mut key_kept = false;
         let result = converge_one(
             guest,
@@ -288,6 +327,89 @@ fn converge_each(
         result?;
     }
     Ok(())
+}
+
+/// Converges a domain without a guest of its own on the machine it runs on (`graph` says which).
+pub(crate) fn converge_without_guest(
+    guest: &GuestInputs,
+    graph: &SiteGraph,
+    locks: &Locks,
+    credentials: &mut CredentialSource,
+    request: &ProvisionRequest,
+    progress: &mut Progress,
+    output: &mut dyn ProvisionOutput,
+) -> Result<GuestConverged, Failure> {
+    let domain = &guest.config.domain;
+    let machine = graph.machine_of(domain);
+    let login = find_machine_login(
+        &guest.paths,
+        locks,
+        domain,
+        machine,
+        credentials,
+        request.answer_timeout,
+    )?;
+    converge_on_machine(guest, &login, locks, request, progress, output)
+}
+
+/// The domains asked for, each after the domains whose machine it runs on (which are brought
+/// in), read and checked; and their graph. A `depends_on` that names no file, or a cycle, is
+/// refused here, before anything is asked of any machine.
+pub(crate) fn with_machines_first(
+    paths: &InstallationPaths,
+    requested: &[DomainName],
+) -> Result<(Vec<GuestConfigured>, SiteGraph), Failure> {
+    let mut loaded: Vec<GuestConfigured> = Vec::new();
+    let mut queue: Vec<DomainName> = requested.to_vec();
+    let mut known: Option<Vec<DomainName>> = None;
+    while let Some(domain) = queue.first().cloned() {
+        queue.remove(0);
+        if loaded.iter().any(|guest| guest.config.domain == domain) {
+            continue;
+        }
+        let guest = load_guest_configured(paths, &domain)?;
+        if let Some(wanted) = &guest.config.settings.depends_on {
+            let known = match &known {
+                Some(known) => known,
+                None => known.insert(list_domains(paths)?),
+            };
+            if known.contains(wanted) {
+                queue.push(wanted.clone());
+            }
+        }
+        loaded.push(guest);
+    }
+    let nodes: Vec<DomainNode> = loaded.iter().map(domain_node).collect();
+    let known = match known {
+        Some(known) => known,
+        None => loaded
+            .iter()
+            .map(|guest| guest.config.domain.clone())
+            .collect(),
+    };
+    let graph = site_graph(&nodes, &known)?;
+    let mut ordered = Vec::new();
+    for domain in &graph.order {
+        let index = loaded
+            .iter()
+            .position(|guest| &guest.config.domain == domain)
+            .expect("the graph orders the domains it was given");
+        ordered.push(loaded.remove(index));
+    }
+    Ok((ordered, graph))
+}
+
+/// What the graph needs of a domain's configuration.
+pub(crate) fn domain_node(guest: &GuestConfigured) -> DomainNode {
+    DomainNode {
+        domain: guest.config.domain.clone(),
+        depends_on: guest.config.settings.depends_on.clone().map(|wanted| {
+            (
+                wanted,
+                guest.config.origins.locate_setting("depends_on").cloned(),
+            )
+        }),
+    }
 }
 
 /// What became of one guest that was planned.

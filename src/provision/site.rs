@@ -304,6 +304,17 @@ impl ProvisionOutput for &SharedOutput<'_> {
             .unwrap_or_else(|e| e.into_inner())
             .converged(progress, report);
     }
+
+    fn planned_on_machine(
+        &mut self,
+        progress: &mut Progress,
+        planned: &crate::provision::host::PlannedOnMachine<'_>,
+    ) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .planned_on_machine(progress, planned);
+    }
 }
 
 #[cfg(test)]

@@ -111,6 +111,14 @@ impl ProvisionOutput for Recorded {
     fn converged(&mut self, _progress: &mut Progress, report: &ConvergeReport) {
         self.0.push(format!("converged {}", report.guest));
     }
+    fn planned_on_machine(
+        &mut self,
+        _progress: &mut Progress,
+        planned: &crate::provision::host::PlannedOnMachine<'_>,
+    ) {
+        self.0
+            .push(format!("planned {} on {}", planned.guest, planned.machine));
+    }
 }
 
 /// A guest the fake was asked to converge, and the hypervisor it was placed on.
