@@ -354,7 +354,7 @@ www.example.test:
             ),
             "{text}"
         );
-        let in_base = format!("{BASE}").replace(
+        let in_base = BASE.replace(
             "    memory: 512\n",
             "    memory: 512\n    depends_on: web.example.test\n",
         );

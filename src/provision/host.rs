@@ -348,16 +348,18 @@ pub fn converged_digest(
     domain: &DomainName,
     login: &MachineLogin,
     state_dir: &str,
-) -> Result<Option<String>, HostError> {
+) -> Result<Option<String>, Failure> {
     let read = MachineCommand::shell(&converged_digest_script(state_dir)).as_root(true);
     let output = machine
         .run(&read)
         .and_then(|output| output.success())
-        .map_err(|source| HostError::Observe {
-            domain: domain.clone(),
-            machine: login.machine.clone(),
-            state_dir: state_dir.to_string(),
-            source,
+        .map_err(|source| {
+            Failure::from(HostError::Observe {
+                domain: domain.clone(),
+                machine: login.machine.clone(),
+                state_dir: state_dir.to_string(),
+                source,
+            })
         })?;
     let digest = String::from_utf8_lossy(&output.stdout).trim().to_string();
     Ok((!digest.is_empty()).then_some(digest))

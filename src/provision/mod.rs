@@ -12,6 +12,7 @@ pub mod hypervisor_machine;
 pub mod inputs;
 pub mod reach;
 pub mod run;
+pub mod schedule;
 pub mod site;
 pub mod store_guard;
 

@@ -109,15 +109,6 @@ impl Diagnose for ProvisionRunError {
 }
 
 /// Every guest of `configured` placed together on the fleet (or on `--hypervisor`), in order.
-pub(crate) fn place_configured(
-    fleet: &BuildFleet,
-    configured: &[GuestConfigured],
-    request: &ProvisionRequest,
-) -> Vec<Result<Decision, PlacementError>> {
-    place_configured_refs(fleet, &configured.iter().collect::<Vec<_>>(), request)
-}
-
-/// [`place_configured`] of guests held elsewhere.
 pub(crate) fn place_configured_refs(
     fleet: &BuildFleet,
     configured: &[&GuestConfigured],

@@ -59,6 +59,7 @@ fn sample_args(recipe: &str) -> Value {
 
 fn guest(recipes: &[&str], distro: &str) -> GuestRecipes {
     GuestRecipes {
+        on_own_vm: true,
         recipes: recipes
             .iter()
             .map(|name| (RecipeName::parse(name).unwrap(), sample_args(name)))
@@ -161,6 +162,7 @@ fn recipes_render_without_optional_arguments_too() {
     let cookbook = shipped();
     let environment = template_environment();
     let bare = GuestRecipes {
+        on_own_vm: true,
         recipes: [
             "adminconfig",
             "nginx",
