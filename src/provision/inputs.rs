@@ -324,3 +324,15 @@ pub fn load_guest_inputs(
         addresses,
     )
 }
+
+/// `domain`'s login key from the store, made and saved (under the store's writer lock) when it
+/// has none and `store_use` allows: what `authorized-key` prints for an existing host's admin to
+/// authorize.
+pub fn login_keypair(
+    paths: &InstallationPaths,
+    config: &GuestConfig,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    store_use: StoreUse,
+) -> Result<GuestKeypair, SecretsError> {
+    store_and_keypair(paths, config, credentials, store_use).map(|(_, keypair, _)| keypair)
+}

@@ -25,6 +25,7 @@ pub mod destroy;
 #[cfg(test)]
 pub mod fake_fleet;
 pub mod fleet;
+pub mod host;
 #[cfg(test)]
 mod layering_tests;
 pub mod locate;

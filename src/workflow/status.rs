@@ -40,6 +40,15 @@ pub fn guest_status(
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
     let configured = load_guest_configured(paths, guest.domain)?;
+    if configured.config.settings.runs_on() != crate::config::settings::RunsOn::OwnGuest {
+        return crate::workflow::host::host_status(
+            paths,
+            locks,
+            configured,
+            credentials,
+            guest.answer_timeout,
+        );
+    }
     let fleet = InstallationFleet { paths, locks };
     let whereabouts = fleet.search(guest)?;
     let Some(holder) = whereabouts.holder else {
