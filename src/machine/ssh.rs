@@ -240,7 +240,9 @@ impl SshMachine {
     /// command's own: the sudo password line, when one was handed in.
     fn remote_line(&self, command: &MachineCommand) -> (String, &[u8]) {
         let line = command.to_shell_line();
-        if !command.as_root {
+        // Logged in as root (an existing host whose admin_user is left out), there is nothing to
+        // become: such a host need not have sudo at all.
+        if !command.as_root || self.target.user.as_deref() == Some("root") {
             return (line, &[]);
         }
         match &self.sudo_password {
@@ -522,5 +524,24 @@ mod tests {
             .iter()
             .any(|option| option.starts_with("StrictHostKeyChecking")
                 || option.starts_with("HostKeyAlias")));
+    }
+
+    #[test]
+    fn a_root_login_runs_as_root_without_sudo_and_another_through_it() {
+        let machine = |user: &str| {
+            SshMachine::new(
+                SshTarget {
+                    user: Some(user.into()),
+                    host: "192.0.2.10".into(),
+                    port: None,
+                },
+                None,
+                HostKeys::UserKnownHosts,
+            )
+            .unwrap()
+        };
+        let command = MachineCommand::new(["id", "-u"]).as_root(true);
+        assert_eq!(machine("root").remote_line(&command).0, "id -u");
+        assert_eq!(machine("admin").remote_line(&command).0, "sudo -n -- id -u");
     }
 }
