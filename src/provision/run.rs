@@ -114,6 +114,10 @@ pub(crate) fn place_configured_refs(
     configured: &[&GuestConfigured],
     request: &ProvisionRequest,
 ) -> Vec<Result<Decision, PlacementError>> {
+    // Domains that run on a machine that is there are not placed: no hypervisor is asked.
+    if configured.is_empty() {
+        return Vec::new();
+    }
     let observation = observe_for_placement(
         fleet,
         request.hypervisor.as_ref(),
