@@ -158,6 +158,50 @@ impl Diagnose for HostError {
     }
 }
 
+/// A domain's machine could not be found or logged into: named at the line that says where the
+/// domain runs.
+#[derive(Debug, thiserror::Error)]
+#[error("{}`{setting}` of {domain} ({machine}'s machine)", .written_at.as_ref().map(|at| format!("{at}: ")).unwrap_or_default())]
+pub struct MachineNotReached {
+    pub written_at: Option<String>,
+    pub domain: DomainName,
+    pub machine: DomainName,
+    pub setting: &'static str,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// `failure` to find or log into `machine`, for `inputs`' domain: pointed at its `depends_on`
+/// (or `existing_host`) line, with the failure's status and hint.
+pub fn machine_not_reached(
+    inputs: &GuestInputs,
+    machine: &DomainName,
+    failure: Failure,
+) -> Failure {
+    let setting = if &inputs.config.domain == machine {
+        "existing_host"
+    } else {
+        "depends_on"
+    };
+    let status = failure.status;
+    let hint = failure.hint;
+    Failure::new(
+        MachineNotReached {
+            written_at: inputs
+                .config
+                .origins
+                .locate_setting(setting)
+                .map(ToString::to_string),
+            domain: inputs.config.domain.clone(),
+            machine: machine.clone(),
+            setting,
+            source: failure.error,
+        },
+        status,
+        hint,
+    )
+}
+
 /// Where on its machine `domain`'s payload and records are: the machine's own directory for an
 /// existing host, one of its own under it for a dependent.
 pub fn state_dir_on_machine(domain: &DomainName, machine: &DomainName) -> String {
@@ -423,7 +467,8 @@ pub fn converge_on_machine(
         &key,
         adopting.then_some(&mut keep as &mut KeepAdopted<'_>),
         progress,
-    )?;
+    )
+    .map_err(|failure| machine_not_reached(inputs, &login.machine, failure))?;
     let digest = &inputs.generated.payload.sha256_hex;
     let converged = converged_digest(&machine, domain, login, &state_dir)?;
     let steps = steps_on_machine(converged.as_deref(), digest, &login.machine, &state_dir);

@@ -23,7 +23,7 @@ use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
-use crate::provision::host::{converge_on_machine, find_machine_login};
+use crate::provision::host::{converge_on_machine, find_machine_login, machine_not_reached};
 use crate::provision::inputs::{
     generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
     GuestInputs, StoreAdditions, StoreUse,
@@ -343,7 +343,8 @@ pub(crate) fn converge_without_guest(
         machine,
         credentials,
         request.answer_timeout,
-    )?;
+    )
+    .map_err(|failure| machine_not_reached(guest, machine, failure))?;
     converge_on_machine(guest, &login, locks, request, progress, output)
 }
 

@@ -23,7 +23,7 @@ use crate::output::progress::Progress;
 use crate::output::progress::ProgressMode;
 use crate::placement::Decision;
 use crate::placement::PlacementError;
-use crate::provision::host::{converge_on_machine, find_machine_login};
+use crate::provision::host::{converge_on_machine, find_machine_login, machine_not_reached};
 use crate::provision::inputs::GuestConfigured;
 use crate::provision::inputs::GuestInputs;
 use crate::provision::inputs::{generate_guest_inputs, load_guest_configured};
@@ -133,7 +133,8 @@ impl ConvergeGuest for OnHypervisor {
                 machine,
                 &mut credentials,
                 run.request.answer_timeout,
-            )?
+            )
+            .map_err(|failure| machine_not_reached(guest, machine, failure))?
         };
         converge_on_machine(guest, &login, run.locks, run.request, progress, output)
     }

@@ -207,7 +207,7 @@ fn a_site_on_a_machine_that_failed_is_skipped_naming_it_and_one_on_a_machine_nev
     );
     // new.site.test is planned, not built: its machine has no key to log in with yet.
     assert!(
-        text.contains("  FAILED             wiki.site.test: wiki.site.test runs on new.site.test's machine, which has no key in the secret store"),
+        text.contains("/wiki.site.test.yaml:3:5: `depends_on` of wiki.site.test (new.site.test's machine): wiki.site.test runs on new.site.test's machine, which has no key in the secret store"),
         "{}",
         said(&output)
     );
