@@ -139,6 +139,30 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
         "{}",
         said(&again)
     );
+
+    // Its destroy removes its directory on the machine and nothing of the machine, and says so.
+    let destroyed = trog(dir, &recipes, &["destroy", &site]);
+    assert!(destroyed.status.success(), "{}", said(&destroyed));
+    let out = text(&destroyed.stdout);
+    assert!(
+        out.contains(&format!(
+            "removed  /var/lib/trog/dependents/{site} on {machine}'s machine"
+        )) && out.contains(&format!(
+            "kept     {machine}'s machine and everything else on it"
+        )),
+        "{}",
+        said(&destroyed)
+    );
+    installation.must(
+        address,
+        &format!(
+            "sudo test ! -e /var/lib/trog/dependents/{site} && sudo test -d /var/lib/trog/payload"
+        ),
+        "",
+    );
+    assert!(http_get(address, machine).contains(PAGE_MARK));
+    let status = trog(dir, &recipes, &["status", machine]);
+    assert!(status.status.success(), "{}", said(&status));
 }
 
 /// The first installation's guest as an existing host of a second installation.
