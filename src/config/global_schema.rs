@@ -167,7 +167,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
             existing_host: "root",
         },
         Scope::Installation,
-        "The login created on every guest for its administrators, with passwordless sudo; on an existing host (`existing_host`), the login trog finishes it as, which must have passwordless sudo there.",
+        "The login created on every guest for its administrators, with passwordless sudo; an `existing_host` is finished as it, and must give it passwordless sudo.",
     ),
     setting(
         "contact_email",

@@ -309,7 +309,7 @@ www.example.test:
             "{text}"
         );
         assert!(text.contains("did you mean `memory`"), "{text}");
-        assert!(text.contains("`_global.admin_user` (the login created on every guest for its administrators, with passwordless sudo; on an existing host"), "{text}");
+        assert!(text.contains("`_global.admin_user` (the login created on every guest for its administrators, with passwordless sudo; an `existing_host` is finished as it"), "{text}");
     }
 
     #[test]
