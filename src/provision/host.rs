@@ -146,7 +146,7 @@ impl Diagnose for HostError {
                 "trog did not build {machine}, so it cannot know its host key: compare `ssh-keyscan -t ed25519 {address} | ssh-keygen -lf -` with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host itself, then `trog provision --adopt-host-key {machine}` takes it, once, and pins it"
             ),
             HostError::HostKeyRefused { machine, .. } => format!(
-                "whoever answers there is not the machine {machine}'s key was pinned for; if the host was rebuilt, remove the entry trog/guests/{machine}'s AdoptedHostKey field from secrets.kdbx (keepassxc-cli edit) and adopt its new key with `trog provision --adopt-host-key {machine}`"
+                "whoever answers there is not the machine {machine}'s key was pinned for, and got nothing; if the host was rebuilt, remove the AdoptedHostKey field of the entry trog/guests/{machine} in secrets.kdbx (with KeePassXC), then adopt its new key with `trog provision --adopt-host-key {machine}`"
             ),
             HostError::Observe { .. } | HostError::Record { .. } => {
                 "the admin needs passwordless sudo on the machine; run provision again once it answers".into()
