@@ -90,6 +90,8 @@ pub enum HostError {
     HostKeyRefused {
         machine: DomainName,
         address: String,
+        /// The machine is an existing host (its key was adopted, not made by trog).
+        existing_host: bool,
     },
     #[error("cannot read what is converged of {domain} in {state_dir} on {machine}'s machine")]
     Observe {
@@ -124,9 +126,8 @@ impl Diagnose for HostError {
             HostError::MachineHasNoKey { .. } | HostError::MachineNotBuilt { .. } => {
                 ExitStatus::Configuration
             }
-            HostError::HostKeyNotAdopted { .. } | HostError::HostKeyRefused { .. } => {
-                ExitStatus::Conflict
-            }
+            HostError::HostKeyNotAdopted { .. } => ExitStatus::Conflict,
+            HostError::HostKeyRefused { .. } => ExitStatus::UntrustedGuest,
             _ => ExitStatus::Guest,
         }
     }
@@ -144,6 +145,13 @@ impl Diagnose for HostError {
             ),
             HostError::HostKeyNotAdopted { machine, address } => format!(
                 "trog did not build {machine}, so it cannot know its host key: compare `ssh-keyscan -t ed25519 {address} | ssh-keygen -lf -` with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host itself, then `trog provision --adopt-host-key {machine}` takes it, once, and pins it"
+            ),
+            HostError::HostKeyRefused {
+                machine,
+                existing_host: false,
+                ..
+            } => format!(
+                "whoever answers there is not {machine}'s guest, and got nothing: another machine may be answering at its address, or its host key was replaced; find out which before anything else"
             ),
             HostError::HostKeyRefused { machine, .. } => format!(
                 "whoever answers there is not the machine {machine}'s key was pinned for, and got nothing; if the host was rebuilt, remove the AdoptedHostKey field of the entry trog/guests/{machine} in secrets.kdbx (with KeePassXC), then adopt its new key with `trog provision --adopt-host-key {machine}`"
@@ -333,6 +341,7 @@ pub fn log_into_machine(
                         return Err(HostError::HostKeyRefused {
                             machine: login.machine.clone(),
                             address: address.clone(),
+                            existing_host: login.existing_host,
                         }
                         .into())
                     }
