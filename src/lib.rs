@@ -12,6 +12,7 @@ pub mod report;
 pub mod diagnose;
 pub mod did_you_mean;
 pub mod exit_status;
+pub mod untrusted;
 
 // The pure core: data, configuration parsing, recipes, rendering, placement.
 pub mod addresses;
@@ -44,3 +45,6 @@ pub mod libvirt;
 pub mod lock;
 pub mod machine;
 pub mod secrets;
+
+#[cfg(test)]
+mod layering_tests;

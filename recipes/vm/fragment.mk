@@ -12,3 +12,13 @@ vm:
 	grep -q '^LABEL=trog-data ' /etc/fstab || echo 'LABEL=trog-data '{{ args.data_mount }}' ext4 defaults,nofail 0 2' >> /etc/fstab; \
 	mountpoint -q {{ args.data_mount }} || mount {{ args.data_mount }}
 {%- endif %}
+{#- The folders shared from the hypervisor, each mounted by its virtiofs tag (kept in fstab by
+    tag). A guest without any gets the same Makefile as before they existed. #}
+{%- for folder in args.shared_folders %}
+	set -e; \
+	mkdir -p {{ folder.mount }}; \
+	sed -i '/^{{ folder.name }} /d' /etc/fstab; \
+	echo '{{ folder.name }} '{{ folder.mount }}' virtiofs {% if folder.readonly %}ro,{% endif %}defaults,nofail 0 0' >> /etc/fstab; \
+	mountpoint -q {{ folder.mount }} || mount {{ folder.mount }} || \
+	  echo 'vm: shared folder {{ folder.name }} is not attached yet (provision --restart-later): it is mounted when the guest next starts' >&2
+{%- endfor %}

@@ -5,10 +5,10 @@
 //! SQLite file; `settle` decides, for one guest's configuration, which address it has.
 
 pub mod error;
-pub mod range;
+
 pub mod settle;
 pub mod store;
 
+pub use crate::model::address_range::AddressRange;
 pub use error::AddressError;
-pub use range::AddressRange;
 pub use store::{AddressBook, Claimant, Holding, HoldingOrigin, RangeRecord};

@@ -6,7 +6,7 @@
 //! writers' way. The choice of an address is the pure [`lowest_free`].
 
 use crate::addresses::error::AddressError;
-use crate::addresses::range::{lowest_free, AddressRange};
+use crate::model::address_range::{lowest_free, AddressRange};
 use crate::render::network_filter::TenantDirectory;
 use rusqlite::{params, Connection, ErrorCode, TransactionBehavior};
 use std::collections::BTreeSet;

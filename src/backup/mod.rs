@@ -12,10 +12,9 @@ use crate::exit_status::ExitStatus;
 use crate::machine::command::shell_quote;
 use crate::snapshot::utc_compact;
 
-/// How long backups are kept when `backup_retention_days` is not set: a month covers a guest
-/// destroyed by mistake and noticed at the next monthly check, and a nightly backup's month of
-/// archives is what a site's "restore from last week" asks of it.
-pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+/// How long backups are kept when `backup_retention_days` is not set (the setting's default,
+/// the configuration's).
+pub use crate::config::settings::DEFAULT_RETENTION_DAYS;
 
 /// The directory backups go to when `backup_dir` is not set, relative to the configuration
 /// directory.

@@ -212,7 +212,7 @@ mod tests {
             let Command::DebugBoot(args) = cli.command else {
                 panic!("{words:?} is not debug_boot")
             };
-            assert_eq!(args.target.domain.as_str(), "www.example.test");
+            assert_eq!(args.target.guest.domain.as_str(), "www.example.test");
             assert!(args.console);
         }
     }

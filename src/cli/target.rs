@@ -19,23 +19,43 @@ pub struct AnswerTimeout {
     pub timeout: Seconds,
 }
 
+/// `--hypervisor NAME`: one hypervisor of the fleet instead of every one.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OneHypervisor {
+    /// Act on this hypervisor of hypervisors.conf only, instead of every one of the fleet.
+    #[arg(long, value_name = "NAME", value_parser = values::hypervisor)]
+    pub hypervisor: Option<HypervisorName>,
+}
+
+impl OneHypervisor {
+    pub fn name(&self) -> Option<&str> {
+        self.hypervisor.as_ref().map(HypervisorName::as_str)
+    }
+}
+
 /// Where a guest is looked for: the one hypervisor named, or every one of the fleet at once,
 /// each within `--timeout`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FleetSearch {
-    /// Act on this hypervisor of hypervisors.conf only, instead of searching the fleet.
-    #[arg(long, value_name = "NAME", value_parser = values::hypervisor)]
-    pub hypervisor: Option<HypervisorName>,
+    #[command(flatten)]
+    pub one: OneHypervisor,
     #[command(flatten)]
     pub answer: AnswerTimeout,
+}
+
+/// The guest a verb is about, by its name.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GuestName {
+    /// The guest, fully qualified (its file in recipes.d is DOMAIN.yaml).
+    #[arg(value_name = "DOMAIN", value_parser = values::domain)]
+    pub domain: DomainName,
 }
 
 /// One guest, and where it is looked for.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GuestTarget {
-    /// The guest, fully qualified.
-    #[arg(value_name = "DOMAIN", value_parser = values::domain)]
-    pub domain: DomainName,
+    #[command(flatten)]
+    pub guest: GuestName,
     #[command(flatten)]
     pub search: FleetSearch,
 }
@@ -43,7 +63,12 @@ pub struct GuestTarget {
 impl FleetSearch {
     /// `--hypervisor`, as the workflows take it.
     pub fn hypervisor_name(&self) -> Option<&str> {
-        self.hypervisor.as_ref().map(HypervisorName::as_str)
+        self.one.name()
+    }
+
+    /// `--hypervisor`, as its name.
+    pub fn hypervisor(&self) -> Option<&HypervisorName> {
+        self.one.hypervisor.as_ref()
     }
 
     pub fn answer_timeout(&self) -> std::time::Duration {
@@ -55,7 +80,7 @@ impl GuestTarget {
     /// The guest and where to look for it, as the workflows of an existing guest take them.
     pub fn address(&self) -> crate::workflow::snapshot::GuestAddress<'_> {
         crate::workflow::snapshot::GuestAddress {
-            domain: &self.domain,
+            domain: &self.guest.domain,
             hypervisor: self.search.hypervisor_name(),
             answer_timeout: self.search.answer_timeout(),
         }

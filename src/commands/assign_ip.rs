@@ -4,15 +4,13 @@
 use crate::cli::GlobalArgs;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::model::names::DomainName;
 use crate::output::events::{emit, Event};
 use crate::workflow::addresses::{as_cidr, assign_address};
 
 #[derive(Debug, clap::Args)]
 pub struct AssignIpArgs {
-    /// The guest, fully qualified.
-    #[arg(value_name = "DOMAIN", value_parser = crate::cli::values::domain)]
-    pub domain: DomainName,
+    #[command(flatten)]
+    pub guest: crate::cli::target::GuestName,
     /// The network (a libvirt network's name, or `bridge:NAME`) whose range to assign from;
     /// unset, the guest's own.
     #[arg(long, value_name = "N", value_parser = crate::cli::values::network)]
@@ -20,7 +18,7 @@ pub struct AssignIpArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: AssignIpArgs) -> Result<ExitStatus, Failure> {
-    let domain = &args.domain;
+    let domain = &args.guest.domain;
     let assigned = assign_address(
         &global.installation_paths(),
         domain,

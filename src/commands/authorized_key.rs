@@ -3,7 +3,6 @@
 //! existing host's admin adds it to `~ADMIN/.ssh/authorized_keys` there before its first
 //! provision; for a guest trog builds, the seed installs it already.
 
-use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::config::settings::RunsOn;
@@ -12,14 +11,13 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::DomainName;
-use crate::provision::inputs::{load_guest_configured, login_keypair, StoreUse};
-use crate::provision::store_guard::{check_store, StoreCheck};
+use crate::workflow::inputs::{load_guest_configured, login_keypair, StoreUse};
+use crate::workflow::store_guard::{check_store, StoreCheck};
 
 #[derive(Debug, clap::Args)]
 pub struct AuthorizedKeyArgs {
-    /// The domain, fully qualified.
-    #[arg(value_name = "DOMAIN", value_parser = values::domain)]
-    pub domain: DomainName,
+    #[command(flatten)]
+    pub guest: crate::cli::target::GuestName,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,10 +44,11 @@ impl Diagnose for DependentHasNoKey {
 
 pub fn run(global: &GlobalArgs, args: AuthorizedKeyArgs) -> Result<ExitStatus, Failure> {
     let paths = global.installation_paths();
-    let configured = load_guest_configured(&paths, &args.domain)?;
+    let domain = &args.guest.domain;
+    let configured = load_guest_configured(&paths, domain)?;
     if let RunsOn::DependsOn(machine) = configured.config.settings.runs_on() {
         return Err(DependentHasNoKey {
-            domain: args.domain.clone(),
+            domain: domain.clone(),
             machine,
         }
         .into());

@@ -152,7 +152,7 @@ fn check_shot_path(path: &Path) -> Result<(), DebugBootCommandError> {
 const RESTORE_NOTE: &str = "--restore puts it back as provision made it";
 
 pub fn run(global: &GlobalArgs, args: DebugBootArgs) -> Result<ExitStatus, Failure> {
-    let domain = &args.target.domain;
+    let domain = &args.target.guest.domain;
     let action = action(&args)?;
     if let Some(path) = &args.shot {
         check_shot_path(path)?;

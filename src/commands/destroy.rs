@@ -52,7 +52,7 @@ fn confirm_purge(domain: &DomainName, yes: bool) -> Result<(), DestroyCommandErr
 }
 
 pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure> {
-    let domain = &args.target.domain;
+    let domain = &args.target.guest.domain;
     if args.purge {
         confirm_purge(domain, args.yes)?;
     }
@@ -61,7 +61,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
     // A domain without a guest of its own is destroyed on its machine (a dependent) or not at
     // all (an existing host). One whose configuration cannot be read is looked for on the
     // hypervisors, as an orphan would be.
-    let without_guest = crate::provision::inputs::load_guest_configured(&paths, domain)
+    let without_guest = crate::workflow::inputs::load_guest_configured(&paths, domain)
         .ok()
         .filter(|configured| {
             configured.config.settings.runs_on() != crate::config::settings::RunsOn::OwnGuest

@@ -9,17 +9,15 @@ use crate::cli::GlobalArgs;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::model::names::DomainName;
 use crate::output::events::{emit, Event, GeneratedImage, GeneratedSummary};
-use crate::provision::inputs::{load_guest_inputs, StoreUse};
-use crate::provision::store_guard::new_store_asked_without_the_fleet;
+use crate::workflow::inputs::{load_guest_inputs, StoreUse};
+use crate::workflow::store_guard::new_store_asked_without_the_fleet;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct NewConfigArgs {
-    /// The guest, fully qualified (its file in recipes.d is DOMAIN.yaml).
-    #[arg(value_name = "DOMAIN", value_parser = crate::cli::values::domain)]
-    pub domain: DomainName,
+    #[command(flatten)]
+    pub guest: crate::cli::target::GuestName,
     /// Where to write the guest's files (default: ./DOMAIN).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -80,7 +78,7 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
 }
 
 pub fn run(global: &GlobalArgs, args: NewConfigArgs) -> Result<ExitStatus, Failure> {
-    let domain = &args.domain;
+    let domain = &args.guest.domain;
     let paths = global.installation_paths();
     let locks = global.locks("new_config");
     // A missing store is refused after the configuration is read, unless asked for.

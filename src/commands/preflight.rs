@@ -1,21 +1,18 @@
 //! `preflight [--hypervisor NAME]`: whether a run is worth starting. The questions are asked by
 //! `workflow::preflight`; this prints the report (or its event) and exits 0 or 1.
 
-use crate::cli::values;
 use crate::cli::GlobalArgs;
 use crate::credentials::{CredentialName, CredentialSource, Secret};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::model::names::HypervisorName;
 use crate::output::events::{emit, Event};
 use crate::preflight::render::render_report;
 use crate::workflow::preflight::preflight_report;
 
 #[derive(Debug, clap::Args)]
 pub struct PreflightArgs {
-    /// Check this hypervisor of hypervisors.conf only (default: every one, or this machine).
-    #[arg(long, value_name = "NAME", value_parser = values::hypervisor)]
-    pub hypervisor: Option<HypervisorName>,
+    #[command(flatten)]
+    pub one: crate::cli::target::OneHypervisor,
 }
 
 pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failure> {
@@ -35,7 +32,7 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
     let keepass_handed_in = credentials.was_handed_in(CredentialName::Keepass);
     let report = preflight_report(
         &paths,
-        args.hypervisor.as_ref().map(HypervisorName::as_str),
+        args.one.name(),
         handed_in_sudo,
         keepass_handed_in.then_some(&mut credentials),
     )?;

@@ -5,7 +5,6 @@
 use crate::cli::target::FleetSearch;
 use crate::cli::values;
 use crate::cli::GlobalArgs;
-use crate::commands::provision_all::{render as render_summary, summarise};
 use crate::credentials::{confirmed_by_retyping, CredentialSource};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
@@ -17,6 +16,7 @@ use crate::placement::render_decision;
 use crate::plan::Resolution;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
 use crate::provision::site::{provision_site, OnHypervisor, SiteConvergence};
+use crate::provision::site_summary::{render as render_summary, summarise};
 use crate::provision::ConvergeReport;
 
 /// `provision --all`'s guests converged at once unless `--parallel` says otherwise: two keep a
@@ -77,7 +77,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
     let answer_timeout = args.search.answer_timeout();
     let request = ProvisionRequest {
         domains: args.domains,
-        hypervisor: args.search.hypervisor,
+        hypervisor: args.search.hypervisor().cloned(),
         resolution: Resolution {
             force: args.force,
             destroy_data: args.destroy_data,

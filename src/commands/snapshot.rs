@@ -39,7 +39,7 @@ pub struct SnapshotArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: SnapshotArgs) -> Result<ExitStatus, Failure> {
-    let domain = &args.target.domain;
+    let domain = &args.target.guest.domain;
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     let paths = global.installation_paths();
     let locks = global.locks("snapshot");

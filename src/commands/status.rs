@@ -49,7 +49,7 @@ pub fn run(global: &GlobalArgs, args: StatusArgs) -> Result<ExitStatus, Failure>
             emit(&Event::Status(&status));
             continue;
         }
-        print_guest_status(&status, args.search.hypervisor.as_ref());
+        print_guest_status(&status, args.search.hypervisor());
     }
     Ok(if all_converged {
         ExitStatus::Success

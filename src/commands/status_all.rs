@@ -38,7 +38,7 @@ pub fn run(global: &GlobalArgs, search: &FleetSearch) -> Result<ExitStatus, Fail
         return Ok(status);
     }
     for guest in &site.guests {
-        print_guest_status(guest, search.hypervisor.as_ref());
+        print_guest_status(guest, search.hypervisor());
         // A guest on no hypervisor whose status could not be had says why.
         if guest.hypervisor.is_none() {
             for why in guest.pending.iter().filter(|p| p.starts_with("resolve")) {

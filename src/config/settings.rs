@@ -17,6 +17,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 
+/// How long backups are kept when `backup_retention_days` is not set: a month covers a guest
+/// destroyed by mistake and noticed at the next monthly check, and a nightly backup's month of
+/// archives is what a site's "restore from last week" asks of it.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+
 /// A guest's distribution: which distro recipe builds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,7 +76,7 @@ pub struct GuestSettings {
     pub bridge: Option<String>,
     pub gateway: Option<IpAddr>,
     /// The addresses trog hands out on the guest's network or bridge.
-    pub address_range: Option<crate::addresses::AddressRange>,
+    pub address_range: Option<crate::model::address_range::AddressRange>,
     /// The group the guest is kept in on its network; `None`: no group.
     pub tenant: Option<crate::model::names::TenantName>,
     pub resolvers: Vec<IpAddr>,
@@ -378,7 +383,7 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         backup_dir: text(take("backup_dir")).unwrap_or_default(),
         backup_retention_days: match take("backup_retention_days") {
             Some(TypedValue::Count(days)) => days,
-            _ => crate::backup::DEFAULT_RETENTION_DAYS,
+            _ => DEFAULT_RETENTION_DAYS,
         },
         timezone: text(take("timezone")).unwrap_or_default(),
         network: text(take("network")).unwrap_or_default(),

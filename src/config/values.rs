@@ -75,7 +75,7 @@ pub enum TypedValue {
     Tenant(TenantName),
     Uri(LibvirtUri),
     Image(ImageSource),
-    Range(crate::addresses::AddressRange),
+    Range(crate::model::address_range::AddressRange),
     List(Vec<TypedValue>),
 }
 
@@ -304,7 +304,7 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
             .map_err(|_| format!("`{text}` is not an IP address")),
         SettingType::CidrAddress => IpCidr::parse(text).map(TypedValue::Cidr),
         SettingType::AddressRange => {
-            crate::addresses::AddressRange::parse(text).map(TypedValue::Range)
+            crate::model::address_range::AddressRange::parse(text).map(TypedValue::Range)
         }
         SettingType::HostAddress => match text.parse::<IpAddr>() {
             Ok(_) => plain(),

@@ -11,12 +11,12 @@ use crate::config::recipes_file::{parse_domain_file, parse_recipes_yaml};
 use crate::config::settings::GuestSettings;
 use crate::cookbook::load::{load_cookbook, Cookbook};
 use crate::credentials::Secret;
+use crate::generate::desired::desired_guest;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
 use crate::model::units::Bytes;
 use crate::plan::{plan, GuestTag, ObservedDomain, ObservedGuest, ObservedVolume, PoolState};
 use crate::plan::{Action, Resolution};
-use crate::provision::desired::desired_guest;
 use std::path::Path;
 
 const GUEST: &str = "www.example.test";
@@ -77,6 +77,7 @@ fn changed_value(key: &str) -> Option<&'static str> {
         "disk_cache" => "writeback",
         "disk_discard" => "ignore",
         "data_volume_size" => "20G",
+        "shared_folders" => "[{name: site, source: /srv/share/site, mount: /srv/site}]",
         "data_mount" => "/srv/other",
         "upgrade" => "false",
         "depends_on" => "web.example.test",
@@ -153,6 +154,18 @@ fn every_global_key(cookbook: &Cookbook) -> Vec<String> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+#[test]
+fn every_setting_global_accepts_is_classified() {
+    let unclassified: Vec<String> = every_global_key(&shipped_cookbook())
+        .into_iter()
+        .filter(|key| convergence(key).is_none())
+        .collect();
+    assert!(
+        unclassified.is_empty(),
+        "say in config/convergence.rs how a change of these reaches a built guest: {unclassified:?}"
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! [`generate`] is pure: the configuration, the cookbook, the site's files, the guest's public
 //! key and the secrets its recipes reference are handed in. [`site_files`] is the thin loader.
 
+pub mod desired;
 mod site;
 
 pub use site::{load_site_files, SiteFiles, SiteFilesError};
@@ -27,6 +28,7 @@ use crate::render::machine_definition::MachineDefinition;
 use crate::render::makefile::render_makefile_with_secrets;
 use crate::render::payload::{build_payload, Payload, PayloadEntry, PayloadError};
 use crate::render::seed_iso::{build_seed_iso, SeedIso, SeedIsoError};
+use crate::render::shared_folders::SharedFolderError;
 use crate::render::templates::{template_environment, GuestFacts, ResolvedSecrets};
 use serde_json::Value;
 
@@ -116,6 +118,13 @@ pub enum GenerateError {
     Fingerprint(#[from] FingerprintError),
     #[error(transparent)]
     DomainXml(#[from] DomainXmlError),
+    #[error("{at}: {source}")]
+    SharedFolder {
+        /// Where the entry was written (`file:line:column`), or the guest's file.
+        at: String,
+        #[source]
+        source: SharedFolderError,
+    },
 }
 
 impl crate::diagnose::Diagnose for GenerateError {
@@ -137,6 +146,10 @@ impl crate::diagnose::Diagnose for GenerateError {
             GenerateError::Render { .. } => {
                 Some("the message above names the template and what it could not find".into())
             }
+            GenerateError::SharedFolder { .. } => Some(
+                "give each shared folder a name and a mount point of its own, outside the guest's system directories (/etc, /usr, /var, …)"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -205,7 +218,7 @@ pub fn resolve_guest_recipes(
         machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
         on_own_vm: settings.runs_on() == crate::config::settings::RunsOn::OwnGuest,
     };
-    resolve_recipes(cookbook, &guest_recipes).map_err(|error| {
+    let resolved = resolve_recipes(cookbook, &guest_recipes).map_err(|error| {
         let error = locate_arg_problems(config, &distro, error);
         // A recipe the guest names (here or in `_base`) is pointed at where it was written; one
         // only a recipe's `requires` names is not the guest's doing.
@@ -222,6 +235,44 @@ pub fn resolve_guest_recipes(
             Some(place) => error.written_at(place.to_string()),
             None => error,
         })
+    })?;
+    // What the machine recipe's schema cannot say is refused here too, before any store is
+    // unlocked.
+    machine_definition(config, &resolved)?;
+    Ok(resolved)
+}
+
+/// The `vm` recipe's effective arguments, `Null` when the guest runs none.
+fn machine_args(resolved: &ResolvedRecipes) -> Value {
+    resolved
+        .get(MACHINE_RECIPE)
+        .map(|recipe| recipe.args.value.clone())
+        .unwrap_or(Value::Null)
+}
+
+/// How the guest's machine is defined, from the machine recipe's effective arguments; a shared
+/// folder the schema let through but a guest cannot have is pointed at where it was written.
+fn machine_definition(
+    config: &GuestConfig,
+    resolved: &ResolvedRecipes,
+) -> Result<MachineDefinition, GenerateError> {
+    let settings = &config.settings;
+    MachineDefinition::from_declaration(
+        &machine_args(resolved),
+        settings.bridge.as_deref(),
+        &settings.network,
+    )
+    .map_err(|source| {
+        let entry = format!("/shared_folders/{}", source.entry());
+        let at = config
+            .origins
+            .locate_recipe_arg(MACHINE_RECIPE, &entry)
+            .or_else(|| config.origins.locate(&format!("/_global{entry}")))
+            .map_or_else(
+                || config.domain_file.display().to_string(),
+                ToString::to_string,
+            );
+        GenerateError::SharedFolder { at, source }
     })
 }
 
@@ -394,21 +445,14 @@ pub fn generate(
                 .expect("the cookbook checked the digest"),
         ),
     };
-    let machine = resolved
-        .get(MACHINE_RECIPE)
-        .map(|recipe| recipe.args.value.clone())
-        .unwrap_or(Value::Null);
+    let machine = machine_args(&resolved);
     let cpu_mode = CpuMode::parse(
         machine
             .get("cpu_mode")
             .and_then(Value::as_str)
             .unwrap_or(&settings.cpu_mode),
     )?;
-    let machine_definition = MachineDefinition::from_declaration(
-        &machine,
-        settings.bridge.as_deref(),
-        &settings.network,
-    );
+    let machine_definition = machine_definition(config, &resolved)?;
     let fingerprint = provision_fingerprint(&BootInputs {
         image_digest: image_digest.clone(),
         distro,

@@ -7,7 +7,7 @@
 
 use super::cloud_init::wait_for_cloud_init;
 use crate::machine::{Machine, MachineCommand, MachineError};
-use crate::output::untrusted::{untrusted_str, untrusted_text};
+use crate::untrusted::{untrusted_str, untrusted_text};
 use std::time::{Duration, Instant};
 
 /// Where the payload and the finish's records live on the guest.

@@ -7,7 +7,7 @@
 //! systemd's rescue shell): the domain runs on then, and the console is what tells.
 
 use crate::debug_boot::console::{end_shown_by, ConsoleEnd};
-use crate::output::untrusted::untrusted_str;
+use crate::untrusted::untrusted_str;
 use std::time::{Duration, Instant};
 
 /// How long a wait for a booting guest may go on. It follows the guest's serial console: a boot

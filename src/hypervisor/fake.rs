@@ -9,7 +9,9 @@
 //! The steps before a hypervisor is opened (locating the guest, taking its lock) are faked by
 //! `workflow::fake_fleet`, which records into the same list and fails through the same rules.
 
-use super::{Hypervisor, HypervisorFault, Presence, SnapshotError};
+use super::{DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay};
+use crate::debug_boot::domain_edit::{DebugChange, EditError};
+use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
 use crate::plan::{DesiredGuest, ObservedGuest};
 use crate::snapshot::{Capture, SnapshotRecord};
@@ -43,6 +45,13 @@ pub enum Operation {
     RemoveUnusedFilters,
     ReleasePins,
     ReleaseReservation,
+    Definition,
+    Redefine,
+    Start,
+    Screenshot,
+    PressKeys,
+    OpenVncDisplay,
+    DiskFiles,
 }
 
 /// A domain on the fake hypervisor.
@@ -57,6 +66,15 @@ pub struct FakeDomain {
     pub interfaces: Vec<(String, String)>,
     /// The files of its disks.
     pub disks: Vec<String>,
+    /// Its definition, as the fake's own text: `debug_boot`'s edits are words appended to it
+    /// (` +console=CAPTURE`, ` +bootmenu`), refused when it has no `<os>`.
+    pub definition: String,
+    /// The bytes a screenshot hands over.
+    pub screen: Vec<u8>,
+    /// Where its display listens, when it has one.
+    pub display: Option<(String, u16)>,
+    /// The keys pressed on its keyboard, each chord in order.
+    pub pressed: Vec<Vec<u32>>,
 }
 
 #[derive(Default)]
@@ -528,5 +546,105 @@ impl Hypervisor for FakeHypervisor {
         let before = reservations.len();
         reservations.retain(|(_, held)| *held != address);
         Ok(before != reservations.len())
+    }
+
+    fn definition(&self, domain: &str) -> Result<String, HypervisorFault> {
+        self.call(Operation::Definition, format!("definition {domain}"))?;
+        self.with_domain_mut(domain, |found| found.definition.clone())
+    }
+
+    fn redefine(&self, domain: &str, definition: &str) -> Result<(), HypervisorFault> {
+        self.call(
+            Operation::Redefine,
+            format!("redefine {domain} as {definition:?}"),
+        )?;
+        self.with_domain_mut(domain, |found| found.definition = definition.to_string())
+    }
+
+    fn debug_edit(&self, definition: &str, edit: DebugEdit) -> Result<String, EditError> {
+        if !definition.contains("<os>") {
+            return Err(EditError::NoOs);
+        }
+        let word = match edit {
+            DebugEdit::ConsoleCapture { capture, .. } => format!(" +console={capture}"),
+            DebugEdit::BootMenu => " +bootmenu".to_string(),
+        };
+        Ok(if definition.contains(&word) {
+            definition.to_string()
+        } else {
+            format!("{definition}{word}")
+        })
+    }
+
+    fn as_provisioned(
+        &self,
+        definition: &str,
+        _provisioned_log: &str,
+        capture: &str,
+    ) -> (String, Vec<DebugChange>) {
+        let mut changes = Vec::new();
+        let mut provisioned = definition.to_string();
+        for (word, change) in [
+            (format!(" +console={capture}"), DebugChange::ConsoleCapture),
+            (" +bootmenu".to_string(), DebugChange::BootMenu),
+        ] {
+            if provisioned.contains(&word) {
+                provisioned = provisioned.replace(&word, "");
+                changes.push(change);
+            }
+        }
+        (provisioned, changes)
+    }
+
+    fn start(&self, domain: &str) -> Result<(), HypervisorFault> {
+        self.call(Operation::Start, format!("start {domain}"))?;
+        self.with_domain_mut(domain, |found| found.running = true)
+    }
+
+    fn screenshot(&self, domain: &str) -> Result<Vec<u8>, HypervisorFault> {
+        self.call(Operation::Screenshot, format!("screenshot {domain}"))?;
+        self.with_domain_mut(domain, |found| found.screen.clone())
+    }
+
+    fn press_keys(&self, domain: &str, codes: &[u32]) -> Result<(), HypervisorFault> {
+        self.call(
+            Operation::PressKeys,
+            format!("press_keys {domain} {codes:?}"),
+        )?;
+        self.with_domain_mut(domain, |found| found.pressed.push(codes.to_vec()))
+    }
+
+    fn open_vnc_display(
+        &self,
+        domain: &str,
+        now_unix: u64,
+    ) -> Result<Option<VncDisplay>, HypervisorFault> {
+        self.call(
+            Operation::OpenVncDisplay,
+            format!("open_vnc_display {domain}"),
+        )?;
+        self.with_domain_mut(domain, |found| {
+            let (listen, port) = found.display.clone()?;
+            Some(VncDisplay {
+                listen,
+                port,
+                password: "FakePass".into(),
+                valid_until: format!("{now_unix}+600"),
+            })
+        })
+    }
+
+    fn disk_files(&self, domain: &str) -> Result<Vec<DiskFile>, HypervisorFault> {
+        self.call(Operation::DiskFiles, format!("disk_files {domain}"))?;
+        self.with_domain_mut(domain, |found| {
+            found
+                .disks
+                .iter()
+                .map(|path| DiskFile {
+                    path: path.clone(),
+                    format: "qcow2".into(),
+                })
+                .collect()
+        })
     }
 }

@@ -13,6 +13,8 @@
 #[cfg(test)]
 pub mod fake;
 
+use crate::debug_boot::domain_edit::{DebugChange, EditError};
+use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
 use crate::plan::{DesiredGuest, ObservedGuest};
 use crate::snapshot::{Capture, SnapshotRecord};
@@ -66,6 +68,8 @@ pub enum SnapshotError {
         "domain {domain} on {hypervisor} was not created by trog; trog leaves its snapshots alone"
     )]
     Foreign { hypervisor: String, domain: String },
+    #[error("{domain} on {hypervisor} runs with shared folders (virtiofs), whose state cannot be saved with the guest's memory")]
+    SharedFoldersRunning { hypervisor: String, domain: String },
 }
 
 impl SnapshotError {
@@ -82,7 +86,9 @@ impl SnapshotError {
 impl crate::diagnose::Diagnose for SnapshotError {
     fn exit_status(&self) -> crate::exit_status::ExitStatus {
         match self {
-            SnapshotError::Foreign { .. } => crate::exit_status::ExitStatus::Conflict,
+            SnapshotError::Foreign { .. } | SnapshotError::SharedFoldersRunning { .. } => {
+                crate::exit_status::ExitStatus::Conflict
+            }
             _ => crate::exit_status::ExitStatus::Hypervisor,
         }
     }
@@ -90,11 +96,38 @@ impl crate::diagnose::Diagnose for SnapshotError {
     fn hint(&self) -> Option<String> {
         Some(match self {
             SnapshotError::Foreign { .. } => "use the tools that made it (virsh snapshot-*)".into(),
+            SnapshotError::SharedFoldersRunning { domain, .. } => format!(
+                "shut the guest down (`virsh shutdown {domain}`), then snapshot it shut off; what it keeps in its shared folders is on the hypervisor, outside any snapshot"
+            ),
             _ => "check libvirtd's log on that hypervisor; `trog snapshot --list DOMAIN` shows \
                   what the guest has now"
                 .into(),
         })
     }
+}
+
+/// A change `debug_boot` makes to a guest's definition, and `--restore` takes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DebugEdit<'a> {
+    /// The serial console written to `capture` (emptied at each start) from the firmware's first
+    /// line on, instead of to `provisioned_log`.
+    ConsoleCapture {
+        provisioned_log: &'a str,
+        capture: &'a str,
+    },
+    /// The firmware's boot menu on, waiting for a key.
+    BootMenu,
+}
+
+/// A running guest's remote display, open to `password` until `valid_until` (UTC,
+/// `YYYY-MM-DDTHH:MM:SS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VncDisplay {
+    /// Where it listens, on the hypervisor.
+    pub listen: String,
+    pub port: u16,
+    pub password: String,
+    pub valid_until: String,
 }
 
 /// One hypervisor of the fleet, opened, as the verbs that act on an existing guest use it.
@@ -176,4 +209,40 @@ pub trait Hypervisor {
         network: &str,
         address: Ipv4Addr,
     ) -> Result<bool, HypervisorFault>;
+
+    // Debugging a boot (`debug_boot`). A guest's definition is the backend's own text (libvirt:
+    // the domain's XML), which the verb reads, hands back to `redefine`, and changes only through
+    // `debug_edit` and `as_provisioned`: each backend edits its own form, and takes its edits
+    // back exactly.
+
+    /// The guest's definition as the backend keeps it for its next start, whole (a display's
+    /// password included: a definition defined again without it would open the display to all).
+    fn definition(&self, domain: &str) -> Result<String, HypervisorFault>;
+    /// Replaces the guest's definition with `definition` (the same guest: name and identity kept).
+    fn redefine(&self, domain: &str, definition: &str) -> Result<(), HypervisorFault>;
+    /// `definition` with `edit` made; making it twice changes nothing more.
+    fn debug_edit(&self, definition: &str, edit: DebugEdit) -> Result<String, EditError>;
+    /// `definition` with every debug edit taken back, and which ones it carried.
+    fn as_provisioned(
+        &self,
+        definition: &str,
+        provisioned_log: &str,
+        capture: &str,
+    ) -> (String, Vec<DebugChange>);
+    /// Starts the guest, which is off, from its definition.
+    fn start(&self, domain: &str) -> Result<(), HypervisorFault>;
+    /// The guest's screen as it is now, as the backend hands it over (a PPM or a PNG).
+    fn screenshot(&self, domain: &str) -> Result<Vec<u8>, HypervisorFault>;
+    /// Presses `codes` (Linux input key codes) together, briefly, on the guest's keyboard.
+    fn press_keys(&self, domain: &str, codes: &[u32]) -> Result<(), HypervisorFault>;
+    /// Opens the running guest's display to a new password for a while (from `now_unix`);
+    /// `None` when it has no display.
+    fn open_vnc_display(
+        &self,
+        domain: &str,
+        now_unix: u64,
+    ) -> Result<Option<VncDisplay>, HypervisorFault>;
+    /// The files of the guest's disks on the hypervisor (its disks of a storage pool, not its
+    /// CD-ROMs) with the format each is read in, for libguestfs; none when it has none.
+    fn disk_files(&self, domain: &str) -> Result<Vec<DiskFile>, HypervisorFault>;
 }

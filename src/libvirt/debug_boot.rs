@@ -1,17 +1,15 @@
-//! What `debug_boot` asks of libvirt: a trog guest's domain (a domain trog did not make is
-//! refused), its definition as libvirt keeps it, redefining it, restarting it, its screen, its
-//! keyboard, and its VNC display, opened to a password of its own for a while.
+//! What `debug_boot` asks of libvirt, for `LibvirtHypervisor`'s methods of the `Hypervisor`
+//! trait: a domain's definition as libvirt keeps it, redefining it, starting it, its screen, its
+//! keyboard, its VNC display opened to a password of its own for a while, and the files of its
+//! disks. The sequence (which domain, refusing one trog did not make, what is taken back when a
+//! step fails) is `workflow::debug_boot`'s.
 
-use crate::debug_boot::guest_disk::{DiskFile, DomainDisk};
-use crate::libvirt::trog_tag::is_trogs;
+use crate::debug_boot::guest_disk::{domain_disks, DiskFile, GuestPathError};
+use crate::hypervisor::{HypervisorFault, VncDisplay};
 use std::io::Read;
 use std::time::Duration;
 use virt::connect::Connect;
 use virt::domain::Domain;
-use virt::error::ErrorNumber;
-
-/// How long `debug_boot` waits for a guest it stopped to be gone before starting it again.
-const STOP_WAIT: Duration = Duration::from_secs(30);
 
 /// How long the password `--vnc` gives out lets a viewer in: time to start one and type it. A
 /// connection made meanwhile stays open after it expires; a later one needs `--vnc` again.
@@ -20,280 +18,118 @@ pub const VNC_PASSWORD_LIFETIME: Duration = Duration::from_secs(600);
 /// The characters of a display password: VNC's authentication reads eight, and no more.
 const VNC_PASSWORD_LENGTH: usize = 8;
 
-/// The guest's display, open to `password` until `valid_until` (UTC).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VncDisplay {
-    pub listen: String,
-    pub port: u16,
-    pub password: String,
-    pub valid_until: String,
-}
-
 /// How large a screenshot may be: a 4K screen as PPM is 25 MB; more is not a screen.
 const SCREENSHOT_LIMIT: usize = 64 << 20;
 
-#[derive(Debug, thiserror::Error)]
-pub enum DebugDomainError {
-    #[error("{domain} is not defined on {hypervisor}")]
-    NotFound { domain: String, hypervisor: String },
-    #[error("domain {domain} on {hypervisor} was not created by trog; debug_boot leaves it alone")]
-    Foreign { domain: String, hypervisor: String },
-    #[error("libvirt on {hypervisor} cannot {operation} {domain}: {message}")]
-    Libvirt {
-        domain: String,
-        hypervisor: String,
-        operation: &'static str,
-        message: String,
-    },
-    #[error("{domain} on {hypervisor} has no VNC display")]
-    NoVnc { domain: String, hypervisor: String },
+/// libvirt's own words for a failure, without its codes: the verb's error says what was done.
+fn fault(error: virt::error::Error) -> HypervisorFault {
+    HypervisorFault::new(error.message().to_string())
 }
 
-impl crate::diagnose::Diagnose for DebugDomainError {
-    fn exit_status(&self) -> crate::exit_status::ExitStatus {
-        use crate::exit_status::ExitStatus;
-        match self {
-            DebugDomainError::NotFound { .. } => ExitStatus::Failure,
-            DebugDomainError::Foreign { .. } => ExitStatus::Conflict,
-            DebugDomainError::Libvirt { .. } | DebugDomainError::NoVnc { .. } => {
-                ExitStatus::Hypervisor
-            }
-        }
-    }
-
-    fn hint(&self) -> Option<String> {
-        match self {
-            DebugDomainError::NotFound { .. } => {
-                Some("check the name; `trog fleet` lists every hypervisor's guests".into())
-            }
-            DebugDomainError::Foreign { .. } => {
-                Some("look at it with the tools that made it (virsh console, virt-viewer)".into())
-            }
-            DebugDomainError::NoVnc { .. } => {
-                Some("start the guest first; its display exists only while it runs".into())
-            }
-            DebugDomainError::Libvirt { .. } => Some(
-                "check libvirtd's log on that hypervisor; the operation can be tried with virsh"
-                    .into(),
-            ),
-        }
-    }
+/// The definition libvirt keeps (what the next start uses), whole: with the display's password,
+/// which libvirt leaves out unless asked (`VIR_DOMAIN_XML_SECURE`). A definition read without it
+/// and defined again would give the guest a display without a password, open to every local
+/// user, which `--vnc` then cannot give a password to either.
+pub fn definition(domain: &Domain) -> Result<String, HypervisorFault> {
+    domain
+        .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE | virt::sys::VIR_DOMAIN_XML_SECURE)
+        .map_err(fault)
 }
 
-/// A domain trog made, as `debug_boot` acts on it.
-pub struct DebugDomain {
-    domain: Domain,
-    name: String,
-    hypervisor: String,
+/// Replaces a domain's definition with `xml` (the same domain: name and UUID unchanged).
+pub fn redefine(connection: &Connect, xml: &str) -> Result<(), HypervisorFault> {
+    connection.define_domain_xml(xml).map(|_| ()).map_err(fault)
 }
 
-impl DebugDomain {
-    /// The domain `name` on `connection`, refused unless it carries trog's tag.
-    pub fn open(
-        connection: &Connect,
-        hypervisor: &str,
-        name: &str,
-    ) -> Result<DebugDomain, DebugDomainError> {
-        let domain = match connection.lookup_domain_by_name(name) {
-            Ok(domain) => domain,
-            Err(error) if error.code().is(ErrorNumber::NoDomain) => {
-                return Err(DebugDomainError::NotFound {
-                    domain: name.to_string(),
-                    hypervisor: hypervisor.to_string(),
-                })
-            }
-            Err(error) => {
-                return Err(DebugDomainError::Libvirt {
-                    domain: name.to_string(),
-                    hypervisor: hypervisor.to_string(),
-                    operation: "look up",
-                    message: error.message().to_string(),
-                })
-            }
-        };
-        let tagged = is_trogs(&domain);
-        if !tagged {
-            return Err(DebugDomainError::Foreign {
-                domain: name.to_string(),
-                hypervisor: hypervisor.to_string(),
-            });
-        }
-        Ok(DebugDomain {
-            domain,
-            name: name.to_string(),
-            hypervisor: hypervisor.to_string(),
-        })
-    }
+pub fn start(domain: &Domain) -> Result<(), HypervisorFault> {
+    domain.create().map(|_| ()).map_err(fault)
+}
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn failed(&self, operation: &'static str, error: virt::error::Error) -> DebugDomainError {
-        DebugDomainError::Libvirt {
-            domain: self.name.clone(),
-            hypervisor: self.hypervisor.clone(),
-            operation,
-            message: error.message().to_string(),
-        }
-    }
-
-    /// The definition libvirt keeps (what the next start uses), whole: with the display's
-    /// password, which libvirt leaves out unless asked (`VIR_DOMAIN_XML_SECURE`). A definition
-    /// read without it and defined again would give the guest a display without a password, open
-    /// to every local user, which `--vnc` then cannot give a password to either.
-    pub fn definition(&self) -> Result<String, DebugDomainError> {
-        self.domain
-            .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE | virt::sys::VIR_DOMAIN_XML_SECURE)
-            .map_err(|error| self.failed("read the definition of", error))
-    }
-
-    /// Replaces the definition with `xml` (the same domain: name and UUID unchanged).
-    pub fn redefine(&self, connection: &Connect, xml: &str) -> Result<(), DebugDomainError> {
-        connection
-            .define_domain_xml(xml)
-            .map(|_| ())
-            .map_err(|error| self.failed("redefine", error))
-    }
-
-    pub fn is_running(&self) -> Result<bool, DebugDomainError> {
-        self.domain
-            .is_active()
-            .map_err(|error| self.failed("ask the state of", error))
-    }
-
-    /// The id libvirt gave the running domain; a new id means a new start.
-    pub fn run_id(&self) -> Option<u32> {
-        self.domain.id()
-    }
-
-    /// Starts the guest from its definition, after forcing it off if it runs: a guest being
-    /// debugged may not answer a shutdown, and nothing of it is expected to be kept.
-    pub fn restart(&self) -> Result<(), DebugDomainError> {
-        if self.is_running()? {
-            self.domain
-                .destroy()
-                .map_err(|error| self.failed("stop", error))?;
-            let deadline = std::time::Instant::now() + STOP_WAIT;
-            while self.is_running()? && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-        self.domain
-            .create()
-            .map_err(|error| self.failed("start", error))
-    }
-
-    /// The files of the domain's disks on the hypervisor, with the format libvirt reads each in.
-    pub fn disk_files(
-        &self,
-        connection: &Connect,
-        disks: &[DomainDisk],
-    ) -> Result<Vec<DiskFile>, DebugDomainError> {
-        disks
-            .iter()
-            .map(|disk| {
-                let path = connection
-                    .lookup_storage_pool_by_name(&disk.pool)
-                    .and_then(|pool| pool.lookup_storage_vol_by_name(&disk.volume))
-                    .and_then(|volume| volume.path())
-                    .map_err(|error| self.failed("find the disk files of", error))?;
-                Ok(DiskFile {
-                    path,
-                    format: disk.format.clone(),
-                })
+/// The files of the domain's disks on the hypervisor, with the format libvirt reads each in;
+/// none when its definition names no disk of a storage pool.
+pub fn disk_files(connection: &Connect, domain: &Domain) -> Result<Vec<DiskFile>, HypervisorFault> {
+    let disks = match domain_disks(&definition(domain)?) {
+        Ok(disks) => disks,
+        Err(GuestPathError::NoDisk) => return Ok(Vec::new()),
+        Err(other) => return Err(HypervisorFault::new(other)),
+    };
+    disks
+        .iter()
+        .map(|disk| {
+            let path = connection
+                .lookup_storage_pool_by_name(&disk.pool)
+                .and_then(|pool| pool.lookup_storage_vol_by_name(&disk.volume))
+                .and_then(|volume| volume.path())
+                .map_err(fault)?;
+            Ok(DiskFile {
+                path,
+                format: disk.format.clone(),
             })
-            .collect()
-    }
-
-    /// Starts the guest if it is off.
-    pub fn start(&self) -> Result<(), DebugDomainError> {
-        if self.is_running()? {
-            return Ok(());
-        }
-        self.domain
-            .create()
-            .map_err(|error| self.failed("start", error))
-    }
-
-    /// The screen as it is now, in the format libvirt hands over (QEMU: PPM, or PNG in newer
-    /// versions).
-    pub fn screenshot(&self, connection: &Connect) -> Result<Vec<u8>, DebugDomainError> {
-        let stream = virt::stream::Stream::new(connection, 0)
-            .map_err(|error| self.failed("open a stream for the screen of", error))?;
-        self.domain
-            .screenshot(&stream, 0, 0)
-            .map_err(|error| self.failed("take a screenshot of", error))?;
-        let mut bytes = Vec::new();
-        let mut reader = StreamReader(&stream);
-        let read = (&mut reader)
-            .take(SCREENSHOT_LIMIT as u64 + 1)
-            .read_to_end(&mut bytes);
-        if let Err(error) = read {
-            let _ = stream.abort();
-            return Err(DebugDomainError::Libvirt {
-                domain: self.name.clone(),
-                hypervisor: self.hypervisor.clone(),
-                operation: "receive the screenshot of",
-                message: error.to_string(),
-            });
-        }
-        stream
-            .finish()
-            .map_err(|error| self.failed("finish the screenshot of", error))?;
-        Ok(bytes)
-    }
-
-    /// Presses each event's keys together, one event after the other.
-    pub fn send_keys(&self, events: &[Vec<u32>]) -> Result<(), DebugDomainError> {
-        // How long each key is held, in ms: long enough for firmware that polls the keyboard.
-        const HOLD_MS: u32 = 50;
-        for codes in events {
-            let mut codes = codes.clone();
-            self.domain
-                .send_key(
-                    virt::sys::VIR_KEYCODE_SET_LINUX,
-                    HOLD_MS,
-                    codes.as_mut_ptr(),
-                    codes.len() as i32,
-                    0,
-                )
-                .map_err(|error| self.failed("send keys to", error))?;
-            // Events sent back to back can merge in the guest's keyboard buffer; a pause keeps
-            // them separate keystrokes.
-            std::thread::sleep(Duration::from_millis(150));
-        }
-        Ok(())
-    }
-
-    /// Opens the running guest's VNC display to a new password until [`VNC_PASSWORD_LIFETIME`]
-    /// after `now_unix`; returns where it listens and the password. The display every guest is
-    /// defined with has a password that expired in 1970 (templates/domain.xml.j2): no one can
-    /// connect until someone allowed to change the domain in libvirt asks for a password here.
-    pub fn open_vnc_display(&self, now_unix: u64) -> Result<VncDisplay, DebugDomainError> {
-        let xml = self
-            .domain
-            .xml_desc(0)
-            .map_err(|error| self.failed("read the display of", error))?;
-        let (listen, port) = vnc_display_in(&xml).ok_or_else(|| DebugDomainError::NoVnc {
-            domain: self.name.clone(),
-            hypervisor: self.hypervisor.clone(),
-        })?;
-        let password = new_vnc_password();
-        let valid_until = libvirt_utc(now_unix + VNC_PASSWORD_LIFETIME.as_secs());
-        self.domain
-            .update_device_flags(
-                &vnc_password_update(&listen, port, &password, &valid_until),
-                virt::sys::VIR_DOMAIN_AFFECT_LIVE,
-            )
-            .map_err(|error| self.failed("give a password to the display of", error))?;
-        Ok(VncDisplay {
-            listen,
-            port,
-            password,
-            valid_until,
         })
+        .collect()
+}
+
+/// The screen as it is now, in the format libvirt hands over (QEMU: PPM, or PNG in newer
+/// versions).
+pub fn screenshot(connection: &Connect, domain: &Domain) -> Result<Vec<u8>, HypervisorFault> {
+    let stream = virt::stream::Stream::new(connection, 0).map_err(fault)?;
+    domain.screenshot(&stream, 0, 0).map_err(fault)?;
+    let mut bytes = Vec::new();
+    let mut reader = StreamReader(&stream);
+    let read = (&mut reader)
+        .take(SCREENSHOT_LIMIT as u64 + 1)
+        .read_to_end(&mut bytes);
+    if let Err(error) = read {
+        let _ = stream.abort();
+        return Err(HypervisorFault::new(error));
     }
+    stream.finish().map_err(fault)?;
+    Ok(bytes)
+}
+
+/// Presses `codes` together, held long enough for firmware that polls the keyboard.
+pub fn press_keys(domain: &Domain, codes: &[u32]) -> Result<(), HypervisorFault> {
+    const HOLD_MS: u32 = 50;
+    let mut codes = codes.to_vec();
+    domain
+        .send_key(
+            virt::sys::VIR_KEYCODE_SET_LINUX,
+            HOLD_MS,
+            codes.as_mut_ptr(),
+            codes.len() as i32,
+            0,
+        )
+        .map(|_| ())
+        .map_err(fault)
+}
+
+/// Opens the running guest's VNC display to a new password until [`VNC_PASSWORD_LIFETIME`]
+/// after `now_unix`; returns where it listens and the password, or `None` when it has no VNC
+/// display. The display every guest is defined with has a password that expired in 1970
+/// (templates/domain.xml.j2): no one can connect until someone allowed to change the domain in
+/// libvirt asks for a password here.
+pub fn open_vnc_display(
+    domain: &Domain,
+    now_unix: u64,
+) -> Result<Option<VncDisplay>, HypervisorFault> {
+    let xml = domain.xml_desc(0).map_err(fault)?;
+    let Some((listen, port)) = vnc_display_in(&xml) else {
+        return Ok(None);
+    };
+    let password = new_vnc_password();
+    let valid_until = libvirt_utc(now_unix + VNC_PASSWORD_LIFETIME.as_secs());
+    domain
+        .update_device_flags(
+            &vnc_password_update(&listen, port, &password, &valid_until),
+            virt::sys::VIR_DOMAIN_AFFECT_LIVE,
+        )
+        .map_err(fault)?;
+    Ok(Some(VncDisplay {
+        listen,
+        port,
+        password,
+        valid_until,
+    }))
 }
 
 /// A new display password: letters and digits (what every viewer lets one type), from the

@@ -2,8 +2,13 @@
 //! on an existing guest ask (`workflow/`), each method one or a few libvirt calls. The verbs'
 //! sequences are not here: they are in `workflow/`, written against the trait.
 
+use crate::debug_boot::domain_edit::{self, DebugChange, EditError};
+use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
-use crate::hypervisor::{Hypervisor, HypervisorFault, Presence, SnapshotError};
+use crate::hypervisor::{
+    DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay,
+};
+use crate::libvirt::debug_boot;
 use crate::libvirt::guest_address;
 use crate::libvirt::guest_resources::GuestResources;
 use crate::libvirt::guest_state;
@@ -232,5 +237,59 @@ impl Hypervisor for LibvirtHypervisor {
     ) -> Result<bool, HypervisorFault> {
         release_reservation(&self.connection, &self.uri, network, address)
             .map_err(HypervisorFault::new)
+    }
+
+    fn definition(&self, domain: &str) -> Result<String, HypervisorFault> {
+        debug_boot::definition(&self.domain(domain)?)
+    }
+
+    fn redefine(&self, _domain: &str, definition: &str) -> Result<(), HypervisorFault> {
+        debug_boot::redefine(&self.connection, definition)
+    }
+
+    fn debug_edit(&self, definition: &str, edit: DebugEdit) -> Result<String, EditError> {
+        match edit {
+            DebugEdit::ConsoleCapture {
+                provisioned_log,
+                capture,
+            } => domain_edit::with_console_capture(definition, provisioned_log, capture),
+            DebugEdit::BootMenu => domain_edit::with_boot_menu(definition),
+        }
+    }
+
+    fn as_provisioned(
+        &self,
+        definition: &str,
+        provisioned_log: &str,
+        capture: &str,
+    ) -> (String, Vec<DebugChange>) {
+        (
+            domain_edit::as_provisioned(definition, provisioned_log, capture),
+            domain_edit::debug_changes(definition, capture),
+        )
+    }
+
+    fn start(&self, domain: &str) -> Result<(), HypervisorFault> {
+        debug_boot::start(&self.domain(domain)?)
+    }
+
+    fn screenshot(&self, domain: &str) -> Result<Vec<u8>, HypervisorFault> {
+        debug_boot::screenshot(&self.connection, &self.domain(domain)?)
+    }
+
+    fn press_keys(&self, domain: &str, codes: &[u32]) -> Result<(), HypervisorFault> {
+        debug_boot::press_keys(&self.domain(domain)?, codes)
+    }
+
+    fn open_vnc_display(
+        &self,
+        domain: &str,
+        now_unix: u64,
+    ) -> Result<Option<VncDisplay>, HypervisorFault> {
+        debug_boot::open_vnc_display(&self.domain(domain)?, now_unix)
+    }
+
+    fn disk_files(&self, domain: &str) -> Result<Vec<DiskFile>, HypervisorFault> {
+        debug_boot::disk_files(&self.connection, &self.domain(domain)?)
     }
 }

@@ -6,12 +6,12 @@
 //! reservation, every other MAC's lease and the ranges trog hands static addresses from. The
 //! pin goes with the guest at `destroy`.
 
-use crate::addresses::range::AddressRange;
 use crate::libvirt::error::LibvirtError;
 use crate::libvirt::network_leases::{network_leases, NetworkLease};
 use crate::libvirt::reservation::{
     definition, dhcp_hosts, ipv4_dhcp, network, update, DhcpHost, Ipv4Dhcp,
 };
+use crate::model::address_range::AddressRange;
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
 use virt::sys;

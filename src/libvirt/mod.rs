@@ -27,6 +27,6 @@ pub use concurrent::{
     ask_fleet, find_guest, observe_fleet, observe_for_placement, GuestWhereabouts,
     DEFAULT_ANSWER_TIMEOUT,
 };
-pub use connection::connect;
+pub use connection::{connect, LibvirtConnection};
 pub use error::LibvirtError;
 pub use observe::{FakeObserver, HypervisorObserver, LibvirtObserver};

@@ -132,6 +132,14 @@ impl<'a> GuestSnapshots<'a> {
             .domain
             .xml_desc(0)
             .map_err(self.fail("read the domain's definition"))?;
+        if running && shares_folders(&domain_xml) {
+            // QEMU cannot save a vhost-user-fs device's state: refused here, before libvirt
+            // pauses the guest to try.
+            return Err(SnapshotError::SharedFoldersRunning {
+                hypervisor: self.hypervisor.to_string(),
+                domain: self.name.clone(),
+            });
+        }
         let capture = if running {
             Capture::WithMemory
         } else {
@@ -200,6 +208,19 @@ pub fn snapshot_names_oldest_first(domain: &Domain) -> Result<Vec<String>, virt:
     }
     records.sort();
     Ok(records.into_iter().map(|(_, name)| name).collect())
+}
+
+/// Whether a domain's XML shares a folder through virtiofs.
+fn shares_folders(domain_xml: &str) -> bool {
+    roxmltree::Document::parse(domain_xml).is_ok_and(|document| {
+        document.descendants().any(|node| {
+            node.has_tag_name("driver")
+                && node.attribute("type") == Some("virtiofs")
+                && node
+                    .parent()
+                    .is_some_and(|parent| parent.has_tag_name("filesystem"))
+        })
+    })
 }
 
 /// The target device and whether it is writable, of each disk in a domain's XML.
@@ -287,6 +308,18 @@ pub fn parse_snapshot_xml(xml: &str) -> Result<SnapshotRecord, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_virtiofs_filesystem_is_a_shared_folder_and_a_disk_is_not() {
+        assert!(shares_folders(
+            "<domain><devices><filesystem type='mount'><driver type='virtiofs'/>\
+             <source dir='/srv/x'/><target dir='x'/></filesystem></devices></domain>"
+        ));
+        assert!(!shares_folders(
+            "<domain><devices><disk type='volume'><driver name='qemu' type='qcow2'/></disk>\
+             </devices></domain>"
+        ));
+    }
 
     #[test]
     fn a_request_snapshots_writable_disks_and_leaves_the_seed_out() {

@@ -1,6 +1,6 @@
 //! A command to run on a machine, its output, and how running it can fail.
 
-use crate::output::untrusted::{untrusted_str, untrusted_text};
+use crate::untrusted::{untrusted_str, untrusted_text};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -10,12 +10,12 @@
 //! To add an event: add a variant here (its fields are its JSON fields), document it in
 //! docs/JSON.md, and print it with [`emit`].
 
-use crate::commands::provision_all::SiteSummary;
 use crate::diagnose::Failure;
 use crate::placement::fleet_table::FleetSummary;
 use crate::placement::Decision;
 use crate::plan::Plan;
 use crate::preflight::PreflightReport;
+use crate::provision::site_summary::SiteSummary;
 use crate::provision::ConvergeReport;
 use crate::workflow::addresses::{AddressListing, AssignedAddresses};
 use crate::workflow::backup::{SweepReport, TakenBackup};

@@ -5,4 +5,3 @@
 pub mod events;
 pub mod print;
 pub mod progress;
-pub mod untrusted;

@@ -228,6 +228,16 @@ pub fn hypervisor_checks(facts: &HypervisorFacts) -> Vec<Check> {
         ),
     });
 
+    // virtiofsd, for guests' shared folders.
+    checks.push(match &facts.virtiofsd {
+        Ok(Some(path)) => Check::ok(format!("virtiofsd at {path}: guests can share folders from {host}")),
+        Ok(None) => Check::note(
+            format!("No virtiofsd on {host}: guests with shared_folders are refused there"),
+            "install virtiofsd there if guests are to share its folders (Debian from trixie: `apt-get install virtiofsd`; on bookworm, as root: `apt-get install libseccomp-dev libcap-ng-dev && cargo install virtiofsd --root /usr/local`)",
+        ),
+        Err(why) => Check::note(format!("virtiofsd not checked: {why}"), "fix the connection first"),
+    });
+
     // Hardware virtualisation, against the configured domain_type.
     checks.push(kvm_check(facts));
 
@@ -450,6 +460,7 @@ mod tests {
             })),
             real_tpm: Ok(true),
             swtpm: Ok(true),
+            virtiofsd: Ok(Some("/usr/libexec/virtiofsd".into())),
             libguestfs: Ok(true),
             qemu_img: Ok(true),
             domain_type: crate::model::hypervisor::DomainType::Kvm,
@@ -469,7 +480,7 @@ mod tests {
             checks.iter().all(|c| c.outcome == Outcome::Ok),
             "{checks:#?}"
         );
-        assert_eq!(checks.len(), 12);
+        assert_eq!(checks.len(), 13);
     }
 
     #[test]
@@ -491,7 +502,7 @@ mod tests {
             connection_kept: None,
             ..healthy()
         };
-        assert_eq!(hypervisor_checks(&local).len(), 11);
+        assert_eq!(hypervisor_checks(&local).len(), 12);
     }
 
     #[test]
@@ -504,6 +515,7 @@ mod tests {
             pool_filesystem: None,
             real_tpm: Err("not reached".into()),
             swtpm: Err("not reached".into()),
+            virtiofsd: Err("not reached".into()),
             libguestfs: Err("not reached".into()),
             qemu_img: Err("not reached".into()),
             kvm: Err("not reached".into()),
@@ -519,6 +531,7 @@ mod tests {
                 Outcome::Failed,
                 Outcome::Failed,
                 Outcome::Failed,
+                Outcome::Note,
                 Outcome::Note,
                 Outcome::Note,
                 Outcome::Note,

@@ -119,6 +119,8 @@ pub struct HypervisorFacts {
     pub real_tpm: Result<bool, String>,
     pub swtpm: Result<bool, String>,
     pub libguestfs: Result<bool, String>,
+    /// Where virtiofsd is (`None`: it is not there), which serves guests' shared folders.
+    pub virtiofsd: Result<Option<String>, String>,
     /// Whether `qemu-img` is installed (base images and root disks are made with it).
     pub qemu_img: Result<bool, String>,
     /// The `domain_type` hypervisors.conf gives it.

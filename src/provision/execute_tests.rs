@@ -706,6 +706,8 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
         network_filter: interface_filter(None, mac, &[], &[]),
         serial_log_path: desired::serial_log_path(&name),
         tpm: false,
+        shared_folders: Vec::new(),
+        virtiofsd: None,
         partition: None,
         tag: tag(),
         direct_boot: None,

@@ -5,40 +5,34 @@
 //! Everything that can be built locally (the artifacts, the base image) is built before the
 //! first step touches the hypervisor.
 
-pub mod desired;
 pub mod execute;
 pub mod host;
-pub mod hypervisor_machine;
-pub mod inputs;
-pub mod reach;
 pub mod run;
 pub mod schedule;
 pub mod site;
-pub mod store_guard;
+pub mod site_summary;
 
 pub use execute::execute;
 
-use crate::backup::archive_dir::GuestBackups;
-use crate::backup::backup_dir;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
+use crate::generate::desired;
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
-use crate::machine::hypervisor_ops::{self, HypervisorMachine};
+use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
-use crate::plan::{
-    check_plan, plan, with_backup_restore, Action, DesiredGuest, ObservedGuest, Plan, Resolution,
-};
-use crate::render::domain_xml::{render_domain_xml, DomainSpec, DEFAULT_DOMAIN_TEMPLATE};
-use inputs::GuestInputs;
-use std::path::{Path, PathBuf};
+use crate::plan::{Action, Resolution};
+use crate::workflow::guest_plan::plan_observed;
+pub use crate::workflow::guest_plan::PreparedGuest;
+use crate::workflow::inputs::GuestInputs;
+use std::path::Path;
 
 /// One guest and the hypervisor it goes to.
 pub struct GuestOnHypervisor<'a> {
     pub inputs: &'a GuestInputs,
     pub hypervisor: &'a HypervisorConfig,
-    pub connection: &'a virt::connect::Connect,
+    pub connection: &'a crate::libvirt::LibvirtConnection,
     /// The hypervisor's own system, for the TPM check and the serial console; `None` for
     /// libvirt's test driver, which has none.
     pub hypervisor_machine: Option<&'a HypervisorMachine>,
@@ -47,19 +41,6 @@ pub struct GuestOnHypervisor<'a> {
     /// `provision --adopt-host-key`: a guest built before trog made host keys that answers with
     /// its own is taken as it is, once, and its key kept.
     pub adopt_host_key: bool,
-}
-
-/// A plan and what executing it needs, all built before anything is changed.
-pub struct PreparedGuest {
-    pub desired: DesiredGuest,
-    pub observed: ObservedGuest,
-    pub plan: Plan,
-    pub domain_xml: String,
-    /// What `domain_xml` was rendered from; the first boot renders it again with the base
-    /// image's kernel.
-    pub domain_spec: DomainSpec,
-    /// The verified base image on this machine, when the plan uploads it.
-    pub base_image: Option<PathBuf>,
 }
 
 /// How a converge ended.
@@ -102,15 +83,16 @@ impl crate::diagnose::Diagnose for ConvergeError {
 }
 
 /// Refuses, before anything is built or changed, a guest that could not be reached afterwards.
-pub fn check_reachable(guest: &GuestOnHypervisor) -> Result<(), ConvergeError> {
-    if matches!(
-        guest.hypervisor.libvirt_uri.transport,
-        Transport::Ssh { .. }
-    ) && guest.inputs.config.settings.ips.is_empty()
+pub fn check_reachable(
+    inputs: &GuestInputs,
+    hypervisor: &HypervisorConfig,
+) -> Result<(), ConvergeError> {
+    if matches!(hypervisor.libvirt_uri.transport, Transport::Ssh { .. })
+        && inputs.config.settings.ips.is_empty()
     {
         return Err(ConvergeError::RemoteNeedsAddress {
-            guest: guest.inputs.config.domain.to_string(),
-            hypervisor: guest.hypervisor.name.to_string(),
+            guest: inputs.config.domain.to_string(),
+            hypervisor: hypervisor.name.to_string(),
         });
     }
     Ok(())
@@ -144,51 +126,6 @@ pub fn prepare(
         observed,
         resolution,
     )
-}
-
-/// Plans the guest from what was observed of it on `hypervisor` (`machine`: its own system, for
-/// the TPM check). Changes nothing anywhere; `status` plans this way through its `Hypervisor`.
-pub fn plan_observed(
-    inputs: &GuestInputs,
-    hypervisor: &HypervisorConfig,
-    machine: Option<&HypervisorMachine>,
-    desired: DesiredGuest,
-    observed: ObservedGuest,
-    resolution: Resolution,
-) -> Result<PreparedGuest, Failure> {
-    let settings = &inputs.config.settings;
-    let newest_backup = GuestBackups::new(
-        &backup_dir(&inputs.paths, settings),
-        inputs.config.domain.as_str(),
-    )
-    .newest()?;
-    let backs_up = !crate::backup::backup_paths(&inputs.generated.resolved)?.is_empty();
-    let plan = with_backup_restore(
-        plan(&desired, &observed, resolution)?,
-        &observed,
-        newest_backup.as_deref().and_then(Path::to_str),
-        backs_up,
-    );
-    check_plan(&plan, &desired, &observed, resolution)?;
-    let tag = plan
-        .actions
-        .iter()
-        .find_map(|action| match action {
-            Action::DefineDomain { tag, .. } => Some(tag.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| desired.tag_before_finish());
-    let tpm = machine.is_some_and(hypervisor_ops::offers_tpm);
-    let spec = desired::domain_spec(&desired, &inputs.generated, settings, hypervisor, tpm, tag);
-    let domain_xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
-    Ok(PreparedGuest {
-        desired,
-        observed,
-        plan,
-        domain_xml,
-        domain_spec: spec,
-        base_image: None,
-    })
 }
 
 /// The last local step before a plan runs (a dry run does none of it): refuses a plan that could

@@ -7,11 +7,10 @@
 //! implements: this module prints nothing itself.
 
 use crate::addresses::settle::AddressPolicy;
-use crate::config::guest::list_domains;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet, BuildFleet};
 use crate::config::paths::InstallationPaths;
 use crate::config::settings::RunsOn;
-use crate::config::site_graph::{site_graph, DomainNode, SiteGraph};
+use crate::config::site_graph::SiteGraph;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
@@ -23,17 +22,20 @@ use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
-use crate::provision::host::{converge_on_machine, find_machine_login, machine_not_reached};
-use crate::provision::inputs::{
-    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
-    GuestInputs, StoreAdditions, StoreUse,
-};
-use crate::provision::store_guard::{check_store, StoreCheck, StoreGuardError};
+use crate::provision::host::converge_on_machine;
 use crate::provision::{
     check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
 };
 use crate::secrets::KeypairOrigin;
+use crate::workflow::inputs::{
+    generate_guest_inputs, store_key_file, take_back, GuestConfigured, GuestInputs, StoreAdditions,
+    StoreUse,
+};
 use crate::workflow::lock::take_guest_lock;
+use crate::workflow::machine_login::{
+    find_machine_login, machine_not_reached, with_machines_first,
+};
+use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -348,66 +350,6 @@ pub(crate) fn converge_without_guest(
     converge_on_machine(guest, &login, locks, request, progress, output)
 }
 
-/// The domains asked for, each after the domains whose machine it runs on (which are brought
-/// in), read and checked; and their graph. A `depends_on` that names no file, or a cycle, is
-/// refused here, before anything is asked of any machine.
-pub(crate) fn with_machines_first(
-    paths: &InstallationPaths,
-    requested: &[DomainName],
-) -> Result<(Vec<GuestConfigured>, SiteGraph), Failure> {
-    let mut loaded: Vec<GuestConfigured> = Vec::new();
-    let mut queue: Vec<DomainName> = requested.to_vec();
-    let mut known: Option<Vec<DomainName>> = None;
-    while let Some(domain) = queue.first().cloned() {
-        queue.remove(0);
-        if loaded.iter().any(|guest| guest.config.domain == domain) {
-            continue;
-        }
-        let guest = load_guest_configured(paths, &domain)?;
-        if let Some(wanted) = &guest.config.settings.depends_on {
-            let known = match &known {
-                Some(known) => known,
-                None => known.insert(list_domains(paths)?),
-            };
-            if known.contains(wanted) {
-                queue.push(wanted.clone());
-            }
-        }
-        loaded.push(guest);
-    }
-    let nodes: Vec<DomainNode> = loaded.iter().map(domain_node).collect();
-    let known = match known {
-        Some(known) => known,
-        None => loaded
-            .iter()
-            .map(|guest| guest.config.domain.clone())
-            .collect(),
-    };
-    let graph = site_graph(&nodes, &known)?;
-    let mut ordered = Vec::new();
-    for domain in &graph.order {
-        let index = loaded
-            .iter()
-            .position(|guest| &guest.config.domain == domain)
-            .expect("the graph orders the domains it was given");
-        ordered.push(loaded.remove(index));
-    }
-    Ok((ordered, graph))
-}
-
-/// What the graph needs of a domain's configuration.
-pub(crate) fn domain_node(guest: &GuestConfigured) -> DomainNode {
-    DomainNode {
-        domain: guest.config.domain.clone(),
-        depends_on: guest.config.settings.depends_on.clone().map(|wanted| {
-            (
-                wanted,
-                guest.config.origins.locate_setting("depends_on").cloned(),
-            )
-        }),
-    }
-}
-
 /// What became of one guest that was planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuestConverged {
@@ -442,6 +384,22 @@ pub(crate) fn converge_one(
         .iter()
         .find(|h| h.name == decision.chosen)
         .expect("placement chose a hypervisor of the fleet");
+    check_reachable(guest, hypervisor)?;
+    // The order of every verb acting on a guest (`workflow::session`): the guest's place is
+    // known, then its lock, then its hypervisor opened with sudo settled, then the work. A dry
+    // run changes nothing, so it plans from what is there without waiting for a run that holds
+    // the guest; a real run plans and acts under the guest's lock.
+    let _guest_lock = if request.dry_run {
+        None
+    } else {
+        let lock = take_guest_lock(locks, &guest.config.domain, hypervisor, None, &mut |text| {
+            progress.say(text)
+        });
+        if lock.is_err() {
+            *key_kept = true;
+        }
+        Some(lock?)
+    };
     let opened = open(hypervisor)?;
     let on_hypervisor = GuestOnHypervisor {
         inputs: guest,
@@ -450,24 +408,6 @@ pub(crate) fn converge_one(
         hypervisor_machine: opened.machine.as_ref(),
         locks,
         adopt_host_key: request.adopt_host_key,
-    };
-    check_reachable(&on_hypervisor)?;
-    // A dry run changes nothing, so it plans from what is there without waiting for a run
-    // that holds the guest; a real run plans and acts under the guest's lock.
-    let _guest_lock = if request.dry_run {
-        None
-    } else {
-        let lock = take_guest_lock(
-            locks,
-            &guest.config.domain,
-            hypervisor,
-            opened.machine.as_ref(),
-            &mut |text| progress.say(text),
-        );
-        if lock.is_err() {
-            *key_kept = true;
-        }
-        Some(lock?)
     };
     let mut prepared = prepare(&on_hypervisor, request.resolution)?;
     output.planned(

@@ -23,17 +23,19 @@ use crate::output::progress::Progress;
 use crate::output::progress::ProgressMode;
 use crate::placement::Decision;
 use crate::placement::PlacementError;
-use crate::provision::host::{converge_on_machine, find_machine_login, machine_not_reached};
-use crate::provision::inputs::GuestConfigured;
-use crate::provision::inputs::GuestInputs;
-use crate::provision::inputs::{generate_guest_inputs, load_guest_configured};
+use crate::provision::host::converge_on_machine;
+use crate::provision::run::place_configured_refs;
 use crate::provision::run::{
     converge_one, refused, store_and_addresses, GuestConverged, PlannedGuest, ProvisionOutput,
     ProvisionRequest,
 };
-use crate::provision::run::{domain_node, place_configured_refs};
 use crate::provision::schedule::{Next, Progress as ScheduleProgress, Schedule, Scheduled};
 use crate::provision::ConvergeReport;
+use crate::workflow::inputs::GuestConfigured;
+use crate::workflow::inputs::GuestInputs;
+use crate::workflow::inputs::{generate_guest_inputs, load_guest_configured};
+use crate::workflow::machine_login::domain_node;
+use crate::workflow::machine_login::{find_machine_login, machine_not_reached};
 use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::sync::{Condvar, Mutex};
 

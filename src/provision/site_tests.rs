@@ -3,11 +3,11 @@
 //! and one fails in the same run, at one and at several at once.
 
 use super::*;
-use crate::commands::provision_all::{render, summarise};
 use crate::credentials::{parse_handed_in, Secret, TerminalPrompter};
 use crate::exit_status::ExitStatus;
 use crate::plan::Resolution;
 use crate::provision::run::PlannedGuest;
+use crate::provision::site_summary::{render, summarise};
 use crate::secrets::{stored_keypair, SecretStore, StoreKdf};
 use std::time::Duration;
 

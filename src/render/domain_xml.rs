@@ -259,6 +259,12 @@ pub struct DomainSpec {
     pub tpm: bool,
     /// The cgroup partition (`/machine/NAME`) from the hypervisor block.
     pub partition: Option<String>,
+    /// Folders of the hypervisor the guest mounts through virtiofs; the guest's memory is then
+    /// shared (a memfd), as vhost-user needs.
+    pub shared_folders: Vec<crate::render::shared_folders::SharedFolder>,
+    /// The hypervisor's virtiofsd, which libvirt starts for each shared folder; `None` leaves
+    /// the choice to libvirt (its vhost-user descriptors), as on the test driver.
+    pub virtiofsd: Option<String>,
     /// trog's tag, recorded in the domain's `<metadata>`.
     pub tag: GuestTag,
     /// The kernel QEMU starts itself, for a BIOS guest's first boot only: the definition it
@@ -374,6 +380,14 @@ struct FilterParameter {
     value: String,
 }
 
+/// A `<filesystem>` shared through virtiofs.
+#[derive(Debug, Serialize)]
+struct SharedFolderContext {
+    tag: String,
+    source: String,
+    readonly: bool,
+}
+
 /// The values the template prints: strings and numbers, every decision already taken.
 #[derive(Debug, Serialize)]
 pub struct DomainContext {
@@ -401,6 +415,8 @@ pub struct DomainContext {
     network_filter_parameters: Vec<FilterParameter>,
     serial_log_path: String,
     tpm: bool,
+    shared_folders: Vec<SharedFolderContext>,
+    virtiofsd: Option<String>,
     metadata_namespace: &'static str,
     metadata_prefix: &'static str,
     owner: &'static str,
@@ -454,6 +470,16 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
             .collect(),
         serial_log_path: spec.serial_log_path.clone(),
         tpm: spec.tpm,
+        shared_folders: spec
+            .shared_folders
+            .iter()
+            .map(|folder| SharedFolderContext {
+                tag: folder.name.clone(),
+                source: folder.source.clone(),
+                readonly: folder.readonly,
+            })
+            .collect(),
+        virtiofsd: spec.virtiofsd.clone(),
         metadata_namespace: TAG_NAMESPACE,
         metadata_prefix: TAG_PREFIX,
         owner: OWNER,

@@ -3,6 +3,7 @@
 //! fingerprint covers them, so what converges and what is defined cannot drift apart.
 
 use crate::render::domain_xml::{DiskBus, DiskCache, Firmware, NetworkAttachment};
+use crate::render::shared_folders::{self, SharedFolder, SharedFolderError};
 use serde_json::Value;
 
 /// The machine type when the `vm` recipe names none.
@@ -20,6 +21,8 @@ pub struct MachineDefinition {
     /// Whether the guest's TRIM reaches the pool.
     pub disk_discard_unmap: bool,
     pub network: NetworkAttachment,
+    /// Folders of the hypervisor the guest mounts through virtiofs.
+    pub shared_folders: Vec<SharedFolder>,
 }
 
 impl MachineDefinition {
@@ -31,9 +34,9 @@ impl MachineDefinition {
         machine: &Value,
         bridge: Option<&str>,
         network: &str,
-    ) -> MachineDefinition {
+    ) -> Result<MachineDefinition, SharedFolderError> {
         let word = |key: &str| machine.get(key).and_then(Value::as_str);
-        MachineDefinition {
+        Ok(MachineDefinition {
             machine_type: word("machine_type")
                 .unwrap_or(DEFAULT_MACHINE_TYPE)
                 .to_string(),
@@ -58,7 +61,8 @@ impl MachineDefinition {
                 Some(bridge) => NetworkAttachment::Bridge(bridge.to_string()),
                 None => NetworkAttachment::Network(word("network").unwrap_or(network).to_string()),
             },
-        }
+            shared_folders: shared_folders::shared_folders(machine)?,
+        })
     }
 
     /// The fingerprint fields of what differs from the definition every guest had before these
@@ -88,6 +92,12 @@ impl MachineDefinition {
             NetworkAttachment::Network(name) => fields.push(("network", name.clone())),
             NetworkAttachment::Bridge(name) => fields.push(("bridge", name.clone())),
         }
+        if !self.shared_folders.is_empty() {
+            fields.push((
+                "shared_folders",
+                shared_folders::fingerprint_value(&self.shared_folders),
+            ));
+        }
         fields
     }
 }
@@ -100,6 +110,7 @@ impl Default for MachineDefinition {
             None,
             "default",
         )
+        .expect("no shared folders to refuse")
     }
 }
 
@@ -115,7 +126,7 @@ mod tests {
             "disk_bus": "virtio", "disk_cache": "none", "disk_discard": "unmap",
             "network": "default", "data_volume_size": null, "data_mount": "/srv/data",
         });
-        let definition = MachineDefinition::from_declaration(&defaults, None, "default");
+        let definition = MachineDefinition::from_declaration(&defaults, None, "default").unwrap();
         assert_eq!(definition, MachineDefinition::default());
         assert!(definition.fingerprint_fields().is_empty());
     }
@@ -154,9 +165,17 @@ mod tests {
                 "network",
                 "lab",
             ),
+            (
+                json!({"disk_cache": "none", "shared_folders": [
+                    {"name": "a", "source": "/s", "mount": "/m", "readonly": true}
+                ]}),
+                "shared_folders",
+                "a=/s:/m:ro",
+            ),
         ];
         for (machine, name, value) in cases {
-            let definition = MachineDefinition::from_declaration(&machine, None, "default");
+            let definition =
+                MachineDefinition::from_declaration(&machine, None, "default").unwrap();
             assert_eq!(
                 definition.fingerprint_fields(),
                 [(name, value.to_string())],
@@ -164,7 +183,8 @@ mod tests {
             );
         }
         let bridged =
-            MachineDefinition::from_declaration(&json!({"disk_cache": "none"}), Some("br0"), "x");
+            MachineDefinition::from_declaration(&json!({"disk_cache": "none"}), Some("br0"), "x")
+                .unwrap();
         assert_eq!(
             bridged.fingerprint_fields(),
             [("bridge", "br0".to_string())]
@@ -175,15 +195,21 @@ mod tests {
     fn the_recipe_network_wins_over_globals_and_a_bridge_over_both() {
         let machine = json!({"network": "lab"});
         assert_eq!(
-            MachineDefinition::from_declaration(&machine, None, "default").network,
+            MachineDefinition::from_declaration(&machine, None, "default")
+                .unwrap()
+                .network,
             NetworkAttachment::Network("lab".into())
         );
         assert_eq!(
-            MachineDefinition::from_declaration(&json!({}), None, "office").network,
+            MachineDefinition::from_declaration(&json!({}), None, "office")
+                .unwrap()
+                .network,
             NetworkAttachment::Network("office".into())
         );
         assert_eq!(
-            MachineDefinition::from_declaration(&machine, Some("br0"), "default").network,
+            MachineDefinition::from_declaration(&machine, Some("br0"), "default")
+                .unwrap()
+                .network,
             NetworkAttachment::Bridge("br0".into())
         );
     }

@@ -11,5 +11,6 @@ pub mod network_filter;
 pub mod payload;
 pub mod quote;
 pub mod seed_iso;
+pub mod shared_folders;
 pub mod templates;
 pub mod xml_text;

@@ -8,7 +8,7 @@
 //!   made resists guessing as well as one KeePassXC made. [`SecretStore::unlock_with`] creates
 //!   one only when told to ([`WhenAbsent::Create`]): a missing store is the installation's
 //!   guests' keys lost, and whether a new one may be made is decided by the caller, which asks
-//!   the fleet (`provision::store_guard`). Only a path with nothing at it is absent: a link to a
+//!   the fleet (`workflow::store_guard`). Only a path with nothing at it is absent: a link to a
 //!   file that is gone, a folder or a pipe is refused, never replaced.
 //! - Saving is atomic: the new file is written beside the old one, synced, renamed over it, and
 //!   the directory synced; a crash leaves the old store or the new one, never half of one. The file

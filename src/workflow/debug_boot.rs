@@ -1,5 +1,7 @@
-//! `debug_boot`: reading a guest that will not boot. Locate the guest, open its hypervisor (its
-//! own system too when the action reads a file there), refuse a domain trog did not make, act.
+//! `debug_boot`: reading a guest that will not boot. The order of every verb acting on a guest
+//! (`workflow::session`): locate the guest, take its lock when the action changes the guest, open
+//! its hypervisor (its own system too when the action reads a file there), then refuse a domain
+//! trog did not make, and act, through the `Hypervisor` trait alone.
 //!
 //! The actions that change the domain (`--console`, `--hold`) change only its definition, in ways
 //! `--restore` takes back exactly (see `debug_boot::domain_edit`); when what follows the change
@@ -9,27 +11,24 @@
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::debug_boot::console::ConsoleEnd;
-use crate::debug_boot::domain_edit::{
-    as_provisioned, console_capture_path, debug_changes, with_boot_menu, with_console_capture,
-    DebugChange, EditError,
-};
+use crate::debug_boot::domain_edit::{console_capture_path, DebugChange, EditError};
 use crate::debug_boot::keys::KeyEvent;
 use crate::debug_boot::screen::{screenshot_to_png, ScreenError};
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::debug_boot::DebugDomain;
+use crate::generate::desired::serial_log_path;
+use crate::hypervisor::DebugEdit;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::{HypervisorMachine, HypervisorOp};
 use crate::machine::ssh::PortForward;
 use crate::model::names::DomainName;
-use crate::provision::desired::serial_log_path;
-use crate::provision::hypervisor_machine::ssh_machine_for;
 use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, ConsoleBounds};
 use crate::workflow::debug_boot_disk::GuestOnDisk;
+use crate::workflow::debug_domain::DebugDomain;
+use crate::workflow::hypervisor_machine::ssh_machine_for;
 use crate::workflow::open::HypervisorAccess;
-use crate::workflow::open_hypervisor;
 use crate::workflow::reporter::Reporter;
-use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
+use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -253,20 +252,19 @@ fn free_local_port() -> Result<u16, DebugBootError> {
 /// The failure says what became of the change (see [`DebugBootError::NotRestarted`]).
 fn change_then<T>(
     domain: &DebugDomain,
-    connection: &virt::connect::Connect,
     before: &str,
     changed: &str,
     then: impl FnOnce() -> Result<T, Failure>,
 ) -> Result<T, Failure> {
     let was_running = domain.is_running()?;
     if changed != before {
-        domain.redefine(connection, changed)?;
+        domain.redefine(changed)?;
     }
     then().map_err(|failure| {
         let put_back = if changed == before {
             Ok(())
         } else {
-            domain.redefine(connection, before)
+            domain.redefine(before)
         };
         let started_again = (was_running && put_back.is_ok()).then(|| domain.start());
         let aftermath = match (put_back, started_again) {
@@ -307,29 +305,40 @@ pub fn debug_boot(
     on_line: &mut dyn FnMut(&str),
     reporter: &dyn Reporter,
 ) -> Result<DebugReport, Failure> {
-    // The order of every verb acting on a guest (`workflow::session`): locate, lock, open. The
-    // hypervisor is opened here through libvirt itself, which the disk and screen work needs.
     let fleet = InstallationFleet { paths, locks };
-    let located = fleet.locate(&GuestAddress {
-        domain: request.domain,
-        hypervisor: request.hypervisor,
-        answer_timeout: request.answer_timeout,
-    })?;
-    if let Some(warning) = &located.fleet_warning {
-        reporter.say(&format!("warning: {warning}"));
-    }
-    let hypervisor = &located.hypervisor;
+    debug_boot_in(&fleet, request, credentials, on_line, reporter)
+}
+
+/// [`debug_boot`] on `fleet`.
+pub fn debug_boot_in(
+    fleet: &dyn Fleet,
+    request: DebugRequest,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    on_line: &mut dyn FnMut(&str),
+    reporter: &dyn Reporter,
+) -> Result<DebugReport, Failure> {
     // The actions that change the guest hold its lock while they do; reading it (fetch, shot,
     // vnc) does not wait for another run, and a console capture is read after the lock is let go.
-    let mut guest_lock = if request.action.changes_guest() {
-        Some(fleet.lock_guest(request.domain, hypervisor, reporter)?)
+    let guest_use = if request.action.changes_guest() {
+        GuestUse::Change
     } else {
-        None
+        GuestUse::Read
     };
-    let opened = open_hypervisor(hypervisor, request.action.access(), credentials)?;
-    let hypervisor_name = opened.config.name.to_string();
-    let connection = &opened.connection;
-    let domain = DebugDomain::open(connection, &hypervisor_name, request.domain.as_str())?;
+    let session = GuestSession::open(
+        fleet,
+        &GuestAddress {
+            domain: request.domain,
+            hypervisor: request.hypervisor,
+            answer_timeout: request.answer_timeout,
+        },
+        guest_use,
+        request.action.access(),
+        credentials,
+        reporter,
+    )?;
+    let hypervisor_name = session.hypervisor_name();
+    let hypervisor = session.hypervisor.as_ref();
+    let domain = DebugDomain::open(hypervisor, request.domain.as_str())?;
     let name = request.domain.as_str();
     let capture = console_capture_path(name);
     let provisioned_log = serial_log_path(request.domain);
@@ -338,7 +347,7 @@ pub fn debug_boot(
         source,
     };
     let system = || -> Result<&HypervisorMachine, DebugBootError> {
-        opened.machine.as_ref().ok_or(DebugBootError::NoSystem)
+        session.machine.as_ref().ok_or(DebugBootError::NoSystem)
     };
     let read_failed = |source| DebugBootError::ReadCapture {
         domain: name.to_string(),
@@ -351,12 +360,15 @@ pub fn debug_boot(
         DebugAction::Console(bounds) => {
             let machine = system()?;
             let before = domain.definition()?;
-            let changed =
-                with_console_capture(&before, &provisioned_log, &capture).map_err(edit_failed)?;
-            change_then(&domain, connection, &before, &changed, || {
+            let edit = DebugEdit::ConsoleCapture {
+                provisioned_log: &provisioned_log,
+                capture: &capture,
+            };
+            let changed = hypervisor.debug_edit(&before, edit).map_err(edit_failed)?;
+            change_then(&domain, &before, &changed, || {
                 domain.restart().map_err(Failure::from)
             })?;
-            drop(guest_lock.take());
+            session.release_lock();
             let end = stream_capture(machine, &capture, bounds, on_line).map_err(read_failed)?;
             DebugOutcome::Console { capture, end }
         }
@@ -371,7 +383,7 @@ pub fn debug_boot(
             DebugOutcome::Fetch { capture, lines }
         }
         DebugAction::Shot => {
-            let screen = screenshot_to_png(&domain.screenshot(connection)?);
+            let screen = screenshot_to_png(&domain.screenshot()?);
             let (width, height, png) = screen.map_err(|source| DebugBootError::Screen {
                 domain: name.to_string(),
                 source,
@@ -380,8 +392,10 @@ pub fn debug_boot(
         }
         DebugAction::Hold => {
             let before = domain.definition()?;
-            let changed = with_boot_menu(&before).map_err(edit_failed)?;
-            change_then(&domain, connection, &before, &changed, || {
+            let changed = hypervisor
+                .debug_edit(&before, DebugEdit::BootMenu)
+                .map_err(edit_failed)?;
+            change_then(&domain, &before, &changed, || {
                 domain.restart().map_err(Failure::from)
             })?;
             DebugOutcome::Hold {
@@ -397,19 +411,19 @@ pub fn debug_boot(
         }
         DebugAction::Restore => {
             let before = domain.definition()?;
-            let mut undone = debug_changes(&before, &capture);
-            let restored = as_provisioned(&before, &provisioned_log, &capture);
+            let (restored, mut undone) =
+                hypervisor.as_provisioned(&before, &provisioned_log, &capture);
             if restored != before {
-                domain.redefine(connection, &restored)?;
+                domain.redefine(&restored)?;
             }
-            let grub = match &opened.machine {
+            let grub = match &session.machine {
                 None => GrubCheck::NoSystem,
                 Some(_) if domain.is_running()? => GrubCheck::GuestRunning,
                 Some(machine) if !machine.holds(&HypervisorOp::Libguestfs) => {
                     GrubCheck::NoLibguestfs
                 }
                 Some(machine) => {
-                    if GuestOnDisk::open(&opened, machine, &domain)?.put_back_grub()? {
+                    if GuestOnDisk::open(&session.config, machine, &domain)?.put_back_grub()? {
                         undone.push(DebugChange::SingleUser);
                     }
                     GrubCheck::Checked
@@ -418,15 +432,15 @@ pub fn debug_boot(
             DebugOutcome::Restore { undone, grub }
         }
         DebugAction::Cat(path) => {
-            let bytes = GuestOnDisk::open(&opened, system()?, &domain)?.cat(&path)?;
+            let bytes = GuestOnDisk::open(&session.config, system()?, &domain)?.cat(&path)?;
             DebugOutcome::Cat { path, bytes }
         }
         DebugAction::Ls(path) => {
-            let names = GuestOnDisk::open(&opened, system()?, &domain)?.ls(&path)?;
+            let names = GuestOnDisk::open(&session.config, system()?, &domain)?.ls(&path)?;
             DebugOutcome::Ls { path, names }
         }
         DebugAction::Single => {
-            let guest = GuestOnDisk::open(&opened, system()?, &domain)?;
+            let guest = GuestOnDisk::open(&session.config, system()?, &domain)?;
             let written = guest.write_single()?;
             // A guest that will not start is not left with a changed configuration.
             if let Err(error) = domain.start() {
@@ -455,7 +469,7 @@ pub fn debug_boot(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |elapsed| elapsed.as_secs());
             let display = domain.open_vnc_display(now_unix)?;
-            let (address, tunneled) = match ssh_machine_for(&opened.config.libvirt_uri)? {
+            let (address, tunneled) = match ssh_machine_for(&session.config.libvirt_uri)? {
                 Some(ssh) => {
                     let local_port = free_local_port()?;
                     tunnel = Some(ssh.tunnel(local_port, &display.listen, display.port)?);
@@ -501,3 +515,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "debug_boot_tests.rs"]
+mod fake_tests;

@@ -8,16 +8,15 @@
 //! would be neither the past nor the present; writing under a running guest would corrupt it.
 
 use crate::debug_boot::guest_disk::{
-    domain_disks, guest_path, read_answer, with_single, GuestPathError, ReadAnswer, GRUB_CONFIG,
+    guest_path, read_answer, with_single, GuestPathError, ReadAnswer, GRUB_CONFIG,
     GRUB_CONFIG_BEFORE_SINGLE,
 };
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::debug_boot::DebugDomain;
 use crate::machine::hypervisor_ops::{GuestDisks, HypervisorMachine, HypervisorOp};
 use crate::machine::MachineError;
-use crate::model::hypervisor::DomainType;
-use crate::workflow::open::OpenedHypervisor;
+use crate::model::hypervisor::{DomainType, HypervisorConfig};
+use crate::workflow::debug_domain::DebugDomain;
 
 /// The actions that still work without libguestfs, for the message that says it is missing.
 const WITHOUT_LIBGUESTFS: &str =
@@ -111,11 +110,11 @@ pub struct GuestOnDisk<'a> {
 impl<'a> GuestOnDisk<'a> {
     /// The disks of `domain`, once libguestfs is known to be there and the guest to be off.
     pub fn open(
-        opened: &'a OpenedHypervisor,
+        config: &HypervisorConfig,
         machine: &'a HypervisorMachine,
         domain: &DebugDomain,
     ) -> Result<GuestOnDisk<'a>, Failure> {
-        let hypervisor = opened.config.name.to_string();
+        let hypervisor = config.name.to_string();
         let name = domain.name().to_string();
         if !machine.holds(&HypervisorOp::Libguestfs) {
             return Err(DebugDiskError::NoLibguestfs { hypervisor }.into());
@@ -123,16 +122,19 @@ impl<'a> GuestOnDisk<'a> {
         if domain.is_running()? {
             return Err(DebugDiskError::Running { domain: name }.into());
         }
-        let disks = domain_disks(&domain.definition()?).map_err(|source| DebugDiskError::Path {
-            domain: name.clone(),
-            source,
-        })?;
-        let disks = domain.disk_files(&opened.connection, &disks)?;
+        let disks = domain.disk_files()?;
+        if disks.is_empty() {
+            return Err(DebugDiskError::Path {
+                domain: name,
+                source: GuestPathError::NoDisk,
+            }
+            .into());
+        }
         Ok(GuestOnDisk {
             machine,
             guest: GuestDisks {
                 disks,
-                software_only: opened.config.domain_type == DomainType::Qemu,
+                software_only: config.domain_type == DomainType::Qemu,
             },
             domain: name,
             hypervisor,

@@ -7,6 +7,8 @@ use crate::diagnose::Failure;
 use crate::hypervisor::fake::{FakeHypervisor, Operation};
 use crate::libvirt::LibvirtError;
 use crate::lock::LockError;
+use crate::machine::fake::FakeMachine;
+use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
 use crate::workflow::open::HypervisorAccess;
@@ -40,6 +42,9 @@ pub struct FakeFleet {
     pub hypervisor: FakeHypervisor,
     pub config: HypervisorConfig,
     pub fleet_warning: Option<String>,
+    /// The hypervisor's own system, handed to a verb that asks for it
+    /// ([`HypervisorAccess::WithSystem`]); `None` as on libvirt's test driver, which has none.
+    pub system: Option<FakeMachine>,
 }
 
 /// A guest's lock in the fake: `unlock DOMAIN` is recorded when it is let go.
@@ -64,6 +69,15 @@ impl FakeFleet {
                 LibvirtUri::parse("test:///default").unwrap(),
             ),
             fleet_warning: None,
+            system: None,
+        }
+    }
+
+    /// The same fleet, its hypervisor's own system scripted by `machine`.
+    pub fn with_system(self, machine: &FakeMachine) -> FakeFleet {
+        FakeFleet {
+            system: Some(machine.clone()),
+            ..self
         }
     }
 
@@ -140,7 +154,7 @@ impl Fleet for FakeFleet {
     fn open(
         &self,
         hypervisor: &HypervisorConfig,
-        _access: HypervisorAccess,
+        access: HypervisorAccess,
         _credentials: &mut CredentialSource<TerminalPrompter>,
     ) -> Result<Opened, Failure> {
         self.hypervisor
@@ -149,9 +163,13 @@ impl Fleet for FakeFleet {
                 uri: hypervisor.libvirt_uri.uri.clone(),
                 message: fault.to_string(),
             })?;
+        let machine = match access {
+            HypervisorAccess::LibvirtOnly => None,
+            HypervisorAccess::WithSystem => self.system.clone().map(HypervisorMachine::fake),
+        };
         Ok(Opened {
             hypervisor: Box::new(self.hypervisor.clone()),
-            machine: None,
+            machine,
         })
     }
 }

@@ -14,13 +14,13 @@ use crate::lock::{Locks, Subject};
 use crate::machine::{Machine, MachineCommand};
 use crate::model::names::DomainName;
 use crate::output::progress::{Progress, ProgressMode};
-use crate::provision::host::{
-    converged_digest, find_machine_login, log_into_machine, state_dir_on_machine, steps_on_machine,
-};
-use crate::provision::inputs::{generate_guest_inputs, GuestConfigured, StoreUse};
-use crate::provision::run::with_machines_first;
 use crate::secrets::PrivateKeyFile;
 use crate::workflow::destroy::{DestroyOutcome, DestroyReport, LastBackup};
+use crate::workflow::inputs::{generate_guest_inputs, GuestConfigured, StoreUse};
+use crate::workflow::machine_login::{
+    converged_digest, find_machine_login, log_into_machine, state_dir_on_machine, steps_on_machine,
+    with_machines_first,
+};
 use crate::workflow::status::GuestStatus;
 use std::time::Duration;
 

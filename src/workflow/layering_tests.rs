@@ -3,12 +3,19 @@
 //! no libvirt module in their files, so each runs against the fake as it runs against libvirt.
 
 /// The files of the verbs written against the trait.
-const VERBS: [(&str, &str); 5] = [
+const VERBS: [(&str, &str); 9] = [
     ("destroy.rs", include_str!("destroy.rs")),
     ("snapshot.rs", include_str!("snapshot.rs")),
     ("restore.rs", include_str!("restore.rs")),
     ("backup.rs", include_str!("backup.rs")),
     ("status.rs", include_str!("status.rs")),
+    ("debug_boot.rs", include_str!("debug_boot.rs")),
+    (
+        "debug_boot_console.rs",
+        include_str!("debug_boot_console.rs"),
+    ),
+    ("debug_boot_disk.rs", include_str!("debug_boot_disk.rs")),
+    ("debug_domain.rs", include_str!("debug_domain.rs")),
 ];
 
 /// Where `text` names the `virt` crate (`virt::`, but not the `libvirt::` of a module path).

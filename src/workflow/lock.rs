@@ -8,7 +8,7 @@ use crate::lock::{HeldLock, HeldLocks, LockError, LockingHypervisor, Locks, Subj
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
-use crate::provision::hypervisor_machine::lock_machine_for;
+use crate::workflow::hypervisor_machine::lock_machine_for;
 
 /// A lock held here and on a hypervisor (a guest's, or its network filters'), until dropped.
 pub struct HypervisorWideLock {

@@ -13,25 +13,33 @@
 //!
 //! Commands only parse and print; they call this layer, which calls the backends, and tell the
 //! user what it reports while it works through [`reporter::Reporter`]. Provisioning,
-//! which places a guest instead of finding it, has its own workflow beside this one in
-//! `provision/`.
+//! which places a guest instead of finding it, has its own workflow in `provision/`, over what
+//! this layer shares with every verb: the guest's inputs (`inputs`, `store_guard`, `desired`,
+//! `guest_plan`), its hypervisor's system with sudo settled (`hypervisor_machine`), its lock
+//! (`lock`) and reaching it (`reach`). Nothing here imports `provision/`.
 
 pub mod addresses;
 pub mod backup;
 pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod debug_boot_disk;
+pub mod debug_domain;
 pub mod destroy;
 #[cfg(test)]
 pub mod fake_fleet;
 pub mod fleet;
+pub mod guest_plan;
 pub mod host;
+pub mod hypervisor_machine;
+pub mod inputs;
 #[cfg(test)]
 mod layering_tests;
 pub mod locate;
 pub mod lock;
+pub mod machine_login;
 pub mod open;
 pub mod preflight;
+pub mod reach;
 pub mod reporter;
 pub mod restore;
 pub mod session;
@@ -39,6 +47,7 @@ pub mod site;
 pub mod site_status;
 pub mod snapshot;
 pub mod status;
+pub mod store_guard;
 
 pub use locate::{fleet_for_guest, locate_guest, LocateError};
 pub use open::{open_hypervisor, HypervisorAccess, OpenedHypervisor};

@@ -1,14 +1,14 @@
 //! A located guest's hypervisor, opened for a verb: the libvirt connection, and when the verb
 //! needs it the hypervisor's own system with sudo settled before anything is done there. The
 //! verbs written against the `Hypervisor` trait open it through `workflow::session`; this
-//! connection itself is for `debug_boot`, whose disk and screen work is libvirt's.
+//! connection itself is for `provision`, whose steps are libvirt's.
 
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::connect;
+use crate::libvirt::LibvirtConnection;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
-use crate::provision::hypervisor_machine::open_hypervisor_machine;
+use crate::workflow::hypervisor_machine::open_hypervisor_machine;
 
 /// Whether a verb works on the hypervisor's own system too, or through libvirt alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub enum HypervisorAccess {
 /// A hypervisor ready for a verb to act on.
 pub struct OpenedHypervisor {
     pub config: HypervisorConfig,
-    pub connection: virt::connect::Connect,
+    pub connection: LibvirtConnection,
     /// The hypervisor's own system; `None` with [`HypervisorAccess::LibvirtOnly`] and for
     /// libvirt's test driver, which has none.
     pub machine: Option<HypervisorMachine>,
@@ -43,7 +43,7 @@ pub fn open_hypervisor(
             open_hypervisor_machine(&hypervisor.libvirt_uri, credentials)?
         }
     };
-    let connection = connect(&hypervisor.libvirt_uri)?;
+    let connection = LibvirtConnection::open(&hypervisor.libvirt_uri)?;
     Ok(OpenedHypervisor {
         config: hypervisor.clone(),
         connection,

@@ -15,24 +15,26 @@ use crate::diagnose::{Diagnose, Failure};
 use crate::generate::recipe_settings;
 use crate::guest::wait::AttemptFailed;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
-use crate::machine::hypervisor_ops::{kvm_verdict, HypervisorMachine, HypervisorOp};
+use crate::machine::hypervisor_ops::{
+    kvm_verdict, virtiofsd_path, HypervisorMachine, HypervisorOp,
+};
 use crate::machine::ssh::SudoPassword;
 use crate::machine::ssh::{SshMachine, SshTarget};
 use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::MachineError;
 use crate::machine::{Machine, MachineCommand};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
-use crate::output::untrusted::untrusted_str;
 use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
 use crate::preflight::existing_hosts::{existing_host_checks, ExistingHostFacts, HostLoginFact};
 use crate::preflight::{
     ConfigurationFacts, FileFact, GuestListingProblem, HypervisorFacts, HypervisorReport,
     PreflightReport, SudoFact,
 };
-use crate::provision::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
-use crate::provision::inputs::{load_guest_configured, store_key_file, GuestConfigured};
-use crate::provision::reach::attempt_login;
 use crate::secrets::{stored_keypair, GuestKeypair, PrivateKeyFile, SecretStore};
+use crate::untrusted::untrusted_str;
+use crate::workflow::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
+use crate::workflow::inputs::{load_guest_configured, store_key_file, GuestConfigured};
+use crate::workflow::reach::attempt_login;
 
 /// Asks the installation's configuration and its hypervisors (or the one named) everything
 /// preflight checks, and returns the checks. `handed_in_sudo` is the sudo password given with
@@ -349,6 +351,7 @@ fn hypervisor_facts(
         real_tpm: ask(HypervisorOp::RealTpm),
         swtpm: ask(HypervisorOp::Swtpm),
         libguestfs: ask(HypervisorOp::Libguestfs),
+        virtiofsd: reached.clone().and_then(virtiofsd_path),
         qemu_img: ask(HypervisorOp::QemuImg),
         domain_type: hypervisor.domain_type,
         kvm: reached.clone().and_then(kvm_verdict),

@@ -11,11 +11,11 @@ use crate::guest::wait::{wait_for_ssh, BootWait};
 use crate::hypervisor::SnapshotError;
 use crate::lock::Locks;
 use crate::output::progress::Progress;
-use crate::provision::inputs::{load_guest_configured, load_guest_inputs, GuestInputs, StoreUse};
-use crate::provision::reach::{AddressSource, SshProbe};
 use crate::secrets::PrivateKeyFile;
 use crate::snapshot::{choose, Capture, SnapshotRecord, Which};
+use crate::workflow::inputs::{load_guest_configured, load_guest_inputs, GuestInputs, StoreUse};
 use crate::workflow::open::HypervisorAccess;
+use crate::workflow::reach::{AddressSource, SshProbe};
 use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
 use crate::workflow::status::{status_on, GuestStatus};
@@ -110,7 +110,7 @@ pub(crate) fn restore_in(
     reporter: &dyn Reporter,
     wait_for_ssh: &mut dyn FnMut(&GuestSession) -> Result<String, Failure>,
 ) -> Result<Reverted, Failure> {
-    let mut session = GuestSession::open(
+    let session = GuestSession::open(
         fleet,
         guest,
         GuestUse::Change,

@@ -1,8 +1,8 @@
 //! The one order every verb acting on an existing guest follows: locate the guest across the
 //! fleet, take its lock (when the verb changes it), open its hypervisor (with sudo settled when
 //! the verb needs the hypervisor's own system), act. [`GuestSession::open`] is that order; the
-//! verbs (`destroy`, `snapshot`, `restore`, `backup`) act on the session it returns and hold it
-//! until they are done, and with it the guest's lock.
+//! verbs (`destroy`, `snapshot`, `restore`, `backup`, `status`, `debug_boot`) act on the
+//! session it returns and hold it until they are done, and with it the guest's lock.
 //!
 //! The steps before the hypervisor is opened reach the fleet through [`Fleet`]: the
 //! installation's ([`InstallationFleet`]: hypervisors.conf, libvirt, the lock files), or in unit
@@ -19,11 +19,12 @@ use crate::lock::{LockError, Locks};
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
-use crate::provision::hypervisor_machine::open_hypervisor_machine;
+use crate::workflow::hypervisor_machine::open_hypervisor_machine;
 use crate::workflow::lock::{take_guest_lock, take_network_filters_lock};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::reporter::Reporter;
 use crate::workflow::{fleet_for_guest, locate_guest};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -194,8 +195,9 @@ impl Fleet for InstallationFleet<'_> {
 
 /// A located guest's hypervisor, opened, with the guest's lock held for a verb that changes it.
 pub struct GuestSession {
-    // Declared first so that it is let go first, before the hypervisor is closed.
-    lock: Option<HeldLock>,
+    // Declared first so that it is let go first, before the hypervisor is closed. A cell, so
+    // that a verb can let it go while it still acts through the hypervisor it borrows.
+    lock: RefCell<Option<HeldLock>>,
     pub domain: DomainName,
     pub config: HypervisorConfig,
     pub hypervisor: Box<dyn Hypervisor>,
@@ -227,7 +229,7 @@ impl GuestSession {
         };
         let opened = fleet.open(&located.hypervisor, access, credentials)?;
         Ok(GuestSession {
-            lock,
+            lock: RefCell::new(lock),
             domain: guest.domain.clone(),
             config: located.hypervisor,
             hypervisor: opened.hypervisor,
@@ -241,9 +243,9 @@ impl GuestSession {
     }
 
     /// Lets the guest's lock go before the session ends (a restore reads the guest's status
-    /// without holding it).
-    pub fn release_lock(&mut self) {
-        self.lock = None;
+    /// without holding it; `debug_boot --console` streams the capture without holding it).
+    pub fn release_lock(&self) {
+        self.lock.borrow_mut().take();
     }
 }
 
@@ -284,7 +286,7 @@ mod tests {
             ..FakeFleet::of(&fake)
         };
         let reporter = RecordedReport::default();
-        let mut session = open(&fleet, GuestUse::Change, &reporter).unwrap();
+        let session = open(&fleet, GuestUse::Change, &reporter).unwrap();
         assert_eq!(
             *reporter.0.borrow(),
             ["warning: libvirt_uri in g.example.test.yaml is ignored"]

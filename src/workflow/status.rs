@@ -6,13 +6,13 @@ use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
+use crate::generate::desired::desired_guest;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::Resolution;
-use crate::provision::desired::desired_guest;
-use crate::provision::inputs::{
+use crate::workflow::guest_plan::plan_observed;
+use crate::workflow::inputs::{
     generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
 };
-use crate::provision::plan_observed;
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::session::{Fleet, GuestAddress, InstallationFleet};
 

@@ -8,6 +8,7 @@ use trog::render::domain_xml::{
     mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskBus, DiskCache, DiskSpec,
     DomainSpec, Firmware, NetworkAttachment, DEFAULT_DOMAIN_TEMPLATE,
 };
+use trog::render::shared_folders::SharedFolder;
 
 fn representative_guest() -> DomainSpec {
     let name = DomainName::parse("web.example.test").unwrap();
@@ -34,6 +35,8 @@ fn representative_guest() -> DomainSpec {
         network: NetworkAttachment::Network("default".to_string()),
         serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
         tpm: false,
+        shared_folders: Vec::new(),
+        virtiofsd: None,
         partition: None,
         tag: GuestTag {
             boot_fingerprint: "2".repeat(64),
@@ -137,6 +140,72 @@ fn machine_type_and_disk_bus_are_what_the_vm_recipe_says() {
     assert_eq!(
         xpath_value(&xml, "/domain/devices/disk[@device='cdrom']/target/@dev"),
         "sda"
+    );
+}
+
+#[test]
+fn shared_folders_get_virtiofs_and_the_shared_memory_it_needs() {
+    let plain = render_domain_xml(&representative_guest(), DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(xpath_value(&plain, "count(/domain/memoryBacking)"), "0");
+    assert_eq!(
+        xpath_value(&plain, "count(/domain/devices/filesystem)"),
+        "0"
+    );
+
+    let mut spec = representative_guest();
+    spec.shared_folders = vec![
+        SharedFolder {
+            name: "site".into(),
+            source: "/srv/share/site".into(),
+            mount: "/srv/site".into(),
+            readonly: false,
+        },
+        SharedFolder {
+            name: "media".into(),
+            source: "/srv/media & more".into(),
+            mount: "/srv/media".into(),
+            readonly: true,
+        },
+    ];
+    spec.virtiofsd = Some("/usr/local/bin/virtiofsd".into());
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_valid_domain(&xml);
+    assert_eq!(
+        xpath_value(&xml, "/domain/memoryBacking/source/@type"),
+        "memfd"
+    );
+    assert_eq!(
+        xpath_value(&xml, "/domain/memoryBacking/access/@mode"),
+        "shared"
+    );
+    let folder = "/domain/devices/filesystem[target/@dir='media']";
+    assert_eq!(
+        xpath_value(&xml, &format!("{folder}/driver/@type")),
+        "virtiofs"
+    );
+    assert_eq!(
+        xpath_value(&xml, &format!("{folder}/source/@dir")),
+        "/srv/media & more"
+    );
+    assert_eq!(
+        xpath_value(&xml, &format!("{folder}/binary/@path")),
+        "/usr/local/bin/virtiofsd"
+    );
+    assert_eq!(xpath_value(&xml, &format!("count({folder}/readonly)")), "1");
+    assert_eq!(
+        xpath_value(
+            &xml,
+            "count(/domain/devices/filesystem[target/@dir='site']/readonly)"
+        ),
+        "0"
+    );
+    // Without a known virtiofsd (the test driver), libvirt chooses one itself.
+    spec.virtiofsd = None;
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_valid_domain(&xml);
+    assert_eq!(
+        xpath_value(&xml, "count(/domain/devices/filesystem/binary)"),
+        "0"
     );
 }
 

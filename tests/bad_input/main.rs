@@ -816,6 +816,71 @@ fn every_file_at_its_line() -> Vec<Case> {
             .edit(write(GUEST_FILE, guest("", "vm: {}"))),
         case("guest machine knob wrong", DRY, CONFIG)
             .edit(write(GUEST_FILE, guest_with("disk_bus: floppy"))),
+        case("shared folder named twice", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("shared_folders:\n    - {name: site, source: /srv/a, mount: /srv/a}\n    - {name: site, source: /srv/b, mount: /srv/b}"),
+            ))
+            .says("listed twice"),
+        case("shared folders at one mount point", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("shared_folders:\n    - {name: one, source: /srv/a, mount: /srv/x}\n    - {name: two, source: /srv/b, mount: /srv/x}"),
+            ))
+            .says("mounted at /srv/x"),
+        case("shared folder over /etc", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("shared_folders: [{name: conf, source: /srv/conf, mount: /etc}]"),
+            ))
+            .says("the guest's system needs"),
+        case("shared folder mount relative", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, source: /srv/a, mount: srv/a}]"),
+        )),
+        case("shared folder mount through ..", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, source: /srv/a, mount: /srv/../etc}]"),
+        )),
+        case("shared folder mount with a space", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, source: /srv/a, mount: \"/srv/my site\"}]"),
+        )),
+        case("shared folder source relative", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, source: share, mount: /srv/a}]"),
+        )),
+        case("shared folder source is /", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: root, source: /, mount: /srv/a}]"),
+        )),
+        case("shared folder name upper case", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: Site, source: /srv/a, mount: /srv/a}]"),
+        )),
+        case("shared folder name too long for a tag", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with(&format!(
+                "shared_folders: [{{name: {}, source: /srv/a, mount: /srv/a}}]",
+                "a".repeat(40)
+            )),
+        )),
+        case("shared folder without a source", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, mount: /srv/a}]"),
+        )),
+        case("shared folder readonly a word", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, source: /srv/a, mount: /srv/a, readonly: sometimes}]"),
+        )),
+        case("shared folder unknown key", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: [{name: site, source: /srv/a, mount: /srv/a, cache: always}]"),
+        )),
+        case("shared folders a mapping", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest_with("shared_folders: {name: site, source: /srv/a, mount: /srv/a}"),
+        )),
         case("guest secret reference malformed", DRY, CONFIG).edit(write(
             GUEST_FILE,
             guest("", "nginx: {}\nmariadb: {root_password: \"secret:only\"}"),

@@ -124,7 +124,7 @@ impl PlantedSecret {
         places.extend(files_under(&self.installation));
         for log in [
             format!("/var/log/libvirt/qemu/{domain}.log"),
-            trog::provision::desired::serial_log_path(&self.domain),
+            trog::generate::desired::serial_log_path(&self.domain),
         ] {
             if let Ok(bytes) = std::fs::read(&log) {
                 places.push((log, bytes));

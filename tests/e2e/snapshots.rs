@@ -35,7 +35,7 @@ fn libvirt_domain(name: &str) -> virt::domain::Domain {
 
 /// Waits until `done`, for as long as `domain`'s serial console keeps growing.
 fn wait_until(what: &str, domain: &str, mut done: impl FnMut() -> bool) {
-    let console = trog::provision::desired::serial_log_path(
+    let console = trog::generate::desired::serial_log_path(
         &trog::model::names::DomainName::parse(domain).unwrap(),
     );
     let console_size = || std::fs::metadata(&console).map_or(0, |meta| meta.len());

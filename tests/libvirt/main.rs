@@ -911,9 +911,9 @@ fn dhcp_reservations_are_made_live_and_persistent_and_released() {
 /// removes the pins and keeps a reservation named to be kept.
 #[test]
 fn leases_pinned_at_once_get_addresses_of_their_own_and_go_when_released() {
-    use trog::addresses::range::AddressRange;
     use trog::libvirt::lease_pin::{pin_lease, release_pins, KeptApart};
     use trog::libvirt::reservation::reserve_address;
+    use trog::model::address_range::AddressRange;
     let uri = "qemu:///system";
     let macs: Vec<String> = (0..6)
         .map(|n| format!("52:54:00:7e:57:{:02x}", 0x10 + n))

@@ -132,7 +132,7 @@ fn only_the_pinned_key_is_accepted_and_another_gets_no_login_attempt() {
     );
     assert_eq!(adopting.run(&true_command).unwrap().status, Some(0));
     assert_eq!(
-        trog::provision::reach::taken_host_key(&taken, ALIAS).as_deref(),
+        trog::workflow::reach::taken_host_key(&taken, ALIAS).as_deref(),
         Some(real_key.as_str())
     );
 }

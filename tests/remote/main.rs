@@ -87,6 +87,8 @@ struct Installation {
     domain: String,
     pool: String,
     pool_path: PathBuf,
+    /// The guest file's `image` lines.
+    image: String,
 }
 
 impl Installation {
@@ -107,21 +109,32 @@ impl Installation {
             ),
         )
         .unwrap();
-        let recipes_d = dir.path().join("recipes.d");
-        std::fs::create_dir_all(&recipes_d).unwrap();
-        std::fs::write(
-            recipes_d.join(format!("{domain}.yaml")),
-            format!(
-                "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    image:\n      url: {image_url}\n      sha256: {image_sha256}\n"
-            ),
-        )
-        .unwrap();
-        Installation {
+        std::fs::create_dir_all(dir.path().join("recipes.d")).unwrap();
+        let installation = Installation {
             dir,
             domain,
             pool,
             pool_path,
-        }
+            image: format!("    image:\n      url: {image_url}\n      sha256: {image_sha256}\n"),
+        };
+        installation.write_guest("");
+        installation
+    }
+
+    /// The guest's file, with `more` added to its `_global` lines.
+    fn write_guest(&self, more: &str) {
+        let domain = &self.domain;
+        std::fs::write(
+            self.dir
+                .path()
+                .join("recipes.d")
+                .join(format!("{domain}.yaml")),
+            format!(
+                "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n{}{more}",
+                self.image
+            ),
+        )
+        .unwrap();
     }
 
     /// One hypervisor, `remote`, reached as `user` at `uri_path` (`/system`).
@@ -217,18 +230,71 @@ fn domain_exists(name: &str) -> bool {
         .is_ok()
 }
 
+/// The guest sees the hypervisor's file in its shared folder, and its own write shows on the
+/// hypervisor; a snapshot of the running guest is refused before libvirt is asked to take it.
+fn shared_folder_works(installation: &Installation, source: &Path, credentials: &str) {
+    let domain = trog::model::names::DomainName::parse(&installation.domain).unwrap();
+    let on_guest = |command: &str| {
+        ssh_as_admin(installation.dir.path(), &domain, GUEST_ADDRESS, command)
+            .unwrap_or_else(|stderr| panic!("`{command}` on the guest failed: {stderr}"))
+    };
+    assert_eq!(
+        on_guest("findmnt -n -o FSTYPE,SOURCE /srv/exchange").trim(),
+        "virtiofs exchange"
+    );
+    assert_eq!(
+        on_guest("cat /srv/exchange/from-hypervisor"),
+        "written on the hypervisor\n"
+    );
+    on_guest("echo written on the guest | sudo tee /srv/exchange/from-guest >/dev/null");
+    assert_eq!(
+        std::fs::read_to_string(source.join("from-guest")).unwrap(),
+        "written on the guest\n"
+    );
+    let domain = installation.domain.as_str();
+    let refused = installation.run("snapshot", &["--name", "shared-1", domain], credentials);
+    let said = format!("{}\n{}", text(&refused.stdout), text(&refused.stderr));
+    assert_eq!(refused.status.code(), Some(7), "{said}");
+    assert!(
+        said.contains("runs with shared folders (virtiofs)"),
+        "{said}"
+    );
+    assert!(said.contains("hint: shut the guest down"), "{said}");
+    let listed = installation.run("snapshot", &["--json", "--list", domain], credentials);
+    let listing: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(
+        listing["snapshots"].as_array().map(Vec::len),
+        Some(0),
+        "{listing}"
+    );
+}
+
 fn keepass_only() -> String {
     format!("keepass: {PASSPHRASE}\n\n")
 }
 
-/// Provisions the guest on the remote host and destroys it; with `snapshot`, a snapshot of the
-/// running guest is taken, restored and listed with its sizes in between (through qemu+ssh, with
-/// the same credentials).
+/// What the guest is checked for between its provision and its destroy.
+enum Between {
+    /// A snapshot of the running guest is taken, restored and listed with its sizes (through
+    /// qemu+ssh, with the same credentials).
+    Snapshot,
+    /// The guest shares this directory of the hypervisor (virtiofs): it reads what the
+    /// hypervisor wrote there and writes a file back, and a snapshot of it running is refused.
+    SharedFolder(PathBuf),
+}
+
+/// Provisions the guest on the remote host, checks it as `between` says and destroys it.
 fn provision_and_destroy(
     installation: &Installation,
     credentials: &str,
-    snapshot: bool,
+    between: Between,
 ) -> Vec<String> {
+    if let Between::SharedFolder(source) = &between {
+        installation.write_guest(&format!(
+            "    shared_folders: [{{name: exchange, source: {}, mount: /srv/exchange}}]\n",
+            source.display()
+        ));
+    }
     let domain = installation.domain.as_str();
     let listings = ProcessListings::start();
     let provision = installation.run("provision", &[domain], credentials);
@@ -243,7 +309,11 @@ fn provision_and_destroy(
         "{stdout}"
     );
     assert!(domain_exists(domain));
-    if snapshot {
+    if let Between::SharedFolder(source) = &between {
+        shared_folder_works(installation, source, credentials);
+        installation.write_guest("");
+    }
+    if matches!(between, Between::Snapshot) {
         let taken = installation.run("snapshot", &["--name", "remote-1", domain], credentials);
         let said = format!("{}\n{}", text(&taken.stdout), text(&taken.stderr));
         assert!(taken.status.success(), "{said}");
@@ -310,7 +380,18 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
 
     // Passwordless sudo.
     installation.hypervisor(&host.uri(&host.user_nopasswd, "/system"));
-    provision_and_destroy(&installation, &keepass_only(), false);
+    // Passwordless sudo, and a folder of the hypervisor shared with the guest.
+    let shared = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(
+        shared.path().join("from-hypervisor"),
+        "written on the hypervisor\n",
+    )
+    .unwrap();
+    provision_and_destroy(
+        &installation,
+        &keepass_only(),
+        Between::SharedFolder(shared.path().to_path_buf()),
+    );
 
     // sudo with a password, handed in: it appears in no process listing, nor does the passphrase.
     installation.hypervisor(&host.uri(&host.user_password, "/system"));
@@ -318,7 +399,7 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
     let seen = provision_and_destroy(
         &installation,
         &format!("keepass: {PASSPHRASE}\nsudo: {password}\n\n"),
-        true,
+        Between::Snapshot,
     );
     assert!(seen.len() > 100, "too few process listings were taken");
     assert!(
@@ -346,7 +427,7 @@ fn a_tunnel_reaches_what_the_hypervisor_sees_and_closes_with_its_handle() {
     let host = remote_host();
     let uri = trog::model::hypervisor::LibvirtUri::parse(&host.uri(&host.user_nopasswd, "/system"))
         .unwrap();
-    let machine = trog::provision::hypervisor_machine::ssh_machine_for(&uri)
+    let machine = trog::workflow::hypervisor_machine::ssh_machine_for(&uri)
         .unwrap()
         .unwrap();
     let port = std::net::TcpListener::bind(("127.0.0.1", 0))

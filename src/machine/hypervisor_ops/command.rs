@@ -132,6 +132,8 @@ impl HypervisorOp {
             | HypervisorOp::Swtpm
             | HypervisorOp::Libguestfs
             | HypervisorOp::QemuImg
+            | HypervisorOp::Virtiofsd
+            | HypervisorOp::DirectoryExists { .. }
             | HypervisorOp::FilesystemOf { .. }
             | HypervisorOp::HoldLock { .. } => return None,
         })
@@ -173,6 +175,13 @@ impl HypervisorOp {
             HypervisorOp::Swtpm => MachineCommand::shell("command -v swtpm"),
             HypervisorOp::Libguestfs => MachineCommand::shell("command -v guestfish"),
             HypervisorOp::QemuImg => MachineCommand::shell("command -v qemu-img"),
+            // The login's PATH first (a `cargo install --root /usr/local`), then where Debian
+            // (trixie on) and older QEMU packages put it.
+            HypervisorOp::Virtiofsd => MachineCommand::shell(
+                "for candidate in \"$(command -v virtiofsd)\" /usr/libexec/virtiofsd /usr/lib/qemu/virtiofsd; do \
+                 if [ -n \"$candidate\" ] && [ -x \"$candidate\" ]; then echo \"$candidate\"; exit 0; fi; done; exit 1",
+            ),
+            HypervisorOp::DirectoryExists { path } => MachineCommand::new(["test", "-d", path.as_str()]),
             HypervisorOp::BootFiles { dir, base } => {
                 return root_call(&BOOT_FILES, [dir, base]).timeout(BOOT_FILES_TIMEOUT)
             }
@@ -306,6 +315,8 @@ mod tests {
             HypervisorOp::Swtpm,
             HypervisorOp::Libguestfs,
             HypervisorOp::QemuImg,
+            HypervisorOp::Virtiofsd,
+            HypervisorOp::DirectoryExists { path: path.clone() },
             HypervisorOp::FilesystemOf { path: path.clone() },
             HypervisorOp::ReadSerialLog {
                 path: path.clone(),

@@ -223,6 +223,12 @@ pub enum HypervisorOp {
     Swtpm,
     /// Whether libguestfs's `guestfish` is installed, for `debug_boot`'s reads of a guest's disk.
     Libguestfs,
+    /// Where the hypervisor's `virtiofsd` is (printed), which libvirt starts for each folder a
+    /// guest shares from it: on the login's PATH, or where distributions put it. Exits non-zero
+    /// when there is none.
+    Virtiofsd,
+    /// Whether `path` is a directory on the hypervisor (as the login): a shared folder's source.
+    DirectoryExists { path: String },
     /// Whether `qemu-img` is installed: placing a base image inflates it with it, and libvirt
     /// runs it to make each root disk over its base image.
     QemuImg,
@@ -332,6 +338,21 @@ pub struct GuestDisks {
 /// beside the disk is worse than none, because software on the guest will trust it.
 pub fn offers_tpm(hypervisor: &HypervisorMachine) -> bool {
     hypervisor.holds(&HypervisorOp::RealTpm) && hypervisor.holds(&HypervisorOp::Swtpm)
+}
+
+/// The path of the hypervisor's virtiofsd, `None` when it has none; `Err` says why it could not
+/// be asked.
+pub fn virtiofsd_path(hypervisor: &HypervisorMachine) -> Result<Option<String>, String> {
+    let output = hypervisor.run(&HypervisorOp::Virtiofsd).map_err(|error| {
+        error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    })?;
+    let path = output.stdout_text().trim().to_string();
+    Ok((output.status == Some(0) && path.starts_with('/')).then_some(path))
 }
 
 /// What the KVM probe found on a hypervisor.

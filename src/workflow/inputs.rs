@@ -15,12 +15,12 @@ use crate::generate::{
 };
 use crate::lock::Locks;
 use crate::model::names::DomainName;
-use crate::provision::store_guard::NewStorePermit;
 use crate::secrets::{
     guest_keypair, guest_keypair_entry, store_presence, stored_keypair, unsaved_guest_keypair,
     EntryPath, FieldName, GuestKeypair, KeypairOrigin, SecretStore, SecretsError, StoreKdf,
     StorePresence, WhenAbsent,
 };
+use crate::workflow::store_guard::NewStorePermit;
 use std::path::{Path, PathBuf};
 
 /// Whether the verb may write the secret store (a guest's key in it, or a new store), under the
@@ -32,7 +32,7 @@ pub enum StoreUse<'a> {
     /// Write into the store that is there; a missing one is refused.
     Write(&'a Locks),
     /// Write, making the store first when there is none: only with the permit
-    /// [`check_store`](crate::provision::store_guard::check_store) gives after asking the fleet
+    /// [`check_store`](crate::workflow::store_guard::check_store) gives after asking the fleet
     /// (or when the user asked for a new store).
     WriteOrCreate(&'a Locks, NewStorePermit),
     ReadOnly,

@@ -83,14 +83,23 @@ fn disk(pool: &str, volume: &str, machine: &MachineDefinition) -> DiskSpec {
     disk
 }
 
-/// The domain as libvirt will define it. `tpm` is decided by the hypervisor's facts (a real TPM
-/// and swtpm); `tag` is what the plan records.
+/// What the guest's hypervisor has to offer it, from its own system.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HypervisorOffers {
+    /// An emulated TPM: only where the hypervisor has a real TPM and swtpm.
+    pub tpm: bool,
+    /// The virtiofsd that serves the guest's shared folders, when it has any.
+    pub virtiofsd: Option<String>,
+}
+
+/// The domain as libvirt will define it, with what the hypervisor offers it; `tag` is what the
+/// plan records.
 pub fn domain_spec(
     desired: &DesiredGuest,
     generated: &GeneratedGuest,
     settings: &GuestSettings,
     hypervisor: &HypervisorConfig,
-    tpm: bool,
+    offers: HypervisorOffers,
     tag: GuestTag,
 ) -> DomainSpec {
     let machine = &generated.machine_definition;
@@ -133,7 +142,9 @@ pub fn domain_spec(
                 .collect::<Vec<_>>(),
         ),
         serial_log_path: serial_log_path(&desired.domain),
-        tpm,
+        tpm: offers.tpm,
+        shared_folders: machine.shared_folders.clone(),
+        virtiofsd: offers.virtiofsd,
         partition: hypervisor.partition.clone(),
         tag,
         direct_boot: None,

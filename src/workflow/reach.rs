@@ -22,7 +22,7 @@ pub enum AddressSource<'a> {
     /// The libvirt network's DHCP lease for the guest's MAC: only reachable from the
     /// hypervisor, so only for guests on this machine.
     Lease {
-        connection: &'a virt::connect::Connect,
+        connection: &'a crate::libvirt::LibvirtConnection,
         domain: String,
         mac: String,
     },
@@ -194,8 +194,8 @@ fn key_fingerprint(key: &str) -> String {
 /// Where a guest's address comes from: its static address (`ips`, written by hand or handed out
 /// from ips.db), or its lease on this machine's NAT network.
 pub fn address_source<'a>(
-    connection: &'a virt::connect::Connect,
-    inputs: &crate::provision::inputs::GuestInputs,
+    connection: &'a crate::libvirt::LibvirtConnection,
+    inputs: &crate::workflow::inputs::GuestInputs,
     domain: &str,
 ) -> AddressSource<'a> {
     // A guest with a static address (written by hand or handed out from ips.db) is reached at
