@@ -129,6 +129,10 @@ pub enum Command {
     RootPrograms(commands::root_programs::RootProgramsArgs),
     /// Print the site's machines for other tools: ssh_config blocks, or an Ansible inventory.
     Inventory(commands::inventory::InventoryArgs),
+    /// Print the public key trog logs into a domain's machine with (made and kept in the secret
+    /// store when it has none), for an existing host's authorized_keys.
+    #[command(name = "authorized-key")]
+    AuthorizedKey(commands::authorized_key::AuthorizedKeyArgs),
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell) on stdout.
     #[command(hide = true)]
     Completions(commands::shell_docs::CompletionsArgs),
@@ -157,6 +161,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Addresses(args) => commands::addresses::run(&cli.global, args),
         Command::RootPrograms(args) => commands::root_programs::run(args),
         Command::Inventory(args) => commands::inventory::run(&cli.global, args),
+        Command::AuthorizedKey(args) => commands::authorized_key::run(&cli.global, args),
         Command::Completions(args) => commands::shell_docs::completions(args),
         Command::Manpages(args) => commands::shell_docs::manpages(args),
     }

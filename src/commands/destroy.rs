@@ -57,21 +57,43 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
         confirm_purge(domain, args.yes)?;
     }
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
-    let report = destroy(
-        &global.installation_paths(),
-        &DestroyRequest {
-            domain,
-            hypervisor: args.target.search.hypervisor_name(),
-            purge: args.purge,
-            answer_timeout: args.target.search.answer_timeout(),
-            now_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |elapsed| elapsed.as_secs() as i64),
-        },
-        &mut credentials,
-        &global.locks("destroy"),
+    let paths = global.installation_paths();
+    // A domain without a guest of its own is destroyed on its machine (a dependent) or not at
+    // all (an existing host). One whose configuration cannot be read is looked for on the
+    // hypervisors, as an orphan would be.
+    let without_guest = crate::workflow::inputs::load_guest_configured(
+        &paths,
+        domain,
         &crate::commands::StderrReporter,
-    )?;
+    )
+    .ok()
+    .filter(|configured| {
+        configured.config.settings.runs_on() != crate::config::settings::RunsOn::OwnGuest
+    });
+    let report = match without_guest {
+        Some(configured) => crate::workflow::host::destroy_host(
+            &paths,
+            &global.locks("destroy"),
+            &configured,
+            &mut credentials,
+            args.target.search.answer_timeout(),
+        )?,
+        None => destroy(
+            &global.installation_paths(),
+            &DestroyRequest {
+                domain,
+                hypervisor: args.target.search.hypervisor_name(),
+                purge: args.purge,
+                answer_timeout: args.target.search.answer_timeout(),
+                now_unix: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |elapsed| elapsed.as_secs() as i64),
+            },
+            &mut credentials,
+            &global.locks("destroy"),
+            &crate::commands::StderrReporter,
+        )?,
+    };
     let outcome = &report.outcome;
     if global.json {
         emit(&Event::Destroyed(&report));

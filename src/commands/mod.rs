@@ -3,6 +3,7 @@
 
 pub mod addresses;
 pub mod assign_ip;
+pub mod authorized_key;
 pub mod backup;
 pub mod debug_boot;
 pub mod destroy;

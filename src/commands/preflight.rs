@@ -27,7 +27,15 @@ pub fn run(global: &GlobalArgs, args: PreflightArgs) -> Result<ExitStatus, Failu
     } else {
         None
     };
-    let report = preflight_report(&paths, args.one.name(), handed_in_sudo)?;
+    // The existing hosts' keys are in the secret store: it is opened only with a passphrase
+    // handed in, never asked for.
+    let keepass_handed_in = credentials.was_handed_in(CredentialName::Keepass);
+    let report = preflight_report(
+        &paths,
+        args.one.name(),
+        handed_in_sudo,
+        keepass_handed_in.then_some(&mut credentials),
+    )?;
     if global.json {
         emit(&Event::Preflight {
             report: &report,

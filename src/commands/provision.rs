@@ -169,6 +169,40 @@ impl ProvisionOutput for Printed {
         confirmed_by_retyping(&format!("This recreates {volume} empty."), volume, self.yes)
     }
 
+    fn planned_on_machine(
+        &mut self,
+        progress: &mut Progress,
+        planned: &crate::provision::host::PlannedOnMachine<'_>,
+    ) {
+        if self.json {
+            progress.event(&Event::PlanOnMachine {
+                guest: planned.guest.as_str(),
+                machine: planned.machine.as_str(),
+                state_dir: planned.state_dir,
+                steps: planned.steps,
+            });
+            return;
+        }
+        if planned.steps.is_empty() {
+            crate::outln!(
+                "{} on {}'s machine ({}): converged, nothing to do",
+                planned.guest,
+                planned.machine,
+                planned.state_dir
+            );
+            return;
+        }
+        crate::outln!(
+            "{} on {}'s machine ({}):",
+            planned.guest,
+            planned.machine,
+            planned.state_dir
+        );
+        for (number, step) in planned.steps.iter().enumerate() {
+            crate::outln!("  {}. {step}", number + 1);
+        }
+    }
+
     fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport) {
         if self.json {
             progress.event(&Event::Done { report });

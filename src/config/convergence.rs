@@ -25,6 +25,9 @@ pub enum Convergence {
     BuildTime,
     /// Read by trog on the machine it runs on; nothing of the guest.
     Trog,
+    /// Where the domain runs (its own guest, another domain's machine, an existing host): the
+    /// next provision finishes it there; nothing of where it ran before is removed.
+    WhereItRuns,
 }
 
 impl Convergence {
@@ -39,6 +42,9 @@ impl Convergence {
             Convergence::DataVolume => "made and attached (restart); never shrunk or removed",
             Convergence::BuildTime => "first build only",
             Convergence::Trog => "trog's own; not the guest's",
+            Convergence::WhereItRuns => {
+                "finished where it now runs; nothing of the old machine removed"
+            }
         }
     }
 }
@@ -71,6 +77,9 @@ pub fn convergence(key: &str) -> Option<Convergence> {
         | "packages" => RootDisk,
         // The payload.
         "cache" | "aliases" | "data_mount" | "upgrade" => Finish,
+        // A domain without a guest of its own is finished again where it now runs; nothing of
+        // the machine it ran on before is removed (docs/SITES.md).
+        "depends_on" | "existing_host" => WhereItRuns,
         "data_volume_size" => DataVolume,
         // Placement and address assignment happen once: a guest stays where it was built, at
         // the address it was given.

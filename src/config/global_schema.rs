@@ -36,6 +36,8 @@ pub enum SettingType {
     Count { min: u32, max: u32 },
     /// An IPv4 or IPv6 address without a prefix length.
     IpAddress,
+    /// A machine's address as SSH takes it: an IP address or a DNS name.
+    HostAddress,
     /// An address with its prefix length, `192.0.2.10/24` or `2001:db8::10/64`.
     CidrAddress,
     /// A DNS name that need not be fully qualified (a search domain such as `lan`).
@@ -72,6 +74,7 @@ impl SettingType {
             SettingType::DiskSize => "disk size (bare number: GiB)".to_string(),
             SettingType::Count { min, max } => format!("whole number from {min} to {max}"),
             SettingType::IpAddress => "IP address".to_string(),
+            SettingType::HostAddress => "IP address or DNS name".to_string(),
             SettingType::CidrAddress => "address/prefix".to_string(),
             SettingType::DnsName => "DNS name".to_string(),
             SettingType::Timezone => "tz zone name".to_string(),
@@ -105,6 +108,10 @@ pub enum Presence {
     Optional,
     /// Absent means this value, written as it would be in the file.
     Default(&'static str),
+    /// Required of a guest trog builds (reported with the other missing ones); a domain that
+    /// runs on an existing host takes `existing_host` (the specification's default), and one
+    /// that depends on another machine takes that machine's.
+    RequiredToBuild { existing_host: &'static str },
 }
 
 /// Where a setting is usually written. Both places accept every setting; this only guides
@@ -156,9 +163,11 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
     setting(
         "admin_user",
         SettingType::UserName,
-        Presence::Required,
+        Presence::RequiredToBuild {
+            existing_host: "root",
+        },
         Scope::Installation,
-        "The login created on every guest for its administrators, with passwordless sudo.",
+        "The login created on every guest for its administrators, with passwordless sudo; an `existing_host` is finished as it, and must give it passwordless sudo.",
     ),
     setting(
         "contact_email",
@@ -361,6 +370,20 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         Scope::Guest,
         "Other fully qualified names the guest answers to (the nginx recipe serves the site under them too).",
     ),
+    setting(
+        "depends_on",
+        SettingType::DomainName,
+        Presence::Optional,
+        Scope::Guest,
+        "Another domain of recipes.d whose machine this one is provisioned onto: no VM of its own; its payload, Makefile and tests run there beside the machine's own, in a state directory of its own (docs/SITES.md). Settings of a machine are refused beside it.",
+    ),
+    setting(
+        "existing_host",
+        SettingType::HostAddress,
+        Presence::Optional,
+        Scope::Guest,
+        "A machine trog did not build, reached over SSH at this address as `admin_user` with the domain's own key; provision finishes it and never touches libvirt for it (docs/SITES.md). Settings of a machine trog builds are refused beside it.",
+    ),
     SettingDeclaration {
         key: "libvirt_uri",
         setting_type: SettingType::LibvirtUri,
@@ -394,6 +417,9 @@ pub fn reference_table() -> String {
     for setting in GLOBAL_SETTINGS {
         let default = match setting.presence {
             Presence::Required => "**required**".to_string(),
+            Presence::RequiredToBuild { existing_host } => {
+                format!("**required** (an existing host: `{existing_host}`)")
+            }
             Presence::Optional => "—".to_string(),
             Presence::Default(value) => format!("`{value}`"),
         };

@@ -6,7 +6,9 @@
 use crate::config::error::GuestConfigError;
 use crate::config::merge::{merge_entries, merge_nodes, Origins};
 use crate::config::recipes_file::{DomainFile, RecipesYaml, GLOBAL_KEY};
-use crate::config::settings::{settings_from_global, DeprecatedSetting, GuestSettings};
+use crate::config::settings::{
+    settings_from_global, DeprecatedSetting, GuestSettings, SettingProblem,
+};
 use crate::config::yaml::{LocatedEntry, LocatedNode, Node};
 use crate::model::names::{DomainName, RecipeName};
 use indexmap::IndexMap;
@@ -61,15 +63,22 @@ pub fn resolve_guest(
 
     let origins = Origins::record(&top_level(&global, base, own, &recipe_entries));
 
-    let (settings, deprecations) =
-        settings_from_global(&global, recipe_settings).map_err(|problems| {
-            GuestConfigError::Settings {
-                domain: domain_file.domain.clone(),
-                recipes_yaml: recipes_yaml.file.clone(),
-                domain_file: domain_file.file.clone(),
-                problems,
-            }
-        })?;
+    let settings_error = |problems| GuestConfigError::Settings {
+        domain: domain_file.domain.clone(),
+        recipes_yaml: recipes_yaml.file.clone(),
+        domain_file: domain_file.file.clone(),
+        problems,
+    };
+    let mut problems = host_setting_problems(base, own);
+    let settings = settings_from_global(&global, recipe_settings);
+    let (settings, deprecations) = match settings {
+        Ok(settings) if problems.is_empty() => settings,
+        Ok(_) => return Err(settings_error(problems)),
+        Err(mut more) => {
+            more.append(&mut problems);
+            return Err(settings_error(more));
+        }
+    };
 
     let global_as_written = match Node::Mapping(global).to_json() {
         serde_json::Value::Object(map) => map,
@@ -90,6 +99,97 @@ pub fn resolve_guest(
         recipes_yaml: recipes_yaml.file.clone(),
         domain_file: domain_file.file.clone(),
     })
+}
+
+/// The settings of a machine, which a domain without a guest of its own (`depends_on`,
+/// `existing_host`) cannot have: its memory, disks, addresses, network and placement are its
+/// machine's. Refused when written in the domain's own file; inherited from `_base`, where they
+/// are the installation's, they are not read for it.
+pub const MACHINE_SETTINGS: &[&str] = &[
+    "memory",
+    "cpus",
+    "size",
+    "image",
+    "ips",
+    "hypervisor",
+    "cpu_mode",
+    "network",
+    "bridge",
+    "tenant",
+    "gateway",
+    "address_range",
+    "resolvers",
+    "search_domains",
+    "libvirt_uri",
+    "machine_type",
+    "firmware",
+    "disk_bus",
+    "disk_cache",
+    "disk_discard",
+    "data_volume_size",
+    "data_mount",
+];
+
+/// What a domain's own `_global` says that its `depends_on` or `existing_host` rules out, and
+/// either of them written in `_base` (every guest of the installation would lose its own).
+fn host_setting_problems(
+    base: &crate::config::recipes_file::GuestSection,
+    own: &crate::config::recipes_file::GuestSection,
+) -> Vec<SettingProblem> {
+    use crate::config::settings::SettingProblemKind;
+    let set = |key: &str| {
+        own.global
+            .get(key)
+            .filter(|entry| entry.value.value != Node::Null)
+    };
+    let mut problems = Vec::new();
+    for key in ["depends_on", "existing_host"] {
+        if let Some(entry) = base.global.get(key) {
+            problems.push(SettingProblem {
+                origin: Some(entry.key_origin.clone()),
+                key_path: format!("_global.{key}"),
+                kind: SettingProblemKind::Invalid {
+                    why: "belongs to one domain, in its own file under recipes.d: in `_base` it would take every guest's machine away".into(),
+                },
+            });
+        }
+    }
+    let key = match (set("depends_on"), set("existing_host")) {
+        (Some(_), Some(host)) => {
+            problems.push(SettingProblem {
+                origin: Some(host.key_origin.clone()),
+                key_path: "_global.existing_host".into(),
+                kind: SettingProblemKind::Invalid {
+                    why: "is set beside `depends_on`: a domain runs on another domain's machine or on an existing host, not both".into(),
+                },
+            });
+            return problems;
+        }
+        (Some(_), None) => "depends_on",
+        (None, Some(_)) => "existing_host",
+        (None, None) => return problems,
+    };
+    let mut refused: Vec<&str> = MACHINE_SETTINGS.to_vec();
+    if key == "depends_on" {
+        // A dependent logs in as its machine's admin, with its machine's key.
+        refused.push("admin_user");
+    }
+    for (name, entry) in &own.global {
+        if entry.value.value != Node::Null && refused.contains(&name.as_str()) {
+            let why = match key {
+                "depends_on" => format!(
+                    "is a setting of a machine, and this domain has none of its own (`depends_on`): its machine's `{name}` holds; remove it here"
+                ),
+                _ => "is a setting of a guest trog builds, and this domain describes an existing host (`existing_host`): remove it here".to_string(),
+            };
+            problems.push(SettingProblem {
+                origin: Some(entry.key_origin.clone()),
+                key_path: format!("_global.{name}"),
+                kind: SettingProblemKind::Invalid { why },
+            });
+        }
+    }
+    problems
 }
 
 /// The merged guest as one mapping (`_global` and recipes), for recording origins.
@@ -209,7 +309,62 @@ www.example.test:
             "{text}"
         );
         assert!(text.contains("did you mean `memory`"), "{text}");
-        assert!(text.contains("`_global.admin_user` (the login created on every guest for its administrators, with passwordless sudo) is required and set nowhere"), "{text}");
+        assert!(text.contains("`_global.admin_user` (the login created on every guest for its administrators, with passwordless sudo; an `existing_host` is finished as it"), "{text}");
+    }
+
+    #[test]
+    fn settings_of_a_machine_are_refused_beside_depends_on_at_their_line_but_not_from_base() {
+        let own = "www.example.test:\n  _global:\n    depends_on: web.example.test\n    memory: 2048\n    admin_user: ops\n    ips: [192.0.2.9/24]\n";
+        let text = resolve(BASE, own).unwrap_err().to_string();
+        for (line, key) in [(4, "memory"), (5, "admin_user"), (6, "ips")] {
+            assert!(
+                text.contains(&format!(
+                    "www.example.test.yaml:{line}:5: `_global.{key}`: is a setting of a machine"
+                )),
+                "{text}"
+            );
+        }
+        // `_base`'s memory is the installation's: not read for a dependent, not refused.
+        let guest = resolve(
+            BASE,
+            "www.example.test:\n  _global:\n    depends_on: web.example.test\n",
+        )
+        .unwrap();
+        assert_eq!(
+            guest.settings.depends_on.as_ref().map(DomainName::as_str),
+            Some("web.example.test")
+        );
+    }
+
+    #[test]
+    fn an_existing_host_refuses_a_guests_settings_and_depends_on_beside_it() {
+        let own = "www.example.test:\n  _global:\n    existing_host: 192.0.2.7\n    cpus: 2\n";
+        let text = resolve(BASE, own).unwrap_err().to_string();
+        assert!(
+            text.contains(
+                "www.example.test.yaml:4:5: `_global.cpus`: is a setting of a guest trog builds"
+            ),
+            "{text}"
+        );
+        let both = "www.example.test:\n  _global:\n    existing_host: 192.0.2.7\n    depends_on: web.example.test\n";
+        let text = resolve(BASE, both).unwrap_err().to_string();
+        assert!(
+            text.contains(
+                "www.example.test.yaml:3:5: `_global.existing_host`: is set beside `depends_on`"
+            ),
+            "{text}"
+        );
+        let in_base = BASE.replace(
+            "    memory: 512\n",
+            "    memory: 512\n    depends_on: web.example.test\n",
+        );
+        let text = resolve(&in_base, "www.example.test:\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("recipes.yaml:7:5: `_global.depends_on`: belongs to one domain"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - `global_schema`, `values`, `settings`: `_global` checked and typed;
 //! - `guest`: the merged [`guest::GuestConfig`]; `load`: the thin file-reading part;
 //! - `changeme`: placeholders still waiting for a value;
-//! - `convergence`: what a change of each setting costs a guest that is built.
+//! - `convergence`: what a change of each setting costs a guest that is built;
+//! - `site_graph`: which domain runs on which machine (`depends_on`), and in which order.
 
 pub mod bounded_read;
 pub mod changeme;
@@ -23,5 +24,6 @@ pub mod merge;
 pub mod paths;
 pub mod recipes_file;
 pub mod settings;
+pub mod site_graph;
 pub mod values;
 pub mod yaml;

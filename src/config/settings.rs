@@ -93,9 +93,33 @@ pub struct GuestSettings {
     pub aliases: Vec<DomainName>,
     /// Deprecated; see [`GuestSettings::uses_deprecated_libvirt_uri`].
     pub libvirt_uri: Option<LibvirtUri>,
+    /// The domain whose machine this one is provisioned onto.
+    pub depends_on: Option<DomainName>,
+    /// The address of a machine trog did not build, which this domain describes.
+    pub existing_host: Option<String>,
+}
+
+/// Where a domain's payload, Makefile and tests run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunsOn {
+    /// A guest trog builds for it.
+    OwnGuest,
+    /// Another domain's machine (`depends_on`).
+    DependsOn(DomainName),
+    /// A machine trog did not build, at this address (`existing_host`).
+    ExistingHost(String),
 }
 
 impl GuestSettings {
+    /// Where the domain runs: its own guest, another domain's machine, or an existing host.
+    pub fn runs_on(&self) -> RunsOn {
+        match (&self.depends_on, &self.existing_host) {
+            (Some(other), _) => RunsOn::DependsOn(other.clone()),
+            (None, Some(address)) => RunsOn::ExistingHost(address.clone()),
+            (None, None) => RunsOn::OwnGuest,
+        }
+    }
+
     /// Whether the guest names a libvirt URI, which callers warn about (and ignore once a
     /// fleet exists).
     pub fn uses_deprecated_libvirt_uri(&self) -> bool {
@@ -208,7 +232,10 @@ pub fn settings_from_global(
             // A placeholder is reported by the CHANGEME scan, not here: a guest written by
             // new_guest must load. A required setting keeps it as its text; any other falls
             // back to its default.
-            if declaration.presence == Presence::Required {
+            if matches!(
+                declaration.presence,
+                Presence::Required | Presence::RequiredToBuild { .. }
+            ) {
                 values.insert(declaration.key, TypedValue::Text(PLACEHOLDER.to_string()));
             }
             continue;
@@ -232,11 +259,35 @@ pub fn settings_from_global(
         }
     }
 
+    let set = |key: &str| global.contains_key(key) && !is_unset(global, key);
+    let existing_host = set("existing_host");
+    let dependent = set("depends_on");
     for declaration in GLOBAL_SETTINGS {
         if values.contains_key(declaration.key) {
             continue;
         }
         match declaration.presence {
+            // A dependent logs in as its machine's admin: its own is not asked for.
+            Presence::RequiredToBuild { .. } if dependent => {}
+            Presence::RequiredToBuild {
+                existing_host: default,
+            } if existing_host => {
+                values.insert(
+                    declaration.key,
+                    default_value(declaration.setting_type, default),
+                );
+            }
+            Presence::RequiredToBuild { .. }
+                if !global.contains_key(declaration.key) || is_unset(global, declaration.key) =>
+            {
+                problems.push(SettingProblem {
+                    origin: None,
+                    key_path: format!("_global.{}", declaration.key),
+                    kind: SettingProblemKind::Missing {
+                        description: declaration.description,
+                    },
+                });
+            }
             Presence::Required
                 if !global.contains_key(declaration.key) || is_unset(global, declaration.key) =>
             {
@@ -254,7 +305,7 @@ pub fn settings_from_global(
                     default_value(declaration.setting_type, text),
                 );
             }
-            Presence::Required | Presence::Optional => {}
+            Presence::Required | Presence::RequiredToBuild { .. } | Presence::Optional => {}
         }
     }
 
@@ -403,6 +454,11 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
             Some(TypedValue::Uri(uri)) => Some(uri),
             _ => None,
         },
+        depends_on: match take("depends_on") {
+            Some(TypedValue::Domain(domain)) => Some(domain),
+            _ => None,
+        },
+        existing_host: text(take("existing_host")),
     }
 }
 

@@ -206,14 +206,43 @@ fn a_cache_is_an_http_url() {
 }
 
 #[test]
-fn a_setting_that_would_do_nothing_is_refused() {
-    let problems = settings(&format!("{MINIMAL}depends_on: db.example.test\n")).unwrap_err();
-    let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
-    assert!(
-        said.iter()
-            .any(|line| line.contains("`_global.depends_on` is not a setting")),
-        "{said:?}"
+fn a_domain_runs_on_its_own_guest_another_domains_machine_or_an_existing_host() {
+    let (own, _) = settings(MINIMAL).unwrap();
+    assert_eq!(own.runs_on(), RunsOn::OwnGuest);
+    let (dependent, _) = settings(&format!("{MINIMAL}depends_on: db.example.test\n")).unwrap();
+    assert_eq!(
+        dependent.runs_on(),
+        RunsOn::DependsOn(DomainName::parse("db.example.test").unwrap())
     );
+    let (existing, _) = settings(&format!("{MINIMAL}existing_host: 192.0.2.7\n")).unwrap();
+    assert_eq!(existing.runs_on(), RunsOn::ExistingHost("192.0.2.7".into()));
+    let problems = settings(&format!("{MINIMAL}existing_host: \"a b;c\"\n")).unwrap_err();
+    assert!(
+        problems[0]
+            .to_string()
+            .contains("is neither an IP address nor a DNS name"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn admin_user_is_required_to_build_a_guest_and_is_root_on_an_existing_host() {
+    let contact = "contact_email: ops@example.test\n";
+    let problems = settings(contact).unwrap_err();
+    assert!(
+        problems[0].to_string().contains("`_global.admin_user`"),
+        "{problems:?}"
+    );
+    let (existing, _) = settings(&format!("{contact}existing_host: old.example.test\n")).unwrap();
+    assert_eq!(existing.admin_user, "root");
+    let (named, _) = settings(&format!(
+        "{contact}existing_host: old.example.test\nadmin_user: ops\n"
+    ))
+    .unwrap();
+    assert_eq!(named.admin_user, "ops");
+    // A dependent logs in as its machine's admin: none of its own is asked for.
+    let (dependent, _) = settings(&format!("{contact}depends_on: web.example.test\n")).unwrap();
+    assert_eq!(dependent.admin_user, "");
 }
 
 #[test]

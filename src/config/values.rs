@@ -175,7 +175,7 @@ fn longest_text(setting_type: SettingType) -> usize {
         SettingType::UserName => 32,
         // RFC 5321's limit on an address in a mail path.
         SettingType::Email => 254,
-        SettingType::DnsName | SettingType::DomainName => 253,
+        SettingType::DnsName | SettingType::DomainName | SettingType::HostAddress => 253,
         SettingType::PackageName => 128,
         SettingType::Timezone | SettingType::HypervisorName | SettingType::TenantName => 64,
         SettingType::Url | SettingType::LibvirtUri => 2048,
@@ -306,6 +306,11 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
         SettingType::AddressRange => {
             crate::model::address_range::AddressRange::parse(text).map(TypedValue::Range)
         }
+        SettingType::HostAddress => match text.parse::<IpAddr>() {
+            Ok(_) => plain(),
+            Err(_) => check_text(SettingType::DnsName, text)
+                .map_err(|_| format!("`{text}` is neither an IP address nor a DNS name")),
+        },
         SettingType::DnsName => {
             let valid = !text.ends_with('.')
                 && text.split('.').all(|label| {

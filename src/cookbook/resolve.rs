@@ -32,6 +32,9 @@ pub struct GuestRecipes {
     pub distro_args: Value,
     /// `vm`'s arguments (the disk and libvirt knobs, from `_global`); `Value::Null` for none.
     pub machine_args: Value,
+    /// Whether the guest is a VM trog builds, which runs the `vm` recipe; a domain on another's
+    /// machine or on an existing host does not.
+    pub on_own_vm: bool,
 }
 
 /// One recipe of the resolved set.
@@ -233,7 +236,9 @@ pub fn resolve_recipes(
     // Discovery order: the distro, vm, the guest's recipes as written, then what they require.
     let mut discovered: IndexSet<RecipeName> = IndexSet::new();
     discovered.insert(distro.name.clone());
-    discovered.insert(machine.name.clone());
+    if guest.on_own_vm {
+        discovered.insert(machine.name.clone());
+    }
     let mut handed: IndexMap<RecipeName, Value> = IndexMap::new();
     let mut queue: Vec<RecipeName> = guest.recipes.keys().cloned().collect();
     discovered.extend(queue.iter().cloned());

@@ -4,6 +4,7 @@ use serde_json::json;
 
 fn guest(recipes: &[(&str, Value)]) -> GuestRecipes {
     GuestRecipes {
+        on_own_vm: true,
         recipes: recipes
             .iter()
             .map(|(recipe, args)| (name(recipe), args.clone()))

@@ -216,6 +216,7 @@ pub fn resolve_guest_recipes(
         release: settings.release.clone(),
         distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
         machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
+        on_own_vm: settings.runs_on() == crate::config::settings::RunsOn::OwnGuest,
     };
     let resolved = resolve_recipes(cookbook, &guest_recipes).map_err(|error| {
         let error = locate_arg_problems(config, &distro, error);

@@ -113,12 +113,45 @@ pub struct FinishReport {
     pub tests_output: String,
 }
 
+/// Where on a machine a payload is finished, and whether the machine's first boot is waited for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishPlace {
+    /// The directory of the payload and the finish's records ([`GUEST_STATE_DIR`] for a
+    /// machine's own; [`dependent_state_dir`] for a domain that runs on another's machine).
+    pub state_dir: String,
+    /// A guest trog just built may still be in its first boot (cloud-init); a machine that is
+    /// converged already, or one trog did not build, is not waited for.
+    pub wait_for_cloud_init: bool,
+}
+
+impl FinishPlace {
+    /// A guest trog builds: its own state directory, after its first boot.
+    pub fn guest() -> FinishPlace {
+        FinishPlace {
+            state_dir: GUEST_STATE_DIR.to_string(),
+            wait_for_cloud_init: true,
+        }
+    }
+}
+
+/// Where a domain that runs on another domain's machine keeps its payload and records there:
+/// a directory of its own under the machine's, so that two sites' payloads never overwrite each
+/// other or the machine's own. A domain name holds nothing the shell reads specially.
+pub fn dependent_state_dir(domain: &crate::model::names::DomainName) -> String {
+    format!("{GUEST_STATE_DIR}/dependents/{domain}")
+}
+
+/// The file a finish on a machine trog does not define (a dependent's, an existing host's)
+/// records its payload's digest in once the Makefile and the tests passed: what `status` and the
+/// next `provision` compare, where a guest of trog's has its domain's tag.
+pub const CONVERGED_DIGEST_FILE: &str = "converged.digest";
+
 /// The shell that unpacks the payload into a directory of its own beside the current one; the
 /// start replaces the current one with it. Staging needs nothing of cloud-init, so it happens
 /// while cloud-init may still be working.
-fn unpack_script() -> String {
+fn unpack_script(dir: &str) -> String {
     format!(
-        "set -e; cd {GUEST_STATE_DIR} 2>/dev/null || {{ mkdir -p {GUEST_STATE_DIR}; cd {GUEST_STATE_DIR}; }}; \
+        "set -e; cd {dir} 2>/dev/null || {{ mkdir -p {dir}; cd {dir}; }}; \
          rm -rf payload.new; mkdir -m 0700 payload.new; tar -xzf - -C payload.new"
     )
 }
@@ -126,13 +159,13 @@ fn unpack_script() -> String {
 /// Puts the staged payload in place of the previous one, then starts `make` detached from the
 /// SSH session (its own session, no terminal), recording its status when it ends. A make this
 /// run stopped waiting for (see [`abandon_script`]) removes the payload itself when it ends.
-fn start_script(payload_digest: &str) -> String {
+fn start_script(dir: &str, payload_digest: &str) -> String {
     format!(
-        "set -e; cd {GUEST_STATE_DIR}; rm -rf payload; mv payload.new payload; rm -f finish.log finish.status {ABANDONED}; \
-         cd payload; echo {payload_digest} > {GUEST_STATE_DIR}/finish.digest; \
-         setsid -f sh -c 'make > {GUEST_STATE_DIR}/finish.log 2>&1; echo $? > {GUEST_STATE_DIR}/finish.status.new; \
-         mv {GUEST_STATE_DIR}/finish.status.new {GUEST_STATE_DIR}/finish.status; \
-         if [ -f {GUEST_STATE_DIR}/{ABANDONED} ]; then rm -rf {GUEST_STATE_DIR}/payload; fi' < /dev/null > /dev/null 2>&1"
+        "set -e; cd {dir}; rm -rf payload; mv payload.new payload; rm -f finish.log finish.status {ABANDONED} {CONVERGED_DIGEST_FILE}; \
+         cd payload; echo {payload_digest} > {dir}/finish.digest; \
+         setsid -f sh -c 'make > {dir}/finish.log 2>&1; echo $? > {dir}/finish.status.new; \
+         mv {dir}/finish.status.new {dir}/finish.status; \
+         if [ -f {dir}/{ABANDONED} ]; then rm -rf {dir}/payload; fi' < /dev/null > /dev/null 2>&1"
     )
 }
 
@@ -144,16 +177,16 @@ const ABANDONED: &str = "finish.abandoned";
 /// `secret:` values, and nothing needs it once make and the tests are done (the next finish
 /// sends the whole payload again; what it leaves is finish.digest, finish.status and
 /// finish.log).
-fn remove_payload_script() -> String {
-    format!("cd {GUEST_STATE_DIR} && rm -rf payload payload.new")
+fn remove_payload_script(dir: &str) -> String {
+    format!("cd {dir} && rm -rf payload payload.new")
 }
 
 /// For a make still running when this run stops waiting: marks it abandoned, and removes the
 /// payload at once if make ended meanwhile. Each side writes before it looks (make its status,
 /// this the mark), so whichever looks last sees the other's and the payload goes either way.
-fn abandon_script() -> String {
+fn abandon_script(dir: &str) -> String {
     format!(
-        "cd {GUEST_STATE_DIR} && touch {ABANDONED} && rm -rf payload.new && \
+        "cd {dir} && touch {ABANDONED} && rm -rf payload.new && \
          if [ -f finish.status ]; then rm -rf payload; fi"
     )
 }
@@ -161,14 +194,27 @@ fn abandon_script() -> String {
 /// One fetch of the finish: waits up to [`FOLLOW_WAIT_TENTHS`] for make's status, then prints
 /// the status (an empty line while make runs) and the log from byte `log_offset` on. The status
 /// is read before the log, so a status comes with the whole of the log.
-fn follow_script(log_offset: usize) -> String {
+fn follow_script(dir: &str, log_offset: usize) -> String {
     format!(
-        "status=$(cat {GUEST_STATE_DIR}/finish.status 2>/dev/null); n=0; \
+        "status=$(cat {dir}/finish.status 2>/dev/null); n=0; \
          while [ -z \"$status\" ] && [ $n -lt {FOLLOW_WAIT_TENTHS} ]; do \
-         sleep 0.1; n=$((n + 1)); status=$(cat {GUEST_STATE_DIR}/finish.status 2>/dev/null); done; \
-         printf '%s\\n' \"$status\"; tail -c +{} {GUEST_STATE_DIR}/finish.log 2>/dev/null; true",
+         sleep 0.1; n=$((n + 1)); status=$(cat {dir}/finish.status 2>/dev/null); done; \
+         printf '%s\\n' \"$status\"; tail -c +{} {dir}/finish.log 2>/dev/null; true",
         log_offset + 1
     )
+}
+
+/// Records that the payload of `payload_digest` is converged in `dir`: its Makefile and tests
+/// passed.
+pub fn record_converged_script(dir: &str, payload_digest: &str) -> String {
+    format!(
+        "set -e; echo {payload_digest} > {dir}/{CONVERGED_DIGEST_FILE}.new; mv {dir}/{CONVERGED_DIGEST_FILE}.new {dir}/{CONVERGED_DIGEST_FILE}"
+    )
+}
+
+/// Prints the digest of the payload converged in `dir`, or nothing.
+pub fn converged_digest_script(dir: &str) -> String {
+    format!("cat {dir}/{CONVERGED_DIGEST_FILE} 2>/dev/null; true")
 }
 
 /// Splits a fetch's output into make's status (`None` while it runs) and the new log bytes.
@@ -181,10 +227,11 @@ fn split_follow_output(stdout: &[u8]) -> (Option<String>, &[u8]) {
     ((!status.is_empty()).then_some(status), log)
 }
 
-/// Sends the payload, runs its Makefile and the tests. `on_log` receives the Makefile's output
-/// as it arrives, then the tests' report. Whatever the outcome, the payload (with the guest's
-/// rendered secrets) does not stay on the guest: it is removed once make and the tests are done,
-/// or, for a make still running when the wait ends, by that make when it ends.
+/// Sends the payload, runs its Makefile and the tests in the guest's own state directory, after
+/// its first boot. `on_log` receives the Makefile's output as it arrives, then the tests' report.
+/// Whatever the outcome, the payload (with the guest's rendered secrets) does not stay on the
+/// guest: it is removed once make and the tests are done, or, for a make still running when the
+/// wait ends, by that make when it ends.
 pub fn finish(
     guest: &dyn Machine,
     payload: &[u8],
@@ -192,13 +239,33 @@ pub fn finish(
     timeout: Duration,
     on_log: &mut dyn FnMut(&str),
 ) -> Result<FinishReport, FinishError> {
+    finish_at(
+        guest,
+        &FinishPlace::guest(),
+        payload,
+        payload_digest,
+        timeout,
+        on_log,
+    )
+}
+
+/// [`finish`] in `place`: a state directory of its own, and the first boot waited for or not.
+pub fn finish_at(
+    guest: &dyn Machine,
+    place: &FinishPlace,
+    payload: &[u8],
+    payload_digest: &str,
+    timeout: Duration,
+    on_log: &mut dyn FnMut(&str),
+) -> Result<FinishReport, FinishError> {
     let name = guest.describe();
-    let unpack = MachineCommand::shell(&unpack_script())
+    let dir = place.state_dir.as_str();
+    let unpack = MachineCommand::shell(&unpack_script(dir))
         .as_root(true)
         .stdin(payload.to_vec());
     let unpacked = guest.run(&unpack).and_then(|output| output.success());
     let finished = match unpacked {
-        Ok(_) => finish_unpacked(guest, payload_digest, timeout, on_log),
+        Ok(_) => finish_unpacked(guest, place, payload_digest, timeout, on_log),
         // Part of it may be there: it is removed like a whole one.
         Err(source) => Err(FinishError::Unpack {
             guest: name.clone(),
@@ -206,8 +273,8 @@ pub fn finish(
         }),
     };
     let removal = match &finished {
-        Err(FinishError::TimedOut { .. }) => abandon_script(),
-        _ => remove_payload_script(),
+        Err(FinishError::TimedOut { .. }) => abandon_script(dir),
+        _ => remove_payload_script(dir),
     };
     let removed = guest
         .run(&MachineCommand::shell(&removal).as_root(true))
@@ -217,22 +284,27 @@ pub fn finish(
             guest: name,
             source,
         }),
-        // The finish's own failure is what the user must act on; a guest that could not be
+        // The finish's own failure is what the user must act on; a machine that could not be
         // reached to remove the payload most likely failed the finish for the same reason.
         (finished, _) => finished,
     }
 }
 
-/// [`finish`] once the payload is staged: waits for cloud-init, runs make, then the tests.
+/// [`finish_at`] once the payload is staged: waits for the first boot when `place` says so, runs
+/// make, then the tests.
 fn finish_unpacked(
     guest: &dyn Machine,
+    place: &FinishPlace,
     payload_digest: &str,
     timeout: Duration,
     on_log: &mut dyn FnMut(&str),
 ) -> Result<FinishReport, FinishError> {
     let name = guest.describe();
-    wait_for_cloud_init(guest)?;
-    let start = MachineCommand::shell(&start_script(payload_digest)).as_root(true);
+    let dir = place.state_dir.as_str();
+    if place.wait_for_cloud_init {
+        wait_for_cloud_init(guest)?;
+    }
+    let start = MachineCommand::shell(&start_script(dir, payload_digest)).as_root(true);
     guest
         .run(&start)
         .and_then(|output| output.success())
@@ -245,7 +317,7 @@ fn finish_unpacked(
     let mut log_offset: usize = 0;
     let mut log_tail = String::new();
     let status = loop {
-        let poll = MachineCommand::shell(&follow_script(log_offset)).as_root(true);
+        let poll = MachineCommand::shell(&follow_script(dir, log_offset)).as_root(true);
         let output = guest
             .run(&poll)
             .and_then(|output| output.success())
@@ -288,7 +360,7 @@ fn finish_unpacked(
         });
     }
 
-    let tests = MachineCommand::shell(&format!("cd {GUEST_STATE_DIR}/payload && make test 2>&1"))
+    let tests = MachineCommand::shell(&format!("cd {dir}/payload && make test 2>&1"))
         .as_root(true)
         .timeout(TESTS_TIMEOUT);
     let output = guest.run(&tests).map_err(|source| FinishError::Follow {
@@ -388,8 +460,8 @@ mod tests {
     }
 
     /// The scripts run for real against a scratch directory standing in for the guest's.
-    fn on_scratch(script: String, dir: &std::path::Path) -> String {
-        script.replace(GUEST_STATE_DIR, dir.to_str().unwrap())
+    fn on_scratch(script: impl Fn(&str) -> String, dir: &std::path::Path) -> String {
+        script(dir.to_str().unwrap())
     }
 
     #[test]
@@ -397,7 +469,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("finish.log"), "first\nsecond\n").unwrap();
         let fetch = |offset| {
-            let script = on_scratch(follow_script(offset), dir.path());
+            let script = on_scratch(|dir| follow_script(dir, offset), dir.path());
             LocalMachine
                 .run(&MachineCommand::shell(&script))
                 .unwrap()
@@ -430,7 +502,7 @@ mod tests {
         archive.into_inner().unwrap().finish().unwrap()
     }
 
-    fn run_here(script: String, dir: &std::path::Path, stdin: Option<Vec<u8>>) {
+    fn run_here(script: impl Fn(&str) -> String, dir: &std::path::Path, stdin: Option<Vec<u8>>) {
         let mut command = MachineCommand::shell(&on_scratch(script, dir));
         if let Some(bytes) = stdin {
             command = command.stdin(bytes);
@@ -452,15 +524,15 @@ mod tests {
     fn the_removal_leaves_only_the_finishs_records() {
         let dir = tempfile::tempdir().unwrap();
         run_here(
-            unpack_script(),
+            unpack_script,
             dir.path(),
             Some(payload_of("echo secret-value > made.txt")),
         );
-        run_here(start_script("abc123"), dir.path(), None);
+        run_here(|dir| start_script(dir, "abc123"), dir.path(), None);
         wait_for(&dir.path().join("finish.status"), true);
         // A payload staged by a run that stopped before its start holds secrets too.
         std::fs::create_dir(dir.path().join("payload.new")).unwrap();
-        run_here(remove_payload_script(), dir.path(), None);
+        run_here(remove_payload_script, dir.path(), None);
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
@@ -474,15 +546,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let release = dir.path().join("release");
         run_here(
-            unpack_script(),
+            unpack_script,
             dir.path(),
             Some(payload_of(&format!(
                 "while [ ! -f {} ]; do sleep 0.05; done",
                 release.display()
             ))),
         );
-        run_here(start_script("abc123"), dir.path(), None);
-        run_here(abandon_script(), dir.path(), None);
+        run_here(|dir| start_script(dir, "abc123"), dir.path(), None);
+        run_here(abandon_script, dir.path(), None);
         // Still running: its payload stays under it.
         assert!(dir.path().join("payload/Makefile").exists());
         std::fs::write(&release, "").unwrap();
@@ -496,11 +568,11 @@ mod tests {
 
         // A make that ended before the mark was made: the mark's own run removes the payload.
         let dir = tempfile::tempdir().unwrap();
-        run_here(unpack_script(), dir.path(), Some(payload_of("true")));
-        run_here(start_script("abc123"), dir.path(), None);
+        run_here(unpack_script, dir.path(), Some(payload_of("true")));
+        run_here(|dir| start_script(dir, "abc123"), dir.path(), None);
         wait_for(&dir.path().join("finish.status"), true);
         assert!(dir.path().join("payload").exists());
-        run_here(abandon_script(), dir.path(), None);
+        run_here(abandon_script, dir.path(), None);
         assert!(!dir.path().join("payload").exists());
     }
 
@@ -525,7 +597,7 @@ mod tests {
         std::fs::write(dir.path().join("payload/from_the_last_finish"), "").unwrap();
         let local = LocalMachine;
         local
-            .run(&MachineCommand::shell(&on_scratch(unpack_script(), dir.path())).stdin(payload))
+            .run(&MachineCommand::shell(&on_scratch(unpack_script, dir.path())).stdin(payload))
             .unwrap()
             .success()
             .unwrap();
@@ -534,7 +606,7 @@ mod tests {
         assert!(dir.path().join("payload/from_the_last_finish").exists());
         local
             .run(&MachineCommand::shell(&on_scratch(
-                start_script("abc123"),
+                |dir| start_script(dir, "abc123"),
                 dir.path(),
             )))
             .unwrap()
@@ -560,5 +632,25 @@ mod tests {
                 .trim(),
             "abc123"
         );
+        // Converged only once recorded (after the tests passed), and read back as recorded.
+        let converged = |local: &LocalMachine| {
+            local
+                .run(&MachineCommand::shell(&on_scratch(
+                    converged_digest_script,
+                    dir.path(),
+                )))
+                .unwrap()
+                .stdout
+        };
+        assert_eq!(converged(&local), b"");
+        local
+            .run(&MachineCommand::shell(&on_scratch(
+                |dir| record_converged_script(dir, "abc123"),
+                dir.path(),
+            )))
+            .unwrap()
+            .success()
+            .unwrap();
+        assert_eq!(converged(&local), b"abc123\n");
     }
 }

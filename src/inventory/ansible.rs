@@ -70,10 +70,13 @@ pub fn render(machines: &[SiteMachine], files: AnsibleFiles<'_>) -> Value {
 
 fn host_vars(machine: &SiteMachine, files: AnsibleFiles<'_>) -> Value {
     let mut vars = Map::new();
-    if let Some(address) = machine.address {
-        vars.insert("ansible_host".into(), json!(address.to_string()));
+    if let Some(address) = &machine.address {
+        vars.insert("ansible_host".into(), json!(address));
     }
     vars.insert("ansible_user".into(), json!(machine.admin_user));
+    if let Some(machine_name) = &machine.runs_on {
+        vars.insert("trog_runs_on".into(), json!(machine_name));
+    }
     if let Some(known_hosts) = files.known_hosts {
         // Ansible splits these as a shell would (shlex); ssh then expands `%` in the value.
         let options = [

@@ -23,6 +23,8 @@ pub enum AddressOrigin {
     Recorded,
     /// The DHCP lease of its libvirt network (a guest on this machine).
     Leased,
+    /// The `existing_host` of a machine trog did not build.
+    ExistingHost,
 }
 
 /// One machine of the site, as trog knows it.
@@ -30,10 +32,14 @@ pub enum AddressOrigin {
 pub struct SiteMachine {
     /// Its fully qualified name: the name other tools call it by.
     pub name: String,
-    pub address: Option<IpAddr>,
+    /// An IP address, or an existing host's DNS name.
+    pub address: Option<String>,
     pub address_origin: Option<AddressOrigin>,
-    /// The login trog finishes it as (`admin_user`).
+    /// The login trog finishes it as (`admin_user`; a dependent's machine's).
     pub admin_user: String,
+    /// For a domain that runs on another's machine (`depends_on`): that machine's name. Its
+    /// address, login and host keys are the machine's.
+    pub runs_on: Option<String>,
     /// The hypervisor that holds it, when one said so.
     pub hypervisor: Option<String>,
     pub tenant: Option<String>,
@@ -91,7 +97,8 @@ pub(crate) mod fixtures {
     pub fn machine(name: &str) -> SiteMachine {
         SiteMachine {
             name: name.into(),
-            address: Some("192.0.2.10".parse().unwrap()),
+            address: Some("192.0.2.10".into()),
+            runs_on: None,
             address_origin: Some(AddressOrigin::Declared),
             admin_user: "siteadmin".into(),
             hypervisor: Some("hv1".into()),

@@ -47,7 +47,7 @@ pub fn render(machines: &[SiteMachine], files: SshFiles<'_>) -> String {
     );
     for machine in machines {
         text.push('\n');
-        let Some(address) = machine.address else {
+        let Some(address) = &machine.address else {
             text.push_str(&format!(
                 "# {}: no address known (no `ips`, none in ips.db, no lease): left out\n",
                 machine.name
@@ -56,6 +56,12 @@ pub fn render(machines: &[SiteMachine], files: SshFiles<'_>) -> String {
         };
         if let Some(hypervisor) = &machine.hypervisor {
             text.push_str(&format!("# {}: on {hypervisor}\n", machine.name));
+        }
+        if let Some(machine_name) = &machine.runs_on {
+            text.push_str(&format!(
+                "# {}: runs on {machine_name}'s machine (`depends_on`)\n",
+                machine.name
+            ));
         }
         if machine.host_keys.is_empty() {
             text.push_str(&format!(

@@ -240,7 +240,12 @@ impl SshMachine {
     /// command's own: the sudo password line, when one was handed in.
     fn remote_line(&self, command: &MachineCommand) -> (String, &[u8]) {
         let line = command.to_shell_line();
-        if !command.as_root {
+        // A guest or existing host logged into as root (an existing host whose admin_user is
+        // left out) has nothing to become: it need not have sudo at all. A hypervisor's login
+        // keeps going through sudo, which its root programs are allowed by.
+        let guest_as_root = self.target.user.as_deref() == Some("root")
+            && !matches!(self.host_keys, HostKeys::UserKnownHosts);
+        if !command.as_root || guest_as_root {
             return (line, &[]);
         }
         match &self.sudo_password {
@@ -522,5 +527,38 @@ mod tests {
             .iter()
             .any(|option| option.starts_with("StrictHostKeyChecking")
                 || option.starts_with("HostKeyAlias")));
+    }
+
+    #[test]
+    fn a_guest_logged_into_as_root_runs_as_root_without_sudo_and_another_through_it() {
+        let machine = |user: &str, host_keys: HostKeys| {
+            SshMachine::new(
+                SshTarget {
+                    user: Some(user.into()),
+                    host: "192.0.2.10".into(),
+                    port: None,
+                },
+                None,
+                host_keys,
+            )
+            .unwrap()
+        };
+        let pinned = || HostKeys::Pinned {
+            known_hosts: "/run/trog-key-x/known_hosts".into(),
+            alias: "trog-guest.old.example.test".into(),
+        };
+        let command = MachineCommand::new(["id", "-u"]).as_root(true);
+        assert_eq!(machine("root", pinned()).remote_line(&command).0, "id -u");
+        assert_eq!(
+            machine("admin", pinned()).remote_line(&command).0,
+            "sudo -n -- id -u"
+        );
+        // A hypervisor's root login still goes through sudo, as its sudoers lines expect.
+        assert_eq!(
+            machine("root", HostKeys::UserKnownHosts)
+                .remote_line(&command)
+                .0,
+            "sudo -n -- id -u"
+        );
     }
 }

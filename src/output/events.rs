@@ -45,6 +45,14 @@ pub enum Event<'a> {
         placement: &'a Decision,
         plan: &'a Plan,
     },
+    /// `provision`: a domain without a guest of its own (`depends_on`, `existing_host`), and what
+    /// is done on the machine it runs on (empty: converged).
+    PlanOnMachine {
+        guest: &'a str,
+        machine: &'a str,
+        state_dir: &'a str,
+        steps: &'a [String],
+    },
     /// `provision`: a step of the plan began.
     StepStarted {
         guest: &'a str,

@@ -6,6 +6,7 @@
 //! can fill the disk); only `FAILED` makes a run not worth starting.
 
 pub mod checks;
+pub mod existing_hosts;
 pub mod render;
 
 use crate::machine::hypervisor_ops::root_programs::Installed;

@@ -6,7 +6,9 @@
 //! first step touches the hypervisor.
 
 pub mod execute;
+pub mod host;
 pub mod run;
+pub mod schedule;
 pub mod site;
 pub mod site_summary;
 

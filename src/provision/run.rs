@@ -9,6 +9,8 @@
 use crate::addresses::settle::AddressPolicy;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet, BuildFleet};
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
+use crate::config::site_graph::SiteGraph;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
@@ -20,15 +22,19 @@ use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
+use crate::provision::host::converge_on_machine;
 use crate::provision::{
     check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
 };
 use crate::secrets::KeypairOrigin;
 use crate::workflow::inputs::{
-    generate_guest_inputs, load_guest_configured, store_key_file, take_back, GuestConfigured,
-    GuestInputs, StoreAdditions, StoreUse,
+    generate_guest_inputs, store_key_file, take_back, GuestConfigured, GuestInputs, StoreAdditions,
+    StoreUse,
 };
 use crate::workflow::lock::take_guest_lock;
+use crate::workflow::machine_login::{
+    find_machine_login, machine_not_reached, with_machines_first,
+};
 use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::PathBuf;
@@ -73,6 +79,13 @@ pub trait ProvisionOutput {
     fn confirm_data_loss(&mut self, volume: &str) -> bool;
     /// A guest converged.
     fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport);
+    /// A domain without a guest of its own: what is done on the machine it runs on (or, in a
+    /// dry run, would be).
+    fn planned_on_machine(
+        &mut self,
+        progress: &mut Progress,
+        planned: &crate::provision::host::PlannedOnMachine<'_>,
+    );
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,11 +111,15 @@ impl Diagnose for ProvisionRunError {
 }
 
 /// Every guest of `configured` placed together on the fleet (or on `--hypervisor`), in order.
-pub(crate) fn place_configured(
+pub(crate) fn place_configured_refs(
     fleet: &BuildFleet,
-    configured: &[GuestConfigured],
+    configured: &[&GuestConfigured],
     request: &ProvisionRequest,
 ) -> Vec<Result<Decision, PlacementError>> {
+    // Domains that run on a machine that is there are not placed: no hypervisor is asked.
+    if configured.is_empty() {
+        return Vec::new();
+    }
     let observation = observe_for_placement(
         fleet,
         request.hypervisor.as_ref(),
@@ -175,12 +192,9 @@ pub fn provision_guests(
     output: &mut dyn ProvisionOutput,
 ) -> Result<(), Failure> {
     // What can be refused without the store is refused before it is unlocked, so a refused
-    // first run leaves no store and no key behind.
-    let configured: Vec<GuestConfigured> = request
-        .domains
-        .iter()
-        .map(|domain| load_guest_configured(paths, domain, &*progress))
-        .collect::<Result<_, _>>()?;
+    // first run leaves no store and no key behind. A domain that runs on another's machine
+    // brings that machine's domain in first: it is converged before what runs on it.
+    let (configured, graph) = with_machines_first(paths, &request.domains, &*progress)?;
 
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
@@ -190,9 +204,14 @@ pub fn provision_guests(
     if let Some(warning) = &fleet.warning {
         output.warning(progress, warning);
     }
-    let decisions = place_configured(&fleet, &configured, request)
+    // Only the guests trog builds are placed: the others run on a machine that is there.
+    let built: Vec<&GuestConfigured> = configured
+        .iter()
+        .filter(|guest| guest.config.settings.runs_on() == RunsOn::OwnGuest)
+        .collect();
+    let mut placed = place_configured_refs(&fleet, &built, request)
         .into_iter()
-        .zip(&configured)
+        .zip(&built)
         .map(|(decision, guest)| {
             decision.map_err(|error| {
                 let origins = &guest.config.origins;
@@ -203,7 +222,15 @@ pub fn provision_guests(
                 )
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter();
+    let decisions: Vec<Option<Decision>> = configured
+        .iter()
+        .map(|guest| {
+            (guest.config.settings.runs_on() == RunsOn::OwnGuest)
+                .then(|| placed.next().expect("one decision per guest built"))
+        })
+        .collect();
     let (addresses, store_use) = store_and_addresses(paths, &fleet, locks, request)?;
     let mut guests: Vec<GuestInputs> = Vec::new();
     for guest in configured {
@@ -230,6 +257,7 @@ pub fn provision_guests(
     let converged = converge_each(
         &guests,
         &decisions,
+        &graph,
         &fleet,
         locks,
         credentials,
@@ -258,7 +286,8 @@ pub fn provision_guests(
 #[allow(clippy::too_many_arguments)]
 fn converge_each(
     guests: &[GuestInputs],
-    decisions: &[Decision],
+    decisions: &[Option<Decision>],
+    graph: &SiteGraph,
     fleet: &crate::config::hypervisors_conf::BuildFleet,
     locks: &Locks,
     credentials: &mut CredentialSource,
@@ -268,6 +297,13 @@ fn converge_each(
     kept: &mut usize,
 ) -> Result<(), Failure> {
     for (guest, decision) in guests.iter().zip(decisions) {
+        let Some(decision) = decision else {
+            // A domain on a machine that is there keeps its key (an existing host's is the one
+            // its admin was asked to authorize); a dependent has none.
+            *kept += 1;
+            converge_without_guest(guest, graph, locks, credentials, request, progress, output)?;
+            continue;
+        };
         let mut key_kept = false;
         let result = converge_one(
             guest,
@@ -288,6 +324,30 @@ fn converge_each(
         result?;
     }
     Ok(())
+}
+
+/// Converges a domain without a guest of its own on the machine it runs on (`graph` says which).
+pub(crate) fn converge_without_guest(
+    guest: &GuestInputs,
+    graph: &SiteGraph,
+    locks: &Locks,
+    credentials: &mut CredentialSource,
+    request: &ProvisionRequest,
+    progress: &mut Progress,
+    output: &mut dyn ProvisionOutput,
+) -> Result<GuestConverged, Failure> {
+    let domain = &guest.config.domain;
+    let machine = graph.machine_of(domain);
+    let login = find_machine_login(
+        &guest.paths,
+        locks,
+        domain,
+        machine,
+        credentials,
+        request.answer_timeout,
+    )
+    .map_err(|failure| machine_not_reached(guest, machine, failure))?;
+    converge_on_machine(guest, &login, locks, request, progress, output)
 }
 
 /// What became of one guest that was planned.

@@ -12,6 +12,8 @@ use crate::config::guest::list_domains;
 use crate::config::hypervisors_conf::BuildFleet;
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
+use crate::config::site_graph::site_graph;
 use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::lock::Locks;
@@ -20,16 +22,22 @@ use crate::model::names::DomainName;
 use crate::output::progress::Progress;
 use crate::output::progress::ProgressMode;
 use crate::placement::Decision;
+use crate::placement::PlacementError;
+use crate::provision::host::converge_on_machine;
+use crate::provision::run::place_configured_refs;
 use crate::provision::run::{
-    converge_one, place_configured, refused, store_and_addresses, GuestConverged, PlannedGuest,
-    ProvisionOutput, ProvisionRequest,
+    converge_one, refused, store_and_addresses, GuestConverged, PlannedGuest, ProvisionOutput,
+    ProvisionRequest,
 };
+use crate::provision::schedule::{Next, Progress as ScheduleProgress, Schedule, Scheduled};
 use crate::provision::ConvergeReport;
+use crate::workflow::inputs::GuestConfigured;
 use crate::workflow::inputs::GuestInputs;
 use crate::workflow::inputs::{generate_guest_inputs, load_guest_configured};
+use crate::workflow::machine_login::domain_node;
+use crate::workflow::machine_login::{find_machine_login, machine_not_reached};
 use crate::workflow::{open_hypervisor, HypervisorAccess};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 /// What became of one guest of the site.
 #[derive(Debug)]
@@ -40,6 +48,8 @@ pub enum SiteOutcome {
     Already,
     /// It failed, and why; the other guests went on.
     Failed(Failure),
+    /// Not converged: the domain whose machine it runs on failed or was skipped.
+    Skipped { because: DomainName },
 }
 
 /// What one guest's convergence shares with the other guests of the run.
@@ -65,6 +75,16 @@ pub trait ConvergeGuest: Sync {
         progress: &mut Progress,
         output: &mut dyn ProvisionOutput,
         key_kept: &mut bool,
+    ) -> Result<GuestConverged, Failure>;
+
+    /// Converges `guest`, a domain without a guest of its own, on the machine of `machine`.
+    fn converge_on_machine(
+        &self,
+        run: &SiteRun<'_, '_>,
+        guest: &GuestInputs,
+        machine: &DomainName,
+        progress: &mut Progress,
+        output: &mut dyn ProvisionOutput,
     ) -> Result<GuestConverged, Failure>;
 }
 
@@ -97,6 +117,29 @@ impl ConvergeGuest for OnHypervisor {
             key_kept,
         )
     }
+
+    fn converge_on_machine(
+        &self,
+        run: &SiteRun<'_, '_>,
+        guest: &GuestInputs,
+        machine: &DomainName,
+        progress: &mut Progress,
+        output: &mut dyn ProvisionOutput,
+    ) -> Result<GuestConverged, Failure> {
+        let login = {
+            let mut credentials = run.credentials.lock().unwrap_or_else(|e| e.into_inner());
+            find_machine_login(
+                &guest.paths,
+                run.locks,
+                &guest.config.domain,
+                machine,
+                &mut credentials,
+                run.request.answer_timeout,
+            )
+            .map_err(|failure| machine_not_reached(guest, machine, failure))?
+        };
+        converge_on_machine(guest, &login, run.locks, run.request, progress, output)
+    }
 }
 
 /// How the guests of a site are converged: how many at once, and by what.
@@ -123,12 +166,26 @@ pub fn provision_site(
         .iter()
         .map(|domain| (domain.clone(), None))
         .collect();
-    let mut configured = Vec::new();
+    let mut loaded = Vec::new();
     for (domain, outcome) in &mut outcomes {
         match load_guest_configured(paths, domain, &*progress) {
-            Ok(guest) => configured.push(guest),
+            Ok(guest) => loaded.push(guest),
             Err(failure) => *outcome = Some(SiteOutcome::Failed(failure)),
         }
+    }
+    // The site's dependencies are followed before anything is asked of any machine: a cycle or
+    // a domain depended on that has no file stops the run.
+    let graph = site_graph(
+        &loaded.iter().map(domain_node).collect::<Vec<_>>(),
+        &domains,
+    )?;
+    let mut configured = Vec::new();
+    for domain in &graph.order {
+        let index = loaded
+            .iter()
+            .position(|guest| &guest.config.domain == domain)
+            .expect("the graph orders the domains it was given");
+        configured.push(loaded.remove(index));
     }
     let fleet = fleet_to_build_on(
         &paths.hypervisors_conf,
@@ -138,7 +195,19 @@ pub fn provision_site(
     if let Some(warning) = &fleet.warning {
         output.warning(progress, warning);
     }
-    let decisions = place_configured(&fleet, &configured, request);
+    // Only the guests trog builds are placed, together.
+    let built: Vec<&GuestConfigured> = configured
+        .iter()
+        .filter(|guest| guest.config.settings.runs_on() == RunsOn::OwnGuest)
+        .collect();
+    let mut placed = place_configured_refs(&fleet, &built, request).into_iter();
+    let decisions: Vec<Option<Result<Decision, PlacementError>>> = configured
+        .iter()
+        .map(|guest| {
+            (guest.config.settings.runs_on() == RunsOn::OwnGuest)
+                .then(|| placed.next().expect("one decision per guest built"))
+        })
+        .collect();
     let (addresses, store_use) = store_and_addresses(paths, &fleet, locks, request)?;
     // Everything local first, one guest after another (the store is written one run at a time):
     // a guest refused here is that guest's outcome.
@@ -150,20 +219,45 @@ pub fn provision_site(
             .origins
             .locate_setting("hypervisor")
             .map(ToString::to_string);
-        let prepared = decision
-            .map_err(|error| Failure::from(error.pin_written_at(written_at)))
-            .and_then(|decision| {
-                generate_guest_inputs(guest, credentials, store_use, addresses, &*progress)
-                    .map(|inputs| (inputs, decision))
-            });
+        let decision = match decision {
+            None => Ok(None),
+            Some(decision) => decision
+                .map(Some)
+                .map_err(|error| Failure::from(error.pin_written_at(written_at))),
+        };
+        let prepared = decision.and_then(|decision| {
+            generate_guest_inputs(guest, credentials, store_use, addresses, &*progress)
+                .map(|inputs| (inputs, decision))
+        });
         match prepared {
             Ok(pair) => ready.push(pair),
             Err(failure) => set_outcome(&mut outcomes, &domain, SiteOutcome::Failed(failure)),
         }
     }
-    // Then the guests on their hypervisors, up to `parallel` at once.
+    let failed_before: Vec<DomainName> = outcomes
+        .iter()
+        .filter(|(_, outcome)| outcome.is_some())
+        .map(|(domain, _)| domain.clone())
+        .collect();
+    let schedule = Schedule::new(
+        ready
+            .iter()
+            .map(|(inputs, _)| {
+                let domain = &inputs.config.domain;
+                Scheduled {
+                    domain: domain.clone(),
+                    depends_on: graph.depends_on.get(domain).cloned(),
+                    machine: graph.machine_of(domain).clone(),
+                }
+            })
+            .collect(),
+        failed_before,
+    );
+    // Then the guests on their machines, up to `parallel` at once, a machine before what runs
+    // on it.
     let converged = converge_at_once(
         &ready,
+        schedule,
         &fleet,
         locks,
         credentials,
@@ -172,14 +266,15 @@ pub fn provision_site(
         progress.mode(),
         output,
     );
-    for ((inputs, _), (result, key_kept)) in ready.iter().zip(converged) {
+    for ((inputs, _), result) in ready.iter().zip(converged) {
         let outcome = match result {
-            Ok(GuestConverged::Changed) => SiteOutcome::Changed,
-            Ok(GuestConverged::Already) => SiteOutcome::Already,
-            Err(failure) if key_kept => SiteOutcome::Failed(failure),
+            Converged::Skipped { because } => SiteOutcome::Skipped { because },
+            Converged::Ran(Ok(GuestConverged::Changed), _) => SiteOutcome::Changed,
+            Converged::Ran(Ok(GuestConverged::Already), _) => SiteOutcome::Already,
+            Converged::Ran(Err(failure), true) => SiteOutcome::Failed(failure),
             // A guest refused before its first step gives back the key this run made for it;
             // the store itself stays, the other guests' keys are in it.
-            Err(failure) => SiteOutcome::Failed(refused(
+            Converged::Ran(Err(failure), false) => SiteOutcome::Failed(refused(
                 failure,
                 paths,
                 locks,
@@ -209,15 +304,24 @@ fn set_outcome(
 }
 
 /// One guest's result, and whether its key stays whatever happens next.
-type Converged = (Result<GuestConverged, Failure>, bool);
+type RanResult = (Result<GuestConverged, Failure>, bool);
 
-/// Converges each guest of `ready` on its hypervisor, up to `parallel` at once, each in a thread
-/// of its own with its own progress; the credentials (a sudo password asked once) and what is
-/// shown and asked (plans, a data loss to confirm) are shared, one guest at a time. The results
-/// come back in `ready`'s order.
+/// What became of one guest of `ready`.
+enum Converged {
+    /// Its result, and whether its key stays whatever happens next.
+    Ran(Result<GuestConverged, Failure>, bool),
+    /// Not converged: the domain whose machine it runs on did not converge.
+    Skipped { because: DomainName },
+}
+
+/// Converges each guest of `ready` on its machine, up to `parallel` at once as `schedule`
+/// allows, each in a thread of its own with its own progress; the credentials (a sudo password
+/// asked once) and what is shown and asked (plans, a data loss to confirm) are shared, one
+/// guest at a time. The results come back in `ready`'s order.
 #[allow(clippy::too_many_arguments)]
 fn converge_at_once(
-    ready: &[(GuestInputs, Decision)],
+    ready: &[(GuestInputs, Option<Decision>)],
+    schedule: Schedule,
     fleet: &BuildFleet,
     locks: &Locks,
     credentials: &mut CredentialSource,
@@ -241,36 +345,88 @@ fn converge_at_once(
         request,
     };
     let output = SharedOutput(Mutex::new(output));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Converged>>> =
+    let schedule = Mutex::new(schedule);
+    let turn = Condvar::new();
+    let results: Mutex<Vec<Option<RanResult>>> =
         Mutex::new((0..ready.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..parallel.clamp(1, ready.len().max(1)) {
             scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::SeqCst);
-                let Some((inputs, decision)) = ready.get(index) else {
+                let index = {
+                    let mut next = schedule.lock().unwrap_or_else(|e| e.into_inner());
+                    loop {
+                        match next.next_to_run() {
+                            Next::Run(index) => break Some(index),
+                            Next::Finished => break None,
+                            Next::Wait => {
+                                next = turn.wait(next).unwrap_or_else(|e| e.into_inner());
+                            }
+                        }
+                    }
+                };
+                let Some(index) = index else {
+                    // Another worker may be waiting for what this one saw finished.
+                    turn.notify_all();
                     break;
                 };
+                let (inputs, decision) = &ready[index];
                 let mut progress = Progress::new(mode);
                 let mut key_kept = false;
-                let result = how.guest.converge(
-                    &run,
-                    inputs,
-                    decision,
-                    &mut progress,
-                    &mut &output,
-                    &mut key_kept,
-                );
+                let result = match decision {
+                    Some(decision) => how.guest.converge(
+                        &run,
+                        inputs,
+                        decision,
+                        &mut progress,
+                        &mut &output,
+                        &mut key_kept,
+                    ),
+                    None => {
+                        // A domain on a machine that is there keeps its key.
+                        key_kept = true;
+                        let domain = &inputs.config.domain;
+                        let machine = schedule_machine(&schedule, domain);
+                        how.guest.converge_on_machine(
+                            &run,
+                            inputs,
+                            &machine,
+                            &mut progress,
+                            &mut &output,
+                        )
+                    }
+                };
+                let converged = result.is_ok();
                 results.lock().unwrap_or_else(|e| e.into_inner())[index] = Some((result, key_kept));
+                schedule
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .ended(index, converged);
+                turn.notify_all();
             });
         }
     });
+    let schedule = schedule.into_inner().unwrap_or_else(|e| e.into_inner());
     results
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
-        .map(|result| result.expect("every guest was taken by a worker"))
+        .enumerate()
+        .map(|(index, result)| match (result, schedule.progress(index)) {
+            (Some((result, key_kept)), _) => Converged::Ran(result, key_kept),
+            (None, ScheduleProgress::Skipped { because }) => Converged::Skipped {
+                because: because.clone(),
+            },
+            (None, other) => unreachable!("a guest neither converged nor skipped: {other:?}"),
+        })
         .collect()
+}
+
+/// The machine `domain` is converged on, as the schedule knows it.
+fn schedule_machine(schedule: &Mutex<Schedule>, domain: &DomainName) -> DomainName {
+    schedule
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .machine_of(domain)
 }
 
 /// A run's [`ProvisionOutput`] shared by the guests converged at once: one at a time.
@@ -303,6 +459,17 @@ impl ProvisionOutput for &SharedOutput<'_> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .converged(progress, report);
+    }
+
+    fn planned_on_machine(
+        &mut self,
+        progress: &mut Progress,
+        planned: &crate::provision::host::PlannedOnMachine<'_>,
+    ) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .planned_on_machine(progress, planned);
     }
 }
 

@@ -1,7 +1,7 @@
-//! `provision --all`'s summary: one line per guest of recipes.d (changed, converged already, or
-//! failed and why), and the exit status: 0 when every guest converged, else the status of the
-//! first guest that failed, in recipes.d's order; and its text as people read it, which the
-//! command prints.
+//! `provision --all`'s summary: one line per guest of recipes.d (changed, converged already,
+//! failed and why, or skipped because the domain whose machine it runs on did not converge), and
+//! the exit status: 0 when every guest converged, else the status of the first guest that
+//! failed, in recipes.d's order; and its text as people read it, which the command prints.
 
 use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
@@ -13,8 +13,10 @@ use serde::Serialize;
 #[derive(Debug, Serialize)]
 pub struct SummaryLine {
     pub guest: String,
-    /// `changed`, `converged_already` or `failed`.
+    /// `changed`, `converged_already`, `failed` or `skipped`.
     pub outcome: &'static str,
+    /// For `skipped`: the domain whose machine it runs on, which did not converge.
+    pub skipped_because: Option<String>,
     /// Why it failed, as an `error` event's fields; `null` otherwise.
     pub failure: Option<ErrorEvent>,
 }
@@ -46,6 +48,11 @@ pub fn summarise(
                 SiteOutcome::Changed => "changed",
                 SiteOutcome::Already => "converged_already",
                 SiteOutcome::Failed(_) => "failed",
+                SiteOutcome::Skipped { .. } => "skipped",
+            },
+            skipped_because: match outcome {
+                SiteOutcome::Skipped { because } => Some(because.to_string()),
+                _ => None,
             },
             failure: match outcome {
                 SiteOutcome::Failed(failure) => Some(ErrorEvent::of(failure)),
@@ -65,13 +72,19 @@ pub fn render(summary: &SiteSummary) -> String {
             .filter(|line| line.outcome == outcome)
             .count()
     };
-    let (changed, already, failed) = (
+    let (changed, already, failed, skipped) = (
         count("changed"),
         count("converged_already"),
         count("failed"),
+        count("skipped"),
     );
+    let skipped = if skipped > 0 {
+        format!(", {skipped} skipped")
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "{} guest{}: {changed} {}, {already} converged already, {failed} failed\n",
+        "{} guest{}: {changed} {}, {already} converged already, {failed} failed{skipped}\n",
         summary.guests.len(),
         if summary.guests.len() == 1 { "" } else { "s" },
         if summary.dry_run {
@@ -85,9 +98,15 @@ pub fn render(summary: &SiteSummary) -> String {
             ("changed", true) => "would change",
             ("changed", false) => "changed",
             ("converged_already", _) => "converged already",
+            ("skipped", _) => "SKIPPED",
             _ => "FAILED",
         };
         text.push_str(&format!("  {:<18} {}", what, line.guest));
+        if let Some(because) = &line.skipped_because {
+            text.push_str(&format!(
+                ": runs on {because}'s machine, and {because} did not converge in this run"
+            ));
+        }
         if let Some(failure) = &line.failure {
             // A message of several lines goes on under the guest's name, not at the margin.
             let continued = format!("\n{:21}", "");

@@ -204,6 +204,7 @@ files:
         ])
         .unwrap();
         let guest = GuestRecipes {
+            on_own_vm: true,
             recipes: [(name("site"), json!({}))].into_iter().collect(),
             distro: "debian".into(),
             release: None,

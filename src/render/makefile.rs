@@ -285,6 +285,7 @@ mod tests {
         ])
         .unwrap();
         let guest = GuestRecipes {
+            on_own_vm: true,
             recipes: [(name("web"), json!({}))].into_iter().collect(),
             distro: "debian".into(),
             release: None,

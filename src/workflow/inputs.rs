@@ -5,6 +5,7 @@ use crate::addresses::settle::{settle_addresses, AddressPolicy};
 use crate::config::changeme::refuse_changeme;
 use crate::config::guest::{load_guest_with_recipe_settings, GuestConfig};
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
 use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
@@ -247,9 +248,19 @@ pub fn generate_guest_inputs(
         mut config,
         site,
     } = configured;
+    let runs_on = config.settings.runs_on();
     // Before generating: the address settled here is written into the seed as a static one. It
-    // comes after placement, so a refused run records no address in ips.db.
-    settle_addresses(&paths.ips_db, &mut config, addresses)?;
+    // comes after placement, so a refused run records no address in ips.db. A domain without a
+    // guest of its own is given none: it is reached at its machine's.
+    if runs_on == RunsOn::OwnGuest {
+        settle_addresses(&paths.ips_db, &mut config, addresses)?;
+    }
+    // A dependent logs in with its machine's key: it is given none of its own, and the store is
+    // only read for its recipes' secrets.
+    let store_use = match runs_on {
+        RunsOn::DependsOn(_) => StoreUse::ReadOnly,
+        _ => store_use,
+    };
     let (store, keypair, store_additions) =
         store_and_keypair(&paths, &config, credentials, store_use)?;
     let generated = generate(
@@ -320,6 +331,18 @@ pub fn load_guest_inputs(
         addresses,
         reporter,
     )
+}
+
+/// `domain`'s login key from the store, made and saved (under the store's writer lock) when it
+/// has none and `store_use` allows: what `authorized-key` prints for an existing host's admin to
+/// authorize.
+pub fn login_keypair(
+    paths: &InstallationPaths,
+    config: &GuestConfig,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    store_use: StoreUse,
+) -> Result<GuestKeypair, SecretsError> {
+    store_and_keypair(paths, config, credentials, store_use).map(|(_, keypair, _)| keypair)
 }
 
 #[cfg(test)]

@@ -29,12 +29,14 @@ pub mod destroy;
 pub mod fake_fleet;
 pub mod fleet;
 pub mod guest_plan;
+pub mod host;
 pub mod hypervisor_machine;
 pub mod inputs;
 #[cfg(test)]
 mod layering_tests;
 pub mod locate;
 pub mod lock;
+pub mod machine_login;
 pub mod open;
 pub mod preflight;
 pub mod reach;

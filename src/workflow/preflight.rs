@@ -7,24 +7,35 @@ use crate::config::hypervisors_conf::{
 };
 use crate::config::load::{list_domains, load_guest_with_recipe_settings, load_recipes_yaml};
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
 use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::Secret;
+use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::{Diagnose, Failure};
 use crate::generate::recipe_settings;
+use crate::guest::wait::AttemptFailed;
 use crate::libvirt::facts::{libvirt_facts, linked_library_version};
 use crate::machine::hypervisor_ops::{
     kvm_verdict, virtiofsd_path, HypervisorMachine, HypervisorOp,
 };
 use crate::machine::ssh::SudoPassword;
+use crate::machine::ssh::{SshMachine, SshTarget};
 use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::MachineError;
+use crate::machine::{Machine, MachineCommand};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
 use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
+use crate::preflight::existing_hosts::{existing_host_checks, ExistingHostFacts, HostLoginFact};
 use crate::preflight::{
     ConfigurationFacts, FileFact, GuestListingProblem, HypervisorFacts, HypervisorReport,
     PreflightReport, SudoFact,
 };
+use crate::secrets::{stored_keypair, GuestKeypair, PrivateKeyFile, SecretStore};
+use crate::untrusted::untrusted_str;
 use crate::workflow::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
+use crate::workflow::inputs::{load_guest_configured, store_key_file, GuestConfigured};
+use crate::workflow::reach::attempt_login;
+use crate::workflow::reporter::AlreadyTold;
 
 /// Asks the installation's configuration and its hypervisors (or the one named) everything
 /// preflight checks, and returns the checks. `handed_in_sudo` is the sudo password given with
@@ -33,6 +44,7 @@ pub fn preflight_report(
     paths: &InstallationPaths,
     only_hypervisor: Option<&str>,
     handed_in_sudo: Option<Secret>,
+    store_credentials: Option<&mut CredentialSource<TerminalPrompter>>,
 ) -> Result<PreflightReport, Failure> {
     let fleet_file = load_installation_fleet(paths);
     // A fleet file named on the command line that is not there leaves nothing to check: checking
@@ -59,9 +71,15 @@ pub fn preflight_report(
             .map(|ask| ask.join().expect("a preflight thread does not panic"))
             .collect()
     });
+    let mut configuration = configuration_checks(&configuration);
+    configuration.extend(
+        existing_host_facts(paths, store_credentials)
+            .iter()
+            .flat_map(existing_host_checks),
+    );
     Ok(PreflightReport {
         configuration_dir: paths.dir.display().to_string(),
-        configuration: configuration_checks(&configuration),
+        configuration,
         hypervisors: facts
             .iter()
             .map(|facts| HypervisorReport {
@@ -71,6 +89,106 @@ pub fn preflight_report(
             })
             .collect(),
     })
+}
+
+/// Every existing host of recipes.d, logged into with trog's key for it (when the store could
+/// be opened: `credentials` is given only when its passphrase was handed in) and asked for sudo.
+fn existing_host_facts(
+    paths: &InstallationPaths,
+    credentials: Option<&mut CredentialSource<TerminalPrompter>>,
+) -> Vec<ExistingHostFacts> {
+    let Ok(domains) = list_domains(paths) else {
+        return Vec::new();
+    };
+    let hosts: Vec<(GuestConfigured, String)> = domains
+        .iter()
+        .filter_map(|domain| load_guest_configured(paths, domain, &AlreadyTold).ok())
+        .filter_map(|configured| match configured.config.settings.runs_on() {
+            RunsOn::ExistingHost(address) => Some((configured, address)),
+            _ => None,
+        })
+        .collect();
+    if hosts.is_empty() {
+        return Vec::new();
+    }
+    let store = match credentials {
+        None => Err("no passphrase was handed in".to_string()),
+        Some(credentials) => {
+            let key_file = store_key_file(paths, &hosts[0].0.config);
+            match SecretStore::open_existing(&paths.secrets_kdbx, key_file.as_deref(), credentials)
+            {
+                Ok(Some(store)) => Ok(store),
+                Ok(None) => Err("there is none yet".to_string()),
+                Err(error) => Err(error.to_string()),
+            }
+        }
+    };
+    hosts
+        .into_iter()
+        .map(|(configured, address)| {
+            let config = &configured.config;
+            let user = config.settings.admin_user.clone();
+            let (login, sudo) = match &store {
+                Err(why) => (HostLoginFact::StoreNotOpened(why.clone()), None),
+                Ok(store) => match stored_keypair(store, &config.domain) {
+                    Ok(Some(keypair)) => log_in_and_ask_sudo(&keypair, &user, &address),
+                    Ok(None) => (HostLoginFact::NoKey, None),
+                    Err(error) => (HostLoginFact::StoreNotOpened(error.to_string()), None),
+                },
+            };
+            ExistingHostFacts {
+                domain: config.domain.to_string(),
+                user,
+                address,
+                login,
+                sudo,
+            }
+        })
+        .collect()
+}
+
+/// Logs into an existing host with `keypair` (its adopted host key pinned) and asks sudo.
+fn log_in_and_ask_sudo(
+    keypair: &GuestKeypair,
+    user: &str,
+    address: &str,
+) -> (HostLoginFact, Option<Result<(), String>>) {
+    let key = match PrivateKeyFile::write(keypair) {
+        Ok(key) => key,
+        Err(error) => return (HostLoginFact::Unreachable(error.to_string()), None),
+    };
+    let machine = match SshMachine::new(
+        SshTarget {
+            user: Some(user.to_string()),
+            host: address.to_string(),
+            port: None,
+        },
+        Some(key.path().to_path_buf()),
+        key.pinned_host_keys(),
+    ) {
+        Ok(machine) => machine,
+        Err(error) => return (HostLoginFact::Unreachable(error.to_string()), None),
+    };
+    match attempt_login(&machine, &mut || None) {
+        Ok(()) => {}
+        Err(AttemptFailed::HostKeyRefused) if keypair.adopted_host_key().is_none() => {
+            return (HostLoginFact::HostKeyNotAdopted, None)
+        }
+        Err(AttemptFailed::HostKeyRefused) => return (HostLoginFact::HostKeyRefused, None),
+        Err(AttemptFailed::NoAnswer(why) | AttemptFailed::GuestStopped(why)) => {
+            return (HostLoginFact::Unreachable(untrusted_str(&why)), None)
+        }
+    }
+    let sudo = machine
+        .run(&MachineCommand::new(["true"]).as_root(true))
+        .map_err(|error| short_error(&error))
+        .and_then(|output| match output.status {
+            Some(0) => Ok(()),
+            _ => Err(untrusted_str(
+                String::from_utf8_lossy(&output.stderr).trim(),
+            )),
+        });
+    (HostLoginFact::Reached, Some(sudo))
 }
 
 fn configuration_facts(

@@ -5,3 +5,11 @@
 pub trait Reporter {
     fn say(&self, line: &str);
 }
+
+/// A reporter that drops what it is told: for a configuration read again whose warnings were
+/// given when it was first read in the same run (a machine's, read to log into it).
+pub struct AlreadyTold;
+
+impl Reporter for AlreadyTold {
+    fn say(&self, _line: &str) {}
+}

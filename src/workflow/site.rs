@@ -10,7 +10,7 @@ use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::{CredentialSource, Secret, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::generate::recipe_settings;
-use crate::inventory::{choose_address, SiteMachine};
+use crate::inventory::{choose_address, AddressOrigin, SiteMachine};
 use crate::libvirt::ask_fleet;
 use crate::libvirt::site::{held_domains, HeldDomain};
 use crate::model::hypervisor::Transport;
@@ -136,12 +136,14 @@ pub fn site_inventory(
     let mut machines = Vec::with_capacity(site.guests.len());
     let mut login_key = None;
     for guest in &site.guests {
+        // A dependent is reached as its machine is: the end of its `depends_on` chain.
+        let machine_config = machine_config_of(guest, &site.guests);
         let pair = match &store {
-            Some(store) => stored_keypair(store, &guest.domain)?
+            Some(store) => stored_keypair(store, &machine_config.domain)?
                 .filter(|pair| pair.origin() == crate::secrets::KeypairOrigin::Stored),
             None => None,
         };
-        if login_key_of == Some(&guest.domain) {
+        if login_key_of == Some(&guest.domain) && machine_config.domain == guest.domain {
             login_key = pair.as_ref().map(|pair| pair.private_key_openssh().clone());
         }
         let host_keys = pair
@@ -152,7 +154,18 @@ pub fn site_inventory(
                     .collect()
             })
             .unwrap_or_default();
-        machines.push(machine(guest, &site.hypervisors, &holdings, host_keys));
+        let mut entry = machine(machine_config, &site.hypervisors, &holdings, host_keys);
+        if machine_config.domain != guest.domain {
+            entry.runs_on = Some(entry.name.clone());
+            entry.name = guest.domain.to_string();
+            entry.tenant = None;
+            entry.recipes = guest
+                .recipes
+                .keys()
+                .map(|recipe| recipe.to_string())
+                .collect();
+        }
+        machines.push(entry);
     }
     let unreachable = site
         .hypervisors
@@ -174,6 +187,24 @@ pub fn site_inventory(
         login_key,
         warning: site.warning,
     })
+}
+
+/// The configuration of the machine `guest` runs on: its own, or the end of its `depends_on`
+/// chain among `guests` (a chain that leaves them, or turns in a ring, ends where it does).
+fn machine_config_of<'a>(guest: &'a GuestConfig, guests: &'a [GuestConfig]) -> &'a GuestConfig {
+    let mut current = guest;
+    for _ in 0..guests.len() {
+        let Some(next) = current
+            .settings
+            .depends_on
+            .as_ref()
+            .and_then(|wanted| guests.iter().find(|other| &other.domain == wanted))
+        else {
+            break;
+        };
+        current = next;
+    }
+    current
 }
 
 /// One guest as a machine of the inventory (everything asked is passed in).
@@ -201,11 +232,17 @@ fn machine(
         .and_then(|(_, domain)| domain.leased.first())
         .and_then(|address| address.parse::<IpAddr>().ok());
     let leased_here = holder.is_some_and(|(hypervisor, _)| hypervisor.local);
-    let chosen = choose_address(declared, recorded, leased, leased_here);
+    let chosen = choose_address(declared, recorded, leased, leased_here)
+        .map(|(address, origin)| (address.to_string(), origin));
+    let chosen = match &guest.settings.existing_host {
+        Some(address) => Some((address.clone(), AddressOrigin::ExistingHost)),
+        None => chosen,
+    };
     SiteMachine {
         name: name.to_string(),
-        address: chosen.map(|(address, _)| address),
+        address: chosen.as_ref().map(|(address, _)| address.clone()),
         address_origin: chosen.map(|(_, origin)| origin),
+        runs_on: None,
         admin_user: guest.settings.admin_user.clone(),
         hypervisor: holder.map(|(hypervisor, _)| hypervisor.name.clone()),
         tenant: guest

@@ -42,6 +42,16 @@ pub fn guest_status(
     // The configuration and the fleet first: what is wrong with them is said before the store is
     // asked for, and a guest on no hypervisor needs no store at all.
     let configured = load_guest_configured(paths, guest.domain, reporter)?;
+    if configured.config.settings.runs_on() != crate::config::settings::RunsOn::OwnGuest {
+        return crate::workflow::host::host_status(
+            paths,
+            locks,
+            configured,
+            credentials,
+            guest.answer_timeout,
+            reporter,
+        );
+    }
     let fleet = InstallationFleet { paths, locks };
     let whereabouts = fleet.search(guest)?;
     let Some(holder) = whereabouts.holder else {

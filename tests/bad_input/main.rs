@@ -1498,6 +1498,112 @@ fn more_credentials() -> Vec<Case> {
     ]
 }
 
+/// The file of another domain of the installation.
+const OTHER_FILE: &str = "etc/recipes.d/other.test.yaml";
+
+/// A domain's file whose `_global` is `global`, serving nginx.
+fn domain_file(domain: &str, global: &str) -> String {
+    let global: String = global.lines().map(|line| format!("    {line}\n")).collect();
+    format!("{domain}:\n  _global:\n{global}  nginx: {{}}\n")
+}
+
+/// Domains that run on another's machine (`depends_on`) or on an existing host.
+fn sites() -> Vec<Case> {
+    vec![
+        case("depends_on a domain without a file", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: nothere.test", "nginx: {}")))
+            .says("no file in recipes.d"),
+        case("depends_on a misspelt domain", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: othre.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "cpus: 1")))
+            .says("did you mean other.test?"),
+        case("depends_on itself", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: example.test", "nginx: {}")))
+            .says("a cycle"),
+        case("depends_on a cycle of two", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "depends_on: example.test")))
+            .says("which depends on example.test"),
+        case("depends_on a chain to a domain without a file", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "depends_on: gone.test")))
+            .at(OTHER_FILE)
+            .says("other.test depends on gone.test"),
+        case("memory beside depends_on", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("depends_on: other.test\nmemory: 2048", "nginx: {}"),
+            ))
+            .says("is a setting of a machine"),
+        case("ips beside depends_on", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("depends_on: other.test\nips: [192.0.2.9/24]", "nginx: {}"),
+        )),
+        case("admin_user beside depends_on", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("depends_on: other.test\nadmin_user: someone", "nginx: {}"),
+        )),
+        case("tenant beside depends_on", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("depends_on: other.test\ntenant: shop", "nginx: {}"),
+        )),
+        case("data volume beside depends_on", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("depends_on: other.test\ndata_volume_size: 1G", "nginx: {}"),
+        )),
+        case("depends_on not a domain", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: [a.test]", "nginx: {}"))),
+        case("depends_on in _base", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("depends_on: other.test")))
+            .says("belongs to one domain"),
+        case("existing_host in _base", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("existing_host: 192.0.2.7")))
+            .says("belongs to one domain"),
+        case("existing_host beside depends_on", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("existing_host: 192.0.2.7\ndepends_on: other.test", "nginx: {}"),
+            ))
+            .says("not both"),
+        case("existing_host not an address", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("existing_host: \"a;b\"", "nginx: {}")))
+            .says("neither an IP address nor a DNS name"),
+        case("existing_host a list", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest("existing_host: [192.0.2.7]", "nginx: {}"))),
+        case("cpus beside existing_host", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("existing_host: 192.0.2.7")))
+            .says("a setting of a guest trog builds"),
+        case("hypervisor beside existing_host", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("existing_host: 192.0.2.7\nhypervisor: hv1", "nginx: {}"),
+        )),
+        case("image beside existing_host", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest(
+                "existing_host: 192.0.2.7\nimage: {url: 'file:///i.qcow2', sha256: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}",
+                "nginx: {}",
+            ),
+        )),
+        case("admin_user of an existing host not a login", DRY, CONFIG).edit(write(
+            GUEST_FILE,
+            guest("existing_host: 192.0.2.7\nadmin_user: \"Bad User\"", "nginx: {}"),
+        )),
+        case("destroy of an existing host", "destroy example.test", CONFLICT)
+            .edit(write(GUEST_FILE, guest("existing_host: 192.0.2.7", "nginx: {}")))
+            .no_line()
+            .says("trog did not build"),
+        case("authorized-key of a dependent", "authorized-key example.test", CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "cpus: 1")))
+            .no_line()
+            .says("`trog authorized-key other.test`"),
+        case("status of a dependent in a cycle", "status example.test", CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "depends_on: example.test")))
+            .says("a cycle"),
+    ]
+}
+
 #[test]
 fn every_bad_input_is_refused_cleanly() {
     let cases: Vec<Case> = [
@@ -1511,6 +1617,7 @@ fn every_bad_input_is_refused_cleanly() {
         more_credentials(),
         refused_while_parsing(),
         setting_values(),
+        sites(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();

@@ -71,6 +71,7 @@ const RECIPES: &[&str] = &[
 
 fn guest(distro: &str, args: impl Fn(&str) -> Value) -> GuestRecipes {
     GuestRecipes {
+        on_own_vm: true,
         recipes: RECIPES
             .iter()
             .map(|name| (RecipeName::parse(name).unwrap(), args(name)))

@@ -62,6 +62,7 @@ fn sample_args(recipe: &str) -> Value {
 
 fn guest(recipes: &[&str], distro: &str) -> GuestRecipes {
     GuestRecipes {
+        on_own_vm: true,
         recipes: recipes
             .iter()
             .map(|name| (RecipeName::parse(name).unwrap(), sample_args(name)))
@@ -164,6 +165,7 @@ fn recipes_render_without_optional_arguments_too() {
     let cookbook = shipped();
     let environment = template_environment();
     let bare = GuestRecipes {
+        on_own_vm: true,
         recipes: [
             "adminconfig",
             "nginx",

@@ -17,6 +17,7 @@
 //! Makefile loads rows into both, which the database users then read with passwords taken from the
 //! secret store.
 
+mod sites;
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -434,4 +435,9 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
         );
         std::thread::sleep(Duration::from_secs(10));
     }
+
+    // The same guest, without another boot, as the machine of a second site of this
+    // installation, and as an existing host of another installation.
+    sites::a_dependent_site_is_served_beside_the_first(&installation, &address);
+    sites::a_second_installation_finishes_it_as_an_existing_host(&installation, &address);
 }

@@ -308,3 +308,52 @@ fn an_address_assign_ip_recorded_in_ips_db_is_the_machines_address() {
     let unknown = site.trog(&["inventory", "--format", "ansible", "gone.site.test"]);
     assert_eq!(unknown.status.code(), Some(3), "{}", said(&unknown));
 }
+
+#[test]
+fn an_existing_host_is_at_its_address_and_a_dependent_is_reached_as_its_machine() {
+    let site = Site::with_two_built_guests();
+    let recipes_d = site.path("etc/recipes.d");
+    std::fs::write(
+        recipes_d.join("old.site.test.yaml"),
+        "old.site.test:\n  _global:\n    existing_host: old-box.example.test\n    admin_user: ~\n  nginx: {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        recipes_d.join("blog.site.test.yaml"),
+        "blog.site.test:\n  _global:\n    depends_on: www.site.test\n  nginx: {}\n",
+    )
+    .unwrap();
+    let inventory: serde_json::Value =
+        serde_json::from_str(&site.inventory(&["--format", "ansible"])).unwrap();
+    let hostvars = &inventory["_meta"]["hostvars"];
+    assert_eq!(
+        hostvars["old.site.test"]["ansible_host"],
+        "old-box.example.test"
+    );
+    // `_base`'s admin_user unset for it (`~`) and none of its own: root, as the specification
+    // says.
+    assert_eq!(hostvars["old.site.test"]["ansible_user"], "root");
+    assert_eq!(hostvars["blog.site.test"]["ansible_host"], "192.0.2.10");
+    assert_eq!(hostvars["blog.site.test"]["ansible_user"], "siteadmin");
+    assert_eq!(hostvars["blog.site.test"]["trog_runs_on"], "www.site.test");
+
+    // OpenSSH reads the dependent's block as its machine's: address, login and pinned key.
+    let config = site.path("ssh_config");
+    let known_hosts = site.path("known_hosts");
+    std::fs::write(
+        &config,
+        site.inventory(&[
+            "--format",
+            "ssh-config",
+            "--known-hosts",
+            known_hosts.to_str().unwrap(),
+        ]),
+    )
+    .unwrap();
+    let blog = ssh_g(&config, "blog.site.test");
+    assert_eq!(option(&blog, "hostname"), ["192.0.2.10"]);
+    assert_eq!(option(&blog, "user"), ["siteadmin"]);
+    let old = ssh_g(&config, "old.site.test");
+    assert_eq!(option(&old, "hostname"), ["old-box.example.test"]);
+    assert_eq!(option(&old, "user"), ["root"]);
+}

@@ -178,3 +178,57 @@ fn guests_converged_at_once_end_the_same_and_the_bound_is_checked() {
         );
     }
 }
+
+#[test]
+fn a_site_on_a_machine_that_failed_is_skipped_naming_it_and_one_on_a_machine_never_built_says_so() {
+    let site = site_with_a_refused_guest();
+    let on = |guest: &str, machine: &str| {
+        std::fs::write(
+            site.path(&format!("etc/recipes.d/{guest}.yaml")),
+            format!("{guest}:\n  _global:\n    depends_on: {machine}\n  nginx: {{}}\n"),
+        )
+        .unwrap();
+    };
+    on("blog.site.test", "bad.site.test");
+    on("wiki.site.test", "new.site.test");
+
+    let output = site.trog(&["provision", "--all", "--dry-run"]);
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", said(&output));
+    assert!(
+        text.contains("7 guests: 3 to change, 0 converged already, 3 failed, 1 skipped"),
+        "{}",
+        said(&output)
+    );
+    assert!(
+        text.contains("  SKIPPED            blog.site.test: runs on bad.site.test's machine, and bad.site.test did not converge in this run"),
+        "{}",
+        said(&output)
+    );
+    // new.site.test is planned, not built: its machine has no key to log in with yet.
+    assert!(
+        text.contains("/wiki.site.test.yaml:3:5: `depends_on` of wiki.site.test (new.site.test's machine): wiki.site.test runs on new.site.test's machine, which has no key in the secret store"),
+        "{}",
+        said(&output)
+    );
+
+    // Asked for alone, the machine is planned first, then the dependent says what to do.
+    let alone = site.trog(&["provision", "--dry-run", "wiki.site.test"]);
+    let out = String::from_utf8_lossy(&alone.stdout);
+    let err = String::from_utf8_lossy(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(3), "{}", said(&alone));
+    assert!(out.contains("new.site.test: 10 steps"), "{}", said(&alone));
+    assert!(
+        err.contains("hint: provision new.site.test first: `trog provision new.site.test`"),
+        "{}",
+        said(&alone)
+    );
+    let status = site.trog(&["status", "wiki.site.test"]);
+    assert_eq!(status.status.code(), Some(1), "{}", said(&status));
+    assert!(
+        String::from_utf8_lossy(&status.stdout)
+            .contains("wiki.site.test: on new.site.test's machine, not converged"),
+        "{}",
+        said(&status)
+    );
+}

@@ -1,0 +1,179 @@
+//! `status` and `destroy` of a domain without a guest of its own. Its status is read on the
+//! machine it runs on (the digest converged in its state directory there, against its payload's);
+//! a dependent's destroy removes its state directory on its machine (its payload, which holds
+//! its rendered files and their secrets, and its records) and nothing else of the machine; an
+//! existing host's destroy is refused: trog did not make it.
+
+use crate::addresses::settle::AddressPolicy;
+use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
+use crate::credentials::{CredentialSource, TerminalPrompter};
+use crate::diagnose::{Diagnose, Failure};
+use crate::exit_status::ExitStatus;
+use crate::lock::{Locks, Subject};
+use crate::machine::{Machine, MachineCommand};
+use crate::model::names::DomainName;
+use crate::output::progress::{Progress, ProgressMode};
+use crate::secrets::PrivateKeyFile;
+use crate::workflow::destroy::{DestroyOutcome, DestroyReport, LastBackup};
+use crate::workflow::inputs::{generate_guest_inputs, GuestConfigured, StoreUse};
+use crate::workflow::machine_login::{
+    converged_digest, find_machine_login, log_into_machine, state_dir_on_machine, steps_on_machine,
+    with_machines_first,
+};
+use crate::workflow::reporter::{AlreadyTold, Reporter};
+use crate::workflow::status::GuestStatus;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostVerbError {
+    #[error("{domain} describes an existing host ({address}) that trog did not build: destroy removes nothing there")]
+    ExistingHost { domain: DomainName, address: String },
+    #[error("cannot remove {state_dir} of {domain} on {machine}'s machine")]
+    RemoveStateDir {
+        domain: DomainName,
+        machine: DomainName,
+        state_dir: String,
+        #[source]
+        source: crate::machine::MachineError,
+    },
+}
+
+impl Diagnose for HostVerbError {
+    fn exit_status(&self) -> ExitStatus {
+        match self {
+            HostVerbError::ExistingHost { .. } => ExitStatus::Conflict,
+            HostVerbError::RemoveStateDir { .. } => ExitStatus::Guest,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            HostVerbError::ExistingHost { domain, .. } => format!(
+                "to stop trog managing it, remove recipes.d/{domain}.yaml; what its Makefile installed on the host stays, and is the host's admin's to remove"
+            ),
+            HostVerbError::RemoveStateDir { .. } => {
+                "the machine's admin needs passwordless sudo; run destroy again once it answers"
+                    .into()
+            }
+        })
+    }
+}
+
+/// The machine `configured`'s domain runs on.
+fn machine_of(paths: &InstallationPaths, domain: &DomainName) -> Result<DomainName, Failure> {
+    let (_, graph) = with_machines_first(paths, std::slice::from_ref(domain), &AlreadyTold)?;
+    Ok(graph.machine_of(domain).clone())
+}
+
+/// The status of a domain without a guest of its own: converged when its machine holds its
+/// payload's digest as converged. A machine that cannot be reached is said as what to do.
+pub fn host_status(
+    paths: &InstallationPaths,
+    locks: &Locks,
+    configured: GuestConfigured,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    answer_timeout: Duration,
+    reporter: &dyn Reporter,
+) -> Result<GuestStatus, Failure> {
+    let domain = configured.config.domain.clone();
+    let machine = machine_of(paths, &domain)?;
+    let on = format!("{machine}'s machine");
+    let not_converged = |why: String| GuestStatus {
+        guest: domain.to_string(),
+        hypervisor: Some(on.clone()),
+        converged: false,
+        pending: vec![why],
+        unreachable: Vec::new(),
+    };
+    if !paths.secrets_kdbx.exists() {
+        return Ok(not_converged(format!(
+            "provision it: there is no secret store {} holding {machine}'s key",
+            paths.secrets_kdbx.display()
+        )));
+    }
+    let inputs = generate_guest_inputs(
+        configured,
+        credentials,
+        StoreUse::ReadOnly,
+        AddressPolicy::ReadOnly,
+        reporter,
+    )?;
+    let reached = find_machine_login(paths, locks, &domain, &machine, credentials, answer_timeout)
+        .and_then(|login| {
+            let key = PrivateKeyFile::write(&login.keypair)?;
+            let progress = Progress::new(ProgressMode::Plain);
+            let ssh = log_into_machine(&login, &key, None, &progress)?;
+            let state_dir = state_dir_on_machine(&domain, &machine);
+            let digest = converged_digest(&ssh, &domain, &login, &state_dir)?;
+            Ok(steps_on_machine(
+                digest.as_deref(),
+                &inputs.generated.payload.sha256_hex,
+                &machine,
+                &state_dir,
+            ))
+        });
+    let pending = match reached {
+        Ok(steps) => steps,
+        Err(failure) => {
+            return Ok(not_converged(format!(
+                "reach its machine first: {}",
+                failure.chain().join(": ")
+            )))
+        }
+    };
+    Ok(GuestStatus {
+        guest: domain.to_string(),
+        hypervisor: Some(on),
+        converged: pending.is_empty(),
+        pending,
+        unreachable: Vec::new(),
+    })
+}
+
+/// Destroys a domain without a guest of its own: an existing host is refused; a dependent's
+/// state directory is removed from its machine, and nothing else of the machine.
+pub fn destroy_host(
+    paths: &InstallationPaths,
+    locks: &Locks,
+    configured: &GuestConfigured,
+    credentials: &mut CredentialSource<TerminalPrompter>,
+    answer_timeout: Duration,
+) -> Result<DestroyReport, Failure> {
+    let domain = &configured.config.domain;
+    if let RunsOn::ExistingHost(address) = configured.config.settings.runs_on() {
+        return Err(HostVerbError::ExistingHost {
+            domain: domain.clone(),
+            address,
+        }
+        .into());
+    }
+    let machine = machine_of(paths, domain)?;
+    let _machine_lock = locks.acquire(&Subject::Guest(machine.to_string()), &mut |_| {})?;
+    let login = find_machine_login(paths, locks, domain, &machine, credentials, answer_timeout)?;
+    let key = PrivateKeyFile::write(&login.keypair)?;
+    let ssh = log_into_machine(&login, &key, None, &Progress::new(ProgressMode::Plain))?;
+    let state_dir = state_dir_on_machine(domain, &machine);
+    ssh.run(&MachineCommand::new(["rm", "-rf", "--", state_dir.as_str()]).as_root(true))
+        .and_then(|output| output.success())
+        .map_err(|source| HostVerbError::RemoveStateDir {
+            domain: domain.clone(),
+            machine: machine.clone(),
+            state_dir: state_dir.clone(),
+            source,
+        })?;
+    Ok(DestroyReport {
+        guest: domain.to_string(),
+        hypervisor: format!("{machine}'s machine"),
+        last_backup: LastBackup::NotTaken {
+            why: format!("{domain} has no guest of its own; {machine}'s backups hold its machine"),
+        },
+        outcome: DestroyOutcome {
+            removed: vec![format!("{state_dir} on {machine}'s machine (its payload and records)")],
+            kept: vec![format!(
+                "{machine}'s machine and everything else on it: what {domain}'s Makefile installed there stays"
+            )],
+            left_behind: Vec::new(),
+        },
+    })
+}
