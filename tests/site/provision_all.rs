@@ -217,7 +217,7 @@ fn a_site_on_a_machine_that_failed_is_skipped_naming_it_and_one_on_a_machine_nev
     let out = String::from_utf8_lossy(&alone.stdout);
     let err = String::from_utf8_lossy(&alone.stderr);
     assert_eq!(alone.status.code(), Some(3), "{}", said(&alone));
-    assert!(out.contains("new.site.test: 10 steps"), "{}", said(&alone));
+    assert!(out.contains("new.site.test: 11 steps"), "{}", said(&alone));
     assert!(
         err.contains("hint: provision new.site.test first: `trog provision new.site.test`"),
         "{}",
