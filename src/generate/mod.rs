@@ -19,6 +19,7 @@ use crate::cookbook::resolve::{
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput};
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
+use crate::render::extra_disks::{extra_disks, DiskProblem, ExtraDisk};
 use crate::render::files::{render_files_with_secrets, RenderedFile};
 use crate::render::fingerprint::{
     provision_fingerprint, BootInputs, FingerprintError, ProvisionFingerprint,
@@ -57,6 +58,9 @@ pub struct GeneratedGuest {
     /// The machine's definition read from them and `_global`: what the domain is defined with
     /// and the fingerprint covers.
     pub machine_definition: MachineDefinition,
+    /// The extra disks the `vm` recipe declares, checked: volumes of their own, kept across
+    /// root-disk rebuilds, attached by serial and mounted by the finish.
+    pub extra_disks: Vec<ExtraDisk>,
 }
 
 impl std::fmt::Debug for GeneratedGuest {
@@ -76,6 +80,7 @@ impl std::fmt::Debug for GeneratedGuest {
             .field("fingerprint", &self.fingerprint)
             .field("machine", &self.machine)
             .field("machine_definition", &self.machine_definition)
+            .field("extra_disks", &self.extra_disks)
             .finish()
     }
 }
@@ -116,6 +121,22 @@ pub enum GenerateError {
     Fingerprint(#[from] FingerprintError),
     #[error(transparent)]
     DomainXml(#[from] DomainXmlError),
+    #[error("the extra disks of {domain} cannot be made as written:{}", located_list(.problems))]
+    Disks {
+        domain: String,
+        /// Each problem with where it was written (`file:line:column`), when that is known.
+        problems: Vec<(Option<String>, DiskProblem)>,
+    },
+}
+
+fn located_list(problems: &[(Option<String>, DiskProblem)]) -> String {
+    problems
+        .iter()
+        .map(|(at, problem)| {
+            let at = at.as_deref().unwrap_or("_global");
+            format!("\n  {at}: `_global{}`: {}", problem.pointer, problem.why)
+        })
+        .collect()
 }
 
 impl crate::diagnose::Diagnose for GenerateError {
@@ -137,6 +158,10 @@ impl crate::diagnose::Diagnose for GenerateError {
             GenerateError::Render { .. } => {
                 Some("the message above names the template and what it could not find".into())
             }
+            GenerateError::Disks { .. } => Some(
+                "correct each `disks` entry at the line named (`trog recipes vm` shows what an entry takes)"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -204,7 +229,7 @@ pub fn resolve_guest_recipes(
         distro_args: args_from_global(cookbook, &distro, &config.global_as_written),
         machine_args: args_from_global(cookbook, MACHINE_RECIPE, &config.global_as_written),
     };
-    resolve_recipes(cookbook, &guest_recipes).map_err(|error| {
+    let resolved = resolve_recipes(cookbook, &guest_recipes).map_err(|error| {
         let error = locate_arg_problems(config, &distro, error);
         // A recipe the guest names (here or in `_base`) is pointed at where it was written; one
         // only a recipe's `requires` names is not the guest's doing.
@@ -221,7 +246,49 @@ pub fn resolve_guest_recipes(
             Some(place) => error.written_at(place.to_string()),
             None => error,
         })
-    })
+    })?;
+    declared_disks(config, &machine_args(&resolved))?;
+    Ok(resolved)
+}
+
+/// The `vm` recipe's effective arguments (`Null` without one).
+fn machine_args(resolved: &ResolvedRecipes) -> Value {
+    resolved
+        .get(MACHINE_RECIPE)
+        .map(|recipe| recipe.args.value.clone())
+        .unwrap_or(Value::Null)
+}
+
+/// The extra disks `machine` declares, checked, or every problem with the file and line it was
+/// written at.
+fn declared_disks(config: &GuestConfig, machine: &Value) -> Result<Vec<ExtraDisk>, GenerateError> {
+    let definition = MachineDefinition::from_declaration(machine, None, "default");
+    let data_mount = machine
+        .get("data_volume_size")
+        .and_then(Value::as_str)
+        .and_then(|_| machine.get("data_mount").and_then(Value::as_str));
+    let located = |pointer: &str| {
+        config
+            .origins
+            .locate(&format!("/_global{pointer}"))
+            .map(ToString::to_string)
+    };
+    let disks = extra_disks(machine, definition.disk_bus, data_mount).map_err(|problems| {
+        GenerateError::Disks {
+            domain: config.domain.to_string(),
+            problems: problems
+                .into_iter()
+                .map(|problem| (located(&problem.pointer), problem))
+                .collect(),
+        }
+    })?;
+    Ok(disks
+        .into_iter()
+        .map(|disk| ExtraDisk {
+            written_at: located(&format!("{}/size", disk.pointer)),
+            ..disk
+        })
+        .collect())
 }
 
 /// Points every argument problem at the file and line it was written at: the guest's recipe
@@ -393,10 +460,8 @@ pub fn generate(
                 .expect("the cookbook checked the digest"),
         ),
     };
-    let machine = resolved
-        .get(MACHINE_RECIPE)
-        .map(|recipe| recipe.args.value.clone())
-        .unwrap_or(Value::Null);
+    let machine = machine_args(&resolved);
+    let extra_disks = declared_disks(config, &machine)?;
     let cpu_mode = CpuMode::parse(
         machine
             .get("cpu_mode")
@@ -435,6 +500,7 @@ pub fn generate(
         fingerprint,
         machine,
         machine_definition,
+        extra_disks,
     })
 }
 

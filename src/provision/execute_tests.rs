@@ -700,6 +700,7 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
         disk_bus: DiskBus::Virtio,
         root_disk: DiskSpec::qcow2("trog", "leased-root.qcow2"),
         data_disk: None,
+        extra_disks: Vec::new(),
         seed_volume: "leased-seed.iso".into(),
         mac_address: mac,
         network: NetworkAttachment::Network("default".into()),
