@@ -40,6 +40,7 @@ pub enum Operation {
     RefreshPool,
     VolumeExists,
     DeleteVolume,
+    VolumeNames,
     RemoveUnusedFilters,
     ReleasePins,
     ReleaseReservation,
@@ -474,6 +475,11 @@ impl Hypervisor for FakeHypervisor {
             .get_mut(pool)
             .ok_or_else(|| HypervisorFault::new(format!("no pool {pool}")))?;
         Ok(volumes.remove(volume))
+    }
+
+    fn volume_names(&self, pool: &str) -> Result<Vec<String>, HypervisorFault> {
+        self.call(Operation::VolumeNames, format!("volume_names {pool}"))?;
+        Ok(self.volumes(pool))
     }
 
     fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault> {

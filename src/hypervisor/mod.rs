@@ -156,6 +156,9 @@ pub trait Hypervisor {
     fn volume_exists(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
     /// Deletes the volume; `false` when there was none.
     fn delete_volume(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
+    /// The names of every volume in `pool` (a guest's extra disks are found among them, the
+    /// declared and those no longer declared alike).
+    fn volume_names(&self, pool: &str) -> Result<Vec<String>, HypervisorFault>;
 
     // Networks.
 

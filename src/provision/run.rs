@@ -16,6 +16,7 @@ use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
+use crate::model::units::Bytes;
 use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
@@ -115,7 +116,10 @@ pub(crate) fn place_configured(
             domain: guest.config.domain.clone(),
             memory: guest.config.settings.memory,
             vcpus: guest.config.settings.cpus,
-            disk: guest.config.settings.size,
+            // The root disk and the extra disks, each taken from the pool in full.
+            disk: Bytes(guest.config.settings.size.0.saturating_add(
+                crate::render::extra_disks::declared_capacity(&guest.config.global_as_written).0,
+            )),
             pinned_to: guest.config.settings.hypervisor.clone(),
         })
         .collect();

@@ -185,6 +185,19 @@ pub fn target_devices(disks: &[ExtraDisk], default_bus: DiskBus) -> Vec<String> 
         .collect()
 }
 
+/// What the extra disks `_global` (merged, as written) lists take of a pool at most, for
+/// placement: each size that reads as one (a wrong one is refused when the guest is generated).
+pub fn declared_capacity(global: &serde_json::Map<String, Value>) -> Bytes {
+    let total = global
+        .get("disks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| size_of(entry.get("size")).ok())
+        .fold(0u64, |total, size| total.saturating_add(size.0));
+    Bytes(total)
+}
+
 /// A size as `size:` is written: a bare number is GiB, or with K/M/G/T.
 fn size_of(value: Option<&Value>) -> Result<Bytes, String> {
     let text = match value {
@@ -292,6 +305,20 @@ mod tests {
         assert_eq!(disks[1].pointer, "/disks/1");
         assert_eq!(target_devices(&disks, DiskBus::Virtio), ["vdc", "sdb"]);
         assert_eq!(target_devices(&disks, DiskBus::Scsi), ["vda", "sdd"]);
+    }
+
+    #[test]
+    fn placement_counts_every_declared_size() {
+        let global = json!({"disks": [
+            {"name": "a", "size": "20G", "mount": "/srv/a"},
+            {"name": "b", "size": 2, "mount": "/srv/b"},
+            {"name": "c", "size": "wrong", "mount": "/srv/c"},
+        ]});
+        assert_eq!(
+            declared_capacity(global.as_object().unwrap()),
+            Bytes::from_gib(22)
+        );
+        assert_eq!(declared_capacity(json!({}).as_object().unwrap()), Bytes(0));
     }
 
     #[test]
