@@ -1,0 +1,180 @@
+//! Extra disks against the real libvirtd: made in the pool, put into a stopped guest's
+//! definition, hot-plugged into a running one (the same QEMU process goes on), taken out of the
+//! definition when no longer declared with the volume kept, each observed back and planned again
+//! until the plan is empty.
+
+use super::TestGuest;
+use trog::libvirt::guest_resources::BuiltArtifacts;
+use trog::model::units::Bytes;
+use trog::plan::{self, resource_names, Action, DesiredDisk, DesiredGuest, Resolution};
+use trog::render::domain_xml::{DiskBus, DiskSpec, ExtraDiskSpec};
+
+fn disk(guest: &TestGuest, name: &str, bus: DiskBus) -> (DesiredDisk, ExtraDiskSpec) {
+    let volume = resource_names::extra_disk_volume(&guest.desired.domain, name);
+    let target_dev = match bus {
+        DiskBus::Virtio => format!("vd{}", if name == "db" { 'c' } else { 'd' }),
+        DiskBus::Scsi => "sdb".to_string(),
+    };
+    (
+        DesiredDisk {
+            name: name.to_string(),
+            volume: volume.clone(),
+            capacity: Bytes(16 * 1024 * 1024),
+            bus: bus.as_str().to_string(),
+            declared_at: None,
+        },
+        ExtraDiskSpec {
+            disk: DiskSpec::qcow2(&guest.desired.pool_name, volume),
+            bus,
+            target_dev,
+            serial: format!("trog-disk-{name}"),
+        },
+    )
+}
+
+/// Observes, plans (checked), runs every libvirt step, and returns what was planned.
+fn converge(
+    guest: &TestGuest,
+    connection: &virt::connect::Connect,
+    desired: &DesiredGuest,
+    specs: &[ExtraDiskSpec],
+) -> Vec<String> {
+    let resources = trog::libvirt::guest_resources::GuestResources {
+        desired,
+        ..guest.resources(connection)
+    };
+    let observed = resources.observe().unwrap();
+    let steps = plan::plan(desired, &observed, Resolution::default()).unwrap();
+    plan::check_plan(&steps, desired, &observed, Resolution::default()).unwrap();
+    let artifacts = BuiltArtifacts {
+        domain_xml: &guest.xml,
+        seed_iso: &guest.seed_iso,
+        base_image_file: &guest.base,
+        extra_disks: specs,
+    };
+    for action in &steps.actions {
+        if !matches!(action, Action::WaitForSsh | Action::Finish { .. }) {
+            resources
+                .execute(action, &artifacts)
+                .unwrap_or_else(|error| panic!("{action}: {error:?}"));
+        }
+    }
+    let again = plan::plan(
+        desired,
+        &resources.observe().unwrap(),
+        Resolution::default(),
+    )
+    .unwrap();
+    let left: Vec<&Action> = again
+        .actions
+        .iter()
+        .filter(|action| !matches!(action, Action::WaitForSsh | Action::Finish { .. }))
+        .collect();
+    assert!(left.is_empty(), "after\n{steps}\nstill\n{again}");
+    // The guest has no system to finish: the plan's SSH steps are left out.
+    steps
+        .actions
+        .iter()
+        .filter(|action| !matches!(action, Action::WaitForSsh | Action::Finish { .. }))
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The serials of the extra disks in the guest's running XML or its definition (`inactive`).
+fn serials(domain: &virt::domain::Domain, inactive: bool) -> Vec<String> {
+    let flags = if inactive {
+        virt::sys::VIR_DOMAIN_XML_INACTIVE
+    } else {
+        0
+    };
+    let xml = domain.xml_desc(flags).unwrap();
+    let document = roxmltree::Document::parse(&xml).unwrap();
+    let mut serials: Vec<String> = document
+        .descendants()
+        .filter(|node| node.has_tag_name("serial") && node.parent().unwrap().has_tag_name("disk"))
+        .filter_map(|node| node.text().map(str::to_string))
+        .collect();
+    serials.sort();
+    serials
+}
+
+#[test]
+fn extra_disks_are_made_attached_hot_plugged_and_detached_with_their_volumes_kept() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let guest = TestGuest::new("disks", false);
+    guest.build_without_starting(&connection);
+    let domain = connection
+        .lookup_domain_by_name(guest.desired.domain.as_str())
+        .unwrap();
+
+    // A disk declared for a stopped guest: made, and put into its definition before the guest
+    // starts.
+    let (db, db_spec) = disk(&guest, "db", DiskBus::Virtio);
+    let with_db = DesiredGuest {
+        extra_disks: vec![db.clone()],
+        ..guest.desired.clone()
+    };
+    let said = converge(&guest, &connection, &with_db, &[db_spec.clone()]);
+    assert_eq!(
+        said[..2],
+        [
+            format!("create disk db: volume {} of 16MB", db.volume),
+            format!("attach disk db ({}) to the guest's definition", db.volume),
+        ],
+        "{said:?}"
+    );
+    assert_eq!(said[2], "start the guest", "{said:?}");
+    assert_eq!(serials(&domain, true), ["trog-disk-db"]);
+    assert_eq!(serials(&domain, false), ["trog-disk-db"]);
+
+    // A disk added while the guest runs: hot-plugged into the same QEMU process, and into the
+    // definition it starts with next.
+    // A domain's id is read when it is looked up.
+    let running_id = || {
+        connection
+            .lookup_domain_by_name(guest.desired.domain.as_str())
+            .unwrap()
+            .id()
+            .expect("the guest runs")
+    };
+    let process = running_id();
+    let (logs, logs_spec) = disk(&guest, "logs", DiskBus::Scsi);
+    let with_both = DesiredGuest {
+        extra_disks: vec![db.clone(), logs.clone()],
+        ..guest.desired.clone()
+    };
+    let specs = [db_spec.clone(), logs_spec];
+    let said = converge(&guest, &connection, &with_both, &specs);
+    assert_eq!(
+        said,
+        [
+            format!("create disk logs: volume {} of 16MB", logs.volume),
+            format!(
+                "attach disk logs ({}) to the running guest and its definition",
+                logs.volume
+            ),
+        ]
+    );
+    assert_eq!(running_id(), process, "not restarted");
+    assert_eq!(serials(&domain, false), ["trog-disk-db", "trog-disk-logs"]);
+    assert_eq!(serials(&domain, true), ["trog-disk-db", "trog-disk-logs"]);
+
+    // A disk no longer declared: out of the definition, still in the running guest until it is
+    // next started, and its volume kept.
+    let said = converge(&guest, &connection, &with_db, &[db_spec]);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with(&format!(
+            "detach volume {} from the guest's definition",
+            logs.volume
+        )),
+        "{said:?}"
+    );
+    assert_eq!(serials(&domain, true), ["trog-disk-db"]);
+    assert_eq!(serials(&domain, false), ["trog-disk-db", "trog-disk-logs"]);
+    let pool = connection
+        .lookup_storage_pool_by_name(&guest.desired.pool_name)
+        .unwrap();
+    assert!(pool.lookup_storage_vol_by_name(&logs.volume).is_ok());
+}
