@@ -554,3 +554,22 @@ fn the_disks_reach_the_makefile_and_the_domain() {
         ]
     );
 }
+
+#[test]
+fn every_disk_problem_names_its_file_line_and_path_together() {
+    let cookbook = shipped_cookbook();
+    let own = "disks: [{name: db, size: 2G, mount: /srv/db}, {name: db, size: 0, mount: /}]";
+    let error = resolve_guest_recipes(&config(&cookbook, own), &cookbook).unwrap_err();
+    let text = error.to_string();
+    for expected in [
+        "www.example.test.yaml:3:52: `_global.disks[1].name`: disk db is declared twice (the first is disks[0])",
+        "www.example.test.yaml:3:62: `_global.disks[1].size`: 0GB is smaller",
+        "www.example.test.yaml:3:71: `_global.disks[1].mount`: / is the guest's own system",
+    ] {
+        assert!(text.contains(expected), "{expected}\n{text}");
+    }
+    assert_eq!(
+        crate::diagnose::Diagnose::exit_status(&error),
+        crate::exit_status::ExitStatus::Configuration
+    );
+}

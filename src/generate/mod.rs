@@ -129,12 +129,32 @@ pub enum GenerateError {
     },
 }
 
+/// A JSON pointer as the files are read: `/disks/1/mount` is `disks[1].mount`.
+fn pointer_as_path(pointer: &str) -> String {
+    let mut path = String::new();
+    for segment in pointer.split('/').skip(1) {
+        if segment.chars().all(|c| c.is_ascii_digit()) && !segment.is_empty() {
+            path.push_str(&format!("[{segment}]"));
+        } else {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(segment);
+        }
+    }
+    path
+}
+
 fn located_list(problems: &[(Option<String>, DiskProblem)]) -> String {
     problems
         .iter()
         .map(|(at, problem)| {
             let at = at.as_deref().unwrap_or("_global");
-            format!("\n  {at}: `_global{}`: {}", problem.pointer, problem.why)
+            format!(
+                "\n  {at}: `_global.{}`: {}",
+                pointer_as_path(&problem.pointer),
+                problem.why
+            )
         })
         .collect()
 }

@@ -111,8 +111,8 @@ pub fn extra_disks(
             problem(
                 "name",
                 format!(
-                    "disk {name} is declared twice (first at {})",
-                    earlier.pointer
+                    "disk {name} is declared twice (the first is disks[{}])",
+                    earlier.pointer.trim_start_matches("/disks/")
                 ),
             );
         }
@@ -376,7 +376,7 @@ mod tests {
             [
                 (
                     "/disks/1/name".to_string(),
-                    "disk a is declared twice (first at /disks/0)".to_string()
+                    "disk a is declared twice (the first is disks[0])".to_string()
                 ),
                 (
                     "/disks/2/mount".to_string(),
