@@ -16,6 +16,7 @@
 
 mod accounts;
 mod backups;
+mod extra_disk;
 mod host_keys;
 mod json_pins;
 mod kill_chain;
@@ -496,11 +497,15 @@ fn provision_converge_and_destroy_a_real_guest() {
         format!("{domain}: on local, converged\n")
     );
 
+    // 3'. An extra disk added to the running guest's file: plugged in, formatted, mounted.
+    extra_disk::added_to_the_running_guest(&installation, &address);
+
     // 3a. The guest is trusted by the host key trog gave it, and nothing else is.
     host_keys::only_the_guests_own_host_key_is_trusted(&installation, &address);
 
     // 3b. Backed up, destroyed and built again: the backup is back on the new root disk.
     let address = backups::survive_destroy(&installation, &address);
+    extra_disk::survived_the_rebuild(&installation, &address);
     // That build was a first boot from start to end: the base image's own kernel, started
     // directly with its GRUB menu's command line, read out of the image and kept beside it;
     // the definition the guest keeps boots from its disk.
@@ -588,9 +593,11 @@ fn provision_converge_and_destroy_a_real_guest() {
         assert!(listed("removed", &format!("snapshot {snapshot}")), "{said}");
     }
     assert!(listed("kept", &format!("data volume {data}")), "{said}");
+    let extra = extra_disk::volume(&installation);
+    assert!(listed("kept", &format!("disk volume {extra}")), "{said}");
     json_pins::pin("destroy", &installation, destroy.status.code(), &events);
     assert!(!domain_exists(domain));
-    let mut kept = vec![data.clone()];
+    let mut kept = vec![data.clone(), extra];
     kept.extend(boot_files.clone());
     kept.sort();
     assert_eq!(volumes(&installation.pool), kept);
