@@ -377,13 +377,27 @@ pub(crate) fn converge_one(
     if request.dry_run {
         return Ok(changes);
     }
-    if let Some(data) = &prepared.desired.data_volume {
-        let deletes_data = prepared.plan.actions.iter().any(
-            |action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data.name),
+    // The data volume and the extra disks hold what the configuration cannot make again: each
+    // the plan recreates empty is confirmed by its name.
+    let holding_data = prepared
+        .desired
+        .data_volume
+        .iter()
+        .map(|data| data.name.as_str())
+        .chain(
+            prepared
+                .desired
+                .extra_disks
+                .iter()
+                .map(|disk| disk.volume.as_str()),
         );
-        if deletes_data && !output.confirm_data_loss(&data.name) {
+    for name in holding_data {
+        let deletes_it = prepared.plan.actions.iter().any(
+            |action| matches!(action, Action::DeleteVolume { volume, .. } if volume == name),
+        );
+        if deletes_it && !output.confirm_data_loss(name) {
             return Err(ProvisionRunError::DataLossNotConfirmed {
-                volume: data.name.clone(),
+                volume: name.to_string(),
             }
             .into());
         }
