@@ -115,7 +115,7 @@ fn extra_disks_are_made_attached_hot_plugged_and_detached_with_their_volumes_kep
         extra_disks: vec![db.clone()],
         ..guest.desired.clone()
     };
-    let said = converge(&guest, &connection, &with_db, &[db_spec.clone()]);
+    let said = converge(&guest, &connection, &with_db, std::slice::from_ref(&db_spec));
     assert_eq!(
         said[..2],
         [
