@@ -1,6 +1,4 @@
-# The guest side of the machine: the guest agent libvirt talks to, the data volume, and the
-# extra disks (found by their serial, formatted ext4 only when blank, mounted by UUID with nofail
-# so a guest whose disk went missing still boots).
+# The guest side of the machine: the guest agent libvirt talks to, and the data volume.
 # The agent's unit is started by udev when its channel appears, and cannot be enabled: starting
 # it here only makes sure it runs.
 vm:
@@ -14,6 +12,9 @@ vm:
 	grep -q '^LABEL=trog-data ' /etc/fstab || echo 'LABEL=trog-data '{{ args.data_mount }}' ext4 defaults,nofail 0 2' >> /etc/fstab; \
 	mountpoint -q {{ args.data_mount }} || mount {{ args.data_mount }}
 {%- endif %}
+{#- The extra disks: found by their serial, formatted ext4 only when blank, mounted by UUID with
+    nofail so a guest whose disk went missing still boots. (A template comment: a guest without
+    extra disks keeps the payload it had.) #}
 {%- for disk in args.disks %}
 	set -e; \
 	udevadm settle 2>/dev/null || true; \
