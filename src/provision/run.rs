@@ -392,9 +392,10 @@ pub(crate) fn converge_one(
                 .map(|disk| disk.volume.as_str()),
         );
     for name in holding_data {
-        let deletes_it = prepared.plan.actions.iter().any(
-            |action| matches!(action, Action::DeleteVolume { volume, .. } if volume == name),
-        );
+        let deletes_it =
+            prepared.plan.actions.iter().any(
+                |action| matches!(action, Action::DeleteVolume { volume, .. } if volume == name),
+            );
         if deletes_it && !output.confirm_data_loss(name) {
             return Err(ProvisionRunError::DataLossNotConfirmed {
                 volume: name.to_string(),

@@ -8,7 +8,9 @@ use super::{on_guest, Installation};
 
 const NAME: &str = "extra";
 const MOUNT: &str = "/srv/extra";
-const KEPT_FILE: &str = "/srv/extra/kept.txt";
+/// A file written on the disk, and what it holds.
+pub const KEPT_FILE: &str = "/srv/extra/kept.txt";
+pub const KEPT_TEXT: &str = "on the extra disk";
 
 /// The disk's volume in the guest's pool.
 pub fn volume(installation: &Installation) -> String {
@@ -73,7 +75,7 @@ pub fn added_to_the_running_guest(installation: &Installation, address: &str) {
     on_guest(
         installation,
         address,
-        &format!("echo on the extra disk | sudo tee {KEPT_FILE} >/dev/null && sync"),
+        &format!("echo {KEPT_TEXT} | sudo tee {KEPT_FILE} >/dev/null && sync"),
     );
 
     // The domain's definition has it too: the next run has nothing to do.
@@ -91,7 +93,7 @@ pub fn added_to_the_running_guest(installation: &Installation, address: &str) {
 pub fn survived_the_rebuild(installation: &Installation, address: &str) {
     assert_eq!(
         on_guest(installation, address, &format!("cat {KEPT_FILE}")).trim(),
-        "on the extra disk"
+        KEPT_TEXT
     );
     assert_eq!(
         on_guest(

@@ -20,6 +20,7 @@ mod extra_disk;
 mod host_keys;
 mod json_pins;
 mod kill_chain;
+mod machine_change;
 mod secret_scan;
 mod snapshots;
 mod support;
@@ -571,6 +572,13 @@ fn provision_converge_and_destroy_a_real_guest() {
     snapshots::snapshot_and_restore(&installation, &address);
 
     planted.read_from_guest(&|command| on_guest(&installation, &address, command));
+
+    // 4a. Its disk bus and machine type changed: redefined and restarted, its disks intact.
+    machine_change::bus_and_machine_changed(
+        &installation,
+        &address,
+        &[(extra_disk::KEPT_FILE, extra_disk::KEPT_TEXT)],
+    );
 
     // 5. Destroyed: no domain, no disk, no snapshot, no seed; the data volume and the shared base
     //    image stay until --purge, which takes the data volume too.
