@@ -450,9 +450,10 @@ pub struct DomainContext {
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
     extra_disks: Vec<ExtraDiskContext>,
-    /// q35 plugs each PCI Express device into a root port of its own, and libvirt adds only as
-    /// many as the devices defined need: a few spare ones let a virtio disk be hot-plugged.
-    spare_root_ports: u32,
+    /// q35 plugs each PCI Express device into a root port of its own, and libvirt fills the
+    /// ports it is given before it adds any: as many as the domain's devices take, and a few
+    /// spare, let a virtio disk be hot-plugged. None on other machine types.
+    root_ports: u32,
     seed_pool: String,
     seed_volume: String,
     mac_address: String,
@@ -502,8 +503,8 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         root_disk: disk_context(&spec.root_disk),
         data_disk: spec.data_disk.as_ref().map(disk_context),
         extra_disks: spec.extra_disks.iter().map(extra_disk_context).collect(),
-        spare_root_ports: if spec.machine_type.contains("q35") {
-            SPARE_ROOT_PORTS
+        root_ports: if spec.machine_type.contains("q35") {
+            pcie_devices(spec) + SPARE_ROOT_PORTS
         } else {
             0
         },
@@ -534,6 +535,26 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
 /// runs (each hot-plugged device needs an empty port; more are attached at the next definition
 /// of the guest, when libvirt adds ports for them). Four costs nothing a guest notices.
 const SPARE_ROOT_PORTS: u32 = 4;
+
+/// The devices of `spec`'s domain that take a PCI Express root port of a q35 machine: its virtio
+/// disks, and the others the template always has (the virtio-scsi controller, the interface, the
+/// video, the balloon, the random number generator) or libvirt adds (the virtio-serial
+/// controller of the agent's channel, the USB controller). Counting one too many only leaves
+/// another port spare.
+fn pcie_devices(spec: &DomainSpec) -> u32 {
+    const ALWAYS: u32 = 7;
+    let own_disks = if spec.disk_bus == DiskBus::Virtio {
+        1 + u32::from(spec.data_disk.is_some())
+    } else {
+        0
+    };
+    let extra = spec
+        .extra_disks
+        .iter()
+        .filter(|extra| extra.bus == DiskBus::Virtio)
+        .count() as u32;
+    ALWAYS + own_disks + extra
+}
 
 /// The environment the domain template renders in: undefined names are errors, the final
 /// newline is kept, and every printed value goes through [`escape_xml`]. A `none` printed is a

@@ -261,7 +261,23 @@ fn a_rendered_q35_guest_with_extra_disks_is_defined_with_spare_root_ports() {
             node.has_tag_name("controller") && node.attribute("model") == Some("pcie-root-port")
         })
         .count();
+    // Ports no device sits on once libvirt placed them all: room for four hot-plugged disks.
+    let buses_used: Vec<u32> = document
+        .descendants()
+        .filter(|node| node.has_tag_name("address") && node.attribute("type") == Some("pci"))
+        .filter_map(|address| address.attribute("bus"))
+        .filter_map(|bus| u32::from_str_radix(bus.trim_start_matches("0x"), 16).ok())
+        .collect();
+    let free_ports = document
+        .descendants()
+        .filter(|node| {
+            node.has_tag_name("controller") && node.attribute("model") == Some("pcie-root-port")
+        })
+        .filter_map(|port| port.attribute("index")?.parse::<u32>().ok())
+        .filter(|index| !buses_used.contains(index))
+        .count();
     assert!(root_ports >= 4, "{defined}");
+    assert!(free_ports >= 4, "{free_ports} free root ports:\n{defined}");
     assert!(
         defined.contains("<serial>trog-disk-db</serial>"),
         "{defined}"
