@@ -101,7 +101,7 @@ pub fn bus_and_machine_changed(
     let extra = on_guest(
         installation,
         &address,
-        "lsblk -n -o NAME,MOUNTPOINT /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_trog-disk-extra",
+        "lsblk -n -o NAME,MOUNTPOINT $(ls /dev/disk/by-id/*trog-disk-extra)",
     );
     let columns: Vec<&str> = extra.split_whitespace().collect();
     assert!(
