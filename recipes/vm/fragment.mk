@@ -12,6 +12,24 @@ vm:
 	grep -q '^LABEL=trog-data ' /etc/fstab || echo 'LABEL=trog-data '{{ args.data_mount }}' ext4 defaults,nofail 0 2' >> /etc/fstab; \
 	mountpoint -q {{ args.data_mount }} || mount {{ args.data_mount }}
 {%- endif %}
+{#- The extra disks: found by their serial, formatted ext4 only when blank, mounted by UUID with
+    nofail so a guest whose disk went missing still boots. (A template comment: a guest without
+    extra disks keeps the payload it had.) #}
+{%- for disk in args.disks %}
+	set -e; \
+	udevadm settle 2>/dev/null || true; \
+	disk=$$(ls /dev/disk/by-id/*trog-disk-{{ disk.name }} 2>/dev/null | head -n 1); \
+	if [ -z "$$disk" ]; then echo "vm: no disk with serial trog-disk-"{{ disk.name }}" is attached" >&2; exit 1; fi; \
+	if ! blkid "$$disk" >/dev/null 2>&1; then mkfs.ext4 -q "$$disk"; fi; \
+	uuid=$$(blkid -s UUID -o value "$$disk"); \
+	mkdir -p {{ disk.mount }}; \
+	line="UUID=$$uuid "{{ disk.mount }}" ext4 defaults,nofail 0 2"; \
+	if ! grep -qxF "$$line" /etc/fstab; then \
+	  awk -v mount={{ disk.mount }} '$$2 != mount' /etc/fstab > /etc/fstab.trog; \
+	  echo "$$line" >> /etc/fstab.trog; mv /etc/fstab.trog /etc/fstab; \
+	fi; \
+	mountpoint -q {{ disk.mount }} || mount {{ disk.mount }}
+{%- endfor %}
 {#- The folders shared from the hypervisor, each mounted by its virtiofs tag (kept in fstab by
     tag). A guest without any gets the same Makefile as before they existed. #}
 {%- for folder in args.shared_folders %}

@@ -21,6 +21,12 @@ pub enum Convergence {
     /// never shrunk, deleted or detached by a run (a bigger size is refused unless the run says
     /// `--destroy-data`; `destroy --purge` deletes it).
     DataVolume,
+    /// The extra disks (`disks`): a disk new to the list is made and attached to the running guest
+    /// and its definition, then formatted (when blank) and mounted by the finish, without a
+    /// restart; one no longer listed is taken out of the definition and its volume kept; a
+    /// different size is refused (never shrunk; growing is not supported); `destroy --purge`
+    /// deletes them.
+    ExtraDisks,
     /// Used when the guest is first built only: an existing guest is not moved or re-addressed.
     BuildTime,
     /// Read by trog on the machine it runs on; nothing of the guest.
@@ -40,6 +46,9 @@ impl Convergence {
             Convergence::RootDisk => "new root disk (data volume kept)",
             Convergence::Finish => "finish again",
             Convergence::DataVolume => "made and attached (restart); never shrunk or removed",
+            Convergence::ExtraDisks => {
+                "made, attached and mounted (no restart); never resized; an unlisted one detached and kept"
+            }
             Convergence::BuildTime => "first build only",
             Convergence::Trog => "trog's own; not the guest's",
             Convergence::WhereItRuns => {
@@ -81,6 +90,7 @@ pub fn convergence(key: &str) -> Option<Convergence> {
         // the machine it ran on before is removed (docs/SITES.md).
         "depends_on" | "existing_host" => WhereItRuns,
         "data_volume_size" => DataVolume,
+        "disks" => ExtraDisks,
         // Placement and address assignment happen once: a guest stays where it was built, at
         // the address it was given.
         "hypervisor" | "libvirt_uri" | "address_range" => BuildTime,

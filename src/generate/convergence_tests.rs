@@ -57,6 +57,7 @@ fn changed_value(key: &str) -> Option<&'static str> {
         "bridge" => "br0",
         "gateway" => "192.0.2.254",
         "address_range" => "192.0.2.100-192.0.2.199/24",
+        "disks" => "[{name: db, size: 2G, mount: /srv/db}]",
         "tenant" => "shop",
         "resolvers" => "[192.0.2.54]",
         "search_domains" => "[corp]",
@@ -187,6 +188,7 @@ fn a_change_of_every_setting_moves_what_its_class_says() {
             Convergence::Definition => shape && !root_disk,
             Convergence::Finish => payload && !shape,
             Convergence::DataVolume => data_volume && !shape,
+            Convergence::ExtraDisks => payload && !shape && !root_disk,
             Convergence::BuildTime | Convergence::Trog => !shape && !payload,
             // Off its own VM, the guest runs no `vm` recipe: its payload is another.
             Convergence::WhereItRuns => payload,
@@ -229,6 +231,23 @@ fn built_as(desired: &crate::plan::DesiredGuest) -> ObservedGuest {
             .data_volume
             .as_ref()
             .and_then(|data| volume(data.capacity)),
+        extra_disks: crate::plan::ObservedExtraDisks {
+            volumes: desired
+                .extra_disks
+                .iter()
+                .map(|disk| (disk.volume.clone(), volume(disk.capacity).unwrap()))
+                .collect(),
+            defined: desired
+                .extra_disks
+                .iter()
+                .map(|disk| (disk.volume.clone(), disk.bus.clone()))
+                .collect(),
+            running: desired
+                .extra_disks
+                .iter()
+                .map(|disk| disk.volume.clone())
+                .collect(),
+        },
     }
 }
 
@@ -325,4 +344,247 @@ fn a_guest_recorded_before_the_machine_settings_were_fingerprinted_is_still_conv
     tag.boot_fingerprint = root_disk;
     let steps = plan(&desired, &observed, Resolution::default()).unwrap();
     assert!(steps.is_converged(), "{steps}");
+}
+
+/// The kinds of a plan's actions, for comparing plans by their steps.
+fn step_kinds(steps: &crate::plan::Plan) -> Vec<&'static str> {
+    steps
+        .actions
+        .iter()
+        .map(|action| match action {
+            Action::StopDomain => "stop",
+            Action::DefineDomain { .. } => "define",
+            Action::StartDomain => "start",
+            Action::WaitForSsh => "wait",
+            Action::Finish { .. } => "finish",
+            Action::CreateExtraDisk { .. } => "create disk",
+            Action::AttachExtraDisk { .. } => "attach disk",
+            Action::DetachExtraDisk { .. } => "detach disk",
+            Action::DeleteVolume { .. } => "delete volume",
+            Action::CreateRootVolume { .. } => "create root",
+            _ => "other",
+        })
+        .collect()
+}
+
+fn here() -> HypervisorConfig {
+    HypervisorConfig::with_defaults(
+        HypervisorName::parse("here").unwrap(),
+        LibvirtUri::parse("test:///default").unwrap(),
+    )
+}
+
+fn desired_for(cookbook: &Cookbook, own: &str) -> crate::plan::DesiredGuest {
+    let domain = DomainName::parse(GUEST).unwrap();
+    desired_guest(
+        &domain,
+        &generated(cookbook, own),
+        &config(cookbook, own).settings,
+        &here(),
+    )
+}
+
+const TWO_DISKS: &str = "disks: [{name: db, size: 2G, mount: /srv/db}, {name: logs, size: 1G, mount: /srv/logs, bus: scsi}]";
+
+#[test]
+fn a_disk_added_to_a_running_guest_is_made_attached_and_finished_without_a_restart() {
+    let cookbook = shipped_cookbook();
+    let observed = built_as(&desired_for(&cookbook, UNCHANGED));
+    let desired = desired_for(&cookbook, TWO_DISKS);
+    let steps = plan(&desired, &observed, Resolution::default()).unwrap();
+    assert_eq!(
+        step_kinds(&steps),
+        [
+            "create disk",
+            "create disk",
+            "attach disk",
+            "attach disk",
+            "wait",
+            "finish"
+        ],
+        "{steps}"
+    );
+    let text = steps.to_string();
+    assert!(
+        text.contains("create disk db: volume www.example.test-disk-db.qcow2 of 2GB"),
+        "{text}"
+    );
+    assert!(
+        text.contains("attach disk logs (www.example.test-disk-logs.qcow2) to the running guest and its definition"),
+        "{text}"
+    );
+    // Once made and attached, the guest is converged.
+    let steps = plan(&desired, &built_as(&desired), Resolution::default()).unwrap();
+    assert!(steps.is_converged(), "{steps}");
+}
+
+#[test]
+fn a_disk_added_to_a_stopped_guest_goes_into_its_definition_before_it_starts() {
+    let cookbook = shipped_cookbook();
+    let mut observed = built_as(&desired_for(&cookbook, UNCHANGED));
+    observed.domain.as_mut().unwrap().running = false;
+    let desired = desired_for(&cookbook, "disks: [{name: db, size: 2G, mount: /srv/db}]");
+    let steps = plan(&desired, &observed, Resolution::default()).unwrap();
+    assert_eq!(
+        step_kinds(&steps),
+        ["create disk", "attach disk", "start", "wait", "finish"],
+        "{steps}"
+    );
+    assert!(
+        steps.to_string().contains("to the guest's definition"),
+        "{steps}"
+    );
+}
+
+#[test]
+fn a_root_disk_rebuild_keeps_the_disks() {
+    let cookbook = shipped_cookbook();
+    let before = desired_for(&cookbook, TWO_DISKS);
+    let observed = built_as(&before);
+    let desired = desired_for(
+        &cookbook,
+        &format!("{TWO_DISKS}\n    timezone: Europe/Berlin"),
+    );
+    let steps = plan(&desired, &observed, Resolution::default()).unwrap();
+    let kinds = step_kinds(&steps);
+    assert!(kinds.contains(&"create root"), "{steps}");
+    assert!(
+        !kinds.iter().any(|kind| kind.contains("disk")),
+        "the disks are neither made again nor attached: the new definition has them\n{steps}"
+    );
+    for action in &steps.actions {
+        if let Action::DeleteVolume { volume, .. } = action {
+            assert!(!volume.contains("-disk-"), "{steps}");
+        }
+    }
+}
+
+#[test]
+fn a_disk_no_longer_listed_is_detached_from_the_definition_and_kept() {
+    let cookbook = shipped_cookbook();
+    let observed = built_as(&desired_for(&cookbook, TWO_DISKS));
+    let desired = desired_for(&cookbook, "disks: [{name: db, size: 2G, mount: /srv/db}]");
+    let steps = plan(&desired, &observed, Resolution::default()).unwrap();
+    assert_eq!(
+        step_kinds(&steps),
+        ["detach disk", "wait", "finish"],
+        "{steps}"
+    );
+    let text = steps.to_string();
+    assert!(
+        text.contains("detach volume www.example.test-disk-logs.qcow2 from the guest's definition"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`trog destroy --purge` deletes it with the guest"),
+        "{text}"
+    );
+    assert!(
+        text.contains("virsh vol-delete --pool trog www.example.test-disk-logs.qcow2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_disk_of_another_size_is_refused_with_where_it_is_declared() {
+    let cookbook = shipped_cookbook();
+    let observed = built_as(&desired_for(&cookbook, TWO_DISKS));
+    for (size, says) in [
+        ("1G", "never shrunk"),
+        ("4G", "growing a disk is not supported"),
+    ] {
+        let desired = desired_for(
+            &cookbook,
+            &format!("disks: [{{name: db, size: {size}, mount: /srv/db}}, {{name: logs, size: 1G, mount: /srv/logs, bus: scsi}}]"),
+        );
+        let refused = plan(
+            &desired,
+            &observed,
+            Resolution {
+                destroy_data: true,
+                force: true,
+                ..Resolution::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(refused.contains(&format!("disk db (www.example.test-disk-db.qcow2) holds 2GB but {size}B is declared at www.example.test.yaml:3:")), "{refused}");
+        assert!(refused.contains(says), "{refused}");
+        assert!(refused.contains("declare 2GB"), "{refused}");
+    }
+}
+
+#[test]
+fn a_disk_moved_to_another_bus_redefines_and_restarts() {
+    let cookbook = shipped_cookbook();
+    let observed = built_as(&desired_for(&cookbook, TWO_DISKS));
+    let desired = desired_for(
+        &cookbook,
+        "disks: [{name: db, size: 2G, mount: /srv/db, bus: scsi}, {name: logs, size: 1G, mount: /srv/logs, bus: scsi}]",
+    );
+    let steps = plan(&desired, &observed, Resolution::default()).unwrap();
+    assert_eq!(
+        step_kinds(&steps),
+        ["stop", "define", "start", "wait"],
+        "{steps}"
+    );
+}
+
+#[test]
+fn the_disks_reach_the_makefile_and_the_domain() {
+    let cookbook = shipped_cookbook();
+    let guest = generated(&cookbook, TWO_DISKS);
+    assert!(
+        guest.makefile.contains("ls /dev/disk/by-id/*trog-disk-db "),
+        "{}",
+        guest.makefile
+    );
+    assert!(
+        guest.makefile.contains("mkfs.ext4 -q"),
+        "{}",
+        guest.makefile
+    );
+    assert!(
+        guest.makefile.contains("defaults,nofail"),
+        "{}",
+        guest.makefile
+    );
+    let desired = desired_for(&cookbook, TWO_DISKS);
+    let specs = crate::generate::desired::extra_disk_specs(&desired, &guest);
+    let devices: Vec<(&str, &str, String)> = specs
+        .iter()
+        .map(|spec| {
+            (
+                spec.target_dev.as_str(),
+                spec.bus.as_str(),
+                spec.serial.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            ("vdc", "virtio", "trog-disk-db".to_string()),
+            ("sdb", "scsi", "trog-disk-logs".to_string())
+        ]
+    );
+}
+
+#[test]
+fn every_disk_problem_names_its_file_line_and_path_together() {
+    let cookbook = shipped_cookbook();
+    let own = "disks: [{name: db, size: 2G, mount: /srv/db}, {name: db, size: 0, mount: /}]";
+    let error = resolve_guest_recipes(&config(&cookbook, own), &cookbook).unwrap_err();
+    let text = error.to_string();
+    for expected in [
+        "www.example.test.yaml:3:52: `_global.disks[1].name`: disk db is declared twice (the first is disks[0])",
+        "www.example.test.yaml:3:62: `_global.disks[1].size`: 0GB is smaller",
+        "www.example.test.yaml:3:71: `_global.disks[1].mount`: / is the guest's own system",
+    ] {
+        assert!(text.contains(expected), "{expected}\n{text}");
+    }
+    assert_eq!(
+        crate::diagnose::Diagnose::exit_status(&error),
+        crate::exit_status::ExitStatus::Configuration
+    );
 }

@@ -7,8 +7,9 @@ use crate::generate::GeneratedGuest;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::model::units::Bytes;
-use crate::plan::{resource_names, DesiredGuest, DesiredVolume, GuestTag};
-use crate::render::domain_xml::{DiskSpec, DomainSpec};
+use crate::plan::{resource_names, DesiredDisk, DesiredGuest, DesiredVolume, GuestTag};
+use crate::render::domain_xml::{DiskSpec, DomainSpec, ExtraDiskSpec};
+use crate::render::extra_disks::target_devices;
 use crate::render::fingerprint::shape_on_hypervisor;
 use crate::render::machine_definition::MachineDefinition;
 use crate::render::network_filter::interface_filter;
@@ -67,6 +68,17 @@ pub fn desired_guest(
             name: resource_names::data_volume(domain),
             capacity,
         }),
+        extra_disks: generated
+            .extra_disks
+            .iter()
+            .map(|disk| DesiredDisk {
+                name: disk.name.clone(),
+                volume: resource_names::extra_disk_volume(domain, &disk.name),
+                capacity: disk.capacity,
+                bus: disk.bus.as_str().to_string(),
+                declared_at: disk.written_at.clone(),
+            })
+            .collect(),
         boot_fingerprint: generated.fingerprint.root_disk.clone(),
         shape_fingerprint: shape_on_hypervisor(
             &generated.fingerprint.value,
@@ -81,6 +93,27 @@ fn disk(pool: &str, volume: &str, machine: &MachineDefinition) -> DiskSpec {
     disk.cache = machine.disk_cache;
     disk.discard_unmap = machine.disk_discard_unmap;
     disk
+}
+
+/// The extra disks as the domain attaches them, in their declared order.
+pub fn extra_disk_specs(desired: &DesiredGuest, generated: &GeneratedGuest) -> Vec<ExtraDiskSpec> {
+    let machine = &generated.machine_definition;
+    let devices = target_devices(&generated.extra_disks, machine.disk_bus);
+    generated
+        .extra_disks
+        .iter()
+        .zip(devices)
+        .map(|(declared, target_dev)| ExtraDiskSpec {
+            disk: disk(
+                &desired.pool_name,
+                &resource_names::extra_disk_volume(&desired.domain, &declared.name),
+                machine,
+            ),
+            bus: declared.bus,
+            target_dev,
+            serial: declared.serial(),
+        })
+        .collect()
 }
 
 /// What the guest's hypervisor has to offer it, from its own system.
@@ -120,6 +153,7 @@ pub fn domain_spec(
             .data_volume
             .as_ref()
             .map(|volume| disk(&desired.pool_name, &volume.name, machine)),
+        extra_disks: extra_disk_specs(desired, generated),
         seed_volume: attaches_seed.then(|| desired.seed_volume.clone()),
         mac_address: generated.mac_address,
         network: machine.network.clone(),

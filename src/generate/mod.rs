@@ -19,7 +19,9 @@ use crate::cookbook::resolve::{
 };
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput};
+use crate::render::domain_xml::DiskBus;
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
+use crate::render::extra_disks::{extra_disks, DiskProblem, ExtraDisk};
 use crate::render::files::{render_files_with_secrets, RenderedFile};
 use crate::render::fingerprint::{
     provision_fingerprint, BootInputs, FingerprintError, ProvisionFingerprint,
@@ -59,6 +61,9 @@ pub struct GeneratedGuest {
     /// The machine's definition read from them and `_global`: what the domain is defined with
     /// and the fingerprint covers.
     pub machine_definition: MachineDefinition,
+    /// The extra disks the `vm` recipe declares, checked: volumes of their own, kept across
+    /// root-disk rebuilds, attached by serial and mounted by the finish.
+    pub extra_disks: Vec<ExtraDisk>,
 }
 
 impl std::fmt::Debug for GeneratedGuest {
@@ -78,6 +83,7 @@ impl std::fmt::Debug for GeneratedGuest {
             .field("fingerprint", &self.fingerprint)
             .field("machine", &self.machine)
             .field("machine_definition", &self.machine_definition)
+            .field("extra_disks", &self.extra_disks)
             .finish()
     }
 }
@@ -125,6 +131,42 @@ pub enum GenerateError {
         #[source]
         source: SharedFolderError,
     },
+    #[error("the extra disks of {domain} cannot be made as written:{}", located_list(.problems))]
+    Disks {
+        domain: String,
+        /// Each problem with where it was written (`file:line:column`), when that is known.
+        problems: Vec<(Option<String>, DiskProblem)>,
+    },
+}
+
+/// A JSON pointer as the files are read: `/disks/1/mount` is `disks[1].mount`.
+fn pointer_as_path(pointer: &str) -> String {
+    let mut path = String::new();
+    for segment in pointer.split('/').skip(1) {
+        if segment.chars().all(|c| c.is_ascii_digit()) && !segment.is_empty() {
+            path.push_str(&format!("[{segment}]"));
+        } else {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(segment);
+        }
+    }
+    path
+}
+
+fn located_list(problems: &[(Option<String>, DiskProblem)]) -> String {
+    problems
+        .iter()
+        .map(|(at, problem)| {
+            let at = at.as_deref().unwrap_or("_global");
+            format!(
+                "\n  {at}: `_global.{}`: {}",
+                pointer_as_path(&problem.pointer),
+                problem.why
+            )
+        })
+        .collect()
 }
 
 impl crate::diagnose::Diagnose for GenerateError {
@@ -148,6 +190,10 @@ impl crate::diagnose::Diagnose for GenerateError {
             }
             GenerateError::SharedFolder { .. } => Some(
                 "give each shared folder a name and a mount point of its own, outside the guest's system directories (/etc, /usr, /var, …)"
+                    .into(),
+            ),
+            GenerateError::Disks { .. } => Some(
+                "correct each `disks` entry at the line named (`trog recipes vm` shows what an entry takes)"
                     .into(),
             ),
             _ => None,
@@ -238,7 +284,8 @@ pub fn resolve_guest_recipes(
     })?;
     // What the machine recipe's schema cannot say is refused here too, before any store is
     // unlocked.
-    machine_definition(config, &resolved)?;
+    let definition = machine_definition(config, &resolved)?;
+    declared_disks(config, &machine_args(&resolved), definition.disk_bus)?;
     Ok(resolved)
 }
 
@@ -274,6 +321,40 @@ fn machine_definition(
             );
         GenerateError::SharedFolder { at, source }
     })
+}
+
+/// The extra disks `machine` declares, checked, or every problem with the file and line it was
+/// written at.
+fn declared_disks(
+    config: &GuestConfig,
+    machine: &Value,
+    disk_bus: DiskBus,
+) -> Result<Vec<ExtraDisk>, GenerateError> {
+    let data_mount = machine
+        .get("data_volume_size")
+        .and_then(Value::as_str)
+        .and_then(|_| machine.get("data_mount").and_then(Value::as_str));
+    let located = |pointer: &str| {
+        config
+            .origins
+            .locate(&format!("/_global{pointer}"))
+            .map(ToString::to_string)
+    };
+    let disks =
+        extra_disks(machine, disk_bus, data_mount).map_err(|problems| GenerateError::Disks {
+            domain: config.domain.to_string(),
+            problems: problems
+                .into_iter()
+                .map(|problem| (located(&problem.pointer), problem))
+                .collect(),
+        })?;
+    Ok(disks
+        .into_iter()
+        .map(|disk| ExtraDisk {
+            written_at: located(&format!("{}/size", disk.pointer)),
+            ..disk
+        })
+        .collect())
 }
 
 /// Points every argument problem at the file and line it was written at: the guest's recipe
@@ -453,6 +534,7 @@ pub fn generate(
             .unwrap_or(&settings.cpu_mode),
     )?;
     let machine_definition = machine_definition(config, &resolved)?;
+    let extra_disks = declared_disks(config, &machine, machine_definition.disk_bus)?;
     let fingerprint = provision_fingerprint(&BootInputs {
         image_digest: image_digest.clone(),
         distro,
@@ -480,6 +562,7 @@ pub fn generate(
         fingerprint,
         machine,
         machine_definition,
+        extra_disks,
     })
 }
 

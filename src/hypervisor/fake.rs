@@ -43,6 +43,7 @@ pub enum Operation {
     VolumeExists,
     DeleteVolume,
     DetachSeed,
+    VolumeNames,
     RemoveUnusedFilters,
     ReleasePins,
     ReleaseReservation,
@@ -509,6 +510,11 @@ impl Hypervisor for FakeHypervisor {
             }
             attached
         })
+    }
+
+    fn volume_names(&self, pool: &str) -> Result<Vec<String>, HypervisorFault> {
+        self.call(Operation::VolumeNames, format!("volume_names {pool}"))?;
+        Ok(self.volumes(pool))
     }
 
     fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault> {

@@ -193,6 +193,10 @@ pub trait Hypervisor {
     /// guest; `false` when it was attached to neither.
     fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault>;
 
+    /// The names of every volume in `pool` (a guest's extra disks are found among them, the
+    /// declared and those no longer declared alike).
+    fn volume_names(&self, pool: &str) -> Result<Vec<String>, HypervisorFault>;
+
     // Networks.
 
     /// Removes trog's network filters no guest uses any more, returning their names. The

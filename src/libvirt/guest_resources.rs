@@ -56,7 +56,12 @@ pub struct BuiltArtifacts<'a> {
     pub seed_iso: &'a [u8],
     /// The verified base image on this machine, uploaded when the plan says so.
     pub base_image_file: &'a Path,
+    /// The extra disks as the domain attaches them, for a disk attached to a defined guest.
+    pub extra_disks: &'a [crate::render::domain_xml::ExtraDiskSpec],
 }
+
+#[path = "guest_resources_extra_disks.rs"]
+mod extra_disks;
 
 /// One guest on one hypervisor's libvirt connection.
 pub struct GuestResources<'a> {
@@ -224,6 +229,14 @@ impl GuestResources<'_> {
                         observed.data_volume = Some(self.observed_volume(&volume, false)?);
                     }
                 }
+                for disk in &self.desired.extra_disks {
+                    if let Some(volume) = self.volume(&pool, &disk.volume)? {
+                        observed
+                            .extra_disks
+                            .volumes
+                            .insert(disk.volume.clone(), self.observed_volume(&volume, false)?);
+                    }
+                }
             }
         }
         if let Some(domain) = self.domain()? {
@@ -247,6 +260,9 @@ impl GuestResources<'_> {
             let definition = domain
                 .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
                 .map_err(self.fail("read the guest's definition"))?;
+            let (defined, running_disks) = self.observe_extra_disks(&domain, running)?;
+            observed.extra_disks.defined = defined;
+            observed.extra_disks.running = running_disks;
             observed.domain = Some(ObservedDomain {
                 tag,
                 running,
@@ -375,6 +391,25 @@ impl GuestResources<'_> {
                 );
                 self.create_volume_if_absent(volume, &xml)?;
             }
+            Action::CreateExtraDisk {
+                volume, capacity, ..
+            } => {
+                let xml = format!(
+                    "<volume><name>{}</name><capacity unit='bytes'>{}</capacity><target><format type='qcow2'/></target></volume>",
+                    self.xml_text(volume)?,
+                    capacity.0
+                );
+                self.create_volume_if_absent(volume, &xml)?;
+            }
+            Action::AttachExtraDisk {
+                volume,
+                to_running,
+                to_definition,
+                ..
+            } => {
+                self.attach_extra_disk(volume, *to_running, *to_definition, artifacts.extra_disks)?
+            }
+            Action::DetachExtraDisk { volume, .. } => self.detach_extra_disk(volume)?,
             Action::CreateRootVolume {
                 volume,
                 backing_volume,

@@ -25,6 +25,7 @@ fn desired(pool: &str) -> DesiredGuest {
         seed_sha256: "cd".repeat(32),
         seed_without_host_key_sha256: "ce".repeat(32),
         data_volume: None,
+        extra_disks: Vec::new(),
         boot_fingerprint: "b00t".into(),
         shape_fingerprint: "5hape".into(),
         payload_digest: "pay1oad".into(),
@@ -50,6 +51,7 @@ fn the_base_image_and_the_seed_are_written_by_the_hypervisor_never_streamed() {
         domain_xml: "",
         seed_iso: b"seed",
         base_image_file: image.path(),
+        extra_disks: &[],
     };
     for action in [
         Action::DefinePool {
@@ -125,6 +127,7 @@ fn a_pool_path_xml_cannot_carry_is_refused_before_libvirt_sees_it() {
         domain_xml: "",
         seed_iso: b"seed",
         base_image_file: Path::new("/nonexistent"),
+        extra_disks: &[],
     };
     let error = resources
         .execute(

@@ -221,6 +221,13 @@ impl Hypervisor for LibvirtHypervisor {
             .map_err(HypervisorFault::new)
     }
 
+    fn volume_names(&self, pool: &str) -> Result<Vec<String>, HypervisorFault> {
+        self.connection
+            .lookup_storage_pool_by_name(pool)
+            .and_then(|pool| pool.list_volumes())
+            .map_err(HypervisorFault::new)
+    }
+
     fn remove_unused_filters(&self) -> Result<Vec<String>, HypervisorFault> {
         remove_unused_filters(&self.connection, &self.name).map_err(HypervisorFault::new)
     }

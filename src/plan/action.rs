@@ -59,6 +59,28 @@ pub enum Action {
         volume: String,
         capacity: Bytes,
     },
+    /// Makes the volume of an extra disk (empty; the finish formats it).
+    CreateExtraDisk {
+        disk: String,
+        volume: String,
+        capacity: Bytes,
+    },
+    /// Attaches an extra disk the guest does not have yet: to the running guest (hot-plugged,
+    /// so the finish can format and mount it without a restart) and to the domain's definition,
+    /// each where it is missing.
+    AttachExtraDisk {
+        disk: String,
+        volume: String,
+        to_running: bool,
+        to_definition: bool,
+    },
+    /// Takes an extra disk no longer declared out of the domain's definition. The volume stays
+    /// in the pool with its contents, and a running guest keeps the disk until it is next
+    /// started (pulling a mounted disk out of a running guest loses what it has not written).
+    DetachExtraDisk {
+        volume: String,
+        pool: String,
+    },
     CreateRootVolume {
         volume: String,
         backing_volume: String,
@@ -145,6 +167,28 @@ impl fmt::Display for Action {
             Action::CreateDataVolume { volume, capacity } => {
                 write!(f, "create data volume {volume} of {capacity}")
             }
+            Action::CreateExtraDisk {
+                disk,
+                volume,
+                capacity,
+            } => write!(f, "create disk {disk}: volume {volume} of {capacity}"),
+            Action::AttachExtraDisk {
+                disk,
+                volume,
+                to_running,
+                to_definition,
+            } => {
+                let to = match (to_running, to_definition) {
+                    (true, true) => "the running guest and its definition",
+                    (true, false) => "the running guest",
+                    _ => "the guest's definition",
+                };
+                write!(f, "attach disk {disk} ({volume}) to {to}")
+            }
+            Action::DetachExtraDisk { volume, pool } => write!(
+                f,
+                "detach volume {volume} from the guest's definition: no longer declared (a running guest keeps it until it is next started); the volume and its files stay in pool {pool} (`trog destroy --purge` deletes it with the guest, `virsh vol-delete --pool {pool} {volume}` alone)"
+            ),
             Action::CreateRootVolume {
                 volume,
                 backing_volume,

@@ -63,6 +63,9 @@ pub fn check_plan(
             .as_ref()
             .is_some_and(|domain| !domain.seed_attached);
     let mut data_present = observed.data_volume.is_some();
+    let is_extra_disk = |volume: &str| desired.extra_disks.iter().any(|disk| disk.volume == volume);
+    let mut extra_disks_present: Vec<String> =
+        observed.extra_disks.volumes.keys().cloned().collect();
     let mut base_present = observed.base_image_present;
     let mut waited = false;
     let mut finished = false;
@@ -77,6 +80,7 @@ pub fn check_plan(
             Action::UploadBaseImage { .. }
                 | Action::CreateRootVolume { .. }
                 | Action::CreateDataVolume { .. }
+                | Action::CreateExtraDisk { .. }
                 | Action::UploadSeed { .. }
         );
         if makes_a_volume && !pool_active {
@@ -89,6 +93,8 @@ pub fn check_plan(
                 | Action::DeleteSnapshots { .. }
                 | Action::SetAutostart
                 | Action::StartDomain
+                | Action::AttachExtraDisk { .. }
+                | Action::DetachExtraDisk { .. }
         );
         if touches_the_domain && foreign_domain && !resolution.force {
             return refuse("a domain trog did not create is touched only with --force");
@@ -104,11 +110,18 @@ pub fn check_plan(
             Action::DeleteVolume { volume, .. } => {
                 let own = *volume == desired.root_volume.name
                     || *volume == desired.seed_volume
-                    || Some(volume.as_str()) == data_volume;
+                    || Some(volume.as_str()) == data_volume
+                    || is_extra_disk(volume);
                 if !own {
                     return refuse(
-                        "only the guest's own root disk, seed and data volume are deleted",
+                        "only the guest's own root disk, seed, data volume and declared disks are deleted",
                     );
+                }
+                if is_extra_disk(volume) {
+                    if !resolution.destroy_data {
+                        return refuse("an extra disk is deleted only with --destroy-data");
+                    }
+                    extra_disks_present.retain(|present| present != volume);
                 }
                 if running {
                     return refuse("a guest's volume is deleted only once the guest is stopped");
@@ -181,6 +194,31 @@ pub fn check_plan(
                 }
                 data_present = true;
             }
+            Action::CreateExtraDisk { volume, .. } => {
+                if !domain_defined {
+                    return refuse("the domain is defined before any of its volumes is made");
+                }
+                if extra_disks_present.contains(volume) {
+                    return refuse("an extra disk is never made over one that exists");
+                }
+                extra_disks_present.push(volume.clone());
+            }
+            Action::AttachExtraDisk {
+                volume, to_running, ..
+            } => {
+                if !domain_defined {
+                    return refuse("a disk is attached only to a defined domain");
+                }
+                if !extra_disks_present.contains(volume) {
+                    return refuse("a disk is attached only once its volume is made");
+                }
+                if *to_running && !running {
+                    return refuse("a disk is attached to the running guest only while it runs");
+                }
+            }
+            Action::DetachExtraDisk { volume, .. } if is_extra_disk(volume) => {
+                return refuse("a declared disk is never detached");
+            }
             Action::UploadSeed { .. } => {
                 if !domain_defined {
                     return refuse("the domain is defined before any of its volumes is made");
@@ -199,6 +237,13 @@ pub fn check_plan(
                 }
                 if desired.data_volume.is_some() && !data_present {
                     return refuse("a guest is started only with its data volume in place");
+                }
+                if desired
+                    .extra_disks
+                    .iter()
+                    .any(|disk| !extra_disks_present.contains(&disk.volume))
+                {
+                    return refuse("a guest is started only with its extra disks in place");
                 }
                 running = true;
             }

@@ -28,6 +28,7 @@ fn desired() -> DesiredGuest {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),
         }),
+        extra_disks: Vec::new(),
         boot_fingerprint: "b00t".into(),
         shape_fingerprint: "5hape".into(),
         payload_digest: "pay1oad".into(),
@@ -59,6 +60,7 @@ fn running_guest(snapshots: &[&str]) -> ObservedGuest {
         root_volume: Some(volume(10)),
         seed_volume: Some(volume(0)),
         data_volume: Some(volume(20)),
+        extra_disks: Default::default(),
     }
 }
 

@@ -41,6 +41,15 @@ pub enum Conflict {
         observed_gib: u64,
         declared_gib: u64,
     },
+    /// An extra disk's volume is of another size than declared: never shrunk, and not grown
+    /// (yet), so only the declaration can change.
+    ExtraDiskResized {
+        disk: String,
+        volume: String,
+        observed: crate::model::units::Bytes,
+        declared: crate::model::units::Bytes,
+        declared_at: Option<String>,
+    },
 }
 
 impl Conflict {
@@ -53,6 +62,7 @@ impl Conflict {
             Conflict::ForeignVolume { .. } | Conflict::DataVolumeTooSmall { .. } => {
                 "--destroy-data"
             }
+            Conflict::ExtraDiskResized { .. } => "no flag: a change of the declaration",
         }
     }
 }
@@ -81,6 +91,18 @@ impl fmt::Display for Conflict {
                 f,
                 "data volume {volume} holds {observed_gib}GB but {declared_gib}GB is declared; declare {observed_gib}GB, or --destroy-data recreates it empty"
             ),
+            Conflict::ExtraDiskResized { disk, volume, observed, declared, declared_at } => {
+                let at = declared_at.as_deref().map(|at| format!(" at {at}")).unwrap_or_default();
+                let why = if declared < observed {
+                    "a disk is never shrunk (its filesystem and files fill it)"
+                } else {
+                    "growing a disk is not supported: add another disk for more room"
+                };
+                write!(
+                    f,
+                    "disk {disk} ({volume}) holds {observed} but {declared} is declared{at}; {why}; declare {observed}"
+                )
+            }
         }
     }
 }

@@ -26,6 +26,19 @@ pub struct DesiredVolume {
     pub capacity: Bytes,
 }
 
+/// An extra disk the guest needs: its volume, and the name the plan calls it by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DesiredDisk {
+    /// The name the guest's file gives it.
+    pub name: String,
+    pub volume: String,
+    pub capacity: Bytes,
+    /// The bus it is attached on, as libvirt's `<target bus>` says it (`virtio`, `scsi`).
+    pub bus: String,
+    /// Where its size was written (`file:line:column`), for a refusal to shrink it.
+    pub declared_at: Option<String>,
+}
+
 /// The declaration of one guest, as the planner needs it. Everything here was built locally
 /// before the plan is made; the plan refers to it by name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -51,6 +64,8 @@ pub struct DesiredGuest {
     /// it would restart the guest for nothing: a seed is read on a root disk's first boot only).
     pub seed_without_host_key_sha256: String,
     pub data_volume: Option<DesiredVolume>,
+    /// Extra disks, in their declared order; like the data volume they outlive root disks.
+    pub extra_disks: Vec<DesiredDisk>,
     pub boot_fingerprint: String,
     pub shape_fingerprint: String,
     pub payload_digest: String,

@@ -19,8 +19,8 @@ pub use action::{Action, Plan};
 pub use backup_restore::with_backup_restore;
 pub use checker::{check_plan, PlanViolation};
 pub use conflict::{Conflict, Conflicts, Resolution};
-pub use desired::{DesiredGuest, DesiredVolume, GuestTag};
-pub use observed::{ObservedDomain, ObservedGuest, ObservedVolume, PoolState};
+pub use desired::{DesiredDisk, DesiredGuest, DesiredVolume, GuestTag};
+pub use observed::{ObservedDomain, ObservedExtraDisks, ObservedGuest, ObservedVolume, PoolState};
 pub use planner::plan;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use crate::model::units::Bytes;
 use crate::plan::desired::GuestTag;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -48,6 +49,19 @@ pub struct ObservedGuest {
     pub root_volume: Option<ObservedVolume>,
     pub seed_volume: Option<ObservedVolume>,
     pub data_volume: Option<ObservedVolume>,
+    pub extra_disks: ObservedExtraDisks,
+}
+
+/// The guest's extra disks as the hypervisor has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ObservedExtraDisks {
+    /// The volumes of the declared disks that are in the pool, by volume name.
+    pub volumes: BTreeMap<String, ObservedVolume>,
+    /// The extra-disk volumes (trog's `<domain>-disk-*` names) the domain's definition attaches,
+    /// declared or not, with the bus each is on.
+    pub defined: BTreeMap<String, String>,
+    /// The same in the running guest (empty when it does not run).
+    pub running: Vec<String>,
 }
 
 impl ObservedGuest {
@@ -61,6 +75,7 @@ impl ObservedGuest {
             root_volume: None,
             seed_volume: None,
             data_volume: None,
+            extra_disks: ObservedExtraDisks::default(),
         }
     }
 }

@@ -135,6 +135,7 @@ pub fn plan(
                 recorded_payload = None;
             } else if tag.shape_fingerprint != desired.shape_fingerprint
                 || (domain.tag.is_some() && attaches_a_new_data_volume(desired, observed))
+                || (domain.tag.is_some() && moves_an_extra_disk(desired, observed))
             {
                 // A new definition (the shape, or a data volume to attach): applied with a
                 // restart, or at the guest's next start when the run asked for that. A data
@@ -219,6 +220,21 @@ pub fn plan(
             Some(_) => {}
         }
     }
+    for disk in &desired.extra_disks {
+        let claimed = observed.domain.is_some();
+        match observed.extra_disks.volumes.get(&disk.volume) {
+            None => actions.push(create_extra_disk(disk)),
+            // Only reachable with --destroy-data: find_conflicts refused the run otherwise.
+            Some(_) if !claimed && !resolution.force => {
+                actions.push(delete(
+                    &disk.volume,
+                    "recreated empty as --destroy-data asked",
+                ));
+                actions.push(create_extra_disk(disk));
+            }
+            Some(_) => {}
+        }
+    }
     if !root_present {
         if running {
             actions.push(Action::StopDomain);
@@ -254,6 +270,7 @@ pub fn plan(
             sha256: desired.seed_sha256.clone(),
         });
     }
+    attach_and_detach_extra_disks(desired, observed, running, &mut actions);
     if !autostart {
         actions.push(Action::SetAutostart);
         autostart = true;
@@ -295,6 +312,68 @@ pub fn plan(
 /// created by this plan, and only a new definition attaches it.
 fn attaches_a_new_data_volume(desired: &DesiredGuest, observed: &ObservedGuest) -> bool {
     desired.data_volume.is_some() && observed.data_volume.is_none()
+}
+
+/// Whether an extra disk the domain's definition has is declared on another bus: only a new
+/// definition (and a restart) moves it.
+fn moves_an_extra_disk(desired: &DesiredGuest, observed: &ObservedGuest) -> bool {
+    desired.extra_disks.iter().any(|disk| {
+        observed
+            .extra_disks
+            .defined
+            .get(&disk.volume)
+            .is_some_and(|bus| *bus != disk.bus)
+    })
+}
+
+fn create_extra_disk(disk: &crate::plan::desired::DesiredDisk) -> Action {
+    Action::CreateExtraDisk {
+        disk: disk.name.clone(),
+        volume: disk.volume.clone(),
+        capacity: disk.capacity,
+    }
+}
+
+/// Attaches every declared extra disk where the guest lacks it (`running`: whether the guest
+/// runs once the steps before have run), and takes those no longer declared out of its
+/// definition. A plan that defines the domain already gives the definition exactly the declared
+/// disks.
+fn attach_and_detach_extra_disks(
+    desired: &DesiredGuest,
+    observed: &ObservedGuest,
+    running: bool,
+    actions: &mut Vec<Action>,
+) {
+    let redefined = actions
+        .iter()
+        .any(|action| matches!(action, Action::DefineDomain { .. }));
+    for disk in &desired.extra_disks {
+        let to_definition = !redefined && !observed.extra_disks.defined.contains_key(&disk.volume);
+        let to_running = running && !observed.extra_disks.running.contains(&disk.volume);
+        if to_definition || to_running {
+            actions.push(Action::AttachExtraDisk {
+                disk: disk.name.clone(),
+                volume: disk.volume.clone(),
+                to_running,
+                to_definition,
+            });
+        }
+    }
+    if redefined {
+        return;
+    }
+    for volume in observed.extra_disks.defined.keys() {
+        if !desired
+            .extra_disks
+            .iter()
+            .any(|disk| disk.volume == *volume)
+        {
+            actions.push(Action::DetachExtraDisk {
+                volume: volume.clone(),
+                pool: desired.pool_name.clone(),
+            });
+        }
+    }
 }
 
 fn delete(volume: &str, why: &str) -> Action {
@@ -359,6 +438,26 @@ fn find_conflicts(
                 volume: declared.name.clone(),
                 observed_gib: volume.capacity.whole_gib(),
                 declared_gib: declared.capacity.whole_gib(),
+            });
+        }
+    }
+    for disk in &desired.extra_disks {
+        let Some(volume) = observed.extra_disks.volumes.get(&disk.volume) else {
+            continue;
+        };
+        if !claimed && !resolution.force && !resolution.destroy_data {
+            conflicts.push(Conflict::ForeignDataVolume {
+                volume: disk.volume.clone(),
+            });
+        }
+        let recreated = !claimed && resolution.destroy_data && !resolution.force;
+        if volume.capacity != disk.capacity && !recreated {
+            conflicts.push(Conflict::ExtraDiskResized {
+                disk: disk.name.clone(),
+                volume: disk.volume.clone(),
+                observed: volume.capacity,
+                declared: disk.capacity,
+                declared_at: disk.declared_at.clone(),
             });
         }
     }

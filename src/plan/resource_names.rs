@@ -18,6 +18,32 @@ pub fn data_volume(domain: &DomainName) -> String {
     format!("{domain}-data.qcow2")
 }
 
+/// One of the guest's extra disks (`disks:` of the `vm` recipe), which outlive root disks.
+pub fn extra_disk_volume(domain: &DomainName, disk: &str) -> String {
+    format!("{}{disk}.qcow2", extra_disk_prefix(domain))
+}
+
+/// What every extra disk volume of the guest's name begins with.
+pub fn extra_disk_prefix(domain: &DomainName) -> String {
+    format!("{domain}-disk-")
+}
+
+/// Whether `volume` is one of the guest's extra disks, declared or no longer declared (what
+/// `destroy --purge` deletes). The whole name is checked, not only its beginning: a guest named
+/// `a.test-disk-b.test` has volumes beginning `a.test-disk-` too, and they are not `a.test`'s.
+pub fn is_extra_disk_volume(domain: &DomainName, volume: &str) -> bool {
+    let Some(disk) = volume
+        .strip_prefix(&extra_disk_prefix(domain))
+        .and_then(|rest| rest.strip_suffix(".qcow2"))
+    else {
+        return false;
+    };
+    let mut characters = disk.chars();
+    characters.next().is_some_and(|c| c.is_ascii_lowercase())
+        && disk.len() <= 10
+        && characters.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+}
+
 /// A base image, named by its digest: the name is the proof of what it holds, so one copy
 /// serves every guest built from the same image.
 pub fn base_image_volume(digest_hex: &str) -> String {
@@ -46,4 +72,29 @@ pub fn partial_base_image_volume(digest_hex: &str, uploader: &str) -> String {
         })
         .collect();
     format!("{}.part-{uploader}", base_image_volume(digest_hex))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_disks_are_told_from_another_guests_volumes() {
+        let guest = DomainName::parse("a.test").unwrap();
+        let volume = extra_disk_volume(&guest, "db2");
+        assert_eq!(volume, "a.test-disk-db2.qcow2");
+        assert!(is_extra_disk_volume(&guest, &volume));
+        // Volumes of a guest whose name begins like an extra disk's.
+        assert!(!is_extra_disk_volume(
+            &guest,
+            "a.test-disk-b.test-root.qcow2"
+        ));
+        assert!(!is_extra_disk_volume(
+            &guest,
+            "a.test-disk-b.test-data.qcow2"
+        ));
+        assert!(!is_extra_disk_volume(&guest, "a.test-disk-.qcow2"));
+        assert!(!is_extra_disk_volume(&guest, "a.test-root.qcow2"));
+        assert!(!is_extra_disk_volume(&guest, "a.test-disk-db2.qcow2.part"));
+    }
 }

@@ -28,6 +28,7 @@ fn desired() -> DesiredGuest {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),
         }),
+        extra_disks: Vec::new(),
         boot_fingerprint: "b00tb00tb00tb00t".into(),
         shape_fingerprint: "5hape5hape5hape5".into(),
         payload_digest: "pay1oadpay1oad00".into(),
@@ -61,8 +62,26 @@ fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
             capacity: Bytes::from_gib(20),
             sha256: None,
         }),
+        extra_disks: ObservedExtraDisks::default(),
     }
 }
+
+/// [`desired`] with an extra disk `db` of 2 GiB on virtio.
+fn desired_with_a_disk() -> DesiredGuest {
+    let mut desired = desired();
+    desired.extra_disks.push(DesiredDisk {
+        name: "db".into(),
+        volume: DB_DISK.into(),
+        capacity: Bytes::from_gib(2),
+        bus: "virtio".into(),
+        declared_at: Some("www.example.test.yaml:4:5".into()),
+    });
+    desired
+}
+
+const DB_DISK: &str = "www.example.test-disk-db.qcow2";
+/// A disk the guest had and no longer declares.
+const OLD_DISK: &str = "www.example.test-disk-old.qcow2";
 
 fn planned(desired: &DesiredGuest, observed: &ObservedGuest, resolution: Resolution) -> String {
     match plan(desired, observed, resolution) {
@@ -267,6 +286,12 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                     .map_or((false, false, Vec::new(), true), |d| {
                         (d.running, d.autostart, d.snapshots.clone(), d.seed_attached)
                     });
+                // The definition attaches exactly the declared disks.
+                observed.extra_disks.defined = desired
+                    .extra_disks
+                    .iter()
+                    .map(|disk| (disk.volume.clone(), disk.bus.clone()))
+                    .collect();
                 // A redefinition keeps the domain's snapshots, as libvirt does; it attaches the
                 // seed when the plan uploads one (provision renders the definition so).
                 let uploads_seed = plan
@@ -285,8 +310,48 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                 observed.seed_volume = None;
                 observed.domain.as_mut().unwrap().seed_attached = false;
             }
-            Action::StopDomain => observed.domain.as_mut().unwrap().running = false,
+            Action::StopDomain => {
+                observed.domain.as_mut().unwrap().running = false;
+                observed.extra_disks.running.clear();
+            }
             Action::DeleteSnapshots { .. } => observed.domain.as_mut().unwrap().snapshots.clear(),
+            Action::DeleteVolume { volume, .. } if volume.contains("-disk-") => {
+                observed.extra_disks.volumes.remove(volume);
+            }
+            Action::CreateExtraDisk {
+                volume, capacity, ..
+            } => {
+                observed.extra_disks.volumes.insert(
+                    volume.clone(),
+                    ObservedVolume {
+                        capacity: *capacity,
+                        sha256: None,
+                    },
+                );
+            }
+            Action::AttachExtraDisk {
+                volume,
+                to_running,
+                to_definition,
+                ..
+            } => {
+                let bus = desired
+                    .extra_disks
+                    .iter()
+                    .find(|disk| disk.volume == *volume)
+                    .unwrap()
+                    .bus
+                    .clone();
+                if *to_definition {
+                    observed.extra_disks.defined.insert(volume.clone(), bus);
+                }
+                if *to_running {
+                    observed.extra_disks.running.push(volume.clone());
+                }
+            }
+            Action::DetachExtraDisk { volume, .. } => {
+                observed.extra_disks.defined.remove(volume);
+            }
             Action::DeleteVolume { volume, .. } => {
                 if *volume == desired.root_volume.name {
                     observed.root_volume = None;
@@ -315,7 +380,11 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                 })
             }
             Action::SetAutostart => observed.domain.as_mut().unwrap().autostart = true,
-            Action::StartDomain => observed.domain.as_mut().unwrap().running = true,
+            Action::StartDomain => {
+                observed.domain.as_mut().unwrap().running = true;
+                observed.extra_disks.running =
+                    observed.extra_disks.defined.keys().cloned().collect();
+            }
             Action::WaitForSsh
             | Action::BackUpBeforeRebuild
             | Action::RestoreBackup { .. }
@@ -402,6 +471,7 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
         volume(10),
         seed,
         volume(20),
+        any_extra_disks(),
     )
         .prop_map(
             |(
@@ -412,16 +482,66 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
                 root_volume,
                 seed_volume,
                 data_volume,
-            )| ObservedGuest {
-                pool,
-                base_image_present,
-                partial_base_image_present,
-                domain,
-                root_volume,
-                seed_volume,
-                data_volume,
+                mut extra_disks,
+            )| {
+                // Only a pool that runs shows volumes, only a domain attaches disks, and only a
+                // running one has them running.
+                if pool != PoolState::Active {
+                    extra_disks.volumes.clear();
+                }
+                match &domain {
+                    None => {
+                        extra_disks.defined.clear();
+                        extra_disks.running.clear();
+                    }
+                    Some(domain) if !domain.running => extra_disks.running.clear(),
+                    Some(_) => {}
+                }
+                ObservedGuest {
+                    pool,
+                    base_image_present,
+                    partial_base_image_present,
+                    domain,
+                    root_volume,
+                    seed_volume,
+                    data_volume,
+                    extra_disks,
+                }
             },
         )
+}
+
+/// The disk `db` made or not (at its size or another), attached to the definition (on its bus
+/// or another) and the running guest or not; a disk no longer declared attached or not.
+fn any_extra_disks() -> impl Strategy<Value = ObservedExtraDisks> {
+    let db_volume = proptest::option::of(prop_oneof![Just(2u64), Just(1u64)]);
+    let db_defined = proptest::option::of(prop_oneof![Just("virtio"), Just("scsi")]);
+    (db_volume, db_defined, any::<bool>(), any::<bool>()).prop_map(
+        |(db_volume, db_defined, db_running, old_defined)| {
+            let mut disks = ObservedExtraDisks::default();
+            if let Some(gib) = db_volume {
+                disks.volumes.insert(
+                    DB_DISK.to_string(),
+                    ObservedVolume {
+                        capacity: Bytes::from_gib(gib),
+                        sha256: None,
+                    },
+                );
+                if let Some(bus) = db_defined {
+                    disks.defined.insert(DB_DISK.to_string(), bus.to_string());
+                }
+                if db_running {
+                    disks.running.push(DB_DISK.to_string());
+                }
+            }
+            if old_defined {
+                disks
+                    .defined
+                    .insert(OLD_DISK.to_string(), "virtio".to_string());
+            }
+            disks
+        },
+    )
 }
 
 fn any_resolution() -> impl Strategy<Value = Resolution> {
@@ -445,6 +565,32 @@ proptest! {
             let after = simulate(&desired, observed.clone(), &plan);
             let again = super::plan(&desired, &after, Resolution::default()).expect("no conflict after a run");
             prop_assert!(again.is_converged(), "after\n{plan}\nstill\n{again}");
+        }
+    }
+
+    /// With an extra disk declared too, whatever is there, a plan keeps the invariants, one run
+    /// converges, the disk is never deleted without --destroy-data, and a disk of another size
+    /// is always refused.
+    #[test]
+    fn one_run_converges_with_an_extra_disk(observed in any_observation(), resolution in any_resolution()) {
+        let desired = desired_with_a_disk();
+        let resized = observed.extra_disks.volumes.get(DB_DISK).is_some_and(|volume| volume.capacity != Bytes::from_gib(2));
+        match plan(&desired, &observed, resolution) {
+            Ok(plan) => {
+                prop_assert!(check_plan(&plan, &desired, &observed, resolution).is_ok(), "{plan}");
+                let deletes_disk = plan.actions.iter().any(|action| matches!(action, Action::DeleteVolume { volume, .. } if volume == DB_DISK));
+                prop_assert!(!deletes_disk || resolution.destroy_data, "{plan}");
+                let after = simulate(&desired, observed.clone(), &plan);
+                let again = super::plan(&desired, &after, Resolution::default()).expect("no conflict after a run");
+                prop_assert!(again.is_converged(), "after\n{plan}\nstill\n{again}");
+            }
+            Err(conflicts) => {
+                let says_resized = conflicts.conflicts.iter().any(|conflict| matches!(conflict, Conflict::ExtraDiskResized { .. }));
+                prop_assert!(says_resized || !resized || (observed.domain.is_none() && resolution.destroy_data && !resolution.force), "{conflicts}");
+            }
+        }
+        if resized && !(observed.domain.is_none() && resolution.destroy_data && !resolution.force) {
+            prop_assert!(plan(&desired, &observed, resolution).is_err());
         }
     }
 

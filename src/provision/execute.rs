@@ -342,6 +342,7 @@ impl LibvirtSteps<'_> {
                 .map_or(self.artifacts.domain_xml, |(_, xml)| xml),
             seed_iso: self.artifacts.seed_iso,
             base_image_file: self.artifacts.base_image_file,
+            extra_disks: &self.domain_spec().extra_disks,
         }
     }
 
@@ -692,6 +693,7 @@ pub fn execute(
             domain_xml: &prepared.domain_xml,
             seed_iso: &guest.inputs.generated.seed_iso.bytes,
             base_image_file: prepared.base_image.as_deref().unwrap_or(&no_file),
+            extra_disks: &prepared.domain_spec.extra_disks,
         },
         key_file: None,
         network_filters_lock: None,

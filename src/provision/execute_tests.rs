@@ -733,6 +733,7 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
         disk_bus: DiskBus::Virtio,
         root_disk: DiskSpec::qcow2("trog", "leased-root.qcow2"),
         data_disk: None,
+        extra_disks: Vec::new(),
         seed_volume: Some("leased-seed.iso".into()),
         mac_address: mac,
         network: NetworkAttachment::Network("default".into()),
@@ -918,6 +919,49 @@ fn the_seed_is_retired_once_ssh_answered_and_before_the_payload_is_sent() {
     assert_eq!(steps.tags.len(), 1);
 }
 
+/// A running guest's plan when a disk is added to its list: the disk made, hot-plugged, and the
+/// guest finished again to format and mount it.
+fn added_disk_plan() -> Plan {
+    Plan {
+        domain: "www.example.test".into(),
+        actions: vec![
+            Action::CreateExtraDisk {
+                disk: "db".into(),
+                volume: "www.example.test-disk-db.qcow2".into(),
+                capacity: Bytes(2 << 30),
+            },
+            Action::AttachExtraDisk {
+                disk: "db".into(),
+                volume: "www.example.test-disk-db.qcow2".into(),
+                to_running: true,
+                to_definition: true,
+            },
+            Action::WaitForSsh,
+            Action::Finish {
+                payload_digest: "d".repeat(64),
+            },
+        ],
+    }
+}
+
+/// A guest that already runs: SSH answers at once.
+const RUNNING: Boot = Boot {
+    address_from: 0,
+    ssh_from: 0,
+    stops_from: NEVER,
+};
+
+#[test]
+fn an_added_disk_is_made_attached_then_the_guest_finished() {
+    let plan = added_disk_plan();
+    let guest = healthy_guest();
+    let mut steps = FakeSteps::new(RUNNING, guest.clone());
+    run(&mut steps, &plan).unwrap();
+    assert_eq!(steps.ran, labels(&plan, 0..2));
+    assert_eq!(guest.count("make test"), 1);
+    assert_eq!(steps.tags.len(), 1);
+}
+
 #[test]
 fn a_seed_that_cannot_be_detached_stops_the_run_before_the_finish_and_stays() {
     let plan = fresh_plan_retiring_the_seed();
@@ -945,4 +989,42 @@ fn a_seed_that_cannot_be_detached_stops_the_run_before_the_finish_and_stays() {
     assert_eq!(steps.hypervisor.volumes("trog"), [SEED_VOLUME]);
     assert_eq!(guest.count("tar -xzf"), 0);
     assert!(steps.tags.is_empty());
+}
+
+#[test]
+fn a_disk_that_cannot_be_made_or_attached_stops_the_run_before_the_finish() {
+    for (needle, step, ran_before) in [("create disk db", 1, 0), ("attach disk db", 2, 1)] {
+        let plan = added_disk_plan();
+        let guest = healthy_guest();
+        let mut steps = FakeSteps::new(RUNNING, guest.clone());
+        steps.fail_step = Some(needle);
+        let failure = run(&mut steps, &plan).unwrap_err();
+        let chain = failure.chain();
+        assert!(
+            chain[0].starts_with(&format!(
+                "www.example.test: step {step} of 4 failed: {}",
+                plan.actions[step - 1]
+            )),
+            "{chain:?}"
+        );
+        if ran_before == 0 {
+            assert!(chain[0].contains("no step ran before it"), "{chain:?}");
+        } else {
+            assert!(
+                chain[0].contains(&labels(&plan, 0..ran_before).join("; ")),
+                "{chain:?}"
+            );
+        }
+        assert!(
+            chain[1].starts_with(&format!("libvirt on hv1 could not {needle}")),
+            "{chain:?}"
+        );
+        assert_eq!(failure.status, ExitStatus::Hypervisor);
+        assert_eq!(steps.probes, 0, "{needle}: no wait");
+        assert!(guest.command_lines().is_empty(), "{needle}: no finish");
+        assert!(
+            steps.tags.is_empty(),
+            "{needle}: the payload is not recorded"
+        );
+    }
 }

@@ -18,6 +18,7 @@ use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
+use crate::model::units::Bytes;
 use crate::output::events::GuestKey;
 use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
@@ -132,7 +133,10 @@ pub(crate) fn place_configured_refs(
             domain: guest.config.domain.clone(),
             memory: guest.config.settings.memory,
             vcpus: guest.config.settings.cpus,
-            disk: guest.config.settings.size,
+            // The root disk and the extra disks, each taken from the pool in full.
+            disk: Bytes(guest.config.settings.size.0.saturating_add(
+                crate::render::extra_disks::declared_capacity(&guest.config.global_as_written).0,
+            )),
             pinned_to: guest.config.settings.hypervisor.clone(),
         })
         .collect();
@@ -431,13 +435,28 @@ pub(crate) fn converge_one(
     if request.dry_run {
         return Ok(changes);
     }
-    if let Some(data) = &prepared.desired.data_volume {
-        let deletes_data = prepared.plan.actions.iter().any(
-            |action| matches!(action, Action::DeleteVolume { volume, .. } if *volume == data.name),
+    // The data volume and the extra disks hold what the configuration cannot make again: each
+    // the plan recreates empty is confirmed by its name.
+    let holding_data = prepared
+        .desired
+        .data_volume
+        .iter()
+        .map(|data| data.name.as_str())
+        .chain(
+            prepared
+                .desired
+                .extra_disks
+                .iter()
+                .map(|disk| disk.volume.as_str()),
         );
-        if deletes_data && !output.confirm_data_loss(&data.name) {
+    for name in holding_data {
+        let deletes_it =
+            prepared.plan.actions.iter().any(
+                |action| matches!(action, Action::DeleteVolume { volume, .. } if volume == name),
+            );
+        if deletes_it && !output.confirm_data_loss(name) {
             return Err(ProvisionRunError::DataLossNotConfirmed {
-                volume: data.name.clone(),
+                volume: name.to_string(),
             }
             .into());
         }

@@ -147,6 +147,11 @@ pub enum DiskBus {
 }
 
 impl DiskBus {
+    /// The bus as libvirt's `<target bus>` and the `vm` recipe write it.
+    pub fn as_str(self) -> &'static str {
+        self.layout().0
+    }
+
     /// The bus and the device names of the root and data disks (on SCSI, `sda` is the seed).
     fn layout(self) -> (&'static str, &'static str, &'static str) {
         match self {
@@ -181,6 +186,56 @@ impl DiskSpec {
         }
     }
 }
+
+/// An extra disk as the domain attaches it: its volume, the bus and device name it sits at,
+/// and the serial the guest finds it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraDiskSpec {
+    pub disk: DiskSpec,
+    pub bus: DiskBus,
+    /// `vdc`, `sdd`: see `render::extra_disks::target_devices`.
+    pub target_dev: String,
+    pub serial: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ExtraDiskContext {
+    #[serde(flatten)]
+    disk: DiskContext,
+    bus: &'static str,
+    target_dev: String,
+    serial: String,
+}
+
+fn extra_disk_context(extra: &ExtraDiskSpec) -> ExtraDiskContext {
+    ExtraDiskContext {
+        disk: disk_context(&extra.disk),
+        bus: extra.bus.as_str(),
+        target_dev: extra.target_dev.clone(),
+        serial: extra.serial.clone(),
+    }
+}
+
+/// The `<disk>` element of one extra disk, as the domain template writes it: what is attached
+/// to a running guest and added to its definition when the disk is new. Every value is escaped.
+pub fn extra_disk_xml(extra: &ExtraDiskSpec) -> Result<String, DomainXmlError> {
+    let environment = domain_environment();
+    let template = environment
+        .template_from_named_str("extra_disk.xml.j2", EXTRA_DISK_TEMPLATE)
+        .map_err(|source| DomainXmlError::Template { source })?;
+    template
+        .render(minijinja::context! { extra => minijinja::value::Serde(extra_disk_context(extra)) })
+        .map_err(|source| DomainXmlError::Template { source })
+}
+
+/// One extra disk's element; `templates/domain.xml.j2` writes the same for each disk it defines
+/// (a test holds them together).
+const EXTRA_DISK_TEMPLATE: &str = "<disk type='volume' device='disk'>\
+<driver name='qemu' type='{{ extra.format }}'{% if extra.cache %} cache='{{ extra.cache }}'{% endif %}{% if extra.discard %} discard='{{ extra.discard }}'{% endif %}/>\
+<source pool='{{ extra.pool }}' volume='{{ extra.volume }}'/>\
+<target dev='{{ extra.target_dev }}' bus='{{ extra.bus }}'/>\
+<serial>{{ extra.serial }}</serial>\
+</disk>";
 
 /// What the guest's one network interface is plugged into.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,6 +302,8 @@ pub struct DomainSpec {
     pub root_disk: DiskSpec,
     /// A data volume that outlives the root disk.
     pub data_disk: Option<DiskSpec>,
+    /// The extra disks, which outlive the root disk too.
+    pub extra_disks: Vec<ExtraDiskSpec>,
     /// The seed ISO volume (in the root disk's pool), attached read-only as a SCSI cdrom; none
     /// once the guest's first boot is over and its seed retired.
     pub seed_volume: Option<String>,
@@ -407,6 +464,11 @@ pub struct DomainContext {
     direct_boot: Option<DirectBootContext>,
     root_disk: DiskContext,
     data_disk: Option<DiskContext>,
+    extra_disks: Vec<ExtraDiskContext>,
+    /// q35 plugs each PCI Express device into a root port of its own, and libvirt fills the
+    /// ports it is given before it adds any: as many as the domain's devices take, and a few
+    /// spare, let a virtio disk be hot-plugged. None on other machine types.
+    root_ports: u32,
     seed_pool: String,
     seed_volume: Option<String>,
     mac_address: String,
@@ -457,6 +519,12 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
             }),
         root_disk: disk_context(&spec.root_disk),
         data_disk: spec.data_disk.as_ref().map(disk_context),
+        extra_disks: spec.extra_disks.iter().map(extra_disk_context).collect(),
+        root_ports: if spec.machine_type.contains("q35") {
+            pcie_devices(spec) + SPARE_ROOT_PORTS
+        } else {
+            0
+        },
         seed_pool: spec.root_disk.pool.clone(),
         seed_volume: spec.seed_volume.clone(),
         mac_address: spec.mac_address.to_string(),
@@ -488,6 +556,31 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         shape_fingerprint: spec.tag.shape_fingerprint.clone(),
         payload_digest: spec.tag.payload_digest.clone().unwrap_or_default(),
     }
+}
+
+/// Spare PCI Express root ports of a q35 guest: room for four virtio disks added to it while it
+/// runs (each hot-plugged device needs an empty port; more are attached at the next definition
+/// of the guest, when libvirt adds ports for them). Four costs nothing a guest notices.
+const SPARE_ROOT_PORTS: u32 = 4;
+
+/// The devices of `spec`'s domain that take a PCI Express root port of a q35 machine: its virtio
+/// disks, and the others the template always has (the virtio-scsi controller, the interface, the
+/// video, the balloon, the random number generator) or libvirt adds (the virtio-serial
+/// controller of the agent's channel, the USB controller). Counting one too many only leaves
+/// another port spare.
+fn pcie_devices(spec: &DomainSpec) -> u32 {
+    const ALWAYS: u32 = 7;
+    let own_disks = if spec.disk_bus == DiskBus::Virtio {
+        1 + u32::from(spec.data_disk.is_some())
+    } else {
+        0
+    };
+    let extra = spec
+        .extra_disks
+        .iter()
+        .filter(|extra| extra.bus == DiskBus::Virtio)
+        .count() as u32;
+    ALWAYS + own_disks + extra
 }
 
 /// The environment the domain template renders in: undefined names are errors, the final

@@ -3,6 +3,7 @@
 
 pub mod cloud_init;
 pub mod domain_xml;
+pub mod extra_disks;
 pub mod files;
 pub mod fingerprint;
 pub mod machine_definition;

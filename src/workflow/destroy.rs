@@ -260,7 +260,50 @@ fn remove_guest(
             .kept
             .push(format!("data volume {data} (--purge deletes it)"));
     }
+    remove_extra_disks(hypervisor, pool, domain, purge, &mut outcome);
     Ok(outcome)
+}
+
+/// The guest's extra disks (those it declares and those it no longer does): deleted with
+/// `--purge`, named as kept otherwise. They are found among the pool's volumes by their names.
+fn remove_extra_disks(
+    hypervisor: &dyn Hypervisor,
+    pool: &str,
+    domain: &DomainName,
+    purge: bool,
+    outcome: &mut DestroyOutcome,
+) {
+    let names = match hypervisor.volume_names(pool) {
+        Ok(names) => names,
+        Err(error) => {
+            if purge {
+                outcome
+                    .left_behind
+                    .push((format!("the extra disks in pool {pool}"), error.to_string()));
+            }
+            return;
+        }
+    };
+    let mut disks: Vec<String> = names
+        .into_iter()
+        .filter(|name| resource_names::is_extra_disk_volume(domain, name))
+        .collect();
+    disks.sort();
+    for name in disks {
+        if !purge {
+            outcome
+                .kept
+                .push(format!("disk volume {name} (--purge deletes it)"));
+            continue;
+        }
+        match hypervisor.delete_volume(pool, &name) {
+            Ok(true) => outcome.removed.push(format!("volume {name}")),
+            Ok(false) => {}
+            Err(error) => outcome
+                .left_behind
+                .push((format!("volume {name}"), error.to_string())),
+        }
+    }
 }
 
 /// Deletes every snapshot of the guest, naming each: their states live inside the guest's disks,

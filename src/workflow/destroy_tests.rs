@@ -120,6 +120,7 @@ fn a_destroy_takes_its_steps_in_order_and_removes_everything_but_the_data() {
             format!("delete_volume trog {}", root()),
             format!("delete_volume trog {}", seed()),
             format!("volume_exists trog {}", data()),
+            "volume_names trog".into(),
             "lock network filters".into(),
             "remove_unused_filters".into(),
             "unlock network filters".into(),
@@ -357,4 +358,74 @@ fn only_the_volume_that_failed_is_left_behind() {
     let mut expected = vec![root(), data()];
     expected.sort();
     assert_eq!(left, expected);
+}
+
+/// A guest with an extra disk it declares, one it no longer declares, and beside them a volume of
+/// another guest whose name begins like theirs.
+fn hypervisor_with_extra_disks() -> FakeHypervisor {
+    hypervisor().with_volumes(
+        "trog",
+        &[
+            &resource_names::extra_disk_volume(&domain(), "db"),
+            &resource_names::extra_disk_volume(&domain(), "old"),
+            "g.example.test-disk-h.example.test-root.qcow2",
+        ],
+    )
+}
+
+#[test]
+fn a_destroy_keeps_the_extra_disks_and_names_them() {
+    let fake = hypervisor_with_extra_disks();
+    let kept = outcome(destroy_on(&fake, false, Duration::ZERO)).kept;
+    assert_eq!(
+        kept,
+        [
+            format!("data volume {} (--purge deletes it)", data()),
+            "disk volume g.example.test-disk-db.qcow2 (--purge deletes it)".to_string(),
+            "disk volume g.example.test-disk-old.qcow2 (--purge deletes it)".to_string(),
+        ]
+    );
+    assert_eq!(fake.volumes("trog").len(), 4);
+}
+
+#[test]
+fn purge_deletes_every_extra_disk_and_nothing_of_another_guest() {
+    let fake = hypervisor_with_extra_disks();
+    let removed = outcome(destroy_on(&fake, true, Duration::ZERO)).removed;
+    for disk in ["db", "old"] {
+        let volume = resource_names::extra_disk_volume(&domain(), disk);
+        assert!(removed.contains(&format!("volume {volume}")), "{removed:?}");
+    }
+    assert_eq!(
+        fake.volumes("trog"),
+        ["g.example.test-disk-h.example.test-root.qcow2"]
+    );
+}
+
+#[test]
+fn a_purge_that_cannot_list_the_pool_or_delete_a_disk_says_what_it_left() {
+    let fake = hypervisor_with_extra_disks().failing(Operation::VolumeNames);
+    let left = left_behind(destroy_on(&fake, true, Duration::ZERO));
+    assert!(
+        left.iter()
+            .any(|entry| entry.starts_with("the extra disks in pool trog")),
+        "{left:?}"
+    );
+    // The fourth deletion is the first extra disk's (root, seed and data come first).
+    let fake = hypervisor_with_extra_disks().failing_nth(Operation::DeleteVolume, 4);
+    let run = destroy_on(&fake, true, Duration::ZERO);
+    let report = outcome(run);
+    assert!(
+        report
+            .left_behind
+            .iter()
+            .any(|(what, _)| what == "volume g.example.test-disk-db.qcow2"),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .removed
+            .contains(&"volume g.example.test-disk-old.qcow2".to_string()),
+        "{report:?}"
+    );
 }

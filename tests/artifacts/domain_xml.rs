@@ -5,8 +5,9 @@ use trog::model::names::DomainName;
 use trog::model::units::MiB;
 use trog::plan::GuestTag;
 use trog::render::domain_xml::{
-    mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskBus, DiskCache, DiskSpec,
-    DomainSpec, Firmware, NetworkAttachment, DEFAULT_DOMAIN_TEMPLATE,
+    extra_disk_xml, mac_address_for, metadata::parse_tag, render_domain_xml, CpuMode, DiskBus,
+    DiskCache, DiskSpec, DomainSpec, ExtraDiskSpec, Firmware, NetworkAttachment,
+    DEFAULT_DOMAIN_TEMPLATE,
 };
 use trog::render::shared_folders::SharedFolder;
 
@@ -31,6 +32,20 @@ fn representative_guest() -> DomainSpec {
         disk_bus: DiskBus::Virtio,
         root_disk: DiskSpec::qcow2("trog", "web.example.test-root.qcow2"),
         data_disk: Some(DiskSpec::qcow2("trog", "web.example.test-data.qcow2")),
+        extra_disks: vec![
+            ExtraDiskSpec {
+                disk: DiskSpec::qcow2("trog", "web.example.test-disk-db.qcow2"),
+                bus: DiskBus::Virtio,
+                target_dev: "vdc".to_string(),
+                serial: "trog-disk-db".to_string(),
+            },
+            ExtraDiskSpec {
+                disk: DiskSpec::qcow2("trog", "web.example.test-disk-logs.qcow2"),
+                bus: DiskBus::Scsi,
+                target_dev: "sdb".to_string(),
+                serial: "trog-disk-logs".to_string(),
+            },
+        ],
         seed_volume: Some("web.example.test-seed.iso".to_string()),
         network: NetworkAttachment::Network("default".to_string()),
         serial_log_path: "/var/log/libvirt/qemu/web.example.test-serial.log".to_string(),
@@ -210,12 +225,63 @@ fn shared_folders_get_virtiofs_and_the_shared_memory_it_needs() {
 }
 
 #[test]
+fn extra_disks_sit_on_their_bus_under_their_serial_as_a_hot_plug_writes_them() {
+    let spec = representative_guest();
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    for extra in &spec.extra_disks {
+        let disk = format!(
+            "/domain/devices/disk[source/@volume='{}']",
+            extra.disk.volume
+        );
+        assert_eq!(
+            xpath_value(&xml, &format!("{disk}/target/@bus")),
+            extra.bus.as_str()
+        );
+        assert_eq!(
+            xpath_value(&xml, &format!("{disk}/target/@dev")),
+            extra.target_dev
+        );
+        assert_eq!(xpath_value(&xml, &format!("{disk}/serial")), extra.serial);
+        // The element a hot plug sends is the definition's, attribute for attribute.
+        let element = extra_disk_xml(extra).unwrap();
+        let wrapped = format!("<domain><devices>{element}</devices></domain>");
+        for part in [
+            "target/@bus",
+            "target/@dev",
+            "serial",
+            "source/@pool",
+            "driver/@type",
+            "driver/@discard",
+        ] {
+            assert_eq!(
+                xpath_value(&wrapped, &format!("{disk}/{part}")),
+                xpath_value(&xml, &format!("{disk}/{part}")),
+                "{part}"
+            );
+        }
+    }
+    // q35 has root ports for its devices and four more, for disks plugged into a running
+    // guest (tests/libvirt checks they are free once libvirt placed the devices); pc needs none.
+    let ports = "count(/domain/devices/controller[@model='pcie-root-port'])";
+    assert_eq!(
+        xpath_value(&xml, ports),
+        "14",
+        "7 devices, 3 virtio disks, 4 spare"
+    );
+    let mut pc = representative_guest();
+    pc.machine_type = "pc".to_string();
+    let xml = render_domain_xml(&pc, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(xpath_value(&xml, ports), "0");
+}
+
+#[test]
 fn variants_say_what_they_ask_for() {
     let mut spec = representative_guest();
     spec.firmware = Firmware::Uefi;
     spec.tpm = true;
     spec.domain_type = DomainType::Qemu;
     spec.data_disk = None;
+    spec.extra_disks.clear();
     spec.network = NetworkAttachment::Bridge("br0".to_string());
     spec.partition = Some("/machine/runner".to_string());
     let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();

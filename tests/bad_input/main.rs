@@ -1604,6 +1604,99 @@ fn sites() -> Vec<Case> {
     ]
 }
 
+/// The guest's file with `disks` as its extra disks (a YAML flow list).
+fn guest_with_disks(disks: &str) -> String {
+    guest_with(&format!("disks: {disks}"))
+}
+
+/// A test-driver node holding the guest as trog built it, with its extra disk `db` of 2 GiB.
+const NODE_WITH_A_DISK: &str = "<node><cpu><active>8</active></cpu><memory>16777216</memory>\
+    <domain type='test'><name>example.test</name><memory unit='MiB'>512</memory><vcpu>1</vcpu><os><type>hvm</type></os>\
+    <metadata><trog:guest xmlns:trog='urn:x-trog:guest:1' owner='trog' domain='example.test' boot='b' shape='s' payload=''/></metadata>\
+    <devices><disk type='volume' device='disk'><source pool='trog' volume='example.test-disk-db.qcow2'/><target dev='vdc' bus='virtio'/></disk></devices></domain>\
+    <pool type='dir'><name>trog</name><target><path>/vms</path></target>\
+    <volume><name>example.test-disk-db.qcow2</name><capacity unit='G'>2</capacity></volume></pool></node>\n";
+
+/// Extra disks (`disks:` of the vm recipe): every value wrong in each way, at its line.
+fn extra_disks() -> Vec<Case> {
+    let one = |name: &str, size: &str, mount: &str| {
+        format!("[{{name: {name}, size: {size}, mount: {mount}}}]")
+    };
+    let two = |second: &str| format!("[{{name: db, size: 2G, mount: /srv/db}}, {second}]");
+    let many = |count: usize, bus: &str| {
+        let disks: Vec<String> = (0..count)
+            .map(|index| format!("{{name: d{index}, size: 1G, mount: /srv/d{index}, bus: {bus}}}"))
+            .collect();
+        format!("[{}]", disks.join(", "))
+    };
+    let disks = |name: &str, list: &str| {
+        case(&format!("disks: {name}"), DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with_disks(list)))
+            .says("recipes.d/example.test.yaml:")
+    };
+    vec![
+        // Sizes.
+        disks("size 0", &one("db", "0", "/srv/db")).says("smaller"),
+        disks("size in KiB", &one("db", "64K", "/srv/db")).says("smaller"),
+        disks("size words", &one("db", "lots", "/srv/db")),
+        disks("size negative", &one("db", "-2", "/srv/db")),
+        disks("size a list", &one("db", "[2G]", "/srv/db")),
+        disks("size too big", &one("db", "65T", "/srv/db")).says("at most"),
+        disks("size missing", "[{name: db, mount: /srv/db}]"),
+        case("disks: bigger than any hypervisor", DRY, NO_PLACEMENT)
+            .edit(write(GUEST_FILE, guest_with_disks(&one("db", "60T", "/srv/db")))),
+        // Names.
+        disks("name twice", &two("{name: db, size: 1G, mount: /srv/other}")).says("declared twice"),
+        disks("name upper case", &one("DB", "1G", "/srv/db")),
+        disks("name too long", &one("abcdefghijk", "1G", "/srv/db")),
+        disks("name with a slash", &one("\"../x\"", "1G", "/srv/db")),
+        disks("name missing", "[{size: 1G, mount: /srv/db}]"),
+        // Mount points.
+        disks("mount point twice", &two("{name: logs, size: 1G, mount: /srv/db/}"))
+            .says("mount point of disk db"),
+        disks("mount point relative", &one("db", "1G", "srv/db")).says("absolute"),
+        disks("mount point /", &one("db", "1G", "/")).says("own system"),
+        disks("mount point /etc", &one("db", "1G", "/etc")).says("own system"),
+        disks("mount point with ..", &one("db", "1G", "/srv/../usr")),
+        disks("mount point with a space", &one("db", "1G", "\"/srv/my db\"")),
+        disks("mount point missing", "[{name: db, size: 1G}]"),
+        case("disks: mount point of the data volume", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest(
+                    "cpus: 1\nsize: 4G\ndata_volume_size: 2G\ndisks: [{name: db, size: 1G, mount: /srv/data}]",
+                    "nginx: {}",
+                ),
+            ))
+            .says("data volume")
+            .says("recipes.d/example.test.yaml:"),
+        // Buses.
+        disks("unknown bus", "[{name: db, size: 1G, mount: /srv/db, bus: sata}]"),
+        disks("bus a number", "[{name: db, size: 1G, mount: /srv/db, bus: 3}]"),
+        disks("too many on virtio", &many(25, "virtio")).says("room for 24"),
+        disks("too many on scsi", &many(26, "scsi")).says("room for 25"),
+        // The list itself.
+        disks("a mapping", "{name: db, size: 1G, mount: /srv/db}"),
+        disks("an unknown key", "[{name: db, size: 1G, mount: /srv/db, fs: xfs}]"),
+        disks("an item that is text", "[db]"),
+        // A built guest's disk of another size.
+        case("disks: a built guest's disk shrunk", DRY, CONFLICT)
+            .with_store()
+            .credentials()
+            .edit(write("node.xml", NODE_WITH_A_DISK))
+            .edit(write(GUEST_FILE, guest_with_disks(&one("db", "1G", "/srv/db"))))
+            .says("never shrunk")
+            .says("recipes.d/example.test.yaml:"),
+        case("disks: a built guest's disk grown", DRY, CONFLICT)
+            .with_store()
+            .credentials()
+            .edit(write("node.xml", NODE_WITH_A_DISK))
+            .edit(write(GUEST_FILE, guest_with_disks(&one("db", "4G", "/srv/db"))))
+            .says("growing a disk is not supported")
+            .says("declare 2GB"),
+    ]
+}
+
 #[test]
 fn every_bad_input_is_refused_cleanly() {
     let cases: Vec<Case> = [
@@ -1618,6 +1711,7 @@ fn every_bad_input_is_refused_cleanly() {
         refused_while_parsing(),
         setting_values(),
         sites(),
+        extra_disks(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();

@@ -16,9 +16,11 @@
 
 mod accounts;
 mod backups;
+mod extra_disk;
 mod host_keys;
 mod json_pins;
 mod kill_chain;
+mod machine_change;
 mod retired_seed;
 mod secret_scan;
 mod snapshots;
@@ -496,6 +498,9 @@ fn provision_converge_and_destroy_a_real_guest() {
         format!("{domain}: on local, converged\n")
     );
 
+    // 3'. An extra disk added to the running guest's file: plugged in, formatted, mounted.
+    extra_disk::added_to_the_running_guest(&installation, &address);
+
     // 3a. Its seed is gone from the domain and the pool; restarted without it, the guest keeps
     //     its instance and answers with the same pinned host key.
     retired_seed::the_seed_is_gone_and_a_restart_keeps_the_host_key(&installation, &address);
@@ -505,6 +510,7 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     // 3c. Backed up, destroyed and built again: the backup is back on the new root disk.
     let address = backups::survive_destroy(&installation, &address);
+    extra_disk::survived_the_rebuild(&installation, &address);
     // That build was a first boot from start to end: the base image's own kernel, started
     // directly with its GRUB menu's command line, read out of the image and kept beside it;
     // the definition the guest keeps boots from its disk.
@@ -571,6 +577,13 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     planted.read_from_guest(&|command| on_guest(&installation, &address, command));
 
+    // 4a. Its disk bus and machine type changed: redefined and restarted, its disks intact.
+    machine_change::bus_and_machine_changed(
+        &installation,
+        &address,
+        &[(extra_disk::KEPT_FILE, extra_disk::KEPT_TEXT)],
+    );
+
     // 5. Destroyed: no domain, no disk, no snapshot, no seed; the data volume and the shared base
     //    image stay until --purge, which takes the data volume too.
     //    Its events in JSON, pinned.
@@ -592,9 +605,11 @@ fn provision_converge_and_destroy_a_real_guest() {
         assert!(listed("removed", &format!("snapshot {snapshot}")), "{said}");
     }
     assert!(listed("kept", &format!("data volume {data}")), "{said}");
+    let extra = extra_disk::volume(&installation);
+    assert!(listed("kept", &format!("disk volume {extra}")), "{said}");
     json_pins::pin("destroy", &installation, destroy.status.code(), &events);
     assert!(!domain_exists(domain));
-    let mut kept = vec![data.clone()];
+    let mut kept = vec![data.clone(), extra];
     kept.extend(boot_files.clone());
     kept.sort();
     assert_eq!(volumes(&installation.pool), kept);

@@ -2,6 +2,7 @@
 //! a pool in a temporary directory, a real qcow2 base image written into it through the
 //! hypervisor's own system (as trog does on a real libvirtd, never a stream), an overlay, a seed, a tagged domain — observed back and planned again. Nothing is started.
 
+mod extra_disks;
 mod hypervisor_lock;
 mod network_filters_lock;
 mod pinned_host_keys;
@@ -120,6 +121,7 @@ impl TestGuest {
                 name: resource_names::data_volume(&domain),
                 capacity: Bytes(32 * 1024 * 1024),
             }),
+            extra_disks: Vec::new(),
             boot_fingerprint: "boot-1".into(),
             shape_fingerprint: "shape-1".into(),
             payload_digest: "payload-1".into(),
@@ -158,6 +160,7 @@ impl TestGuest {
             domain_xml: &self.xml,
             seed_iso: &self.seed_iso,
             base_image_file: &self.base,
+            extra_disks: &[],
         };
         let steps = plan::plan(
             &self.desired,
@@ -328,6 +331,7 @@ fn a_pool_another_run_made_since_this_one_looked_is_used() {
         domain_xml: &guest.xml,
         seed_iso: &guest.seed_iso,
         base_image_file: &guest.base,
+        extra_disks: &[],
     };
     let steps = plan::plan(
         &guest.desired,
@@ -370,6 +374,7 @@ fn a_partial_base_image_left_by_a_killed_write_is_replaced() {
         domain_xml: &guest.xml,
         seed_iso: &guest.seed_iso,
         base_image_file: &guest.base,
+        extra_disks: &[],
     };
     let first = plan::plan(
         &guest.desired,
@@ -868,6 +873,7 @@ fn snapshots_running_and_shut_off_listed_kept_deleted_restored_and_destroyed() {
         domain_xml: &guest.xml,
         seed_iso: &guest.seed_iso,
         base_image_file: &guest.base,
+        extra_disks: &[],
     };
     resources.execute(first_step, &artifacts).unwrap();
     assert!(snapshot_names().is_empty());

@@ -107,6 +107,7 @@ fn a_new_definition_waits_for_the_next_start_when_asked_and_restarts_the_guest_o
         domain_xml: &bigger,
         seed_iso: &guest.seed_iso,
         base_image_file: &guest.base,
+        extra_disks: &[],
     };
     resources.execute(&steps.actions[0], &artifacts).unwrap();
 
