@@ -32,6 +32,15 @@ fn disk(guest: &TestGuest, name: &str, bus: DiskBus) -> (DesiredDisk, ExtraDiskS
     )
 }
 
+/// The steps that need the guest's own system, which this guest has none of (it boots nothing):
+/// the wait for SSH, the seed's retirement after the first boot, the finish. They are left out.
+fn guest_side(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::WaitForSsh | Action::RetireSeed { .. } | Action::Finish { .. }
+    )
+}
+
 /// Observes, plans (checked), runs every libvirt step, and returns what was planned.
 fn converge(
     guest: &TestGuest,
@@ -53,7 +62,7 @@ fn converge(
         extra_disks: specs,
     };
     for action in &steps.actions {
-        if !matches!(action, Action::WaitForSsh | Action::Finish { .. }) {
+        if !guest_side(action) {
             resources
                 .execute(action, &artifacts)
                 .unwrap_or_else(|error| panic!("{action}: {error:?}"));
@@ -68,14 +77,13 @@ fn converge(
     let left: Vec<&Action> = again
         .actions
         .iter()
-        .filter(|action| !matches!(action, Action::WaitForSsh | Action::Finish { .. }))
+        .filter(|action| !guest_side(action))
         .collect();
     assert!(left.is_empty(), "after\n{steps}\nstill\n{again}");
-    // The guest has no system to finish: the plan's SSH steps are left out.
     steps
         .actions
         .iter()
-        .filter(|action| !matches!(action, Action::WaitForSsh | Action::Finish { .. }))
+        .filter(|action| !guest_side(action))
         .map(ToString::to_string)
         .collect()
 }
