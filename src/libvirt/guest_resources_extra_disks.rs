@@ -2,6 +2,7 @@
 //! (read from their XML), and attaching or detaching one.
 
 use super::{GuestResourceError, GuestResources};
+use crate::libvirt::seed::disk_of_volume;
 use crate::model::names::DomainName;
 use crate::plan::resource_names::is_extra_disk_volume;
 use crate::render::domain_xml::{extra_disk_xml, ExtraDiskSpec};
@@ -28,18 +29,6 @@ pub(super) fn extra_disks_in(domain_xml: &str, domain: &DomainName) -> BTreeMap<
             is_extra_disk_volume(domain, volume).then(|| (volume.to_string(), bus.to_string()))
         })
         .collect()
-}
-
-/// The `<disk>` element of `volume` in a domain's XML, as libvirt has it (what a detach names).
-fn disk_element<'x>(domain_xml: &'x str, volume: &str) -> Option<&'x str> {
-    let document = roxmltree::Document::parse(domain_xml).ok()?;
-    let disk = document.descendants().find(|node| {
-        node.has_tag_name("disk")
-            && node.children().any(|source| {
-                source.has_tag_name("source") && source.attribute("volume") == Some(volume)
-            })
-    })?;
-    Some(&domain_xml[disk.range()])
 }
 
 impl GuestResources<'_> {
@@ -123,7 +112,7 @@ impl GuestResources<'_> {
     pub(super) fn detach_extra_disk(&self, volume: &str) -> Result<(), GuestResourceError> {
         let domain = self.require_domain()?;
         let definition = self.domain_xml(&domain, true)?;
-        let Some(element) = disk_element(&definition, volume) else {
+        let Some(element) = disk_of_volume(&definition, volume) else {
             return Ok(());
         };
         domain
@@ -159,10 +148,10 @@ mod tests {
 
     #[test]
     fn a_disk_element_is_found_by_its_volume() {
-        let element = disk_element(DOMAIN_XML, "a.test-disk-db.qcow2").unwrap();
+        let element = disk_of_volume(DOMAIN_XML, "a.test-disk-db.qcow2").unwrap();
         assert!(element.starts_with("<disk "), "{element}");
         assert!(element.contains("dev='vdc'"), "{element}");
         assert!(element.ends_with("</disk>"), "{element}");
-        assert_eq!(disk_element(DOMAIN_XML, "a.test-disk-x.qcow2"), None);
+        assert_eq!(disk_of_volume(DOMAIN_XML, "a.test-disk-x.qcow2"), None);
     }
 }

@@ -4,8 +4,9 @@
 
 use virt::connect::Connect;
 
-/// The `<disk>` element of `domain_xml` whose source is the volume `volume`, as text, if any.
-fn disk_of_volume<'x>(domain_xml: &'x str, volume: &str) -> Option<&'x str> {
+/// The `<disk>` element of `domain_xml` whose source is the volume `volume`, as text, if any:
+/// what a detach names (a seed's here, an extra disk's in `guest_resources_extra_disks`).
+pub(crate) fn disk_of_volume<'x>(domain_xml: &'x str, volume: &str) -> Option<&'x str> {
     let document = roxmltree::Document::parse(domain_xml).ok()?;
     let disk = document.descendants().find(|node| {
         node.has_tag_name("disk")

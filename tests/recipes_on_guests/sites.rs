@@ -2,7 +2,9 @@
 //! another boot:
 //! - a second site of the same installation that `depends_on` it: provisioned onto it (the
 //!   machine converged first, the site's payload, Makefile and tests in a state directory of its
-//!   own there), its page served beside the first by the same nginx;
+//!   own there), its page served beside the first by the same nginx; `provision --all` then
+//!   converges nothing, and after the site's page changed exactly that site; with the files set
+//!   aside, `status --all` reports the guest as made by trog and declared by no file;
 //! - the same guest described as an `existing_host` by a second installation, which did not
 //!   build it: its key authorized for a non-root admin with passwordless sudo (through the
 //!   first installation's SSH), its host key refused until adopted explicitly, then provisioned
@@ -16,6 +18,8 @@ use std::process::{Command, Output, Stdio};
 
 /// What the dependent site's page carries.
 const SECOND_MARK: &str = "served from the dependent site";
+/// The dependent site's page after it changed.
+const CHANGED_MARK: &str = "changed and converged by provision --all";
 /// What the existing host's site page carries.
 const THIRD_MARK: &str = "served to the second installation";
 /// The admin the second installation finishes the existing host as.
@@ -118,10 +122,11 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     assert!(second.contains(SECOND_MARK), "{second}");
     let first = http_get(address, machine);
     assert!(first.contains(PAGE_MARK), "{first}");
-    // Its records are in a directory of its own, the machine's own beside them.
+    // Its records are in a directory of its own, the machine's own beside them (each payload
+    // removed once its finish was over: it holds rendered secrets).
     installation.must(
         address,
-        &format!("sudo test -s /var/lib/trog/dependents/{site}/converged.digest && sudo test -d /var/lib/trog/payload"),
+        &format!("sudo test -s /var/lib/trog/dependents/{site}/converged.digest && sudo test -s /var/lib/trog/finish.digest"),
         "",
     );
 
@@ -140,6 +145,31 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
         said(&again)
     );
 
+    // The whole site in one command: converged, nothing to do; after the site's page changed,
+    // exactly that site is finished again.
+    let all = trog(dir, &recipes, &["provision", "--all"]);
+    assert!(all.status.success(), "{}", said(&all));
+    assert!(
+        text(&all.stdout).contains("2 guests: 0 changed, 2 converged already, 0 failed"),
+        "{}",
+        said(&all)
+    );
+    page_archive(
+        &dir.join(format!("recipes.d/{site}/data.tar.gz")),
+        CHANGED_MARK,
+    );
+    let all = trog(dir, &recipes, &["provision", "--all"]);
+    assert!(all.status.success(), "{}", said(&all));
+    let summary = text(&all.stdout);
+    assert!(
+        summary.contains("2 guests: 1 changed, 1 converged already, 0 failed")
+            && summary.contains(&format!("  {:<18} {site}", "changed"))
+            && summary.contains(&format!("  {:<18} {machine}", "converged already")),
+        "{}",
+        said(&all)
+    );
+    assert!(http_get(address, &site).contains(CHANGED_MARK));
+
     // Its destroy removes its directory on the machine and nothing of the machine, and says so.
     let destroyed = trog(dir, &recipes, &["destroy", &site]);
     assert!(destroyed.status.success(), "{}", said(&destroyed));
@@ -156,13 +186,32 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     installation.must(
         address,
         &format!(
-            "sudo test ! -e /var/lib/trog/dependents/{site} && sudo test -d /var/lib/trog/payload"
+            "sudo test ! -e /var/lib/trog/dependents/{site} && sudo test -s /var/lib/trog/finish.digest"
         ),
         "",
     );
     assert!(http_get(address, machine).contains(PAGE_MARK));
     let status = trog(dir, &recipes, &["status", machine]);
     assert!(status.status.success(), "{}", said(&status));
+
+    // Drift: with the site's file gone and the machine's set aside, the guest is one trog made
+    // that no file declares; `status --all` names it with the command that removes it, and
+    // removes nothing itself.
+    std::fs::remove_file(dir.join(format!("recipes.d/{site}.yaml"))).unwrap();
+    let aside = dir.join("machine-file-set-aside.yaml");
+    std::fs::rename(&own, &aside).unwrap();
+    let drift = trog(dir, &recipes, &["status", "--all"]);
+    std::fs::rename(&aside, &own).unwrap();
+    assert_eq!(drift.status.code(), Some(1), "{}", said(&drift));
+    let out = text(&drift.stdout);
+    assert!(
+        out.contains("made by trog, declared by no file of recipes.d (left as they are):")
+            && out.contains(&format!("  {machine} on "))
+            && out.contains("remove it with `trog destroy"),
+        "{}",
+        said(&drift)
+    );
+    assert!(http_get(address, machine).contains(PAGE_MARK));
 }
 
 /// The first installation's guest as an existing host of a second installation.
