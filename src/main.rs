@@ -13,7 +13,9 @@ fn main() {
         Err(error) => trog::report::exit_on_bad_command_line(error),
     };
     let json = cli.global.json;
-    trog::commands::warn_when_root(json);
+    if !cli.command.is_installer_verb() {
+        trog::commands::warn_when_root(json);
+    }
     let status = match trog::cli::run(cli).and_then(|status| {
         trog::output::print::finish_stdout()?;
         Ok(status)

@@ -141,6 +141,22 @@ pub enum Command {
     Manpages(commands::shell_docs::ManpagesArgs),
 }
 
+impl Command {
+    /// Whether the verb is one of the installer's, run as root by design: building an image
+    /// (mmdebstrap needs root), printing the root programs' sudoers lines or install script,
+    /// shell completions and man pages. They touch no guest and no hypervisor, so a run of them
+    /// as root is no reason for the root warning.
+    pub fn is_installer_verb(&self) -> bool {
+        matches!(
+            self,
+            Command::Image(_)
+                | Command::RootPrograms(_)
+                | Command::Completions(_)
+                | Command::Manpages(_)
+        )
+    }
+}
+
 /// Runs the verb the command line names.
 pub fn run(cli: Cli) -> Result<ExitStatus, Failure> {
     match cli.command {

@@ -35,7 +35,8 @@ impl crate::workflow::reporter::Reporter for StderrReporter {
 
 /// The one line a run as root gets on stderr (the specification: "DO NOT USE ROOT TO RUN THIS!"),
 /// wherever it runs: a terminal, cron's mail or the web button's log. Nothing turns it off; the
-/// way to silence it is to run trog as its account.
+/// way to silence it is to run trog as its account. (The installer's verbs, which bin/setup runs
+/// as root by design, do not warn: `cli::Command::is_installer_verb`.)
 pub const ROOT_WARNING: &str = "warning: trog runs as root here; run it as an account in group libvirt (hint: bin/setup makes one, `trog`: `sudo -u trog trog …`, and `trog root-programs sudoers` prints what it may do as root)";
 
 /// The warning a run gets: [`ROOT_WARNING`] as root, nothing otherwise.

@@ -1,6 +1,7 @@
 //! The specification's rule, "DO NOT USE ROOT TO RUN THIS!": trog run as root says so once, on
 //! every run (here without a terminal, as cron and the web button run it), and still works; run
-//! as anyone else it says nothing of the kind.
+//! as anyone else it says nothing of the kind. The installer's verbs, which bin/setup runs as root
+//! by design, do not warn.
 
 use crate::root_warning::is_root_warning;
 use std::process::{Command, Output, Stdio};
@@ -68,4 +69,31 @@ fn a_run_as_another_account_is_not_warned() {
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert_eq!(stderr, "");
     assert!(!output.stdout.is_empty(), "the recipes are listed");
+}
+
+#[test]
+fn the_installers_verbs_run_as_root_by_design_without_the_warning() {
+    if !running_as_root() {
+        eprintln!("skipped: this test runs trog as root, and it is not root");
+        return;
+    }
+    for verb in [
+        &["root-programs", "sudoers", "--user", "trog"][..],
+        &["completions", "bash"][..],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_trog"))
+            .args(verb)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{verb:?}: {stderr}");
+        assert!(!output.stdout.is_empty(), "{verb:?}");
+        assert!(
+            !stderr.lines().any(is_root_warning),
+            "{verb:?} warned: {stderr}"
+        );
+    }
 }
