@@ -4,7 +4,7 @@
 use crate::cli::GlobalArgs;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::images::build::{build_image, check_recipe, ImageBuildError, ImageRecipe};
+use crate::images::build::{build_image, check_recipe, default_security_mirror, ImageRecipe};
 use crate::images::default_cache_dir;
 use crate::machine::local::LocalMachine;
 use crate::output::events::{emit, BuiltImageSummary, Event, ImageSetting};
@@ -17,8 +17,9 @@ pub struct ImageArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ImageAction {
-    /// Build a cloud-init-ready image of a distribution release from a package mirror (as root),
-    /// and file it in the image cache under its sha256 with the list of its packages.
+    /// Build a cloud-init-ready image of a distribution release from a package mirror (as root,
+    /// or as an account with subordinate ids, in a user namespace), and file it in the image
+    /// cache under its sha256 with the list of its packages.
     Build(BuildArgs),
 }
 
@@ -57,19 +58,11 @@ pub fn run(global: &GlobalArgs, args: ImageArgs) -> Result<ExitStatus, Failure> 
     }
 }
 
-/// Debian's own archive keeps security updates in a separate one beside it.
-const DEBIAN_ARCHIVE: &str = "http://deb.debian.org/debian";
-const DEBIAN_SECURITY_ARCHIVE: &str = "http://deb.debian.org/debian-security";
-
 fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure> {
     let mirror = args.mirror.trim_end_matches('/').to_string();
-    let security_mirror = args.security_mirror.unwrap_or_else(|| {
-        if mirror == DEBIAN_ARCHIVE {
-            DEBIAN_SECURITY_ARCHIVE.to_string()
-        } else {
-            mirror.clone()
-        }
-    });
+    let security_mirror = args
+        .security_mirror
+        .unwrap_or_else(|| default_security_mirror(&mirror));
     let recipe = ImageRecipe {
         distro: args.distro,
         release: args.release,
@@ -79,9 +72,6 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
         overlay: args.overlay,
     };
     check_recipe(&recipe)?;
-    if !LocalMachine::running_as_root() {
-        return Err(ImageBuildError::NotRoot.into());
-    }
     let cache = default_cache_dir(
         std::env::var("XDG_CACHE_HOME").ok().as_deref(),
         std::env::var("HOME").ok().as_deref(),

@@ -9,8 +9,26 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The build itself, run with bash as root: the method the project's test image proved.
+/// The build itself, run with bash as root: the method the project's test image proved. An
+/// ordinary account runs it as root of a user namespace of its own ([`AS_NAMESPACE_ROOT`]).
 const BUILD_DEBIAN_SCRIPT: &str = include_str!("build_debian.sh");
+
+/// How an account that is not root runs the build: as root of a new user namespace whose other
+/// ids are the account's subordinate ones (/etc/subuid, /etc/subgid, through `newuidmap`), with
+/// its own mount and process namespaces for mmdebstrap's mounts. The files of the image belong
+/// to root and the packages' own users inside the namespace, which `mkfs.ext4 -d`, run in the
+/// same namespace, records as they are; nothing runs as the real root, and no sudo is asked.
+/// (mmdebstrap's own `--mode=unshare` does the same, but cannot write outside the namespace's
+/// ids, where the account's cache is.)
+pub const AS_NAMESPACE_ROOT: &[&str] = &[
+    "unshare",
+    "--map-auto",
+    "--map-root-user",
+    "--mount",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+];
 
 /// How long a build may take: bootstrapping fetches a few hundred packages (50-110 s from a near
 /// mirror), so half an hour means a mirror that has stopped answering.
@@ -27,6 +45,31 @@ pub fn base_packages() -> impl Iterator<Item = &'static str> {
         .lines()
         .map(str::trim)
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
+}
+
+/// The digest of the builder: its script and its base package list. Part of a baked image's key,
+/// so a changed builder builds new images.
+pub fn builder_digest() -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(BUILD_DEBIAN_SCRIPT.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(BASE_PACKAGES.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// Debian's own archive keeps security updates in a separate one beside it.
+pub const DEBIAN_ARCHIVE: &str = "http://deb.debian.org/debian";
+pub const DEBIAN_SECURITY_ARCHIVE: &str = "http://deb.debian.org/debian-security";
+
+/// Where the security suite comes from when none is declared: Debian's security archive when the
+/// mirror is Debian's own, else the mirror itself.
+pub fn default_security_mirror(mirror: &str) -> String {
+    let mirror = mirror.trim_end_matches('/');
+    if mirror == DEBIAN_ARCHIVE {
+        DEBIAN_SECURITY_ARCHIVE.to_string()
+    } else {
+        mirror.to_string()
+    }
 }
 
 /// The distributions trog can build images of.
@@ -71,8 +114,6 @@ pub enum ImageBuildError {
         #[source]
         source: Option<std::io::Error>,
     },
-    #[error("building an image needs root (mmdebstrap builds the system as root)")]
-    NotRoot,
     #[error("cannot build {distro} {release} from {mirror}")]
     Build {
         distro: String,
@@ -112,9 +153,8 @@ impl crate::diagnose::Diagnose for ImageBuildError {
                 "--overlay takes a directory laid out like the image's root (DIR/etc/apt/apt.conf.d/…)"
                     .into(),
             ),
-            ImageBuildError::NotRoot => Some("run it as root: sudo trog image build …".into()),
             ImageBuildError::Build { .. } => Some(
-                "the last lines above say what failed; check that --mirror and --security-mirror serve the release (http://MIRROR/dists/RELEASE/InRelease)"
+                "the last lines above say what failed; check that the mirrors serve the release (http://MIRROR/dists/RELEASE/InRelease); an account that is not root needs subordinate ids (a line for it in /etc/subuid and /etc/subgid, `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER`) and the `uidmap` package"
                     .into(),
             ),
             ImageBuildError::Cache { .. } => {
@@ -199,7 +239,12 @@ pub fn build_image(
             .to_string(),
         None => String::new(),
     };
-    let command = MachineCommand::new([
+    let as_root: &[&str] = if crate::machine::local::LocalMachine::running_as_root() {
+        &[]
+    } else {
+        AS_NAMESPACE_ROOT
+    };
+    let command = MachineCommand::new(as_root.iter().copied().chain([
         "bash",
         "-c",
         BUILD_DEBIAN_SCRIPT,
@@ -210,7 +255,7 @@ pub fn build_image(
         &recipe.security_mirror,
         &package_list(recipe),
         &overlay,
-    ])
+    ]))
     .timeout(BUILD_TIMEOUT);
     let build_error = |source| ImageBuildError::Build {
         distro: recipe.distro.clone(),
@@ -286,10 +331,18 @@ mod tests {
             command: &MachineCommand,
             _watch: crate::machine::Watch,
         ) -> Result<CommandOutput, MachineError> {
-            let out = Path::new(&command.argv[4]);
-            assert_eq!(command.argv[5], "bookworm");
-            assert!(command.argv[8].ends_with(",ca-certificates,tzdata,nginx"));
-            assert_eq!(command.argv[9], "", "no overlay");
+            // The script's arguments follow its name, whoever runs it (root, or an account as
+            // root of a user namespace).
+            let name = command
+                .argv
+                .iter()
+                .position(|arg| arg == "build_debian.sh")
+                .unwrap();
+            let args = &command.argv[name + 1..];
+            let out = Path::new(&args[0]);
+            assert_eq!(args[1], "bookworm");
+            assert!(args[4].ends_with(",ca-certificates,tzdata,nginx"));
+            assert_eq!(args[5], "", "no overlay");
             if !self.fail {
                 std::fs::write(out.join("image.qcow2"), b"qcow2 bytes").unwrap();
                 std::fs::write(out.join("packages"), "nginx 1.22.1-9\n").unwrap();

@@ -2,6 +2,7 @@
 //! the declared sha256 before anything is touched on a hypervisor, then uploaded from there.
 //! `build` makes one from a package mirror instead and files it in the same cache.
 
+pub mod baked;
 pub mod build;
 
 use crate::model::digest::ImageDigest;

@@ -24,6 +24,7 @@
 
 mod error;
 mod holder;
+pub use holder::utc_timestamp;
 pub mod hypervisor;
 
 pub use error::{DirProblem, FoundDir, LockError};

@@ -1,0 +1,437 @@
+//! Baked images: a guest's base image built with the packages its recipes install already in it
+//! (`bake_packages: true`), so a new root disk is finished without unpacking and configuring
+//! them again. Guests whose package sets are equal share one image.
+//!
+//! An image is filed in the image cache under its sha256 like any built image; beside it,
+//! `baked-<key>.json` records what it was built from and when. The key is a digest of exactly
+//! what determines the image: the distribution, release, mirrors, the sorted package list and
+//! the builder (its script and base package list). Package versions are not resolved ahead: the
+//! same key built later may hold newer versions, which is why an image's age is bounded
+//! (`baked_image_max_age_days`), and the guest's own finish still runs apt.
+
+use crate::images::build::{build_image, builder_digest, ImageBuildError, ImageRecipe};
+use crate::machine::Machine;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The first line of the key's encoding: changing the encoding on purpose changes every key.
+const KEY_ENCODING_VERSION: &str = "trog-baked-image-v1";
+
+/// What a baked image is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BakeInputs {
+    pub distro: String,
+    pub release: String,
+    pub mirror: String,
+    pub security_mirror: String,
+    /// Sorted, each once.
+    pub packages: Vec<String>,
+}
+
+impl BakeInputs {
+    pub fn new(
+        distro: &str,
+        release: &str,
+        mirror: &str,
+        security_mirror: &str,
+        packages: &[String],
+    ) -> BakeInputs {
+        let packages: BTreeSet<String> = packages.iter().cloned().collect();
+        BakeInputs {
+            distro: distro.to_string(),
+            release: release.to_string(),
+            mirror: mirror.trim_end_matches('/').to_string(),
+            security_mirror: security_mirror.trim_end_matches('/').to_string(),
+            packages: packages.into_iter().collect(),
+        }
+    }
+
+    /// The key of the image these inputs make with the builder whose digest is `builder`.
+    pub fn key_with_builder(&self, builder: &str) -> String {
+        let mut encoding = format!("{KEY_ENCODING_VERSION}\n");
+        let mut push = |name: &str, value: &str| {
+            // The length makes the encoding unambiguous whatever the values hold.
+            encoding.push_str(&format!("{name}:{}:{value}\n", value.len()));
+        };
+        push("distro", &self.distro);
+        push("release", &self.release);
+        push("mirror", &self.mirror);
+        push("security_mirror", &self.security_mirror);
+        push("builder", builder);
+        for package in &self.packages {
+            push("package", package);
+        }
+        hex::encode(Sha256::digest(encoding.as_bytes()))
+    }
+
+    /// The key with this trog's builder.
+    pub fn key(&self) -> String {
+        self.key_with_builder(&builder_digest())
+    }
+}
+
+/// What `baked-<key>.json` records of one image.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BakedRecord {
+    pub key: String,
+    /// Seconds since the epoch, UTC.
+    pub built_at: u64,
+    pub distro: String,
+    pub release: String,
+    pub mirror: String,
+    pub security_mirror: String,
+    pub packages: Vec<String>,
+    /// The builder's digest ([`builder_digest`]).
+    pub builder: String,
+    /// The image's sha256: it is `sha256-<hex>.img` in the cache.
+    pub image_sha256: String,
+}
+
+impl BakedRecord {
+    pub fn image_path(&self, cache_dir: &Path) -> PathBuf {
+        cache_dir.join(format!("sha256-{}.img", self.image_sha256))
+    }
+
+    pub fn short_key(&self) -> &str {
+        short(&self.key)
+    }
+}
+
+pub fn short(key: &str) -> &str {
+    &key[..key.len().min(12)]
+}
+
+fn record_path(cache_dir: &Path, key: &str) -> PathBuf {
+    cache_dir.join(format!("baked-{key}.json"))
+}
+
+/// Which image a guest that asks for a baked one gets, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BakeChoice {
+    /// A baked image for its package set, within the age bound.
+    Fresh {
+        record: BakedRecord,
+        age_seconds: u64,
+    },
+    /// None for its package set yet: the next run that makes a root disk builds one.
+    Missing { key: String, packages: usize },
+    /// One older than the bound: the next run that makes a root disk builds a new one.
+    Stale {
+        record: BakedRecord,
+        age_seconds: u64,
+        max_age_days: u32,
+    },
+    /// trog cannot build one of this guest's distribution: it gets its declared image.
+    Unbuildable { distro: String },
+}
+
+const DAY: u64 = 24 * 3600;
+
+/// Picks the image from what the cache holds (`record`) at `now` (seconds since the epoch).
+pub fn choose(
+    inputs: &BakeInputs,
+    key: &str,
+    record: Option<BakedRecord>,
+    now: u64,
+    max_age_days: u32,
+) -> BakeChoice {
+    if !crate::images::build::BUILDABLE_DISTROS.contains(&inputs.distro.as_str()) {
+        return BakeChoice::Unbuildable {
+            distro: inputs.distro.clone(),
+        };
+    }
+    match record {
+        None => BakeChoice::Missing {
+            key: key.to_string(),
+            packages: inputs.packages.len(),
+        },
+        Some(record) => {
+            let age_seconds = now.saturating_sub(record.built_at);
+            if age_seconds > u64::from(max_age_days) * DAY {
+                BakeChoice::Stale {
+                    record,
+                    age_seconds,
+                    max_age_days,
+                }
+            } else {
+                BakeChoice::Fresh {
+                    record,
+                    age_seconds,
+                }
+            }
+        }
+    }
+}
+
+impl BakeChoice {
+    /// The image the guest's root disk is made over, when there is one to use now.
+    pub fn fresh(&self) -> Option<&BakedRecord> {
+        match self {
+            BakeChoice::Fresh { record, .. } => Some(record),
+            _ => None,
+        }
+    }
+
+    /// Whether a run that makes a root disk builds a baked image first.
+    pub fn needs_build(&self) -> bool {
+        matches!(self, BakeChoice::Missing { .. } | BakeChoice::Stale { .. })
+    }
+}
+
+impl std::fmt::Display for BakeChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BakeChoice::Fresh { record, .. } => write!(
+                f,
+                "baked image {} built {}, holds {} package{} of its recipes",
+                record.short_key(),
+                crate::lock::utc_timestamp(record.built_at),
+                record.packages.len(),
+                if record.packages.len() == 1 { "" } else { "s" }
+            ),
+            BakeChoice::Missing { key, packages } => write!(
+                f,
+                "building a baked image {} first: none for this package set ({packages} package{})",
+                short(key),
+                if *packages == 1 { "" } else { "s" }
+            ),
+            BakeChoice::Stale {
+                record,
+                age_seconds,
+                max_age_days,
+            } => write!(
+                f,
+                "building a baked image {} first: the one built {} is {} day{} old, older than {max_age_days}d (baked_image_max_age_days)",
+                record.short_key(),
+                crate::lock::utc_timestamp(record.built_at),
+                age_seconds / DAY,
+                if age_seconds / DAY == 1 { "" } else { "s" }
+            ),
+            BakeChoice::Unbuildable { distro } => write!(
+                f,
+                "its declared base image: trog builds images of {} only, not of {distro}",
+                crate::images::build::BUILDABLE_DISTROS.join(", ")
+            ),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BakedError {
+    #[error("cannot read the baked image record {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot keep the baked image record in {}", dir.display())]
+    Write {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot remove {}", path.display())]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::diagnose::Diagnose for BakedError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        crate::exit_status::ExitStatus::Failure
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            BakedError::Read { path, .. } => Some(format!(
+                "delete {} (and its image): the next provision that makes a root disk builds it again",
+                path.display()
+            )),
+            BakedError::Write { .. } | BakedError::Remove { .. } => {
+                Some("set XDG_CACHE_HOME to a writable directory".into())
+            }
+        }
+    }
+}
+
+/// The record of `key` in the cache, if it is there with its image.
+pub fn read_record(cache_dir: &Path, key: &str) -> Result<Option<BakedRecord>, BakedError> {
+    let path = record_path(cache_dir, key);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(BakedError::Read {
+                path,
+                source: Box::new(error),
+            })
+        }
+    };
+    let record: BakedRecord = serde_json::from_str(&text).map_err(|error| BakedError::Read {
+        path: path.clone(),
+        source: Box::new(error),
+    })?;
+    // A record whose image is gone counts as no image: it is built again.
+    Ok(record.image_path(cache_dir).exists().then_some(record))
+}
+
+/// Every record in the cache, in key order.
+pub fn all_records(cache_dir: &Path) -> Result<Vec<BakedRecord>, BakedError> {
+    let entries = match std::fs::read_dir(cache_dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => {
+            return Err(BakedError::Read {
+                path: cache_dir.to_path_buf(),
+                source: Box::new(error),
+            })
+        }
+    };
+    let mut records = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(key) = name
+            .strip_prefix("baked-")
+            .and_then(|rest| rest.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let text = std::fs::read_to_string(entry.path()).map_err(|error| BakedError::Read {
+            path: entry.path(),
+            source: Box::new(error),
+        })?;
+        let record: BakedRecord =
+            serde_json::from_str(&text).map_err(|error| BakedError::Read {
+                path: entry.path(),
+                source: Box::new(error),
+            })?;
+        if record.key == key {
+            records.push(record);
+        }
+    }
+    records.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(records)
+}
+
+/// Either failure of a bake.
+#[derive(Debug, thiserror::Error)]
+pub enum BakeError {
+    #[error("cannot build the baked image {}", short(key))]
+    Build {
+        key: String,
+        #[source]
+        source: ImageBuildError,
+    },
+    #[error(transparent)]
+    Record(#[from] BakedError),
+}
+
+impl crate::diagnose::Diagnose for BakeError {
+    fn exit_status(&self) -> crate::exit_status::ExitStatus {
+        match self {
+            BakeError::Build { source, .. } => source.exit_status(),
+            BakeError::Record(error) => error.exit_status(),
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            BakeError::Build { source, .. } => source
+                .hint()
+                .map(|hint| format!("{hint}; or set `bake_packages: false` for the guest")),
+            BakeError::Record(error) => error.hint(),
+        }
+    }
+}
+
+/// Builds the image of `inputs` on `machine` (this one: the cache is local), files it in
+/// `cache_dir` with its record, and removes the image the record replaces (a guest's root disk
+/// is made over the copy in its hypervisor's pool, never over this file).
+pub fn bake(
+    machine: &dyn Machine,
+    inputs: &BakeInputs,
+    cache_dir: &Path,
+    now: u64,
+) -> Result<BakedRecord, BakeError> {
+    let key = inputs.key();
+    let replaced = read_record(cache_dir, &key)?;
+    let recipe = ImageRecipe {
+        distro: inputs.distro.clone(),
+        release: inputs.release.clone(),
+        mirror: inputs.mirror.clone(),
+        security_mirror: inputs.security_mirror.clone(),
+        extra_packages: inputs.packages.clone(),
+        overlay: None,
+    };
+    let built = build_image(machine, &recipe, cache_dir).map_err(|source| BakeError::Build {
+        key: key.clone(),
+        source,
+    })?;
+    let record = BakedRecord {
+        key: key.clone(),
+        built_at: now,
+        distro: inputs.distro.clone(),
+        release: inputs.release.clone(),
+        mirror: inputs.mirror.clone(),
+        security_mirror: inputs.security_mirror.clone(),
+        packages: inputs.packages.clone(),
+        builder: builder_digest(),
+        image_sha256: built.sha256.clone(),
+    };
+    write_record(cache_dir, &record)?;
+    if let Some(old) = replaced.filter(|old| old.image_sha256 != record.image_sha256) {
+        remove_image(cache_dir, &old)?;
+    }
+    Ok(record)
+}
+
+fn write_record(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
+    let write_error = |source| BakedError::Write {
+        dir: cache_dir.to_path_buf(),
+        source,
+    };
+    let mut file = tempfile::NamedTempFile::new_in(cache_dir).map_err(write_error)?;
+    let text = serde_json::to_string_pretty(record).expect("a record serialises");
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(write_error)?;
+    file.persist(record_path(cache_dir, &record.key))
+        .map_err(|error| write_error(error.error))?;
+    Ok(())
+}
+
+/// Removes a record's image and package list (not the record).
+fn remove_image(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
+    for path in [
+        record.image_path(cache_dir),
+        cache_dir.join(format!("sha256-{}.packages", record.image_sha256)),
+    ] {
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(BakedError::Remove { path, source }),
+        }
+    }
+    Ok(())
+}
+
+/// The records no guest's package set resolves to (`in_use`: the keys that guests resolve to),
+/// which `image prune` removes.
+pub fn prunable<'a>(records: &'a [BakedRecord], in_use: &BTreeSet<String>) -> Vec<&'a BakedRecord> {
+    records
+        .iter()
+        .filter(|record| !in_use.contains(&record.key))
+        .collect()
+}
+
+/// Removes a record and its image.
+pub fn remove(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
+    remove_image(cache_dir, record)?;
+    let path = record_path(cache_dir, &record.key);
+    std::fs::remove_file(&path).map_err(|source| BakedError::Remove { path, source })
+}
+
+#[cfg(test)]
+#[path = "baked_tests.rs"]
+mod tests;

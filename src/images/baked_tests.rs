@@ -1,0 +1,270 @@
+use super::*;
+use crate::machine::{CommandOutput, MachineCommand, MachineError};
+
+fn inputs(packages: &[&str]) -> BakeInputs {
+    let packages: Vec<String> = packages.iter().map(|name| name.to_string()).collect();
+    BakeInputs::new(
+        "debian",
+        "bookworm",
+        "http://mirror.example.test/debian",
+        "http://mirror.example.test/debian-security",
+        &packages,
+    )
+}
+
+#[test]
+fn the_key_changes_exactly_when_an_input_changes() {
+    let base = inputs(&["nginx", "ufw"]);
+    let key = base.key_with_builder("builder-1");
+    // The same set in another order, repeated, or with a trailing slash on a mirror: same image.
+    assert_eq!(
+        inputs(&["ufw", "nginx", "ufw"]).key_with_builder("builder-1"),
+        key
+    );
+    let mut slashed = inputs(&["nginx", "ufw"]);
+    slashed.mirror.push('/');
+    let slashed = BakeInputs::new(
+        &slashed.distro,
+        &slashed.release,
+        &slashed.mirror,
+        &slashed.security_mirror,
+        &slashed.packages,
+    );
+    assert_eq!(slashed.key_with_builder("builder-1"), key);
+    // Each input moves it.
+    let changed: Vec<(&str, BakeInputs)> = vec![
+        ("a package more", inputs(&["nginx", "ufw", "cron"])),
+        ("a package less", inputs(&["nginx"])),
+        ("another release", {
+            let mut other = base.clone();
+            other.release = "trixie".into();
+            other
+        }),
+        ("another mirror", {
+            let mut other = base.clone();
+            other.mirror = "http://other.example.test/debian".into();
+            other
+        }),
+        ("another security mirror", {
+            let mut other = base.clone();
+            other.security_mirror = "http://other.example.test/debian-security".into();
+            other
+        }),
+        ("another distro", {
+            let mut other = base.clone();
+            other.distro = "ubuntu".into();
+            other
+        }),
+    ];
+    for (what, other) in changed {
+        assert_ne!(other.key_with_builder("builder-1"), key, "{what}");
+    }
+    assert_ne!(base.key_with_builder("builder-2"), key, "another builder");
+    // Values cannot run into each other: "ab"+"c" is not "a"+"bc".
+    assert_ne!(
+        inputs(&["ab", "c"]).key_with_builder("b"),
+        inputs(&["a", "bc"]).key_with_builder("b")
+    );
+}
+
+#[test]
+fn the_builder_digest_is_part_of_the_key() {
+    assert_eq!(builder_digest().len(), 64);
+    assert_eq!(
+        inputs(&["nginx"]).key(),
+        inputs(&["nginx"]).key_with_builder(&builder_digest())
+    );
+}
+
+fn record(key: &str, built_at: u64, packages: usize) -> BakedRecord {
+    BakedRecord {
+        key: key.into(),
+        built_at,
+        distro: "debian".into(),
+        release: "bookworm".into(),
+        mirror: "http://mirror.example.test/debian".into(),
+        security_mirror: "http://mirror.example.test/debian-security".into(),
+        packages: (0..packages).map(|n| format!("package{n}")).collect(),
+        builder: "b".into(),
+        image_sha256: "ab".repeat(32),
+    }
+}
+
+const NOW: u64 = 1_780_000_000;
+
+#[test]
+fn an_image_past_the_age_bound_is_built_again_and_the_plan_line_says_why() {
+    let wanted = inputs(&["nginx", "ufw"]);
+    let key = "k".repeat(64);
+    let missing = choose(&wanted, &key, None, NOW, 7);
+    assert!(missing.needs_build());
+    assert_eq!(
+        missing.to_string(),
+        "building a baked image kkkkkkkkkkkk first: none for this package set (2 packages)"
+    );
+
+    let six_days = record(&key, NOW - 6 * DAY, 2);
+    let fresh = choose(&wanted, &key, Some(six_days.clone()), NOW, 7);
+    assert!(!fresh.needs_build());
+    assert_eq!(fresh.fresh(), Some(&six_days));
+    assert_eq!(
+        fresh.to_string(),
+        format!(
+            "baked image kkkkkkkkkkkk built {}, holds 2 packages of its recipes",
+            crate::lock::utc_timestamp(NOW - 6 * DAY)
+        )
+    );
+
+    let eight_days = record(&key, NOW - 8 * DAY, 2);
+    let stale = choose(&wanted, &key, Some(eight_days), NOW, 7);
+    assert!(stale.needs_build());
+    assert_eq!(stale.fresh(), None);
+    assert!(
+        stale
+            .to_string()
+            .contains("is 8 days old, older than 7d (baked_image_max_age_days)"),
+        "{stale}"
+    );
+    // The bound is the setting's: a longer one keeps the same image.
+    let eight_days = record(&key, NOW - 8 * DAY, 2);
+    assert!(!choose(&wanted, &key, Some(eight_days), NOW, 30).needs_build());
+
+    let mut ubuntu = wanted.clone();
+    ubuntu.distro = "ubuntu".into();
+    let unbuildable = choose(&ubuntu, &key, None, NOW, 7);
+    assert!(!unbuildable.needs_build() && unbuildable.fresh().is_none());
+    assert!(unbuildable.to_string().contains("not of ubuntu"));
+}
+
+#[test]
+fn a_record_without_its_image_counts_as_none_and_a_broken_one_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let kept = record(&"a".repeat(64), NOW, 1);
+    write_record(cache.path(), &kept).unwrap();
+    assert_eq!(read_record(cache.path(), &kept.key).unwrap(), None);
+    std::fs::write(kept.image_path(cache.path()), b"image").unwrap();
+    assert_eq!(read_record(cache.path(), &kept.key).unwrap(), Some(kept));
+    assert_eq!(read_record(cache.path(), &"b".repeat(64)).unwrap(), None);
+    std::fs::write(
+        cache.path().join(format!("baked-{}.json", "c".repeat(64))),
+        "{",
+    )
+    .unwrap();
+    assert!(matches!(
+        read_record(cache.path(), &"c".repeat(64)),
+        Err(BakedError::Read { .. })
+    ));
+}
+
+#[test]
+fn prune_takes_exactly_the_images_no_guest_resolves_to() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut used = record(&"a".repeat(64), NOW, 2);
+    used.image_sha256 = "1".repeat(64);
+    let mut unused = record(&"b".repeat(64), NOW - 100 * DAY, 3);
+    unused.image_sha256 = "2".repeat(64);
+    for kept in [&used, &unused] {
+        write_record(cache.path(), kept).unwrap();
+        std::fs::write(kept.image_path(cache.path()), b"image").unwrap();
+    }
+    // A downloaded base image beside them is none of prune's business.
+    std::fs::write(
+        cache.path().join(format!("sha256-{}.img", "3".repeat(64))),
+        b"x",
+    )
+    .unwrap();
+    let records = all_records(cache.path()).unwrap();
+    assert_eq!(records, vec![used.clone(), unused.clone()]);
+    let in_use: BTreeSet<String> = [used.key.clone()].into();
+    let chosen = prunable(&records, &in_use);
+    assert_eq!(chosen, vec![&unused]);
+    remove(cache.path(), chosen[0]).unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        vec![
+            format!("baked-{}.json", "a".repeat(64)),
+            format!("sha256-{}.img", "1".repeat(64)),
+            format!("sha256-{}.img", "3".repeat(64)),
+        ]
+    );
+    // Every guest in use: nothing to prune.
+    let all: BTreeSet<String> = [used.key.clone(), unused.key.clone()].into();
+    assert!(prunable(&records, &all).is_empty());
+}
+
+/// Writes an image whose bytes are the build's count, so each build has its own digest.
+struct CountingBuilder(std::sync::atomic::AtomicUsize);
+
+impl Machine for CountingBuilder {
+    fn describe(&self) -> String {
+        "this machine".into()
+    }
+
+    fn run_watched(
+        &self,
+        command: &MachineCommand,
+        _watch: crate::machine::Watch,
+    ) -> Result<CommandOutput, MachineError> {
+        let name = command
+            .argv
+            .iter()
+            .position(|arg| arg == "build_debian.sh")
+            .unwrap();
+        let out = Path::new(&command.argv[name + 1]);
+        assert!(command.argv[name + 5].ends_with(",nginx,ufw"));
+        let count = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::fs::write(out.join("image.qcow2"), format!("image {count}")).unwrap();
+        std::fs::write(out.join("packages"), "nginx 1\n").unwrap();
+        Ok(CommandOutput {
+            command_line: "bash -c …".into(),
+            host: self.describe(),
+            status: Some(0),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        })
+    }
+
+    fn start(
+        &self,
+        _command: &MachineCommand,
+    ) -> Result<crate::machine::HeldCommand, MachineError> {
+        unreachable!("a build keeps no command running")
+    }
+}
+
+#[test]
+fn a_bake_records_its_image_and_a_rebuild_replaces_the_old_one() {
+    let cache = tempfile::tempdir().unwrap();
+    let builder = CountingBuilder(Default::default());
+    let wanted = inputs(&["ufw", "nginx"]);
+    let first = bake(&builder, &wanted, cache.path(), NOW - 10 * DAY).unwrap();
+    assert_eq!(first.key, wanted.key());
+    assert_eq!(first.packages, ["nginx", "ufw"]);
+    assert_eq!(first.built_at, NOW - 10 * DAY);
+    assert_eq!(
+        read_record(cache.path(), &first.key).unwrap(),
+        Some(first.clone())
+    );
+    assert!(choose(&wanted, &first.key, Some(first.clone()), NOW, 7).needs_build());
+
+    let second = bake(&builder, &wanted, cache.path(), NOW).unwrap();
+    assert_ne!(second.image_sha256, first.image_sha256);
+    assert!(
+        !first.image_path(cache.path()).exists(),
+        "the old image went"
+    );
+    assert!(second.image_path(cache.path()).exists());
+    let fresh = choose(
+        &wanted,
+        &second.key,
+        read_record(cache.path(), &second.key).unwrap(),
+        NOW,
+        7,
+    );
+    assert_eq!(fresh.fresh(), Some(&second));
+}
