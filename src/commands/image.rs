@@ -21,6 +21,16 @@ pub enum ImageAction {
     /// or as an account with subordinate ids, in a user namespace), and file it in the image
     /// cache under its sha256 with the list of its packages.
     Build(BuildArgs),
+    /// Remove the baked images (`bake_packages`) in the image cache that no guest of the
+    /// installation resolves to, naming each; images in hypervisors' pools are left alone.
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    /// Name what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,7 +65,49 @@ pub struct BuildArgs {
 pub fn run(global: &GlobalArgs, args: ImageArgs) -> Result<ExitStatus, Failure> {
     match args.action {
         ImageAction::Build(build) => run_build(global, build),
+        ImageAction::Prune(prune) => run_prune(global, prune),
     }
+}
+
+fn image_cache() -> std::path::PathBuf {
+    default_cache_dir(
+        std::env::var("XDG_CACHE_HOME").ok().as_deref(),
+        std::env::var("HOME").ok().as_deref(),
+    )
+}
+
+fn run_prune(global: &GlobalArgs, args: PruneArgs) -> Result<ExitStatus, Failure> {
+    let cache = image_cache();
+    let removed =
+        crate::workflow::baked_images::prune(&global.installation_paths(), &cache, args.dry_run)?;
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for record in &removed {
+        let text = format!(
+            "{verb} baked image {} ({} {}, {} packages, built {}): {}",
+            record.short_key(),
+            record.distro,
+            record.release,
+            record.packages.len(),
+            crate::lock::utc_timestamp(record.built_at),
+            record.image_path(&cache).display()
+        );
+        if global.json {
+            emit(&Event::Message { text: &text });
+        } else {
+            crate::outln!("{text}");
+        }
+    }
+    if removed.is_empty() && !global.json {
+        crate::outln!(
+            "no baked image to remove: every one in {} is used by a guest",
+            cache.display()
+        );
+    }
+    Ok(ExitStatus::Success)
 }
 
 fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure> {
@@ -72,10 +124,7 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
         overlay: args.overlay,
     };
     check_recipe(&recipe)?;
-    let cache = default_cache_dir(
-        std::env::var("XDG_CACHE_HOME").ok().as_deref(),
-        std::env::var("HOME").ok().as_deref(),
-    );
+    let cache = image_cache();
     if !global.json {
         crate::errln!(
             "building {} {} from {} (a few minutes)…",

@@ -151,10 +151,14 @@ impl ProvisionOutput for Printed {
                 guest_key: planned.guest_key,
                 placement: planned.decision,
                 plan: planned.plan,
+                base_image: planned.base_image,
             });
             return;
         }
         crate::outln!("{}", render_decision(planned.decision));
+        if let Some(base_image) = planned.base_image {
+            crate::outln!("{}: base image: {base_image}", planned.guest);
+        }
         if planned.guest_key == GuestKey::New {
             crate::outln!(
                 "{}: new, no SSH key yet (the first run that builds it makes one)",

@@ -29,6 +29,9 @@ pub enum Convergence {
     ExtraDisks,
     /// Used when the guest is first built only: an existing guest is not moved or re-addressed.
     BuildTime,
+    /// Used when a root disk is next made (the image it is made over); a guest is not rebuilt
+    /// for it, and what it ends up holding is the same.
+    NextRootDisk,
     /// Read by trog on the machine it runs on; nothing of the guest.
     Trog,
     /// Where the domain runs (its own guest, another domain's machine, an existing host): the
@@ -50,6 +53,7 @@ impl Convergence {
                 "made, attached and mounted (no restart); never resized; an unlisted one detached and kept"
             }
             Convergence::BuildTime => "first build only",
+            Convergence::NextRootDisk => "the next new root disk; nothing rebuilt for it",
             Convergence::Trog => "trog's own; not the guest's",
             Convergence::WhereItRuns => {
                 "finished where it now runs; nothing of the old machine removed"
@@ -95,6 +99,8 @@ pub fn convergence(key: &str) -> Option<Convergence> {
         // the address it was given.
         "hypervisor" | "libvirt_uri" | "address_range" => BuildTime,
         "keepass_key_file" | "backup_dir" | "backup_retention_days" => Trog,
+        // Which image a root disk is made over, not what the guest holds after its finish.
+        "bake_packages" | "baked_image_max_age_days" => NextRootDisk,
         _ => return None,
     })
 }

@@ -343,6 +343,20 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         "A base image other than the distro recipe's, pinned by its sha256 digest.",
     ),
     setting(
+        "bake_packages",
+        SettingType::OneOf(&["false", "true"]),
+        Presence::Default("false"),
+        Scope::Guest,
+        "`true`: the guest's root disk is made over a baked image, built on this machine by the `trog image build` builder from `release` and `mirror` with every package its recipes install already in it, shared by the guests with the same package set; the finish still runs apt and the recipes' tests (docs/IMAGES.md).",
+    ),
+    setting(
+        "baked_image_max_age_days",
+        SettingType::Count { min: 1, max: 3650 },
+        Presence::Default("7"),
+        Scope::Installation,
+        "How many days a baked image is used; the next provision that makes a root disk after that builds a new one, and its plan says so. `trog image prune` removes those no guest uses.",
+    ),
+    setting(
         "packages",
         SettingType::ListOf(&SettingType::PackageName),
         Presence::Optional,

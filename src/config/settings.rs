@@ -21,6 +21,8 @@ use std::net::IpAddr;
 /// destroyed by mistake and noticed at the next monthly check, and a nightly backup's month of
 /// archives is what a site's "restore from last week" asks of it.
 pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+/// How many days a baked image is used when `baked_image_max_age_days` is not set.
+pub const DEFAULT_BAKED_IMAGE_MAX_AGE_DAYS: u32 = 7;
 
 /// A guest's distribution: which distro recipe builds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -87,6 +89,10 @@ pub struct GuestSettings {
     pub memory: MiB,
     pub cpus: u32,
     pub image: Option<ImageSource>,
+    /// The root disk is made over a baked image holding the recipes' packages.
+    pub bake_packages: bool,
+    /// How many days a baked image is used before a new one is built.
+    pub baked_image_max_age_days: u32,
     pub packages: Vec<String>,
     pub hypervisor: Option<HypervisorName>,
     pub cpu_mode: String,
@@ -433,6 +439,11 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
         image: match take("image") {
             Some(TypedValue::Image(image)) => Some(image),
             _ => None,
+        },
+        bake_packages: text(take("bake_packages")).as_deref() == Some("true"),
+        baked_image_max_age_days: match take("baked_image_max_age_days") {
+            Some(TypedValue::Count(days)) => days,
+            _ => DEFAULT_BAKED_IMAGE_MAX_AGE_DAYS,
         },
         packages: list(take("packages"))
             .into_iter()

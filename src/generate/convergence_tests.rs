@@ -52,6 +52,8 @@ fn changed_value(key: &str) -> Option<&'static str> {
         "keepass_key_file" => "other.key",
         "backup_dir" => "elsewhere",
         "backup_retention_days" => "7",
+        "bake_packages" => "true",
+        "baked_image_max_age_days" => "30",
         "timezone" => "Europe/Berlin",
         "network" => "lab",
         "bridge" => "br0",
@@ -189,7 +191,9 @@ fn a_change_of_every_setting_moves_what_its_class_says() {
             Convergence::Finish => payload && !shape,
             Convergence::DataVolume => data_volume && !shape,
             Convergence::ExtraDisks => payload && !shape && !root_disk,
-            Convergence::BuildTime | Convergence::Trog => !shape && !payload,
+            Convergence::BuildTime | Convergence::NextRootDisk | Convergence::Trog => {
+                !shape && !payload
+            }
             // Off its own VM, the guest runs no `vm` recipe: its payload is another.
             Convergence::WhereItRuns => payload,
         };

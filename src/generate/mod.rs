@@ -5,6 +5,7 @@
 //! [`generate`] is pure: the configuration, the cookbook, the site's files, the guest's public
 //! key and the secrets its recipes reference are handed in. [`site_files`] is the thin loader.
 
+pub mod bake_inputs;
 pub mod desired;
 mod site;
 
@@ -385,7 +386,7 @@ fn locate_arg_problems(config: &GuestConfig, distro: &str, error: ResolveError) 
 /// recipe's packages for the guest's distribution (conflicts already removed). They are part of
 /// the seed, so a guest's package list is one of its boot inputs; the Makefile's distro target
 /// installs the same list again, which costs nothing once they are there.
-fn seed_packages(first_boot: &[String], recipes: &[String]) -> Vec<String> {
+pub(crate) fn seed_packages(first_boot: &[String], recipes: &[String]) -> Vec<String> {
     let mut packages: Vec<String> = Vec::new();
     for package in first_boot.iter().chain(recipes) {
         if !packages.contains(package) {

@@ -179,6 +179,24 @@ impl BakeChoice {
     }
 }
 
+impl BakeChoice {
+    /// Why a run builds an image, for the plan of the run that built it.
+    pub fn why_built(&self) -> Option<String> {
+        match self {
+            BakeChoice::Missing { .. } => Some("there was none for this package set".into()),
+            BakeChoice::Stale {
+                record,
+                max_age_days,
+                ..
+            } => Some(format!(
+                "the one built {} was older than {max_age_days}d",
+                crate::lock::utc_timestamp(record.built_at)
+            )),
+            BakeChoice::Fresh { .. } | BakeChoice::Unbuildable { .. } => None,
+        }
+    }
+}
+
 impl std::fmt::Display for BakeChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -349,15 +367,33 @@ impl crate::diagnose::Diagnose for BakeError {
 
 /// Builds the image of `inputs` on `machine` (this one: the cache is local), files it in
 /// `cache_dir` with its record, and removes the image the record replaces (a guest's root disk
-/// is made over the copy in its hypervisor's pool, never over this file).
+/// is made over the copy in its hypervisor's pool, never over this file). Builds of one key
+/// wait for each other: a run that waited takes the image the other built, when it is within
+/// `max_age_days`.
 pub fn bake(
     machine: &dyn Machine,
     inputs: &BakeInputs,
     cache_dir: &Path,
     now: u64,
+    max_age_days: u32,
 ) -> Result<BakedRecord, BakeError> {
     let key = inputs.key();
+    let write_error = |source| BakedError::Write {
+        dir: cache_dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(cache_dir).map_err(write_error)?;
+    let lock =
+        std::fs::File::create(cache_dir.join(format!("baked-{key}.lock"))).map_err(write_error)?;
+    lock.lock().map_err(write_error)?;
     let replaced = read_record(cache_dir, &key)?;
+    if let Some(record) = replaced.clone().and_then(|record| {
+        choose(inputs, &key, Some(record), now, max_age_days)
+            .fresh()
+            .cloned()
+    }) {
+        return Ok(record);
+    }
     let recipe = ImageRecipe {
         distro: inputs.distro.clone(),
         release: inputs.release.clone(),

@@ -24,11 +24,10 @@
 
 mod error;
 mod holder;
-pub use holder::utc_timestamp;
 pub mod hypervisor;
 
 pub use error::{DirProblem, FoundDir, LockError};
-pub use holder::{host_name, Holder};
+pub use holder::{host_name, utc_timestamp, Holder};
 
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use std::fs::{File, OpenOptions};

@@ -44,6 +44,9 @@ pub enum Event<'a> {
         guest_key: GuestKey,
         placement: &'a Decision,
         plan: &'a Plan,
+        /// `bake_packages`: which image the guest's new root disk is made over, and why.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        base_image: Option<&'a str>,
     },
     /// `provision`: a domain without a guest of its own (`depends_on`, `existing_host`), and what
     /// is done on the machine it runs on (empty: converged).

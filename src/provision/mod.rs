@@ -17,12 +17,13 @@ pub use execute::execute;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::generate::desired;
+use crate::images::baked::BakedRecord;
 use crate::images::ensure_image;
 use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
-use crate::plan::{Action, Resolution};
+use crate::plan::{resource_names, Action, DesiredGuest, Resolution};
 use crate::workflow::guest_plan::plan_observed;
 pub use crate::workflow::guest_plan::PreparedGuest;
 use crate::workflow::inputs::GuestInputs;
@@ -98,19 +99,25 @@ pub fn check_reachable(
     Ok(())
 }
 
-/// Observes the guest on its hypervisor and plans. Changes nothing anywhere.
+/// Observes the guest on its hypervisor and plans. Changes nothing anywhere. `baked`: the baked
+/// image (in `image_cache`) a new root disk is made over instead of the declared base image.
 pub fn prepare(
     guest: &GuestOnHypervisor,
     resolution: Resolution,
+    baked: Option<&BakedRecord>,
+    image_cache: &Path,
 ) -> Result<PreparedGuest, Failure> {
     let inputs = guest.inputs;
     let settings = &inputs.config.settings;
-    let desired = desired::desired_guest(
+    let mut desired = desired::desired_guest(
         &inputs.config.domain,
         &inputs.generated,
         settings,
         guest.hypervisor,
     );
+    if let Some(record) = baked {
+        over_baked_image(&mut desired, record, image_cache);
+    }
     let resources = GuestResources {
         connection: guest.connection,
         hypervisor: guest.hypervisor.name.as_str(),
@@ -118,14 +125,35 @@ pub fn prepare(
         machine: guest.hypervisor_machine,
     };
     let observed = resources.observe()?;
-    plan_observed(
+    let mut prepared = plan_observed(
         inputs,
         guest.hypervisor,
         guest.hypervisor_machine,
         desired,
         observed,
         resolution,
-    )
+    )?;
+    prepared.baked_image = baked.cloned();
+    Ok(prepared)
+}
+
+/// Makes the root disk over the baked image: its volume in the pool is named by its digest like
+/// any base image's, and uploaded from the cache the same way, under the same lock. The guest's
+/// fingerprint keeps its declared image, so a baked image built anew rebuilds no guest: only a
+/// root disk made afterwards is made over it.
+fn over_baked_image(desired: &mut DesiredGuest, record: &BakedRecord, image_cache: &Path) {
+    desired.base_image_volume = resource_names::base_image_volume(&record.image_sha256);
+    desired.base_image_digest = record.image_sha256.clone();
+    desired.partial_base_image_volume =
+        resource_names::partial_base_image_volume(&record.image_sha256, &crate::lock::host_name());
+    desired.base_image_source = format!("file://{}", record.image_path(image_cache).display());
+}
+
+/// Whether the plan makes a new root disk, the only time a base image is used.
+pub fn makes_root_disk(plan: &crate::plan::Plan) -> bool {
+    plan.actions
+        .iter()
+        .any(|action| matches!(action, Action::CreateRootVolume { .. }))
 }
 
 /// The last local step before a plan runs (a dry run does none of it): refuses a plan that could
@@ -154,11 +182,11 @@ pub fn ready_to_execute(
         .any(|action| matches!(action, Action::UploadBaseImage { .. }))
     {
         let generated = &guest.inputs.generated;
-        prepared.base_image = Some(ensure_image(
-            &generated.image_url,
-            &generated.image_digest,
-            image_cache,
-        )?);
+        prepared.base_image = Some(match &prepared.baked_image {
+            // Filed in the cache by its own build, under the digest the upload verifies.
+            Some(record) => record.image_path(image_cache),
+            None => ensure_image(&generated.image_url, &generated.image_digest, image_cache)?,
+        });
     }
     Ok(())
 }

@@ -14,8 +14,11 @@ use crate::config::site_graph::SiteGraph;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
+use crate::generate::bake_inputs::bake_inputs;
+use crate::images::baked::{bake, choose, read_record, BakeChoice, BakedRecord};
 use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
+use crate::machine::local::LocalMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::model::units::Bytes;
@@ -25,7 +28,8 @@ use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
 use crate::provision::host::converge_on_machine;
 use crate::provision::{
-    check_reachable, execute, prepare, ready_to_execute, ConvergeReport, GuestOnHypervisor,
+    check_reachable, execute, makes_root_disk, prepare, ready_to_execute, ConvergeReport,
+    GuestOnHypervisor,
 };
 use crate::secrets::KeypairOrigin;
 use crate::workflow::inputs::{
@@ -38,7 +42,7 @@ use crate::workflow::machine_login::{
 };
 use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +72,8 @@ pub struct PlannedGuest<'a> {
     pub guest_key: GuestKey,
     pub decision: &'a Decision,
     pub plan: &'a Plan,
+    /// `bake_packages`, when the plan makes a root disk: which image it is made over, and why.
+    pub base_image: Option<&'a str>,
 }
 
 /// What a run shows and asks while it goes: the command decides how (text or JSON events).
@@ -413,7 +419,42 @@ pub(crate) fn converge_one(
         locks,
         adopt_host_key: request.adopt_host_key,
     };
-    let mut prepared = prepare(&on_hypervisor, request.resolution)?;
+    let bake = bake_choice(guest, &request.image_cache)?;
+    let mut prepared = prepare(
+        &on_hypervisor,
+        request.resolution,
+        bake.as_ref().and_then(BakeChoice::fresh),
+        &request.image_cache,
+    )?;
+    let mut bake = bake.filter(|_| makes_root_disk(&prepared.plan));
+    let mut built_because = None;
+    // A baked image is built before the plan is shown (a dry run never builds one): it is made
+    // on this machine and touches no hypervisor, and the plan then names the image it uploads.
+    if let Some(choice) = bake.as_ref().filter(|choice| choice.needs_build()) {
+        if !request.dry_run {
+            progress.say(&format!(
+                "{}: {choice} (a few minutes)…",
+                guest.config.domain
+            ));
+            let why = choice.why_built().unwrap_or_default();
+            let record = bake_image(guest, &request.image_cache)?;
+            prepared = prepare(
+                &on_hypervisor,
+                request.resolution,
+                Some(&record),
+                &request.image_cache,
+            )?;
+            built_because = Some(why);
+            bake = Some(BakeChoice::Fresh {
+                record,
+                age_seconds: 0,
+            });
+        }
+    }
+    let base_image_line = bake.as_ref().map(|choice| match &built_because {
+        Some(why) => format!("{choice}; built by this run: {why}"),
+        None => choice.to_string(),
+    });
     output.planned(
         progress,
         &PlannedGuest {
@@ -425,6 +466,7 @@ pub(crate) fn converge_one(
             },
             decision,
             plan: &prepared.plan,
+            base_image: base_image_line.as_deref(),
         },
     );
     let changes = if prepared.plan.actions.is_empty() {
@@ -470,6 +512,42 @@ pub(crate) fn converge_one(
     } else {
         changes
     })
+}
+
+/// Which image a guest with `bake_packages` gets, from what the image cache holds now; `None`
+/// for a guest that does not ask for one. Reads; builds nothing.
+fn bake_choice(guest: &GuestInputs, image_cache: &Path) -> Result<Option<BakeChoice>, Failure> {
+    let Some(inputs) = bake_inputs(&guest.config, &guest.cookbook)? else {
+        return Ok(None);
+    };
+    let key = inputs.key();
+    let record = read_record(image_cache, &key)?;
+    Ok(Some(choose(
+        &inputs,
+        &key,
+        record,
+        unix_now(),
+        guest.config.settings.baked_image_max_age_days,
+    )))
+}
+
+/// Builds the guest's baked image on this machine, where base images come from.
+fn bake_image(guest: &GuestInputs, image_cache: &Path) -> Result<BakedRecord, Failure> {
+    let inputs = bake_inputs(&guest.config, &guest.cookbook)?
+        .expect("only a guest with bake_packages is baked for");
+    Ok(bake(
+        &LocalMachine,
+        &inputs,
+        image_cache,
+        unix_now(),
+        guest.config.settings.baked_image_max_age_days,
+    )?)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 /// `failure` ends the run: first, what the run added to the secret store for `not_built` (and the

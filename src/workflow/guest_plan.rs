@@ -27,6 +27,8 @@ pub struct PreparedGuest {
     pub domain_spec: DomainSpec,
     /// The verified base image on this machine, when the plan uploads it.
     pub base_image: Option<PathBuf>,
+    /// The baked image a new root disk is made over (`bake_packages`), when there is one.
+    pub baked_image: Option<crate::images::baked::BakedRecord>,
 }
 
 /// Plans the guest from what was observed of it on `hypervisor` (`machine`: its own system, for
@@ -88,6 +90,7 @@ pub fn plan_observed(
         domain_xml,
         domain_spec: spec,
         base_image: None,
+        baked_image: None,
     })
 }
 

@@ -20,6 +20,7 @@
 
 pub mod addresses;
 pub mod backup;
+pub mod baked_images;
 pub mod debug_boot;
 pub mod debug_boot_console;
 pub mod debug_boot_disk;
