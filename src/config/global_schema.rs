@@ -34,6 +34,8 @@ pub enum SettingType {
     DiskSize,
     /// A whole number of at least `min`.
     Count { min: u32, max: u32 },
+    /// `true` or `false`, written as YAML's booleans.
+    Boolean,
     /// An IPv4 or IPv6 address without a prefix length.
     IpAddress,
     /// A machine's address as SSH takes it: an IP address or a DNS name.
@@ -73,6 +75,7 @@ impl SettingType {
             SettingType::Memory => "memory size (bare number: MiB)".to_string(),
             SettingType::DiskSize => "disk size (bare number: GiB)".to_string(),
             SettingType::Count { min, max } => format!("whole number from {min} to {max}"),
+            SettingType::Boolean => "`true` or `false`".to_string(),
             SettingType::IpAddress => "IP address".to_string(),
             SettingType::HostAddress => "IP address or DNS name".to_string(),
             SettingType::CidrAddress => "address/prefix".to_string(),
@@ -344,7 +347,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
     ),
     setting(
         "bake_packages",
-        SettingType::OneOf(&["false", "true"]),
+        SettingType::Boolean,
         Presence::Default("false"),
         Scope::Guest,
         "`true`: the guest's root disk is made over a baked image, built on this machine by the `trog image build` builder from `release` and `mirror` with every package its recipes install already in it, shared by the guests with the same package set; the finish still runs apt and the recipes' tests (docs/IMAGES.md).",

@@ -440,7 +440,7 @@ fn assemble(mut values: HashMap<&'static str, TypedValue>) -> GuestSettings {
             Some(TypedValue::Image(image)) => Some(image),
             _ => None,
         },
-        bake_packages: text(take("bake_packages")).as_deref() == Some("true"),
+        bake_packages: matches!(take("bake_packages"), Some(TypedValue::Flag(true))),
         baked_image_max_age_days: match take("baked_image_max_age_days") {
             Some(TypedValue::Count(days)) => days,
             _ => DEFAULT_BAKED_IMAGE_MAX_AGE_DAYS,

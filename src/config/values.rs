@@ -68,6 +68,7 @@ pub enum TypedValue {
     Memory(MiB),
     Disk(Bytes),
     Count(u32),
+    Flag(bool),
     Ip(IpAddr),
     Cidr(IpCidr),
     Domain(DomainName),
@@ -127,6 +128,13 @@ pub fn check_value(
             Node::Integer(number) => Ok(TypedValue::Count(*number as u32)),
             other => Err(refuse(format!(
                 "expected a whole number, found {}",
+                other.describe()
+            ))),
+        },
+        SettingType::Boolean => match &node.value {
+            Node::Bool(value) => Ok(TypedValue::Flag(*value)),
+            other => Err(refuse(format!(
+                "expected `true` or `false`, found {}",
                 other.describe()
             ))),
         },
@@ -341,6 +349,7 @@ fn check_text(setting_type: SettingType, text: &str) -> Result<TypedValue, Strin
         SettingType::ListOf(_)
         | SettingType::Image
         | SettingType::Count { .. }
+        | SettingType::Boolean
         | SettingType::Memory
         | SettingType::DiskSize => {
             unreachable!("structured types are checked by check_value")

@@ -329,3 +329,168 @@ fn without_a_name_the_hanging_hypervisor_is_asked_and_reported() {
         "{text}"
     );
 }
+
+/// Runs `trog ARGS…` on the installation with `cache` as its XDG cache directory.
+fn trog_with_cache(installation: &Path, cache: &Path, args: &[&str]) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_trog"))
+        .args(args)
+        .env("TROG_PROVISIONER_CONFIG", installation)
+        .env("XDG_CACHE_HOME", cache)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    root_warning::output_without_root_warning(output)
+}
+
+/// The files under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = walk(dir)
+        .into_iter()
+        .map(|path| path.strip_prefix(dir).unwrap().display().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flat_map(|entry| {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// `bake_packages`: the plan says which image the new root disk is made over and why: none yet,
+/// one within the age bound (whose volume the upload then names), one past it. Neither a dry
+/// run nor `status` builds one, and `image prune --dry-run` names one no guest uses and removes
+/// nothing.
+#[test]
+fn the_plan_names_the_baked_image_and_a_dry_run_or_status_builds_none() {
+    let fleet = three_hypervisors();
+    let dir = installation(
+        &fleet,
+        "web.example.test",
+        "    memory: 1024\n    bake_packages: true\n",
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let images = cache.path().join("trog/images");
+    let dry_run = |what: &str| {
+        let output = trog_with_cache(
+            dir.path(),
+            cache.path(),
+            &[
+                "--credentials",
+                "provision",
+                "--dry-run",
+                "--hypervisor",
+                "hv2",
+                "web.example.test",
+            ],
+        );
+        let text = report(&fleet, dir.path(), &output);
+        assert_eq!(output.status.code(), Some(0), "{what}: {text}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+
+    let none = dry_run("no baked image yet");
+    assert!(
+        none.contains("web.example.test: base image: building a baked image ")
+            && none.contains("first: none for this package set ("),
+        "{none}"
+    );
+    let status = trog_with_cache(dir.path(), cache.path(), &["status", "web.example.test"]);
+    assert!(
+        files_under(cache.path()).is_empty(),
+        "a dry run or status built something: {:?}\n{}",
+        files_under(cache.path()),
+        String::from_utf8_lossy(&status.stderr)
+    );
+
+    // What provision would find: the guest's key, as prune computes it from the configuration.
+    let paths = trog::config::paths::InstallationPaths::resolve(
+        Some(dir.path().to_str().unwrap()),
+        None,
+        None,
+    );
+    let keys = trog::workflow::baked_images::keys_in_use(&paths).unwrap();
+    assert_eq!(keys.len(), 1);
+    let key = keys.first().unwrap().clone();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let image_sha = "5".repeat(64);
+    let write_record = |key: &str, built_at: u64| {
+        std::fs::create_dir_all(&images).unwrap();
+        std::fs::write(
+            images.join(format!("baked-{key}.json")),
+            format!(
+                r#"{{"key":"{key}","built_at":{built_at},"distro":"debian","release":"bookworm","mirror":"http://deb.debian.org/debian","security_mirror":"http://deb.debian.org/debian-security","packages":["make","nginx"],"builder":"b","image_sha256":"{image_sha}"}}"#
+            ),
+        )
+        .unwrap();
+        std::fs::write(images.join(format!("sha256-{image_sha}.img")), b"baked").unwrap();
+    };
+
+    write_record(&key, now - 2 * 86_400);
+    let fresh = dry_run("a baked image two days old");
+    assert!(
+        fresh.contains(&format!(
+            "web.example.test: base image: baked image {} built ",
+            &key[..12]
+        )) && fresh.contains("holds 2 packages of its recipes"),
+        "{fresh}"
+    );
+    assert!(
+        fresh.contains(&format!(
+            "upload base image trog-base-{}.qcow2 from file://{}",
+            &image_sha[..16],
+            images.join(format!("sha256-{image_sha}.img")).display()
+        )),
+        "the root disk is made over the baked image: {fresh}"
+    );
+
+    write_record(&key, now - 9 * 86_400);
+    let before = files_under(cache.path());
+    let stale = dry_run("a baked image nine days old");
+    assert!(
+        stale.contains("is 9 days old, older than 7d (baked_image_max_age_days)"),
+        "{stale}"
+    );
+    assert_eq!(files_under(cache.path()), before, "a dry run built nothing");
+
+    // One no guest resolves to is named by prune; --dry-run removes nothing.
+    write_record(&"0".repeat(64), now);
+    let prune = trog_with_cache(dir.path(), cache.path(), &["image", "prune", "--dry-run"]);
+    let listed = String::from_utf8_lossy(&prune.stdout);
+    assert_eq!(prune.status.code(), Some(0), "{listed}");
+    assert_eq!(
+        listed.lines().collect::<Vec<_>>(),
+        [format!(
+            "would remove baked image 000000000000 (debian bookworm, 2 packages, built {}): {}",
+            trog::lock::utc_timestamp(now),
+            images.join(format!("sha256-{image_sha}.img")).display()
+        )],
+        "only the image no guest uses"
+    );
+    assert!(images
+        .join(format!("baked-{}.json", "0".repeat(64)))
+        .exists());
+    let prune = trog_with_cache(dir.path(), cache.path(), &["image", "prune"]);
+    assert_eq!(prune.status.code(), Some(0));
+    assert!(!images
+        .join(format!("baked-{}.json", "0".repeat(64)))
+        .exists());
+    assert!(
+        images.join(format!("baked-{key}.json")).exists(),
+        "the guest's stays"
+    );
+}
