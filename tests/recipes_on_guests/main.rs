@@ -129,6 +129,7 @@ fn installation(mirror_url: &str) -> Installation {
     cpus: 1
     size: 6G
     data_volume_size: 1G
+    bake_packages: true
     image:
       url: file://{image}
       sha256: {digest}
@@ -286,6 +287,68 @@ fn http_get(address: &str, host: &str) -> String {
     answer
 }
 
+/// The packages the baked image's record lists are installed on the guest, and its dpkg log
+/// (which the image builder leaves empty) shows no unpack of any of them: cloud-init and the
+/// finish found them in the image.
+fn baked_packages_are_not_unpacked_again(installation: &Installation, address: &str) {
+    let images = installation.dir.path().join("cache/trog/images");
+    let records: Vec<serde_json::Value> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("baked-")
+                && path.extension().is_some_and(|ext| ext == "json")
+        })
+        .map(|path| serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap())
+        .collect();
+    assert_eq!(records.len(), 1, "one baked image for the one guest");
+    let packages: Vec<String> = records[0]["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|name| name.as_str().unwrap().to_string())
+        .collect();
+    for expected in ["nginx", "mariadb-server", "ufw"] {
+        assert!(
+            packages.iter().any(|name| name == expected),
+            "{expected} is not among the baked packages: {packages:?}"
+        );
+    }
+    let installed = installation.must(
+        address,
+        &format!(
+            "dpkg-query -W -f '${{Package}} ${{db:Status-Abbrev}}\\n' {}",
+            packages.join(" ")
+        ),
+        "",
+    );
+    for package in &packages {
+        assert!(
+            installed
+                .lines()
+                .any(|line| line.starts_with(&format!("{package} ii"))),
+            "{package} is not installed on the guest:\n{installed}"
+        );
+    }
+    let unpacked = installation.must(
+        address,
+        "sudo sh -c 'cat /var/log/dpkg.log 2>/dev/null' | awk '$3 == \"unpack\" {print $4}'",
+        "",
+    );
+    let again: Vec<&str> = unpacked
+        .lines()
+        .map(|line| line.split(':').next().unwrap_or(line))
+        .filter(|name| packages.iter().any(|package| package == name))
+        .collect();
+    assert!(
+        again.is_empty(),
+        "the guest unpacked baked packages again: {again:?}"
+    );
+}
+
 /// The shipped recipes whose tests must all pass on the guest.
 const SHIPPED: [&str; 10] = [
     "debian",
@@ -344,6 +407,15 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
             logs.unwrap_or_default()
         );
     }
+
+    // The root disk was made over a baked image built by this run from the proxy's mirror, with
+    // every package the recipes install: the guest unpacked none of them again.
+    assert!(
+        stdout.contains(&format!("{domain}: base image: baked image "))
+            && stdout.contains("built by this run: there was none for this package set"),
+        "the plan does not name a baked image built for the guest:\n{stdout}"
+    );
+    baked_packages_are_not_unpacked_again(&installation, address.as_deref().unwrap_or_default());
 
     // The report: every shipped recipe's tests passed, the fixture's failed, named beside its
     // output.
