@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Reprovision benchmark (not a test): the example site's guest (etc/recipes.yaml's `_base` and
+# etc/recipes.d/example.test.yaml: adminconfig, nginx, data, with the distro's own packages)
+# rebuilt with its root disk replaced, without and with a baked image (`bake_packages`),
+# alternating (odd pairs plain first, even pairs baked first), through the test services' caching
+# apt proxy (tests/services/apt-proxy.sh), from the offline test image.
+#   bench/reprovision.sh [IMAGE.qcow2]      (default: tests/image/ensure-image.sh)
+# Settings (environment):
+#   TROG_BENCH_PAIRS       pairs to run (default 5)
+#   TROG_BENCH_MEMORY_MIB  the guest's memory (default 1024, the example's)
+#   TROG_BENCH_VCPUS       its vCPUs (default 1, the example's)
+#   TROG_BENCH_LOGS        a directory: every provision's output is kept there as RUN.log
+#   TROG_BIN               the trog binary (default: the checkout's debug build, built first; the
+#                          guest's work, not trog's, is what is measured)
+# First the guest is built once without a baked image (`first_plain`), then its root disk is
+# replaced with `bake_packages` on and no baked image yet (`first_baked`: the image build
+# included). Each rebuild after that stops the guest, deletes its root disk and provisions it
+# again; the time is the whole `trog provision` run (plan, upload, boot, cloud-init, finish and
+# the recipes' tests). Prints one line per run, then the medians of each side, their ratio, and
+# the median of each step of the baked runs (where their time goes).
+# Run it through the guest-tests lock: flock /work/guest-tests.lock bench/reprovision.sh
+# Removes the guest, its pool and every file it made, also on failure.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+image=${1:-$("$root/tests/image/ensure-image.sh")}
+pairs=${TROG_BENCH_PAIRS:-5}
+memory_mib=${TROG_BENCH_MEMORY_MIB:-1024}
+vcpus=${TROG_BENCH_VCPUS:-1}
+if [[ -z ${TROG_BIN:-} ]]; then
+  cargo build --quiet --manifest-path "$root/Cargo.toml" --bin trog
+  TROG_BIN=$root/target/debug/trog
+fi
+export TROG_RECIPES=${TROG_RECIPES:-$root/recipes}
+
+work=$(mktemp -d /var/tmp/trog-bench-reprovision.XXXXXX)
+chmod 755 "$work"
+logs=${TROG_BENCH_LOGS:-$work/logs}
+mkdir -p "$logs"
+domain=bench-reprovision-$$.test
+pool=trog-bench-reprovision-$$
+uri=qemu:///system
+trog() { printf 'keepass: bench\n\n' | TROG_PROVISIONER_CONFIG=$work XDG_CACHE_HOME=$work/cache "$TROG_BIN" --credentials "$@"; }
+cleanup() {
+  trog destroy --purge --yes "$domain" >/dev/null 2>&1 || true
+  virsh -q -c "$uri" pool-destroy "$pool" >/dev/null 2>&1 || true
+  virsh -q -c "$uri" pool-undefine "$pool" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+mirror=$("$root/tests/services/apt-proxy.sh" start)
+
+cat >"$work/hypervisors.conf" <<CONF
+[local]
+libvirt_uri = $uri
+domain_type = qemu
+pool_name = $pool
+pool_path = $work/pool
+reserve_memory = 512
+cpu_overcommit = 100
+CONF
+# etc/recipes.yaml's _base, with the proxy as the mirror.
+cat >"$work/recipes.yaml" <<CONF
+_base:
+  _global:
+    admin_user: siteadmin
+    contact_email: ops@example.test
+    distro: debian
+    release: bookworm
+    timezone: Etc/UTC
+    mirror: $mirror
+    security_mirror: $mirror-security
+  adminconfig: {}
+CONF
+mkdir -p "$work/recipes.d/$domain"
+cp "$root/etc/recipes.d/example.test/data.tar.gz" "$work/recipes.d/$domain/"
+image_sha256=$(sha256sum "$image" | cut -d' ' -f1)
+# etc/recipes.d/example.test.yaml's guest under this run's name; `bake` is true or false.
+write_guest() {
+  cat >"$work/recipes.d/$domain.yaml" <<CONF
+$domain:
+  _global:
+    memory: $memory_mib
+    cpus: $vcpus
+    size: 4G
+    bake_packages: $1
+    image:
+      url: file://$image
+      sha256: $image_sha256
+  nginx:
+    server_names: [www.example.test]
+    root: /srv/site/public
+  data:
+    site_dir: /srv/site
+CONF
+}
+write_guest false
+# The secret store and the guest's key exist before the clock starts.
+trog new_config "$domain" --out "$work/out" >/dev/null
+
+# Provisions the guest with `bake_packages: $2`; prints the seconds the run took. $1 names it.
+timed_provision() {
+  local name=$1 bake=$2 started
+  write_guest "$bake"
+  started=$(date +%s.%N)
+  if ! trog provision "$domain" >"$logs/$name.log" 2>&1; then
+    echo "bench reprovision: $name failed:" >&2
+    tail -n 30 "$logs/$name.log" >&2
+    exit 1
+  fi
+  python3 -c "import time; print(round(time.time() - $started, 1))"
+}
+
+# Stops the guest and deletes its root disk: the next provision makes a new one.
+drop_root_disk() {
+  virsh -q -c "$uri" destroy "$domain" >/dev/null 2>&1 || true
+  virsh -q -c "$uri" pool-refresh "$pool" >/dev/null
+  virsh -q -c "$uri" vol-delete "$domain-root.qcow2" --pool "$pool" >/dev/null
+}
+
+first_plain=$(timed_provision first-plain false)
+echo "{\"run\": \"first_plain\", \"seconds\": $first_plain}"
+drop_root_disk
+first_baked=$(timed_provision first-baked true)
+echo "{\"run\": \"first_baked\", \"seconds\": $first_baked, \"note\": \"image build included\"}"
+grep -q "base image: baked image .*built by this run" "$logs/first-baked.log" || {
+  echo "bench reprovision: the first baked run did not build and use a baked image" >&2
+  exit 1
+}
+
+plain=() baked=()
+for ((pair = 1; pair <= pairs; pair++)); do
+  if ((pair % 2 == 1)); then order=(false true); else order=(true false); fi
+  for bake in "${order[@]}"; do
+    drop_root_disk
+    if [[ $bake == true ]]; then name=baked-$pair; else name=plain-$pair; fi
+    seconds=$(timed_provision "$name" "$bake")
+    if [[ $bake == true ]]; then
+      grep -q "base image: baked image " "$logs/$name.log" || {
+        echo "bench reprovision: $name did not use the baked image" >&2
+        exit 1
+      }
+      baked+=("$seconds")
+    else
+      plain+=("$seconds")
+    fi
+    echo "{\"run\": \"$name\", \"pair\": $pair, \"baked\": $bake, \"seconds\": $seconds}"
+  done
+done
+
+python3 - "$logs" "${plain[*]}" "${baked[*]}" "$first_plain" "$first_baked" <<'PY'
+import re, statistics, sys, pathlib
+logs, plain, baked, first_plain, first_baked = sys.argv[1:]
+plain = [float(x) for x in plain.split()]
+baked = [float(x) for x in baked.split()]
+mp, mb = statistics.median(plain), statistics.median(baked)
+print(f"bench reprovision: pairs={len(plain)} plain_median_s={mp:.1f} baked_median_s={mb:.1f} "
+      f"ratio={mb / mp:.2f} first_plain_s={first_plain} first_baked_s={first_baked} "
+      f"first_ratio={float(first_baked) / float(first_plain):.2f}")
+for side in ("baked", "plain"):
+    steps = {}
+    for log in sorted(pathlib.Path(logs).glob(f"{side}-*.log")):
+        for line in log.read_text().splitlines():
+            found = re.match(r"\s+([0-9.]+)s  (.*)$", line)
+            if found:
+                step = re.sub(r"[0-9a-f]{12,}", "…", found.group(2))
+                steps.setdefault(step, []).append(float(found.group(1)))
+    for step, seconds in steps.items():
+        print(f"  {side} step median {statistics.median(seconds):7.1f}s  {step}")
+PY
