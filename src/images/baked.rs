@@ -385,7 +385,12 @@ pub fn bake(
     std::fs::create_dir_all(cache_dir).map_err(write_error)?;
     let lock =
         std::fs::File::create(cache_dir.join(format!("baked-{key}.lock"))).map_err(write_error)?;
-    lock.lock().map_err(write_error)?;
+    // Released when `lock` is closed, at the end of this function or of the process.
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this function owns; it touches no memory.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(write_error(std::io::Error::last_os_error()).into());
+    }
     let replaced = read_record(cache_dir, &key)?;
     if let Some(record) = replaced.clone().and_then(|record| {
         choose(inputs, &key, Some(record), now, max_age_days)
