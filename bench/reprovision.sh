@@ -97,7 +97,7 @@ CONF
 }
 write_guest false
 # The secret store and the guest's key exist before the clock starts.
-trog new_config "$domain" --out "$work/out" >/dev/null
+trog new_config --new-secret-store "$domain" --out "$work/out" >/dev/null
 
 # Provisions the guest with `bake_packages: $2`; prints the seconds the run took. $1 names it.
 timed_provision() {
