@@ -12,11 +12,12 @@
 #   TROG_BENCH_LOGS        a directory: every provision's output is kept there as RUN.log
 #   TROG_BIN               the trog binary (default: the checkout's debug build, built first; the
 #                          guest's work, not trog's, is what is measured)
-# First the guest is built once without a baked image (`first_plain`), then its root disk is
-# replaced with `bake_packages` on and no baked image yet (`first_baked`: the image build
-# included). Each rebuild after that stops the guest, deletes its root disk and provisions it
-# again; the time is the whole `trog provision` run (plan, upload, boot, cloud-init, finish and
-# the recipes' tests). Prints one line per run, then the medians of each side, their ratio, and
+# First the guest is built once without a baked image (`first_plain`), then rebuilt with
+# `bake_packages` on and no baked image yet (`first_baked`: the image build included). Each
+# rebuild changes the guest's `timezone` (`Etc/UTC` and `UTC` in turn), which reaches its seed:
+# the plan replaces the root disk as any such change does (the data recipe's files backed up
+# first and restored after), boots it and finishes it. The time is the whole `trog provision`
+# run (plan, backup, upload, boot, cloud-init, finish, restore and the recipes' tests). Prints one line per run, then the medians of each side, their ratio, and
 # the median of each step of the baked runs (where their time goes).
 # Run it through the guest-tests lock: flock /work/guest-tests.lock bench/reprovision.sh
 # Removes the guest, its pool and every file it made, also on failure.
@@ -76,7 +77,8 @@ CONF
 mkdir -p "$work/recipes.d/$domain"
 cp "$root/etc/recipes.d/example.test/data.tar.gz" "$work/recipes.d/$domain/"
 image_sha256=$(sha256sum "$image" | cut -d' ' -f1)
-# etc/recipes.d/example.test.yaml's guest under this run's name; `bake` is true or false.
+# etc/recipes.d/example.test.yaml's guest under this run's name; $1 (`bake_packages`) is true or
+# false, $2 its time zone.
 write_guest() {
   cat >"$work/recipes.d/$domain.yaml" <<CONF
 $domain:
@@ -85,6 +87,7 @@ $domain:
     cpus: $vcpus
     size: 4G
     bake_packages: $1
+    timezone: $2
     image:
       url: file://$image
       sha256: $image_sha256
@@ -95,14 +98,19 @@ $domain:
     site_dir: /srv/site
 CONF
 }
-write_guest false
+write_guest false Etc/UTC
 # The secret store and the guest's key exist before the clock starts.
 trog new_config --new-secret-store "$domain" --out "$work/out" >/dev/null
 
-# Provisions the guest with `bake_packages: $2`; prints the seconds the run took. $1 names it.
+# The time zone the next rebuild gives the guest: a change of it makes a new root disk.
+zone=Etc/UTC
+next_zone() { if [[ $zone == Etc/UTC ]]; then zone=UTC; else zone=Etc/UTC; fi; }
+
+# Provisions the guest with `bake_packages: $2` and time zone $3; prints the seconds the run
+# took. $1 names it.
 timed_provision() {
   local name=$1 bake=$2 started
-  write_guest "$bake"
+  write_guest "$bake" "$3"
   started=$(date +%s.%N)
   if ! trog provision "$domain" >"$logs/$name.log" 2>&1; then
     echo "bench reprovision: $name failed:" >&2
@@ -112,17 +120,10 @@ timed_provision() {
   python3 -c "import time; print(round(time.time() - $started, 1))"
 }
 
-# Stops the guest and deletes its root disk: the next provision makes a new one.
-drop_root_disk() {
-  virsh -q -c "$uri" destroy "$domain" >/dev/null 2>&1 || true
-  virsh -q -c "$uri" pool-refresh "$pool" >/dev/null
-  virsh -q -c "$uri" vol-delete "$domain-root.qcow2" --pool "$pool" >/dev/null
-}
-
-first_plain=$(timed_provision first-plain false)
+first_plain=$(timed_provision first-plain false "$zone")
 echo "{\"run\": \"first_plain\", \"seconds\": $first_plain}"
-drop_root_disk
-first_baked=$(timed_provision first-baked true)
+next_zone
+first_baked=$(timed_provision first-baked true "$zone")
 echo "{\"run\": \"first_baked\", \"seconds\": $first_baked, \"note\": \"image build included\"}"
 grep -q "base image: baked image .*built by this run" "$logs/first-baked.log" || {
   echo "bench reprovision: the first baked run did not build and use a baked image" >&2
@@ -133,9 +134,17 @@ plain=() baked=()
 for ((pair = 1; pair <= pairs; pair++)); do
   if ((pair % 2 == 1)); then order=(false true); else order=(true false); fi
   for bake in "${order[@]}"; do
-    drop_root_disk
+    next_zone
     if [[ $bake == true ]]; then name=baked-$pair; else name=plain-$pair; fi
-    seconds=$(timed_provision "$name" "$bake")
+    seconds=$(timed_provision "$name" "$bake" "$zone")
+    grep -q "create root disk" "$logs/$name.log" || {
+      echo "bench reprovision: $name made no new root disk" >&2
+      exit 1
+    }
+    grep -q "finish over SSH" "$logs/$name.log" || {
+      echo "bench reprovision: $name did not finish the guest" >&2
+      exit 1
+    }
     if [[ $bake == true ]]; then
       grep -q "base image: baked image " "$logs/$name.log" || {
         echo "bench reprovision: $name did not use the baked image" >&2
