@@ -79,6 +79,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
             &configured,
             &mut credentials,
             args.target.search.answer_timeout(),
+            &crate::commands::StderrReporter,
         )?,
         None => destroy(
             &global.installation_paths(),

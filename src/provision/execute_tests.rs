@@ -7,7 +7,7 @@ use crate::guest::wait::AttemptFailed;
 use crate::libvirt::guest_resources::GuestResourceError;
 use crate::machine::fake::{Answer, FakeClock, FakeMachine};
 use crate::model::units::Bytes;
-use crate::output::progress::ProgressMode;
+use crate::workflow::progress::RecordedProgress;
 
 /// A guest during the wait, scripted by rounds.
 #[derive(Clone, Copy)]
@@ -96,7 +96,7 @@ impl FakeSteps {
 impl GuestSteps for FakeSteps {
     fn apply_network_filters(
         &mut self,
-        _progress: &mut Progress,
+        _progress: &mut dyn Progress,
     ) -> Result<Option<String>, Failure> {
         self.filtered_after.push(self.ran.len());
         Ok(None)
@@ -111,7 +111,11 @@ impl GuestSteps for FakeSteps {
         Ok(None)
     }
 
-    fn libvirt_step(&mut self, action: &Action, _progress: &mut Progress) -> Result<(), Failure> {
+    fn libvirt_step(
+        &mut self,
+        action: &Action,
+        _progress: &mut dyn Progress,
+    ) -> Result<(), Failure> {
         let label = action.to_string();
         self.ran.push(label.clone());
         match self.fail_step {
@@ -127,7 +131,7 @@ impl GuestSteps for FakeSteps {
 
     fn reach<'s>(
         &'s mut self,
-        _progress: &'s Progress,
+        _progress: &'s dyn Progress,
     ) -> Result<Box<dyn ReachProbe + 's>, Failure> {
         self.probes += 1;
         Ok(Box::new(FakeProbe {
@@ -309,7 +313,7 @@ fn run(steps: &mut FakeSteps, plan: &Plan) -> Result<ConvergeReport, Failure> {
         payload: b"payload",
         tag: tag(),
     };
-    execute_plan(steps, &run, &waits, &mut Progress::new(ProgressMode::Plain))
+    execute_plan(steps, &run, &waits, &mut RecordedProgress::default())
 }
 
 fn labels(plan: &Plan, range: std::ops::Range<usize>) -> Vec<String> {

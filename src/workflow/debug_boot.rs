@@ -494,28 +494,5 @@ pub fn debug_boot_in(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::output::events::{to_line, Event};
-
-    #[test]
-    fn a_report_is_one_event_naming_its_action() {
-        let report = DebugReport {
-            guest: "g.test".into(),
-            hypervisor: "local".into(),
-            outcome: DebugOutcome::Console {
-                capture: "/c.log".into(),
-                end: ConsoleEnd::LoginPrompt,
-            },
-            tunnel: None,
-        };
-        assert_eq!(
-            to_line(&Event::DebugBoot(&report)),
-            r#"{"schema":1,"event":"debug_boot","guest":"g.test","hypervisor":"local","action":"console","capture":"/c.log","end":{"reason":"login_prompt"}}"#
-        );
-    }
-}
-
-#[cfg(test)]
 #[path = "debug_boot_tests.rs"]
 mod fake_tests;

@@ -13,7 +13,6 @@ use crate::exit_status::ExitStatus;
 use crate::lock::{Locks, Subject};
 use crate::machine::{Machine, MachineCommand};
 use crate::model::names::DomainName;
-use crate::output::progress::{Progress, ProgressMode};
 use crate::secrets::PrivateKeyFile;
 use crate::workflow::destroy::{DestroyOutcome, DestroyReport, LastBackup};
 use crate::workflow::inputs::{generate_guest_inputs, GuestConfigured, StoreUse};
@@ -102,8 +101,7 @@ pub fn host_status(
     let reached = find_machine_login(paths, locks, &domain, &machine, credentials, answer_timeout)
         .and_then(|login| {
             let key = PrivateKeyFile::write(&login.keypair)?;
-            let progress = Progress::new(ProgressMode::Plain);
-            let ssh = log_into_machine(&login, &key, None, &progress)?;
+            let ssh = log_into_machine(&login, &key, None, reporter)?;
             let state_dir = state_dir_on_machine(&domain, &machine);
             let digest = converged_digest(&ssh, &domain, &login, &state_dir)?;
             Ok(steps_on_machine(
@@ -139,6 +137,7 @@ pub fn destroy_host(
     configured: &GuestConfigured,
     credentials: &mut CredentialSource<TerminalPrompter>,
     answer_timeout: Duration,
+    reporter: &dyn Reporter,
 ) -> Result<DestroyReport, Failure> {
     let domain = &configured.config.domain;
     if let RunsOn::ExistingHost(address) = configured.config.settings.runs_on() {
@@ -152,7 +151,7 @@ pub fn destroy_host(
     let _machine_lock = locks.acquire(&Subject::Guest(machine.to_string()), &mut |_| {})?;
     let login = find_machine_login(paths, locks, domain, &machine, credentials, answer_timeout)?;
     let key = PrivateKeyFile::write(&login.keypair)?;
-    let ssh = log_into_machine(&login, &key, None, &Progress::new(ProgressMode::Plain))?;
+    let ssh = log_into_machine(&login, &key, None, reporter)?;
     let state_dir = state_dir_on_machine(domain, &machine);
     ssh.run(&MachineCommand::new(["rm", "-rf", "--", state_dir.as_str()]).as_root(true))
         .and_then(|output| output.success())

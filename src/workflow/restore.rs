@@ -10,11 +10,11 @@ use crate::diagnose::Failure;
 use crate::guest::wait::{wait_for_ssh, BootWait};
 use crate::hypervisor::SnapshotError;
 use crate::lock::Locks;
-use crate::output::progress::Progress;
 use crate::secrets::PrivateKeyFile;
 use crate::snapshot::{choose, Capture, SnapshotRecord, Which};
 use crate::workflow::inputs::{load_guest_configured, load_guest_inputs, GuestInputs, StoreUse};
 use crate::workflow::open::HypervisorAccess;
+use crate::workflow::progress::Progress;
 use crate::workflow::reach::{AddressSource, SshProbe};
 use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
@@ -46,7 +46,7 @@ pub fn restore(
     paths: &InstallationPaths,
     guest: &GuestAddress,
     which: &Which,
-    progress: &Progress,
+    progress: &dyn Progress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
     reporter: &dyn Reporter,
@@ -107,7 +107,7 @@ pub(crate) fn restore_in(
     fleet: &dyn Fleet,
     guest: &GuestAddress,
     which: &Which,
-    progress: &Progress,
+    progress: &dyn Progress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     reporter: &dyn Reporter,
     wait_for_ssh: &mut dyn FnMut(&GuestSession) -> Result<String, Failure>,
@@ -159,7 +159,7 @@ pub(crate) fn restore_in(
 fn wait_for_restored(
     session: &GuestSession,
     inputs: &GuestInputs,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<String, Failure> {
     let key = PrivateKeyFile::write(&inputs.keypair)?;
     let domain = session.domain.to_string();

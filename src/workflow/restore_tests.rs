@@ -6,8 +6,8 @@ use crate::credentials::HandedInCredentials;
 use crate::exit_status::ExitStatus;
 use crate::hypervisor::fake::{FakeDomain, FakeHypervisor, Operation};
 use crate::model::names::DomainName;
-use crate::output::progress::ProgressMode;
 use crate::workflow::fake_fleet::{FakeFleet, RecordedReport};
+use crate::workflow::progress::RecordedProgress;
 use std::cell::RefCell;
 
 fn domain() -> DomainName {
@@ -60,7 +60,7 @@ fn restore_on(
             answer_timeout: std::time::Duration::from_secs(1),
         },
         &which,
-        &Progress::new(ProgressMode::Plain),
+        &RecordedProgress::default(),
         &mut credentials,
         &RecordedReport::default(),
         &mut |session| {
