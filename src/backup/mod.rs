@@ -138,39 +138,10 @@ pub fn archive_stem(unix_seconds: i64) -> String {
 /// The Unix time an archive's stem names, or `None` for a stem that is not one
 /// (`20261201T010203Z`).
 pub fn stem_time(stem: &str) -> Option<i64> {
-    let bytes = stem.as_bytes();
-    if bytes.len() != 16 || bytes[8] != b'T' || bytes[15] != b'Z' {
-        return None;
-    }
-    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
-        let text = stem.get(range)?;
-        text.bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| text.parse().ok())?
-    };
-    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
-    let (hour, minute, second) = (digits(9..11)?, digits(11..13)?, digits(13..15)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 59 {
-        return None;
-    }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    // A day past the month's end (20260231) reads back as another date: not a stem trog wrote.
+    let time = chrono::NaiveDateTime::parse_from_str(stem, crate::snapshot::UTC_COMPACT).ok()?;
+    let seconds = time.and_utc().timestamp();
+    // Only the form trog writes: fixed widths, nothing chrono would also accept.
     (utc_compact(seconds) == stem).then_some(seconds)
-}
-
-/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (Howard Hinnant's
-/// `days_from_civil`, the inverse of the one `utc_compact` uses).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// The newest of `stems` (archives of one guest), by the time each names.
