@@ -1,6 +1,7 @@
 //! End to end, for real: `bin/provision` builds a guest from the offline test image on this
 //! machine's libvirtd (software emulation), cloud-init applies the seed, the payload's Makefile
-//! runs over SSH; runs killed with SIGKILL at every step of the guest's plan are rerun and the
+//! runs over SSH (its mirror failing the first requests of a finish, which apt on the guest takes
+//! from the installation's fallback mirror); runs killed with SIGKILL at every step of the guest's plan are rerun and the
 //! last converges (the kill points are listed in kill_chain.rs); a guest whose QEMU is killed
 //! during boot is reported at once with libvirt's reason; a run killed while it waits is rerun
 //! and converges without duplicates, while a second
