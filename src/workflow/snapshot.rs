@@ -169,6 +169,7 @@ pub(crate) fn list_snapshots_in(
                 &inputs.generated,
                 &inputs.config.settings,
                 &session.config,
+                inputs.installation.as_ref(),
             );
             let tag = GuestTag {
                 payload_digest: Some(desired.payload_digest.clone()),
