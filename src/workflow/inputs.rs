@@ -265,12 +265,6 @@ pub fn generate_guest_inputs(
         RunsOn::DependsOn(_) => StoreUse::ReadOnly,
         _ => store_use,
     };
-    let installation = match (store_use.writer_locks(), &runs_on) {
-        (Some(_), RunsOn::OwnGuest) => Some(installation_id(&paths.dir, rand::random())?),
-        // Only the tag of a domain this run defines needs it: a verb that changes nothing plans
-        // without one when it cannot be read, and `status --all`, which does need it, says why.
-        _ => read_installation_id(&paths.dir).ok().flatten(),
-    };
     let (store, keypair, store_additions) =
         store_and_keypair(&paths, &config, credentials, store_use)?;
     let generated = generate(
@@ -310,6 +304,14 @@ pub fn generate_guest_inputs(
             }
             return Err(error.into());
         }
+    };
+    // Last, once everything that can refuse the run here did not: a refused first run leaves no
+    // identity behind, as it leaves no store.
+    let installation = match (store_use.writer_locks(), &runs_on) {
+        (Some(_), RunsOn::OwnGuest) => Some(installation_id(&paths.dir, rand::random())?),
+        // Only the tag of a domain this run defines needs it: a verb that changes nothing plans
+        // without one when it cannot be read, and `status --all`, which does need it, says why.
+        _ => read_installation_id(&paths.dir).ok().flatten(),
     };
     Ok(GuestInputs {
         paths,
