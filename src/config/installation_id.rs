@@ -5,8 +5,9 @@
 //!
 //! The file is not a secret, but what it says decides which domains `status --all` offers to
 //! remove, so nobody but the installation's own account (or root) may make it or point it
-//! elsewhere: a link in its place is refused, never followed (`O_NOFOLLOW`); a file another user
-//! owns, or that others may write, is refused; so is an installation directory every user may
+//! elsewhere: a link in its place is refused, never followed (`O_NOFOLLOW`); a file owned by
+//! another user than this one, root and the installation directory's owner, or that others may
+//! write, is refused; so is an installation directory every user may
 //! write, where another user could put a file of their own. It is made whole in a temporary file
 //! beside it and linked into place (`link(2)` never replaces a file), so two first runs at once
 //! agree on one identity: the one that loses the race reads the winner's.
@@ -61,7 +62,7 @@ pub enum IdFileProblem {
     /// A symbolic link where the file goes: what it says would be wherever the link points.
     SymbolicLink,
     NotARegularFile,
-    /// Owned by another user than this one and root.
+    /// Owned by another user than this one, root and the installation directory's owner.
     AnotherUsers {
         uid: u32,
     },
@@ -155,7 +156,7 @@ pub fn installation_id_path(dir: &Path) -> PathBuf {
 /// nothing read (`status --all`).
 pub fn read_installation_id(dir: &Path) -> Result<Option<InstallationId>, InstallationIdError> {
     let path = installation_id_path(dir);
-    check_dir(dir, &path)?;
+    let dir_owner = check_dir(dir, &path)?;
     let mut file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -177,7 +178,7 @@ pub fn read_installation_id(dir: &Path) -> Result<Option<InstallationId>, Instal
             path: path.clone(),
             source,
         })?;
-    if let Some(problem) = file_problem(&meta) {
+    if let Some(problem) = file_problem(&meta, dir_owner) {
         return Err(InstallationIdError::Unsafe { path, problem });
     }
     let mut text = String::new();
@@ -241,8 +242,8 @@ pub fn installation_id(
 }
 
 /// Refuses an installation directory every user may write: any of them could put an identity
-/// file of their own there.
-fn check_dir(dir: &Path, path: &Path) -> Result<(), InstallationIdError> {
+/// file of their own there. Returns the directory's owner, whose file is the installation's.
+fn check_dir(dir: &Path, path: &Path) -> Result<u32, InstallationIdError> {
     let meta = std::fs::metadata(dir).map_err(|source| InstallationIdError::Read {
         path: path.to_path_buf(),
         source,
@@ -254,17 +255,19 @@ fn check_dir(dir: &Path, path: &Path) -> Result<(), InstallationIdError> {
             problem: IdFileProblem::DirWritableByEveryone { mode },
         });
     }
-    Ok(())
+    Ok(meta.uid())
 }
 
-/// What is wrong with the opened file, if anything.
-fn file_problem(meta: &std::fs::Metadata) -> Option<IdFileProblem> {
+/// What is wrong with the opened file, if anything. Its owner may be this user, root, or the
+/// owner of the installation's directory (root running trog on an account's installation reads
+/// the account's file; the account reads one a run as root made).
+fn file_problem(meta: &std::fs::Metadata, dir_owner: u32) -> Option<IdFileProblem> {
     if !meta.is_file() {
         return Some(IdFileProblem::NotARegularFile);
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    if meta.uid() != me && meta.uid() != 0 {
+    if ![me, 0, dir_owner].contains(&meta.uid()) {
         return Some(IdFileProblem::AnotherUsers { uid: meta.uid() });
     }
     let mode = meta.mode() & 0o7777;
@@ -376,6 +379,33 @@ mod tests {
         );
         assert!(error.hint().unwrap().contains("chmod o-w"));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
+    /// Only root can give a file away; run as another user, the refusal is checked by the
+    /// others' runs as root (CI's).
+    #[test]
+    fn a_file_of_another_user_is_refused_unless_they_own_the_installation() {
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let dir = private_dir();
+        let made = installation_id(dir.path(), [4; 16]).unwrap();
+        let path = installation_id_path(dir.path());
+        std::os::unix::fs::chown(&path, Some(12345), None).unwrap();
+        let error = read_installation_id(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                InstallationIdError::Unsafe {
+                    problem: IdFileProblem::AnotherUsers { uid: 12345 },
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        // The installation is that user's: the file is theirs to make, and root reads it.
+        std::os::unix::fs::chown(dir.path(), Some(12345), None).unwrap();
+        assert_eq!(read_installation_id(dir.path()).unwrap(), Some(made));
     }
 
     #[test]
