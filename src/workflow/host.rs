@@ -165,9 +165,6 @@ pub fn back_up_host(
             (machine, Filesystems::RootDisk, from)
         }
     };
-    let _machine_lock = locks.acquire(&Subject::Guest(machine.to_string()), &mut |text| {
-        reporter.say(text)
-    })?;
     let inputs = generate_guest_inputs(
         configured,
         credentials,
@@ -175,14 +172,17 @@ pub fn back_up_host(
         AddressPolicy::ReadOnly,
         reporter,
     )?;
-    let ssh = find_machine_login(paths, locks, domain, &machine, credentials, answer_timeout)
-        .and_then(|login| {
-            let key = PrivateKeyFile::write(&login.keypair)?;
-            let ssh = log_into_machine(&login, &key, None, &Progress::new(ProgressMode::Plain))?;
-            Ok((ssh, key))
-        })
-        .map_err(|failure| machine_not_reached(&inputs, &machine, failure))?;
-    back_up_on_machine(&ssh.0, &inputs, &from, filesystems, now_unix)
+    let not_reached = |failure| machine_not_reached(&inputs, &machine, failure);
+    // Found before the lock is taken: a machine that cannot be found leaves nothing behind.
+    let login = find_machine_login(paths, locks, domain, &machine, credentials, answer_timeout)
+        .map_err(not_reached)?;
+    let _machine_lock = locks.acquire(&Subject::Guest(machine.to_string()), &mut |text| {
+        reporter.say(text)
+    })?;
+    let key = PrivateKeyFile::write(&login.keypair)?;
+    let ssh = log_into_machine(&login, &key, None, &Progress::new(ProgressMode::Plain))
+        .map_err(not_reached)?;
+    back_up_on_machine(&ssh, &inputs, &from, filesystems, now_unix)
 }
 
 /// Destroys a domain without a guest of its own: an existing host is refused; a dependent's

@@ -212,8 +212,15 @@ impl Diagnose for NoGuestOfItsOwn {
 /// the end of its `depends_on` chain. A domain whose file cannot be read (removed, an orphan,
 /// or invalid) is looked for as a guest of its own, as it was before it had a file.
 pub fn where_domain_runs(paths: &InstallationPaths, domain: &DomainName) -> RunsOn {
+    // The settings the distro and machine recipes take are accepted in `_global` as a guest's
+    // configuration accepts them; without the cookbook, only the declared ones.
+    let recipe_settings = crate::cookbook::load::recipes_dir()
+        .ok()
+        .and_then(|dir| crate::cookbook::load::load_cookbook(&dir).ok())
+        .map(|cookbook| crate::generate::recipe_settings(&cookbook))
+        .unwrap_or_default();
     let runs_on = |domain: &DomainName| {
-        crate::config::guest::load_guest(paths, domain)
+        crate::config::guest::load_guest_with_recipe_settings(paths, domain, &recipe_settings)
             .ok()
             .map(|guest| guest.settings.runs_on())
     };
@@ -298,6 +305,52 @@ mod tests {
                 refused.hint()
             );
         }
+    }
+
+    /// An installation whose `_base` sets what the distro recipe takes (`upgrade`), with a
+    /// chain `blog` → `www` → `web`, an existing host `old`, and `web`'s own guest.
+    #[test]
+    fn where_a_domain_runs_is_read_from_its_file_to_the_end_of_its_chain() {
+        let root = tempfile::tempdir().unwrap();
+        let etc = root.path().join("etc");
+        std::fs::create_dir_all(etc.join("recipes.d")).unwrap();
+        let base = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("etc/recipes.yaml"),
+        )
+        .unwrap();
+        std::fs::write(
+            etc.join("recipes.yaml"),
+            base.replace(
+                "    release: bookworm\n",
+                "    release: bookworm\n    upgrade: false\n",
+            ),
+        )
+        .unwrap();
+        for (name, global) in [
+            ("web.example.test", "cpus: 1"),
+            ("www.example.test", "depends_on: web.example.test"),
+            ("blog.example.test", "depends_on: www.example.test"),
+            ("old.example.test", "existing_host: 192.0.2.7"),
+        ] {
+            std::fs::write(
+                etc.join(format!("recipes.d/{name}.yaml")),
+                format!("{name}:\n  _global:\n    {global}\n  nginx: {{}}\n"),
+            )
+            .unwrap();
+        }
+        let paths = InstallationPaths::resolve(etc.to_str(), None, None);
+        let runs = |name: &str| where_domain_runs(&paths, &domain(name));
+        assert_eq!(
+            runs("blog.example.test"),
+            RunsOn::DependsOn(domain("web.example.test"))
+        );
+        assert_eq!(
+            runs("old.example.test"),
+            RunsOn::ExistingHost("192.0.2.7".into())
+        );
+        assert_eq!(runs("web.example.test"), RunsOn::OwnGuest);
+        // No file (an orphan): looked for as a guest of its own.
+        assert_eq!(runs("gone.example.test"), RunsOn::OwnGuest);
     }
 
     #[test]

@@ -1605,6 +1605,15 @@ fn sites() -> Vec<Case> {
     .into_iter()
     .chain(verbs_about_a_guest_without_one())
     .chain([
+        case("backup of a dependent whose machine was never built", "backup example.test", CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "cpus: 1")))
+            .says("`depends_on` of example.test (other.test's machine)")
+            .says("`trog provision other.test`"),
+        case("backup of an existing host without its key", "backup example.test", CONFIG)
+            .edit(write(GUEST_FILE, guest("existing_host: 192.0.2.7", "nginx: {}")))
+            .says("`existing_host` of example.test (example.test's machine)")
+            .says("`trog provision example.test`"),
         case("status --all, installation-id a link", "status --all", CONFIG)
             .edit(write("elsewhere-id", "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10\n"))
             .edit(link("etc/installation-id", "{ROOT}/elsewhere-id"))
