@@ -8,13 +8,7 @@ use std::path::{Path, PathBuf};
 /// Imports between top-level modules that still close a cycle. Taking one out of the code fails
 /// the test until it is taken out of this list too, and a new import that closes a cycle fails
 /// it at once.
-const CYCLES_LEFT: [(&str, &str, &str); 3] = [
-    (
-        "cli",
-        "commands",
-        "cli/ dispatches to the commands, whose argument types are declared beside them, and the \
-         commands read the global and shared arguments cli/ declares",
-    ),
+const CYCLES_LEFT: [(&str, &str, &str); 2] = [
     (
         "output",
         "workflow",

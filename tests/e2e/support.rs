@@ -98,12 +98,19 @@ impl Drop for MirrorServer {
 /// Runs a `bin/` entry point with the installation and credentials on standard input; what it
 /// printed is recorded for the secret scan.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
+    let started = std::time::Instant::now();
     let output = root_warning::output_without_root_warning(
         spawn_verb(verb, installation, args)
             .wait_with_output()
             .unwrap(),
     );
     let command = format!("{verb} {}", args.join(" "));
+    // Where a binary's time goes, in its log (tests/run prints it): one line a verb.
+    eprintln!(
+        "[verb] {command}: exit {:?} after {:.0?}",
+        output.status.code(),
+        started.elapsed()
+    );
     record_printed(&format!("stdout of {command}"), &text(&output.stdout));
     record_printed(&format!("stderr of {command}"), &text(&output.stderr));
     output
