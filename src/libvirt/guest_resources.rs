@@ -362,7 +362,11 @@ impl GuestResources<'_> {
                 domain
                     .set_metadata(
                         virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                        Some(&render_tag(self.desired.domain.as_str(), tag)),
+                        Some(&render_tag(
+                            self.desired.domain.as_str(),
+                            tag,
+                            self.desired.installation.as_deref(),
+                        )),
                         Some(TAG_PREFIX),
                         Some(TAG_NAMESPACE),
                         virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
@@ -504,7 +508,11 @@ impl GuestResources<'_> {
         domain
             .set_metadata(
                 virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                Some(&render_tag(self.desired.domain.as_str(), tag)),
+                Some(&render_tag(
+                    self.desired.domain.as_str(),
+                    tag,
+                    self.desired.installation.as_deref(),
+                )),
                 Some(TAG_PREFIX),
                 Some(TAG_NAMESPACE),
                 flags,

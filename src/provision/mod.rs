@@ -110,6 +110,7 @@ pub fn prepare(
         &inputs.generated,
         settings,
         guest.hypervisor,
+        inputs.installation.as_ref(),
     );
     let resources = GuestResources {
         connection: guest.connection,

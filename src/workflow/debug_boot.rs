@@ -26,6 +26,7 @@ use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, Console
 use crate::workflow::debug_boot_disk::GuestOnDisk;
 use crate::workflow::debug_domain::DebugDomain;
 use crate::workflow::hypervisor_machine::ssh_machine_for;
+use crate::workflow::locate::{refuse_without_own_guest, GuestVerb};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
@@ -324,6 +325,11 @@ pub fn debug_boot_in(
     } else {
         GuestUse::Read
     };
+    refuse_without_own_guest(
+        GuestVerb::DebugBoot,
+        request.domain,
+        fleet.runs_on(request.domain),
+    )?;
     let session = GuestSession::open(
         fleet,
         &GuestAddress {
