@@ -324,7 +324,7 @@ fn plan_steps_converge_against_real_libvirt() {
         .unwrap()
         .set_metadata(
             virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-            Some(&render_tag(desired.domain.as_str(), &finished, None)),
+            Some(&render_tag(desired.domain.as_str(), &finished, None).unwrap()),
             Some(TAG_PREFIX),
             Some(TAG_NAMESPACE),
             virt::sys::VIR_DOMAIN_AFFECT_CONFIG,

@@ -6,6 +6,7 @@
 //! attribute: it is trog's, by an installation nobody recorded.
 
 use crate::plan::GuestTag;
+use crate::render::xml_text::{escape_xml, ControlCharacter};
 
 /// trog's XML namespace. libvirt keeps one metadata element per namespace.
 pub const TAG_NAMESPACE: &str = "urn:x-trog:guest:1";
@@ -15,18 +16,23 @@ pub const TAG_PREFIX: &str = "trog";
 pub const OWNER: &str = "trog";
 
 /// The element as written into the domain's metadata, naming `installation` when there is one.
-pub fn render_tag(domain: &str, tag: &GuestTag, installation: Option<&str>) -> String {
+pub fn render_tag(
+    domain: &str,
+    tag: &GuestTag,
+    installation: Option<&str>,
+) -> Result<String, ControlCharacter> {
     let payload = tag.payload_digest.as_deref().unwrap_or("");
-    let installation = installation
-        .map(|id| format!(" installation=\"{}\"", escape(id)))
-        .unwrap_or_default();
-    format!(
+    let installation = match installation {
+        Some(id) => format!(" installation=\"{}\"", escape_xml(id)?),
+        None => String::new(),
+    };
+    Ok(format!(
         "<guest xmlns=\"{TAG_NAMESPACE}\" owner=\"{OWNER}\" domain=\"{}\" boot=\"{}\" shape=\"{}\" payload=\"{}\"{installation}/>",
-        escape(domain),
-        escape(&tag.boot_fingerprint),
-        escape(&tag.shape_fingerprint),
-        escape(payload)
-    )
+        escape_xml(domain)?,
+        escape_xml(&tag.boot_fingerprint)?,
+        escape_xml(&tag.shape_fingerprint)?,
+        escape_xml(payload)?
+    ))
 }
 
 /// Who made a domain, as its metadata in trog's namespace says.
@@ -89,14 +95,6 @@ pub fn parse_tag(element: &str) -> Option<GuestTag> {
     })
 }
 
-fn escape(value: &str) -> String {
-    value
-        .replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,10 +107,10 @@ mod tests {
             payload_digest: None,
         };
         assert_eq!(
-            parse_tag(&render_tag("www.example.test", &tag, None)),
+            parse_tag(&render_tag("www.example.test", &tag, None).unwrap()),
             Some(tag.clone())
         );
-        let named = render_tag("www.example.test", &tag, Some("0b5e-1"));
+        let named = render_tag("www.example.test", &tag, Some("0b5e-1")).unwrap();
         assert_eq!(parse_tag(&named), Some(tag.clone()));
         assert_eq!(
             maker_of(Some(&named)),
