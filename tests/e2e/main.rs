@@ -543,12 +543,8 @@ fn provision_converge_and_destroy_a_real_guest() {
         format!("{domain}: on local, converged\n")
     );
 
-    // 3'. An extra disk added to the running guest's file: plugged in, formatted, mounted.
+    // 3a. An extra disk added to the running guest's file: plugged in, formatted, mounted.
     extra_disk::added_to_the_running_guest(&installation, &address);
-
-    // 3a. Its seed is gone from the domain and the pool; restarted without it, the guest keeps
-    //     its instance and answers with the same pinned host key.
-    retired_seed::the_seed_is_gone_and_a_restart_keeps_the_host_key(&installation, &address);
 
     // 3b. The guest is trusted by the host key trog gave it, and nothing else is.
     host_keys::only_the_guests_own_host_key_is_trusted(&installation, &address);
@@ -622,12 +618,16 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     planted.read_from_guest(&|command| on_guest(&installation, &address, command));
 
-    // 4a. Its disk bus and machine type changed: redefined and restarted, its disks intact.
-    machine_change::bus_and_machine_changed(
+    // 4a. Its seed is gone from the domain and the pool (retired after the rebuild's first
+    //     boot too). Its disk bus and machine type changed: redefined and restarted without the
+    //     seed, its disks intact, the same instance of cloud-init and the same pinned host key.
+    let before_the_restart = retired_seed::gone_before_a_restart(&installation, &address);
+    let address = machine_change::bus_and_machine_changed(
         &installation,
         &address,
         &[(extra_disk::KEPT_FILE, extra_disk::KEPT_TEXT)],
     );
+    retired_seed::kept_across_the_restart(&installation, &address, &before_the_restart);
 
     // 5. Destroyed: no domain, no disk, no snapshot, no seed; the data volume and the shared base
     //    image stay until --purge, which takes the data volume too.
