@@ -121,6 +121,38 @@ impl<E: Diagnose> From<E> for Failure {
     }
 }
 
+/// How a run failed, for programs: the exit status it ends with, every message from the outermost
+/// error down to its first cause, and what to do.
+#[derive(Debug, serde::Serialize)]
+pub struct ErrorEvent {
+    pub exit_status: ExitStatusJson,
+    pub message: String,
+    pub causes: Vec<String>,
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct ExitStatusJson {
+    pub code: i32,
+    pub name: &'static str,
+}
+
+impl ErrorEvent {
+    pub fn of(failure: &Failure) -> ErrorEvent {
+        let mut chain = failure.chain();
+        let message = chain.remove(0);
+        ErrorEvent {
+            exit_status: ExitStatusJson {
+                code: failure.status.code(),
+                name: failure.status.name(),
+            },
+            message,
+            causes: chain,
+            hint: failure.hint.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,32 +1,8 @@
 //! The crate's layering, checked on its source (ARCHITECTURE.md, "Invariants"): only `libvirt/`
-//! names the `virt` crate, and the top-level modules import each other without a cycle, but for
-//! the imports listed in [`CYCLES_LEFT`], each with why it is still there.
+//! names the `virt` crate, and the top-level modules import each other without a cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// Imports between top-level modules that still close a cycle. Taking one out of the code fails
-/// the test until it is taken out of this list too, and a new import that closes a cycle fails
-/// it at once.
-const CYCLES_LEFT: [(&str, &str, &str); 3] = [
-    (
-        "cli",
-        "commands",
-        "cli/ dispatches to the commands, whose argument types are declared beside them, and the \
-         commands read the global and shared arguments cli/ declares",
-    ),
-    (
-        "output",
-        "workflow",
-        "output/events.rs is every JSON event, naming the verbs' reports, while the workflows \
-         report their steps through output::progress",
-    ),
-    (
-        "output",
-        "provision",
-        "output/events.rs names provision's reports, as it does the workflows'",
-    ),
-];
 
 fn source_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -155,23 +131,9 @@ fn find_cycle(edges: &BTreeSet<(String, String)>) -> Option<Vec<String>> {
 }
 
 #[test]
-fn the_top_level_modules_import_each_other_without_a_cycle_but_those_listed() {
+fn the_top_level_modules_import_each_other_without_a_cycle() {
     let graph = import_graph();
-    for (from, to, why) in CYCLES_LEFT {
-        assert!(
-            graph.contains_key(&(from.to_string(), to.to_string())),
-            "{from}/ no longer imports {to}/: take it out of CYCLES_LEFT ({why})"
-        );
-    }
-    let allowed: BTreeSet<(String, String)> = CYCLES_LEFT
-        .iter()
-        .map(|(from, to, _)| (from.to_string(), to.to_string()))
-        .collect();
-    let edges: BTreeSet<(String, String)> = graph
-        .keys()
-        .filter(|edge| !allowed.contains(*edge))
-        .cloned()
-        .collect();
+    let edges: BTreeSet<(String, String)> = graph.keys().cloned().collect();
     if let Some(cycle) = find_cycle(&edges) {
         let files: Vec<String> = cycle
             .windows(2)

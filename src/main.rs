@@ -8,7 +8,7 @@ fn main() {
     // reports and cleans up after, not a signal that kills it mid-step. A reader of trog's own
     // output that goes away (`trog recipes | head -1`) is handled where trog prints
     // (`output::print`): the run goes on quietly and ends with its own status.
-    let cli = match trog::cli::Cli::try_parse() {
+    let cli = match trog::commands::verbs::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => trog::report::exit_on_bad_command_line(error),
     };
@@ -16,7 +16,7 @@ fn main() {
     if !cli.command.is_installer_verb() {
         trog::commands::warn_when_root(json);
     }
-    let status = match trog::cli::run(cli).and_then(|status| {
+    let status = match trog::commands::verbs::run(cli).and_then(|status| {
         trog::output::print::finish_stdout()?;
         Ok(status)
     }) {

@@ -105,36 +105,16 @@ pub fn default_name(unix_seconds: i64) -> String {
 
 /// `20261130T212233Z` for a Unix time: the form of snapshot names and backup archives.
 pub fn utc_compact(unix_seconds: i64) -> String {
-    let days = unix_seconds.div_euclid(86_400);
-    let second_of_day = unix_seconds.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        second_of_day / 3600,
-        second_of_day % 3600 / 60,
-        second_of_day % 60
-    )
+    utc(unix_seconds).format(UTC_COMPACT).to_string()
 }
 
-/// Year, month, day of a count of days since 1970-01-01 (the proleptic Gregorian calendar; the
-/// algorithm of Howard Hinnant's `civil_from_days`). The one copy: lock records print their
-/// time with it too.
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+/// The format of [`utc_compact`], for chrono.
+pub(crate) const UTC_COMPACT: &str = "%Y%m%dT%H%M%SZ";
+
+/// The UTC time of a Unix time; one beyond chrono's range (hundreds of thousands of years away)
+/// reads as the epoch.
+pub(crate) fn utc(unix_seconds: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(unix_seconds, 0).unwrap_or_default()
 }
 
 /// Checks a name given with `--name` (the command line has checked it already; a caller of the

@@ -1,10 +1,17 @@
 # Package installation for the whole guest: every recipe's packages for {{ distro }} {{ release }}.
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold
+# apt itself asks again when a mirror's connection fails (three times, 1, 2 and 4 s apart) and
+# turns to the next mirror of a list when one answers an error, but it never asks a mirror again
+# after an error answer: one 503 from a cache whose upstream hiccuped fails the whole command.
+# So a command that failed runs again after a pause, twice (10 s, then 30 s: time for a cache or
+# a mirror guest to come back), before the finish fails.
+APT_AGAIN := sh -c 'for pause in 10 30 -; do "$$@" && exit 0; test "$$pause" = - && exit 1; echo "apt failed; trying again in $$pause s" >&2; sleep "$$pause"; done' apt-again env
 
 # With a mirror, every suite comes from it, security included (from `security_mirror` when set):
 # a guest that must reach the internet for its security updates has no mirror worth the name.
 # With fallbacks, apt reads the mirrors from a list (`mirror+file:`) and turns to the next one
-# when one fails a request.
+# when one fails a request; each line's priority keeps the order they are written in (without
+# one, apt picks an order of its own, and a guest could ask the archive before the mirror).
 {%- set primary = "mirror+file:/etc/apt/mirrors/trog-debian.list" if global.fallback_mirrors is defined and global.fallback_mirrors else global.mirror %}
 {%- set security = "mirror+file:/etc/apt/mirrors/trog-debian-security.list" if global.fallback_security_mirrors is defined and global.fallback_security_mirrors else global.security_mirror %}
 debian-sources:
@@ -13,10 +20,10 @@ debian-sources:
 	mkdir -p /etc/apt/mirrors
 {%- endif %}
 {%- if global.fallback_mirrors is defined and global.fallback_mirrors %}
-	printf '%s\n' {{ global.mirror }}{% for fallback in global.fallback_mirrors %} {{ fallback }}{% endfor %} > /etc/apt/mirrors/trog-debian.list
+	printf '%s\tpriority:%s\n' {{ global.mirror }} 1{% for fallback in global.fallback_mirrors %} {{ fallback }} {{ loop.index + 1 }}{% endfor %} > /etc/apt/mirrors/trog-debian.list
 {%- endif %}
 {%- if global.fallback_security_mirrors is defined and global.fallback_security_mirrors %}
-	printf '%s\n' {{ global.security_mirror }}{% for fallback in global.fallback_security_mirrors %} {{ fallback }}{% endfor %} > /etc/apt/mirrors/trog-debian-security.list
+	printf '%s\tpriority:%s\n' {{ global.security_mirror }} 1{% for fallback in global.fallback_security_mirrors %} {{ fallback }} {{ loop.index + 1 }}{% endfor %} > /etc/apt/mirrors/trog-debian-security.list
 {%- endif %}
 {%- if global.security_mirror is defined and global.security_mirror %}
 	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ security }} {{ release }} > /etc/apt/sources.list.d/debian.sources
@@ -29,8 +36,8 @@ debian-sources:
 {%- endif %}
 
 debian: debian-sources
-	$(APT_GET) update
+	$(APT_AGAIN) $(APT_GET) update
 {%- if args.upgrade %}
-	$(APT_GET) upgrade
+	$(APT_AGAIN) $(APT_GET) upgrade
 {%- endif %}
-	$(APT_GET) install --no-install-recommends {{ packages }}
+	$(APT_AGAIN) $(APT_GET) install --no-install-recommends {{ packages }}

@@ -1,14 +1,21 @@
 # Package installation for the whole guest: every recipe's packages for {{ distro }} {{ release }}.
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold
+# apt itself asks again when a mirror's connection fails (three times, 1, 2 and 4 s apart) and
+# turns to the next mirror of a list when one answers an error, but it never asks a mirror again
+# after an error answer: one 503 from a cache whose upstream hiccuped fails the whole command.
+# So a command that failed runs again after a pause, twice (10 s, then 30 s: time for a cache or
+# a mirror guest to come back), before the finish fails.
+APT_AGAIN := sh -c 'for pause in 10 30 -; do "$$@" && exit 0; test "$$pause" = - && exit 1; echo "apt failed; trying again in $$pause s" >&2; sleep "$$pause"; done' apt-again env
 
 # With fallbacks, apt reads the mirrors from a list (`mirror+file:`) and turns to the next one
-# when one fails a request.
+# when one fails a request; each line's priority keeps the order they are written in (without
+# one, apt picks an order of its own, and a guest could ask the archive before the mirror).
 {%- set primary = "mirror+file:/etc/apt/mirrors/trog-ubuntu.list" if global.fallback_mirrors is defined and global.fallback_mirrors else global.mirror %}
 ubuntu-sources:
 {%- if global.mirror is defined and global.mirror %}
 {%- if global.fallback_mirrors is defined and global.fallback_mirrors %}
 	mkdir -p /etc/apt/mirrors
-	printf '%s\n' {{ global.mirror }}{% for fallback in global.fallback_mirrors %} {{ fallback }}{% endfor %} > /etc/apt/mirrors/trog-ubuntu.list
+	printf '%s\tpriority:%s\n' {{ global.mirror }} 1{% for fallback in global.fallback_mirrors %} {{ fallback }} {{ loop.index + 1 }}{% endfor %} > /etc/apt/mirrors/trog-ubuntu.list
 {%- endif %}
 	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-backports %s-security\nComponents: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/ubuntu.sources
 {%- else %}
@@ -16,8 +23,8 @@ ubuntu-sources:
 {%- endif %}
 
 ubuntu: ubuntu-sources
-	$(APT_GET) update
+	$(APT_AGAIN) $(APT_GET) update
 {%- if args.upgrade %}
-	$(APT_GET) upgrade
+	$(APT_AGAIN) $(APT_GET) upgrade
 {%- endif %}
-	$(APT_GET) install --no-install-recommends {{ packages }}
+	$(APT_AGAIN) $(APT_GET) install --no-install-recommends {{ packages }}

@@ -138,39 +138,10 @@ pub fn archive_stem(unix_seconds: i64) -> String {
 /// The Unix time an archive's stem names, or `None` for a stem that is not one
 /// (`20261201T010203Z`).
 pub fn stem_time(stem: &str) -> Option<i64> {
-    let bytes = stem.as_bytes();
-    if bytes.len() != 16 || bytes[8] != b'T' || bytes[15] != b'Z' {
-        return None;
-    }
-    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
-        let text = stem.get(range)?;
-        text.bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| text.parse().ok())?
-    };
-    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
-    let (hour, minute, second) = (digits(9..11)?, digits(11..13)?, digits(13..15)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 59 {
-        return None;
-    }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    // A day past the month's end (20260231) reads back as another date: not a stem trog wrote.
+    let time = chrono::NaiveDateTime::parse_from_str(stem, crate::snapshot::UTC_COMPACT).ok()?;
+    let seconds = time.and_utc().timestamp();
+    // Only the form trog writes: fixed widths, nothing chrono would also accept.
     (utc_compact(seconds) == stem).then_some(seconds)
-}
-
-/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (Howard Hinnant's
-/// `days_from_civil`, the inverse of the one `utc_compact` uses).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// The newest of `stems` (archives of one guest), by the time each names.
@@ -196,26 +167,46 @@ pub fn past_retention(stems: &[String], now_unix: i64, retention_days: u32) -> V
     swept
 }
 
-/// The shell that writes, to standard output, an uncompressed tar of `paths` on the guest.
+/// Which filesystems of a machine a backup reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filesystems {
+    /// Only the root disk's: on a guest trog built (and a dependent's site on one), the data
+    /// volume has its own life and is left out.
+    RootDisk,
+    /// Every one a listed path is on: an existing host has no data volume of trog's, and what
+    /// its recipes list is backed up wherever it is mounted.
+    Every,
+}
+
+/// The shell that writes, to standard output, an uncompressed tar of `paths` on the machine.
 /// Deterministic: names sorted, owners by number, no access or change times (GNU format), so the
-/// same files give the same bytes. Only the root disk's filesystem is read (`--one-file-system`,
-/// and a listed path on another filesystem, such as the data volume, is left out and named on
-/// standard error): the data volume has its own life. A listed path that does not exist is
+/// same files give the same bytes. With [`Filesystems::RootDisk`] only the root disk's filesystem
+/// is read (`--one-file-system`, and a listed path on another filesystem, such as the data
+/// volume, is left out and named on standard error). A listed path that does not exist is
 /// passed over.
-pub fn guest_tar_script(paths: &[BackupPath]) -> String {
+pub fn guest_tar_script(paths: &[BackupPath], filesystems: Filesystems) -> String {
     let relative: Vec<String> = paths
         .iter()
         .map(|path| shell_quote(path.path.trim_start_matches('/')))
         .collect();
+    let (on_root_disk, one_file_system) = match filesystems {
+        Filesystems::RootDisk => (
+            format!(
+                "if [ \"$(stat -c %d \"/$p\")\" = \"$root\" ]; then set -- \"$@\" \"$p\"; \
+                 else echo \"{SKIPPED_MARK}/$p\" >&2; fi;"
+            ),
+            " --one-file-system",
+        ),
+        Filesystems::Every => ("set -- \"$@\" \"$p\";".to_string(), ""),
+    };
     format!(
         "set -e; cd /; root=$(stat -c %d /); set --; \
          for p in {}; do \
            if [ -e \"/$p\" ] || [ -L \"/$p\" ]; then \
-             if [ \"$(stat -c %d \"/$p\")\" = \"$root\" ]; then set -- \"$@\" \"$p\"; \
-             else echo \"{SKIPPED_MARK}/$p\" >&2; fi; \
+             {on_root_disk} \
            fi; \
          done; \
-         tar --create --file=- --format=gnu --sort=name --numeric-owner --one-file-system \
+         tar --create --file=- --format=gnu --sort=name --numeric-owner{one_file_system} \
            --files-from=/dev/null -- \"$@\"",
         relative.join(" ")
     )
@@ -366,10 +357,13 @@ mod tests {
         std::fs::create_dir_all(root.join("srv/site")).unwrap();
         std::fs::write(root.join("srv/site/b.txt"), "b").unwrap();
         std::fs::write(root.join("srv/site/a.txt"), "a").unwrap();
-        let script = guest_tar_script(&[path("/srv/site", "data"), path("/nowhere", "x")])
-            .replace("cd /;", &format!("cd {};", root.display()))
-            .replace("\"/$p\"", &format!("\"{}/$p\"", root.display()))
-            .replace("stat -c %d /)", &format!("stat -c %d {})", root.display()));
+        let script = guest_tar_script(
+            &[path("/srv/site", "data"), path("/nowhere", "x")],
+            Filesystems::RootDisk,
+        )
+        .replace("cd /;", &format!("cd {};", root.display()))
+        .replace("\"/$p\"", &format!("\"{}/$p\"", root.display()))
+        .replace("stat -c %d /)", &format!("stat -c %d {})", root.display()));
         let run = || {
             let output = LocalMachine
                 .run(&MachineCommand::shell(&script))
@@ -387,6 +381,42 @@ mod tests {
             .map(|entry| entry.unwrap().path().unwrap().display().to_string())
             .collect();
         assert_eq!(names, ["srv/site/", "srv/site/a.txt", "srv/site/b.txt"]);
+    }
+
+    /// An existing host's backup reads a listed path whatever filesystem it is on; a guest's
+    /// leaves out, and names, one off its root disk.
+    #[test]
+    fn only_a_root_disk_backup_leaves_other_filesystems_out() {
+        let listed = [path("/srv/site", "data")];
+        let guest = guest_tar_script(&listed, Filesystems::RootDisk);
+        assert!(guest.contains("--one-file-system") && guest.contains(SKIPPED_MARK));
+        let host = guest_tar_script(&listed, Filesystems::Every);
+        assert!(
+            !host.contains("--one-file-system") && !host.contains(SKIPPED_MARK),
+            "{host}"
+        );
+        // /proc is another filesystem than / everywhere: read by the host's script only.
+        let proc_listed = [path("/proc/self/comm", "x")];
+        let run = |filesystems| {
+            LocalMachine
+                .run(&MachineCommand::shell(&guest_tar_script(
+                    &proc_listed,
+                    filesystems,
+                )))
+                .unwrap()
+        };
+        let skipped = run(Filesystems::RootDisk);
+        assert_eq!(
+            skipped_paths(&String::from_utf8_lossy(&skipped.stderr)),
+            ["/proc/self/comm"]
+        );
+        let read = run(Filesystems::Every);
+        let names: Vec<String> = tar::Archive::new(&read.stdout[..])
+            .entries()
+            .unwrap()
+            .map(|entry| entry.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, ["proc/self/comm"]);
     }
 
     /// A backup unpacked over a scratch root: files back with their times, login keys and the

@@ -1,6 +1,7 @@
 //! `destroy DOMAIN`: find the guest on whichever hypervisor has it, stop and undefine it (with
 //! its firmware and TPM state), delete its root disk and seed, and keep its data volume unless
-//! `--purge`. A failed step does not stop the rest; what was left behind is named, and the run
+//! `--purge`. A running guest is given 30 s to shut down cleanly, for the volumes that stay;
+//! with `--purge` none stays, and it is forced off at once. A failed step does not stop the rest; what was left behind is named, and the run
 //! exits with its own status.
 
 use crate::cli::target::GuestTarget;
@@ -16,7 +17,8 @@ use crate::workflow::destroy::{destroy, DestroyRequest, LastBackup};
 pub struct DestroyArgs {
     #[command(flatten)]
     pub target: GuestTarget,
-    /// Delete the guest's data volume too (its contents are lost).
+    /// Delete the guest's data volume and extra disks too (their contents are lost); a running
+    /// guest is forced off at once instead of being given time to shut down.
     #[arg(long)]
     pub purge: bool,
     /// Without a terminal, confirms --purge (on a terminal the guest's name is retyped).
@@ -77,6 +79,7 @@ pub fn run(global: &GlobalArgs, args: DestroyArgs) -> Result<ExitStatus, Failure
             &configured,
             &mut credentials,
             args.target.search.answer_timeout(),
+            &crate::commands::StderrReporter,
         )?,
         None => destroy(
             &global.installation_paths(),

@@ -4,7 +4,9 @@
 use crate::cli::GlobalArgs;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::images::build::{build_image, check_recipe, default_security_mirror, ImageRecipe};
+use crate::images::build::{
+    build_image, check_recipe, ImageRecipe, DEBIAN_ARCHIVE, DEBIAN_SECURITY_ARCHIVE,
+};
 use crate::images::default_cache_dir;
 use crate::machine::local::LocalMachine;
 use crate::output::events::{emit, BuiltImageSummary, Event, ImageSetting};
@@ -48,10 +50,19 @@ pub struct BuildArgs {
         default_value = "http://deb.debian.org/debian"
     )]
     pub mirror: String,
+    /// A mirror asked when --mirror fails a request, file by file (repeat: asked in the order
+    /// given), as the installation's `fallback_mirrors`.
+    #[arg(long = "fallback-mirror", value_name = "URL")]
+    pub fallback_mirrors: Vec<String>,
     /// Where the security suite comes from; default: Debian's security archive when the mirror
     /// is Debian's own, else the mirror itself.
     #[arg(long, value_name = "URL")]
     pub security_mirror: Option<String>,
+    /// A mirror asked when --security-mirror fails a request (repeat: asked in the order given);
+    /// default, without --security-mirror: the security suite of each --fallback-mirror, found
+    /// as for --mirror.
+    #[arg(long = "fallback-security-mirror", value_name = "URL")]
+    pub fallback_security_mirrors: Vec<String>,
     /// Further packages to install in the image (repeat, or separate with commas).
     #[arg(long = "include", value_name = "PACKAGE", value_delimiter = ',')]
     pub include: Vec<String>,
@@ -110,24 +121,71 @@ fn run_prune(global: &GlobalArgs, args: PruneArgs) -> Result<ExitStatus, Failure
     Ok(ExitStatus::Success)
 }
 
+/// Where the security suite of `mirror` is: Debian's own archive keeps it in one beside it; any
+/// other mirror is taken to serve it too.
+fn security_suite_of(mirror: &str) -> String {
+    if mirror == DEBIAN_ARCHIVE {
+        DEBIAN_SECURITY_ARCHIVE.to_string()
+    } else {
+        mirror.to_string()
+    }
+}
+
+/// The security suite's mirror and its fallbacks: as given, or, without --security-mirror,
+/// each mirror's own security suite in the same order (those of --fallback-security-mirror
+/// instead, when given).
+fn security_mirrors(
+    mirror: &str,
+    fallback_mirrors: &[String],
+    security_mirror: Option<String>,
+    fallback_security_mirrors: Vec<String>,
+) -> (String, Vec<String>) {
+    match security_mirror {
+        Some(security_mirror) => (security_mirror, fallback_security_mirrors),
+        None if fallback_security_mirrors.is_empty() => (
+            security_suite_of(mirror),
+            fallback_mirrors
+                .iter()
+                .map(|fallback| security_suite_of(fallback))
+                .collect(),
+        ),
+        None => (security_suite_of(mirror), fallback_security_mirrors),
+    }
+}
+
 fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure> {
     let mirror = args.mirror.trim_end_matches('/').to_string();
-    let security_mirror = args
-        .security_mirror
-        .unwrap_or_else(|| default_security_mirror(&mirror));
+    let fallback_mirrors: Vec<String> = args
+        .fallback_mirrors
+        .iter()
+        .map(|fallback| fallback.trim_end_matches('/').to_string())
+        .collect();
+    let (security_mirror, fallback_security_mirrors) = security_mirrors(
+        &mirror,
+        &fallback_mirrors,
+        args.security_mirror,
+        args.fallback_security_mirrors,
+    );
     let recipe = ImageRecipe {
         distro: args.distro,
         release: args.release,
         mirror,
+        fallback_mirrors,
         security_mirror,
+        fallback_security_mirrors,
         extra_packages: args.include,
         overlay: args.overlay,
     };
     check_recipe(&recipe)?;
     let cache = image_cache();
     if !global.json {
+        let then = if recipe.fallback_mirrors.is_empty() {
+            String::new()
+        } else {
+            format!(" (then {})", recipe.fallback_mirrors.join(", "))
+        };
         crate::errln!(
-            "building {} {} from {} (a few minutes)…",
+            "building {} {} from {}{then} (a few minutes)…",
             recipe.distro,
             recipe.release,
             recipe.mirror
@@ -166,4 +224,36 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
         crate::outln!("  image: {{url: {url}, sha256: {}}}", built.sha256);
     }
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_security_suite_follows_each_mirror_unless_given() {
+        let hub = "http://hub.example.test:3142/deb.debian.org/debian";
+        let fallbacks = vec![DEBIAN_ARCHIVE.to_string()];
+        assert_eq!(
+            security_mirrors(hub, &fallbacks, None, Vec::new()),
+            (hub.to_string(), vec![DEBIAN_SECURITY_ARCHIVE.to_string()])
+        );
+        let hub_security = "http://hub.example.test:3142/deb.debian.org/debian-security";
+        assert_eq!(
+            security_mirrors(hub, &fallbacks, Some(hub_security.into()), Vec::new()),
+            (hub_security.to_string(), Vec::new())
+        );
+        assert_eq!(
+            security_mirrors(
+                hub,
+                &fallbacks,
+                None,
+                vec!["http://security.example.test/debian-security".into()]
+            ),
+            (
+                hub.to_string(),
+                vec!["http://security.example.test/debian-security".to_string()]
+            )
+        );
+    }
 }

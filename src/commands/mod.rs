@@ -1,5 +1,6 @@
 //! One file per verb: each takes its parsed arguments and the global options, resolves the
-//! settings it needs, does its work through the core and the backends, and prints.
+//! settings it needs, does its work through the core and the backends, and prints. `verbs` is
+//! the list of verbs clap parses and the dispatch to each.
 
 pub mod addresses;
 pub mod assign_ip;
@@ -22,6 +23,7 @@ pub mod shell_docs;
 pub mod snapshot;
 pub mod status;
 pub mod status_all;
+pub mod verbs;
 
 /// What a workflow tells the user while it works (a lock it waits for, a warning about the
 /// fleet), printed on stderr as it comes.
@@ -36,7 +38,7 @@ impl crate::workflow::reporter::Reporter for StderrReporter {
 /// The one line a run as root gets on stderr (the specification: "DO NOT USE ROOT TO RUN THIS!"),
 /// wherever it runs: a terminal, cron's mail or the web button's log. Nothing turns it off; the
 /// way to silence it is to run trog as its account. (The installer's verbs, which bin/setup runs
-/// as root by design, do not warn: `cli::Command::is_installer_verb`.)
+/// as root by design, do not warn: `verbs::Command::is_installer_verb`.)
 pub const ROOT_WARNING: &str = "warning: trog runs as root here; run it as an account in group libvirt (hint: bin/setup makes one, `trog`: `sudo -u trog trog …`, and `trog root-programs sudoers` prints what it may do as root)";
 
 /// The warning a run gets: [`ROOT_WARNING`] as root, nothing otherwise.

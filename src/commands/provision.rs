@@ -10,14 +10,15 @@ use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::images::default_cache_dir;
 use crate::model::names::DomainName;
-use crate::output::events::{Event, GuestKey};
-use crate::output::progress::{Progress, ProgressMode};
+use crate::output::events::{emit, Event, GuestKey};
+use crate::output::progress::{PrintedProgress, ProgressMode};
 use crate::placement::render_decision;
 use crate::plan::Resolution;
 use crate::provision::run::{provision_guests, PlannedGuest, ProvisionOutput, ProvisionRequest};
 use crate::provision::site::{provision_site, OnHypervisor, SiteConvergence};
 use crate::provision::site_summary::{render as render_summary, summarise};
 use crate::provision::ConvergeReport;
+use crate::workflow::progress::Progress;
 
 /// `provision --all`'s guests converged at once unless `--parallel` says otherwise: two keep a
 /// hypervisor busy while one guest waits on its boot or its packages, without booting so many
@@ -92,7 +93,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         adopt_host_key: args.adopt_host_key,
         new_secret_store: args.new_secret_store,
     };
-    let mut progress = Progress::new(ProgressMode::for_run(global.json));
+    let mut progress = PrintedProgress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
     if args.all {
         let outcomes = provision_site(
@@ -112,7 +113,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         )?;
         let (summary, status) = summarise(&outcomes, args.dry_run);
         if global.json {
-            progress.event(&Event::SiteProvisioned(&summary));
+            emit(&Event::SiteProvisioned(&summary));
         } else {
             crate::out!("{}", render_summary(&summary));
         }
@@ -140,13 +141,13 @@ struct Printed {
 }
 
 impl ProvisionOutput for Printed {
-    fn warning(&mut self, progress: &mut Progress, text: &str) {
+    fn warning(&mut self, progress: &mut dyn Progress, text: &str) {
         progress.say(&format!("warning: {text}"));
     }
 
-    fn planned(&mut self, progress: &mut Progress, planned: &PlannedGuest<'_>) {
+    fn planned(&mut self, planned: &PlannedGuest<'_>) {
         if self.json {
-            progress.event(&Event::Plan {
+            emit(&Event::Plan {
                 guest: planned.guest.as_str(),
                 guest_key: planned.guest_key,
                 placement: planned.decision,
@@ -173,13 +174,9 @@ impl ProvisionOutput for Printed {
         confirmed_by_retyping(&format!("This recreates {volume} empty."), volume, self.yes)
     }
 
-    fn planned_on_machine(
-        &mut self,
-        progress: &mut Progress,
-        planned: &crate::provision::host::PlannedOnMachine<'_>,
-    ) {
+    fn planned_on_machine(&mut self, planned: &crate::provision::host::PlannedOnMachine<'_>) {
         if self.json {
-            progress.event(&Event::PlanOnMachine {
+            emit(&Event::PlanOnMachine {
                 guest: planned.guest.as_str(),
                 machine: planned.machine.as_str(),
                 state_dir: planned.state_dir,
@@ -207,9 +204,9 @@ impl ProvisionOutput for Printed {
         }
     }
 
-    fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport) {
+    fn converged(&mut self, report: &ConvergeReport) {
         if self.json {
-            progress.event(&Event::Done { report });
+            emit(&Event::Done { report });
         } else if !report.converged_already {
             crate::outln!(
                 "{} is on {}{}, provisioned in {:.1}s",

@@ -8,7 +8,7 @@ use crate::credentials::CredentialSource;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::output::events::{emit, Event};
-use crate::output::progress::{Progress, ProgressMode};
+use crate::output::progress::{PrintedProgress, ProgressMode};
 use crate::snapshot::Which;
 use crate::workflow::restore::restore;
 
@@ -35,7 +35,7 @@ pub fn run(global: &GlobalArgs, args: RestoreArgs) -> Result<ExitStatus, Failure
         (None, false) => Which::Latest,
     };
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;
-    let progress = Progress::new(ProgressMode::for_run(global.json));
+    let progress = PrintedProgress::new(ProgressMode::for_run(global.json));
     let report = restore(
         &global.installation_paths(),
         &args.target.address(),

@@ -47,7 +47,7 @@ impl Diagnose for ShellDocsError {
 }
 
 pub fn completions(args: CompletionsArgs) -> Result<ExitStatus, Failure> {
-    let mut command = crate::cli::Cli::command();
+    let mut command = crate::commands::verbs::Cli::command();
     // Generated whole first: clap_complete panics on a write that fails, and the script is a few
     // kilobytes.
     let mut script = Vec::new();
@@ -76,7 +76,7 @@ fn write_page(dir: &Path, path: &Path, page: &[u8]) -> Result<(), ShellDocsError
 
 /// Every man page, by file name: `trog.1`, then `trog-VERB.1` for each verb that is not hidden.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
-    let mut command = crate::cli::Cli::command();
+    let mut command = crate::commands::verbs::Cli::command();
     // Building propagates the global options (--json, --credentials, ...) into every verb, so
     // each verb's page lists them where its synopsis is used.
     command.build();
@@ -102,7 +102,7 @@ mod tests {
     use super::*;
 
     fn verbs() -> Vec<String> {
-        crate::cli::Cli::command()
+        crate::commands::verbs::Cli::command()
             .get_subcommands()
             .filter(|verb| !verb.is_hide_set())
             .map(|verb| verb.get_name().to_string())
@@ -144,7 +144,12 @@ mod tests {
             clap_complete::Shell::Fish,
         ] {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut crate::cli::Cli::command(), "trog", &mut script);
+            clap_complete::generate(
+                shell,
+                &mut crate::commands::verbs::Cli::command(),
+                "trog",
+                &mut script,
+            );
             let script = String::from_utf8(script).unwrap();
             for verb in verbs() {
                 assert!(script.contains(&verb), "{shell:?} does not complete {verb}");

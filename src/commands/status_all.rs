@@ -1,7 +1,9 @@
 //! `status --all`: every guest of recipes.d as `status DOMAIN` says it, then the drift: what the
-//! hypervisors hold that recipes.d does not declare (orphans, with the command that removes each)
-//! and same-named domains trog did not make. Removes nothing. Exits 0 when every guest is
-//! converged and nothing drifted, 1 otherwise.
+//! hypervisors hold that recipes.d does not declare (this installation's orphans, with the
+//! command that removes each; another installation's guests, listed only; guests tagged before
+//! tags named their installation, said so) and same-named domains trog did not make. Removes
+//! nothing. Exits 0 when every guest is converged and nothing drifted that may be this
+//! installation's, 1 otherwise.
 
 use crate::cli::target::FleetSearch;
 use crate::cli::GlobalArgs;
@@ -48,17 +50,46 @@ pub fn run(global: &GlobalArgs, search: &FleetSearch) -> Result<ExitStatus, Fail
         }
     }
     let drift = &site.drift;
-    if drift.orphans.is_empty() && drift.foreign.is_empty() {
-        crate::outln!("no drift: every guest trog made is declared in recipes.d");
+    if drift.is_empty() {
+        crate::outln!("no drift: every guest this installation made is declared in recipes.d");
     }
     if !drift.orphans.is_empty() {
-        crate::outln!("made by trog, declared by no file of recipes.d (left as they are):");
+        crate::outln!(
+            "made by this installation, declared by no file of recipes.d (left as they are):"
+        );
         for orphan in &drift.orphans {
             crate::outln!(
                 "  {} on {}: remove it with `{}`",
                 orphan.guest,
                 orphan.hypervisor,
                 orphan.remove_with
+            );
+        }
+    }
+    if !drift.unknown_installation.is_empty() {
+        crate::outln!(
+            "made by trog before its tags named their installation, declared by no file of \
+             recipes.d: this installation's or another's, trog cannot tell (left as they are):"
+        );
+        for unknown in &drift.unknown_installation {
+            crate::outln!(
+                "  {} on {}: only if it is this installation's, `{}` removes it",
+                unknown.guest,
+                unknown.hypervisor,
+                unknown.remove_with
+            );
+        }
+    }
+    if !drift.other_installations.is_empty() {
+        crate::outln!(
+            "made by another installation of trog sharing the hypervisor (theirs, left to them):"
+        );
+        for theirs in &drift.other_installations {
+            crate::outln!(
+                "  {} on {}: installation {}",
+                theirs.guest,
+                theirs.hypervisor,
+                theirs.installation
             );
         }
     }

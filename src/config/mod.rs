@@ -10,7 +10,8 @@
 //! - `guest`: the merged [`guest::GuestConfig`]; `load`: the thin file-reading part;
 //! - `changeme`: placeholders still waiting for a value;
 //! - `convergence`: what a change of each setting costs a guest that is built;
-//! - `site_graph`: which domain runs on which machine (`depends_on`), and in which order.
+//! - `site_graph`: which domain runs on which machine (`depends_on`), and in which order;
+//! - `installation_id`: the installation's identity, made once, written into trog's tags.
 
 pub mod bounded_read;
 pub mod changeme;
@@ -19,6 +20,7 @@ pub mod error;
 pub mod global_schema;
 pub mod guest;
 pub mod hypervisors_conf;
+pub mod installation_id;
 pub mod load;
 pub mod merge;
 pub mod paths;

@@ -37,11 +37,23 @@ pub fn bake_inputs(
         .security_mirror
         .clone()
         .unwrap_or_else(|| default_security_mirror(&mirror));
-    Ok(Some(BakeInputs::new(
+    let mut inputs = BakeInputs::new(
         settings.distro.as_str(),
         &resolved.release,
         &mirror,
         &security_mirror,
         &packages,
-    )))
+    );
+    inputs.fallback_mirrors = settings.fallback_mirrors.clone();
+    // Without its own fallbacks, the security suite falls back as the main archive's do.
+    inputs.fallback_security_mirrors = if settings.fallback_security_mirrors.is_empty() {
+        settings
+            .fallback_mirrors
+            .iter()
+            .map(|fallback| default_security_mirror(fallback))
+            .collect()
+    } else {
+        settings.fallback_security_mirrors.clone()
+    };
+    Ok(Some(inputs))
 }

@@ -265,7 +265,13 @@ fn the_plan_for_a_changed_definition_setting_redefines_and_restarts_without_a_ne
     let domain = DomainName::parse(GUEST).unwrap();
     let before = generated(&cookbook, UNCHANGED);
     let settings = config(&cookbook, UNCHANGED).settings;
-    let observed = built_as(&desired_guest(&domain, &before, &settings, &hypervisor));
+    let observed = built_as(&desired_guest(
+        &domain,
+        &before,
+        &settings,
+        &hypervisor,
+        None,
+    ));
     for key in every_global_key(&cookbook)
         .into_iter()
         .filter(|key| convergence(key) == Some(Convergence::Definition))
@@ -273,7 +279,7 @@ fn the_plan_for_a_changed_definition_setting_redefines_and_restarts_without_a_ne
         let own = format!("{key}: {}", changed_value(&key).unwrap());
         let after = generated(&cookbook, &own);
         let settings = config(&cookbook, &own).settings;
-        let desired = desired_guest(&domain, &after, &settings, &hypervisor);
+        let desired = desired_guest(&domain, &after, &settings, &hypervisor, None);
         let steps = plan(&desired, &observed, Resolution::default()).unwrap();
         let kinds: Vec<&str> = steps
             .actions
@@ -340,7 +346,7 @@ fn a_guest_recorded_before_the_machine_settings_were_fingerprinted_is_still_conv
     let domain = DomainName::parse(GUEST).unwrap();
     let generated = generated(&cookbook, UNCHANGED);
     let settings = config(&cookbook, UNCHANGED).settings;
-    let desired = desired_guest(&domain, &generated, &settings, &hypervisor);
+    let desired = desired_guest(&domain, &generated, &settings, &hypervisor, None);
     let (value, root_disk) = fingerprint_before_machine_settings(&generated, &settings);
     let mut observed = built_as(&desired);
     let tag = observed.domain.as_mut().unwrap().tag.as_mut().unwrap();
@@ -385,6 +391,7 @@ fn desired_for(cookbook: &Cookbook, own: &str) -> crate::plan::DesiredGuest {
         &generated(cookbook, own),
         &config(cookbook, own).settings,
         &here(),
+        None,
     )
 }
 

@@ -2,6 +2,7 @@
 //! the [`DesiredGuest`] the plan converges to, and the [`DomainSpec`] its XML is rendered from.
 //! Pure.
 
+use crate::config::installation_id::InstallationId;
 use crate::config::settings::GuestSettings;
 use crate::generate::GeneratedGuest;
 use crate::model::hypervisor::HypervisorConfig;
@@ -45,6 +46,7 @@ pub fn desired_guest(
     generated: &GeneratedGuest,
     settings: &GuestSettings,
     hypervisor: &HypervisorConfig,
+    installation: Option<&InstallationId>,
 ) -> DesiredGuest {
     DesiredGuest {
         domain: domain.clone(),
@@ -85,6 +87,7 @@ pub fn desired_guest(
             hypervisor.partition.as_deref(),
         ),
         payload_digest: generated.payload.sha256_hex.clone(),
+        installation: installation.map(|id| id.as_str().to_string()),
     }
 }
 
@@ -183,6 +186,7 @@ pub fn domain_spec(
         virtiofsd: offers.virtiofsd,
         partition: hypervisor.partition.clone(),
         tag,
+        installation: desired.installation.clone(),
         direct_boot: None,
     }
 }

@@ -27,6 +27,10 @@ pub struct BakeInputs {
     pub security_mirror: String,
     /// Sorted, each once.
     pub packages: Vec<String>,
+    /// Asked in order when `mirror` (`security_mirror`) fails a request: the same archive, so
+    /// not part of the key.
+    pub fallback_mirrors: Vec<String>,
+    pub fallback_security_mirrors: Vec<String>,
 }
 
 impl BakeInputs {
@@ -44,6 +48,8 @@ impl BakeInputs {
             mirror: mirror.trim_end_matches('/').to_string(),
             security_mirror: security_mirror.trim_end_matches('/').to_string(),
             packages: packages.into_iter().collect(),
+            fallback_mirrors: Vec::new(),
+            fallback_security_mirrors: Vec::new(),
         }
     }
 
@@ -403,7 +409,9 @@ pub fn bake(
         distro: inputs.distro.clone(),
         release: inputs.release.clone(),
         mirror: inputs.mirror.clone(),
+        fallback_mirrors: inputs.fallback_mirrors.clone(),
         security_mirror: inputs.security_mirror.clone(),
+        fallback_security_mirrors: inputs.fallback_security_mirrors.clone(),
         extra_packages: inputs.packages.clone(),
         overlay: None,
     };

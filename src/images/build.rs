@@ -82,8 +82,13 @@ pub struct ImageRecipe {
     pub release: String,
     /// Where the release's packages come from (`http://deb.debian.org/debian`, a site mirror).
     pub mirror: String,
+    /// Asked in this order, file by file, when `mirror` fails a request (the installation's
+    /// `fallback_mirrors`: the archive behind a hub's cache, say).
+    pub fallback_mirrors: Vec<String>,
     /// Where its security suite comes from (Debian's is a separate archive).
     pub security_mirror: String,
+    /// The same for `security_mirror`.
+    pub fallback_security_mirrors: Vec<String>,
     /// Packages installed besides [`BASE_PACKAGES`].
     pub extra_packages: Vec<String>,
     /// A directory whose tree is copied over the image's root after the build's own settings
@@ -108,6 +113,8 @@ pub enum ImageBuildError {
     UnsupportedDistro { distro: String },
     #[error("`{name}` is not a package name")]
     BadPackageName { name: String },
+    #[error("`{url}` is not a mirror's URL")]
+    BadMirror { url: String },
     #[error("the overlay {} is not a directory", path.display())]
     Overlay {
         path: PathBuf,
@@ -135,6 +142,7 @@ impl crate::diagnose::Diagnose for ImageBuildError {
         match self {
             ImageBuildError::UnsupportedDistro { .. }
             | ImageBuildError::BadPackageName { .. }
+            | ImageBuildError::BadMirror { .. }
             | ImageBuildError::Overlay { .. } => crate::exit_status::ExitStatus::Usage,
             _ => crate::exit_status::ExitStatus::Failure,
         }
@@ -149,6 +157,10 @@ impl crate::diagnose::Diagnose for ImageBuildError {
             ImageBuildError::BadPackageName { .. } => {
                 Some("--include takes Debian package names: lower case, digits, + - .".into())
             }
+            ImageBuildError::BadMirror { .. } => Some(
+                "a mirror is an http:// or https:// URL without spaces (http://deb.debian.org/debian)"
+                    .into(),
+            ),
             ImageBuildError::Overlay { .. } => Some(
                 "--overlay takes a directory laid out like the image's root (DIR/etc/apt/apt.conf.d/…)"
                     .into(),
@@ -181,6 +193,19 @@ pub fn check_recipe(recipe: &ImageRecipe) -> Result<(), ImageBuildError> {
     if let Some(name) = recipe.extra_packages.iter().find(|name| !valid(name)) {
         return Err(ImageBuildError::BadPackageName { name: name.clone() });
     }
+    // The builder takes each suite's mirrors as one argument, separated by spaces.
+    let mirror_url = |url: &str| {
+        (url.starts_with("http://") || url.starts_with("https://"))
+            && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+    };
+    if let Some(url) = mirrors(recipe)
+        .chain(security_mirrors(recipe))
+        .find(|url| !mirror_url(url))
+    {
+        return Err(ImageBuildError::BadMirror {
+            url: url.to_string(),
+        });
+    }
     match &recipe.overlay {
         Some(path) => match std::fs::metadata(path) {
             Ok(meta) if meta.is_dir() => Ok(()),
@@ -195,6 +220,18 @@ pub fn check_recipe(recipe: &ImageRecipe) -> Result<(), ImageBuildError> {
         },
         None => Ok(()),
     }
+}
+
+/// The release's mirrors in the order they are asked.
+fn mirrors(recipe: &ImageRecipe) -> impl Iterator<Item = &str> {
+    std::iter::once(recipe.mirror.as_str())
+        .chain(recipe.fallback_mirrors.iter().map(String::as_str))
+}
+
+/// The security suite's mirrors in the order they are asked.
+fn security_mirrors(recipe: &ImageRecipe) -> impl Iterator<Item = &str> {
+    std::iter::once(recipe.security_mirror.as_str())
+        .chain(recipe.fallback_security_mirrors.iter().map(String::as_str))
 }
 
 /// The comma-separated package list the build installs.
@@ -251,8 +288,8 @@ pub fn build_image(
         "build_debian.sh",
         &out_dir,
         &recipe.release,
-        &recipe.mirror,
-        &recipe.security_mirror,
+        &mirrors(recipe).collect::<Vec<_>>().join(" "),
+        &security_mirrors(recipe).collect::<Vec<_>>().join(" "),
         &package_list(recipe),
         &overlay,
     ]))
@@ -309,7 +346,9 @@ mod tests {
             distro: "debian".into(),
             release: "bookworm".into(),
             mirror: "http://mirror.example.test/debian".into(),
+            fallback_mirrors: Vec::new(),
             security_mirror: "http://mirror.example.test/debian-security".into(),
+            fallback_security_mirrors: Vec::new(),
             extra_packages: vec!["nginx".into(), "sudo".into()],
             overlay: None,
         }
@@ -318,6 +357,19 @@ mod tests {
     /// Stands in for mmdebstrap and friends: writes what the script writes, or fails like it.
     struct FakeBuilder {
         fail: bool,
+        /// The builder's MIRRORS and SECURITY_MIRRORS arguments it expects.
+        mirrors: &'static str,
+        security_mirrors: &'static str,
+    }
+
+    impl FakeBuilder {
+        fn new(fail: bool) -> FakeBuilder {
+            FakeBuilder {
+                fail,
+                mirrors: "http://mirror.example.test/debian",
+                security_mirrors: "http://mirror.example.test/debian-security",
+            }
+        }
     }
 
     impl Machine for FakeBuilder {
@@ -341,6 +393,8 @@ mod tests {
             let args = &command.argv[name + 1..];
             let out = Path::new(&args[0]);
             assert_eq!(args[1], "bookworm");
+            assert_eq!(args[2], self.mirrors);
+            assert_eq!(args[3], self.security_mirrors);
             assert!(args[4].ends_with(",ca-certificates,tzdata,nginx"));
             assert_eq!(args[5], "", "no overlay");
             if !self.fail {
@@ -367,7 +421,7 @@ mod tests {
     #[test]
     fn a_built_image_is_filed_under_its_digest_with_its_package_list() {
         let cache = tempfile::tempdir().unwrap();
-        let built = build_image(&FakeBuilder { fail: false }, &recipe(), cache.path()).unwrap();
+        let built = build_image(&FakeBuilder::new(false), &recipe(), cache.path()).unwrap();
         let sha = hex::encode(Sha256::digest(b"qcow2 bytes"));
         assert_eq!(built.sha256, sha);
         assert_eq!(built.path, cache.path().join(format!("sha256-{sha}.img")));
@@ -380,9 +434,43 @@ mod tests {
     }
 
     #[test]
+    fn the_builder_gets_every_mirror_in_the_order_they_are_asked() {
+        let cache = tempfile::tempdir().unwrap();
+        let mut listed = recipe();
+        listed.fallback_mirrors = vec![
+            "http://deb.debian.org/debian".into(),
+            "https://mirror.example.org/debian".into(),
+        ];
+        listed.fallback_security_mirrors = vec!["http://deb.debian.org/debian-security".into()];
+        let builder = FakeBuilder {
+            fail: false,
+            mirrors: "http://mirror.example.test/debian http://deb.debian.org/debian https://mirror.example.org/debian",
+            security_mirrors: "http://mirror.example.test/debian-security http://deb.debian.org/debian-security",
+        };
+        build_image(&builder, &listed, cache.path()).unwrap();
+    }
+
+    #[test]
+    fn a_mirror_the_builder_cannot_take_is_refused_before_anything_runs() {
+        for url in [
+            "http://a.test/debian http://b.test/debian",
+            "ftp://a.test/debian",
+            "",
+        ] {
+            let mut odd = recipe();
+            odd.fallback_security_mirrors = vec![url.into()];
+            let error = check_recipe(&odd).unwrap_err();
+            assert!(
+                matches!(&error, ImageBuildError::BadMirror { url: refused } if refused == url),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn a_failed_build_keeps_nothing_and_says_why() {
         let cache = tempfile::tempdir().unwrap();
-        let error = build_image(&FakeBuilder { fail: true }, &recipe(), cache.path()).unwrap_err();
+        let error = build_image(&FakeBuilder::new(true), &recipe(), cache.path()).unwrap_err();
         let chain = crate::diagnose::Failure::from(error).chain().join("\n");
         assert!(
             chain.contains("cannot build debian bookworm from http://mirror.example.test/debian"),

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds a cloud-init-ready Debian image from a package mirror, run by `trog image build` with bash:
-#   bash build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES [OVERLAY]
+#   bash build_debian.sh OUT_DIR RELEASE MIRRORS SECURITY_MIRRORS PACKAGES [OVERLAY]
 # writes OUT_DIR/image.qcow2 and OUT_DIR/packages (every installed package and its version).
-# PACKAGES is a comma-separated list installed besides the base system. OVERLAY, when given and not
-# empty, is a directory whose tree is copied over the image's root after the settings below (owned
-# by root, modes kept).
+# MIRRORS is the mirror the release comes from, or several separated by spaces: the first is asked
+# first, and apt turns to the next for any file one fails (a `mirror+file:` list, in this order).
+# SECURITY_MIRRORS is the same for the security suite. PACKAGES is a comma-separated list installed
+# besides the base system. OVERLAY, when given and not empty, is a directory whose tree is copied
+# over the image's root after the settings below (owned by root, modes kept).
 #
 # The guest boots like Debian's own cloud images: BIOS, GRUB in the MBR gap, one ext4 partition
 # (grown to the disk by cloud-init), cloud-init with the NoCloud datasource, systemd-networkd for
@@ -15,8 +17,17 @@
 # Needs root, mmdebstrap, e2fsprogs, fdisk (sfdisk), grub-pc-bin, grub2-common, qemu-utils.
 set -euo pipefail
 
-[[ $# -eq 5 || $# -eq 6 ]] || { echo "usage: build_debian.sh OUT_DIR RELEASE MIRROR SECURITY_MIRROR PACKAGES [OVERLAY]" >&2; exit 2; }
-out_dir=$1 release=$2 mirror=$3 security_mirror=$4 packages=$5 overlay=${6:-}
+usage() { echo "usage: build_debian.sh OUT_DIR RELEASE MIRRORS SECURITY_MIRRORS PACKAGES [OVERLAY]" >&2; exit 2; }
+[[ $# -eq 5 || $# -eq 6 ]] || usage
+out_dir=$1 release=$2 packages=$5 overlay=${6:-}
+read -r -a mirrors <<<"$3"
+read -r -a security_mirrors <<<"$4"
+((${#mirrors[@]} > 0 && ${#security_mirrors[@]} > 0)) || usage
+# How often apt asks again when a connection fails, backing off 1, 2, 4, 8, 16 s: half a minute
+# for a mirror guest or cache that restarts (apt's own three retries wait 7 s), where one file
+# lost would lose the whole bootstrap. A mirror that answers an error is not asked again; the
+# next one of the list is.
+download_retries=5
 disk_size_mib=2048 # cloud-init grows the partition to the guest's disk; the image stays small
 partition_start_sector=2048 # 1 MiB: sectors 1..2047 hold GRUB's core image
 root_label=trog-root
@@ -42,11 +53,34 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Where apt gets a suite: the one mirror itself, or a `mirror+file:` list of several, each line
+# with its place (without a priority apt asks a list's mirrors in an order of its own).
+source_of() {
+  local list=$1
+  shift
+  if (($# == 1)); then
+    printf '%s' "$1"
+    return
+  fi
+  local place=1 mirror
+  for mirror in "$@"; do
+    printf '%s\tpriority:%s\n' "$mirror" "$place"
+    place=$((place + 1))
+  done >"$list"
+  chmod 0644 "$list" # apt reads it as its own unprivileged user
+  printf 'mirror+file:%s' "$list"
+}
+primary=$(source_of "$work/mirrors.list" "${mirrors[@]}")
+security=$(source_of "$work/security-mirrors.list" "${security_mirrors[@]}")
+# Read by apt during the bootstrap only: removed from the image below.
+retries_conf=etc/apt/apt.conf.d/00trog-image-build
+
 started=$SECONDS
-log "bootstrapping $release from $mirror"
+log "bootstrapping $release from ${mirrors[*]}"
 # Mirrors are given explicitly: without them mmdebstrap would read a sources.list from stdin.
 # Documentation, manual pages and translations are left out: a server guest does not read them.
 mmdebstrap --mode=root --variant=apt --quiet \
+  --setup-hook="printf 'Acquire::Retries \"%s\";\\n' $download_retries >\"\$1/$retries_conf\"" \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -54,10 +88,14 @@ mmdebstrap --mode=root --variant=apt --quiet \
   --dpkgopt='path-exclude=/usr/share/info/*' \
   --include="$packages" \
   "$release" "$rootfs" \
-  "deb $mirror $release main" \
-  "deb $mirror $release-updates main" \
-  "deb $security_mirror $release-security main" </dev/null
+  "deb $primary $release main" \
+  "deb $primary $release-updates main" \
+  "deb $security $release-security main" </dev/null
 log "bootstrap done in $((SECONDS - started)) s"
+rm -f "$rootfs/$retries_conf"
+# The image's own sources name the first mirrors: the lists above are this machine's files.
+printf 'deb %s %s main\n' "${mirrors[0]}" "$release" "${mirrors[0]}" "$release-updates" \
+  "${security_mirrors[0]}" "$release-security" >"$rootfs/etc/apt/sources.list"
 
 dpkg-query --admindir="$rootfs/var/lib/dpkg" --show --showformat='${Package} ${Version}\n' |
   sort >"$out_dir/packages"

@@ -359,10 +359,16 @@ impl GuestResources<'_> {
                     .map_err(self.fail("define the guest"))?;
                 // The rendered XML carries the tag too; setting it again makes sure the tag is
                 // exactly the plan's, whatever the template says.
+                let element = render_tag(
+                    self.desired.domain.as_str(),
+                    tag,
+                    self.desired.installation.as_deref(),
+                )
+                .map_err(self.fail("tag the guest"))?;
                 domain
                     .set_metadata(
                         virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                        Some(&render_tag(self.desired.domain.as_str(), tag)),
+                        Some(&element),
                         Some(TAG_PREFIX),
                         Some(TAG_NAMESPACE),
                         virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
@@ -501,10 +507,16 @@ impl GuestResources<'_> {
         if running {
             flags |= virt::sys::VIR_DOMAIN_AFFECT_LIVE;
         }
+        let element = render_tag(
+            self.desired.domain.as_str(),
+            tag,
+            self.desired.installation.as_deref(),
+        )
+        .map_err(self.fail("tag the guest"))?;
         domain
             .set_metadata(
                 virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
-                Some(&render_tag(self.desired.domain.as_str(), tag)),
+                Some(&element),
                 Some(TAG_PREFIX),
                 Some(TAG_NAMESPACE),
                 flags,

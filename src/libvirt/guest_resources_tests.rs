@@ -29,6 +29,7 @@ fn desired(pool: &str) -> DesiredGuest {
         boot_fingerprint: "b00t".into(),
         shape_fingerprint: "5hape".into(),
         payload_digest: "pay1oad".into(),
+        installation: None,
         domain,
     }
 }

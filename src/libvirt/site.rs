@@ -1,19 +1,20 @@
 //! What one hypervisor holds, as the whole site's verbs need it (`inventory`, `status --all`):
-//! every defined domain by name, whether trog made it (its tag), and the IPv4 addresses its
-//! network leased it.
+//! every defined domain by name, whether trog made it and by which installation (its tag), and
+//! the IPv4 addresses its network leased it.
 
 use crate::libvirt::connection::connect;
 use crate::libvirt::error::LibvirtError;
-use crate::libvirt::trog_tag::is_trogs;
+use crate::libvirt::trog_tag::read_maker;
 use crate::model::hypervisor::LibvirtUri;
+pub use crate::render::domain_xml::metadata::Maker;
 use serde::Serialize;
 
 /// One domain defined on a hypervisor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeldDomain {
     pub name: String,
-    /// Whether it carries trog's tag (made by trog, by any installation).
-    pub tagged: bool,
+    /// Who made it, as its tag says: not trog, or trog and by which installation.
+    pub maker: Maker,
     /// The IPv4 addresses its network's DHCP server leased it, newest first; empty for a guest
     /// of static addresses, one that is shut off, or a driver without leases.
     pub leased: Vec<String>,
@@ -43,7 +44,7 @@ pub fn held_domains(uri: &LibvirtUri) -> Result<Vec<HeldDomain>, LibvirtError> {
         leased.reverse();
         leased.dedup();
         held.push(HeldDomain {
-            tagged: is_trogs(domain),
+            maker: read_maker(domain),
             name,
             leased,
         });

@@ -5,11 +5,11 @@ use crate::libvirt::connection::connect;
 use crate::libvirt::error::LibvirtError;
 use crate::model::hypervisor::LibvirtUri;
 use crate::plan::GuestTag;
-use crate::render::domain_xml::metadata::{parse_tag, TAG_NAMESPACE};
+use crate::render::domain_xml::metadata::{maker_of, parse_tag, Maker, TAG_NAMESPACE};
 use virt::domain::Domain;
 
-/// The tag trog wrote into `domain`'s persistent definition, if it carries one.
-pub fn read_tag(domain: &Domain) -> Option<GuestTag> {
+/// The element in trog's namespace of `domain`'s persistent definition, if it has one.
+fn tag_element(domain: &Domain) -> Option<String> {
     domain
         .metadata(
             virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
@@ -17,7 +17,17 @@ pub fn read_tag(domain: &Domain) -> Option<GuestTag> {
             virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
         )
         .ok()
-        .and_then(|element| parse_tag(&element))
+}
+
+/// The tag trog wrote into `domain`'s persistent definition, if it carries one.
+pub fn read_tag(domain: &Domain) -> Option<GuestTag> {
+    tag_element(domain).and_then(|element| parse_tag(&element))
+}
+
+/// Who made `domain`: not trog, trog by an installation its tag names, or trog before tags
+/// named their installation.
+pub fn read_maker(domain: &Domain) -> Maker {
+    maker_of(tag_element(domain).as_deref())
 }
 
 /// Whether trog made `domain` (a same-named domain without the tag is someone else's).
@@ -26,7 +36,7 @@ pub fn is_trogs(domain: &Domain) -> bool {
 }
 
 /// The names of the domains defined at `uri` that carry trog's tag, running or not: what trog
-/// made there, for any installation (the tag does not say which).
+/// made there, for any installation.
 pub fn tagged_domain_names(uri: &LibvirtUri) -> Result<Vec<String>, LibvirtError> {
     let connection = connect(uri)?;
     let domains = connection

@@ -1,6 +1,5 @@
 //! What a lock file records of the run holding it: host, process id, verb and since when.
 
-use crate::snapshot::civil_from_days;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,12 +76,7 @@ pub fn host_name() -> String {
 
 /// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch, as `date -u` prints it.
 pub fn utc_timestamp(seconds: u64) -> String {
-    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
-    let in_day = seconds % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        in_day / 3600,
-        in_day % 3600 / 60,
-        in_day % 60
-    )
+    crate::snapshot::utc(i64::try_from(seconds).unwrap_or(i64::MAX))
+        .format("%Y-%m-%d %H:%M:%S UTC")
+        .to_string()
 }

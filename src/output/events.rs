@@ -10,11 +10,12 @@
 //! To add an event: add a variant here (its fields are its JSON fields), document it in
 //! docs/JSON.md, and print it with [`emit`].
 
-use crate::diagnose::Failure;
+pub use crate::diagnose::ErrorEvent;
 use crate::placement::fleet_table::FleetSummary;
 use crate::placement::Decision;
 use crate::plan::Plan;
 use crate::preflight::PreflightReport;
+pub use crate::provision::run::GuestKey;
 use crate::provision::site_summary::SiteSummary;
 use crate::provision::ConvergeReport;
 use crate::workflow::addresses::{AddressListing, AssignedAddresses};
@@ -133,46 +134,6 @@ pub enum Event<'a> {
     SiteProvisioned(&'a SiteSummary),
 }
 
-/// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GuestKey {
-    Stored,
-    New,
-}
-
-/// How a run failed, for programs: the exit status it ends with, every message from the outermost
-/// error down to its first cause, and what to do.
-#[derive(Debug, Serialize)]
-pub struct ErrorEvent {
-    pub exit_status: ExitStatusJson,
-    pub message: String,
-    pub causes: Vec<String>,
-    pub hint: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ExitStatusJson {
-    pub code: i32,
-    pub name: &'static str,
-}
-
-impl ErrorEvent {
-    pub fn of(failure: &Failure) -> ErrorEvent {
-        let mut chain = failure.chain();
-        let message = chain.remove(0);
-        ErrorEvent {
-            exit_status: ExitStatusJson {
-                code: failure.status.code(),
-                name: failure.status.name(),
-            },
-            message,
-            causes: chain,
-            hint: failure.hint.clone(),
-        }
-    }
-}
-
 /// One guest recipe in the `recipes` event.
 #[derive(Debug, Serialize)]
 pub struct RecipeListing<'a> {
@@ -248,6 +209,7 @@ pub fn emit(event: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::Failure;
     use crate::exit_status::ExitStatus;
 
     #[test]
@@ -293,6 +255,25 @@ mod tests {
         assert_eq!(
             to_line(&Event::ImageBuilt(&summary)),
             r#"{"schema":1,"event":"image_built","distro":"debian","release":"bookworm","mirror":"http://mirror.example.test/debian","path":"/c/trog/images/sha256-ab.img","sha256":"ab","packages":"/c/trog/images/sha256-ab.packages","size_bytes":1024,"image":{"url":"file:///c/trog/images/sha256-ab.img","sha256":"ab"}}"#
+        );
+    }
+
+    #[test]
+    fn a_debug_boot_report_is_one_event_naming_its_action() {
+        use crate::debug_boot::console::ConsoleEnd;
+        use crate::workflow::debug_boot::DebugOutcome;
+        let report = DebugReport {
+            guest: "g.test".into(),
+            hypervisor: "local".into(),
+            outcome: DebugOutcome::Console {
+                capture: "/c.log".into(),
+                end: ConsoleEnd::LoginPrompt,
+            },
+            tunnel: None,
+        };
+        assert_eq!(
+            to_line(&Event::DebugBoot(&report)),
+            r#"{"schema":1,"event":"debug_boot","guest":"g.test","hypervisor":"local","action":"console","capture":"/c.log","end":{"reason":"login_prompt"}}"#
         );
     }
 }

@@ -1,8 +1,10 @@
-//! Progress of a run: a line per step with a spinner and elapsed time on a terminal, plain lines
-//! on stderr otherwise, and one JSON event per line on stdout with `--json` (for programs such
-//! as a web application's "reprovision" button).
+//! How a run's progress (`workflow::progress::Progress`) is shown: a line per step with a
+//! spinner and elapsed time on a terminal, plain lines on stderr otherwise, and one JSON event per
+//! line on stdout with `--json` (for programs such as a web application's "reprovision" button).
 
 use crate::output::events::{emit, Event};
+use crate::workflow::progress::Progress;
+use crate::workflow::reporter::Reporter;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -30,7 +32,8 @@ impl ProgressMode {
     }
 }
 
-pub struct Progress {
+/// A run's progress as this run shows it ([`ProgressMode`]).
+pub struct PrintedProgress {
     mode: ProgressMode,
     current: Option<Step>,
 }
@@ -42,9 +45,9 @@ struct Step {
     spinner: Option<ProgressBar>,
 }
 
-impl Progress {
-    pub fn new(mode: ProgressMode) -> Progress {
-        Progress {
+impl PrintedProgress {
+    pub fn new(mode: ProgressMode) -> PrintedProgress {
+        PrintedProgress {
             mode,
             current: None,
         }
@@ -60,9 +63,12 @@ impl Progress {
             emit(event);
         }
     }
+}
 
+/// A workflow's lines reach the run's progress: stderr, or `message` events with `--json`.
+impl Reporter for PrintedProgress {
     /// A line for people (stderr); a `message` event with `--json`.
-    pub fn say(&self, text: &str) {
+    fn say(&self, text: &str) {
         match self.mode {
             ProgressMode::Json => self.event(&Event::Message { text }),
             ProgressMode::Terminal => {
@@ -74,8 +80,10 @@ impl Progress {
             ProgressMode::Plain => crate::errln!("{text}"),
         }
     }
+}
 
-    pub fn start(&mut self, guest: &str, number: usize, total: usize, label: &str) {
+impl Progress for PrintedProgress {
+    fn start(&mut self, guest: &str, number: usize, total: usize, label: &str) {
         let label = format!("[{number}/{total}] {label}");
         let spinner = (self.mode == ProgressMode::Terminal).then(|| {
             let spinner = ProgressBar::new_spinner();
@@ -106,7 +114,7 @@ impl Progress {
     }
 
     /// The running step is still waiting for `what`.
-    pub fn waiting(&self, what: &str, elapsed: Duration) {
+    fn waiting(&self, what: &str, elapsed: Duration) {
         if let Some(Step {
             guest,
             label,
@@ -122,7 +130,7 @@ impl Progress {
     }
 
     /// Output from the guest (its Makefile's log).
-    pub fn guest_output(&self, text: &str) {
+    fn guest_output(&self, text: &str) {
         match self.mode {
             ProgressMode::Json => self.event(&Event::GuestOutput { text }),
             ProgressMode::Terminal => {
@@ -136,7 +144,7 @@ impl Progress {
     }
 
     /// Ends the running step; returns how long it took.
-    pub fn finish(&mut self, succeeded: bool) -> Duration {
+    fn finish(&mut self, succeeded: bool) -> Duration {
         let Some(step) = self.current.take() else {
             return Duration::ZERO;
         };
@@ -169,11 +177,13 @@ impl Progress {
         }
         elapsed
     }
-}
 
-/// A workflow's lines reach the run's progress: stderr, or `message` events with `--json`.
-impl crate::workflow::reporter::Reporter for Progress {
-    fn say(&self, line: &str) {
-        Progress::say(self, line);
+    /// Spinners of several guests would overwrite each other's line: side by side, each step is
+    /// a plain line.
+    fn beside_others(&self) -> Box<dyn Progress> {
+        Box::new(PrintedProgress::new(match self.mode {
+            ProgressMode::Terminal => ProgressMode::Plain,
+            other => other,
+        }))
     }
 }

@@ -69,6 +69,9 @@ pub struct DesiredGuest {
     pub boot_fingerprint: String,
     pub shape_fingerprint: String,
     pub payload_digest: String,
+    /// The installation converging it (`config::installation_id`), written into its tag; `None`
+    /// for a run that changes nothing and finds no identity made yet.
+    pub installation: Option<String>,
 }
 
 impl DesiredGuest {

@@ -32,6 +32,7 @@ fn desired() -> DesiredGuest {
         boot_fingerprint: "b00tb00tb00tb00t".into(),
         shape_fingerprint: "5hape5hape5hape5".into(),
         payload_digest: "pay1oadpay1oad00".into(),
+        installation: None,
         domain,
     }
 }

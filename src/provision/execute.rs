@@ -25,12 +25,12 @@ use crate::machine::hypervisor_ops::boot_files::BootFiles;
 use crate::machine::ssh::SshMachine;
 use crate::machine::Machine;
 use crate::model::hypervisor::Transport;
-use crate::output::progress::Progress;
 use crate::plan::{Action, GuestTag, Plan};
 use crate::provision::{ConvergeError, ConvergeReport, GuestOnHypervisor, PreparedGuest};
 use crate::render::domain_xml::{render_domain_xml, DomainSpec, Firmware, DEFAULT_DOMAIN_TEMPLATE};
 use crate::render::network_filter::{filters_for, joined_directories};
 use crate::secrets::PrivateKeyFile;
+use crate::workflow::progress::Progress;
 use crate::workflow::reach::{self, SshProbe};
 use std::error::Error as StdError;
 use std::path::PathBuf;
@@ -41,8 +41,10 @@ use std::time::{Duration, Instant};
 pub trait GuestSteps {
     /// Defines the guest's network filter (and refreshes the tenants' filters on its hypervisor)
     /// just before its domain is defined or started; returns the step's label when it did.
-    fn apply_network_filters(&mut self, progress: &mut Progress)
-        -> Result<Option<String>, Failure>;
+    fn apply_network_filters(
+        &mut self,
+        progress: &mut dyn Progress,
+    ) -> Result<Option<String>, Failure>;
     /// Reserves the guest's static address in the libvirt network it joins, before it boots;
     /// returns the step's label when something changed.
     fn reserve_address(&mut self) -> Result<Option<String>, Failure>;
@@ -51,10 +53,13 @@ pub trait GuestSteps {
     /// pin. Should the definition then fail, the pin is taken back.
     fn pin_lease(&mut self) -> Result<Option<String>, Failure>;
     /// Carries out one libvirt step of the plan (anything but the wait and the finish).
-    fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure>;
+    fn libvirt_step(&mut self, action: &Action, progress: &mut dyn Progress)
+        -> Result<(), Failure>;
     /// What the wait for SSH asks of the guest and its hypervisor.
-    fn reach<'s>(&'s mut self, progress: &'s Progress)
-        -> Result<Box<dyn ReachProbe + 's>, Failure>;
+    fn reach<'s>(
+        &'s mut self,
+        progress: &'s dyn Progress,
+    ) -> Result<Box<dyn ReachProbe + 's>, Failure>;
     /// Records the domain's tag once the finish succeeded.
     fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure>;
     /// Backs the running guest up over SSH before its root disk is replaced; returns the archive.
@@ -157,7 +162,7 @@ pub fn execute_plan(
     steps: &mut dyn GuestSteps,
     run: &PlanToRun,
     waits: &Waits,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
 ) -> Result<ConvergeReport, Failure> {
     let started = (waits.clock)();
     let mut report = ConvergeReport {
@@ -365,7 +370,7 @@ impl LibvirtSteps<'_> {
     fn lock_here_and_there(
         &self,
         subject: &Subject,
-        progress: &mut Progress,
+        progress: &mut dyn Progress,
     ) -> Result<HeldLocks, LockError> {
         let name = self.guest.hypervisor.name.to_string();
         self.guest.locks.acquire_with_hypervisor(
@@ -411,7 +416,7 @@ impl LibvirtSteps<'_> {
     /// boots from its disk, so a kernel its packages install later is the one it runs after its
     /// next start. An image whose kernel cannot be read out, or whose kernel QEMU could not
     /// start, boots from its disk, and the run says why.
-    fn start_first_boot(&mut self, progress: &mut Progress) -> Result<(), Failure> {
+    fn start_first_boot(&mut self, progress: &mut dyn Progress) -> Result<(), Failure> {
         let from_disk = |why: String| format!("first boot from the disk: {why}");
         match self.resources.boot_files() {
             Ok(Some(BootFiles::Direct(boot))) => {
@@ -448,7 +453,7 @@ impl LibvirtSteps<'_> {
 impl GuestSteps for LibvirtSteps<'_> {
     fn apply_network_filters(
         &mut self,
-        progress: &mut Progress,
+        progress: &mut dyn Progress,
     ) -> Result<Option<String>, Failure> {
         // libvirt's test driver has no network filters (and its guests never run).
         if !changes_the_domain(self.prepared)
@@ -494,7 +499,11 @@ impl GuestSteps for LibvirtSteps<'_> {
         )))
     }
 
-    fn libvirt_step(&mut self, action: &Action, progress: &mut Progress) -> Result<(), Failure> {
+    fn libvirt_step(
+        &mut self,
+        action: &Action,
+        progress: &mut dyn Progress,
+    ) -> Result<(), Failure> {
         match action {
             Action::UploadBaseImage { .. } | Action::RemovePartialBaseImage { .. } => {
                 // One upload of an image to a pool at a time, from this installation and (on
@@ -540,7 +549,7 @@ impl GuestSteps for LibvirtSteps<'_> {
 
     fn reach<'s>(
         &'s mut self,
-        progress: &'s Progress,
+        progress: &'s dyn Progress,
     ) -> Result<Box<dyn ReachProbe + 's>, Failure> {
         let console_from = match self.console_from {
             Some(from) => from,
@@ -677,7 +686,7 @@ impl ReachProbe for SshProbe<'_> {
 pub fn execute(
     guest: &GuestOnHypervisor,
     prepared: &PreparedGuest,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
 ) -> Result<ConvergeReport, Failure> {
     let no_file = PathBuf::new();
     let mut steps = LibvirtSteps {

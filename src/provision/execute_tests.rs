@@ -7,7 +7,7 @@ use crate::guest::wait::AttemptFailed;
 use crate::libvirt::guest_resources::GuestResourceError;
 use crate::machine::fake::{Answer, FakeClock, FakeMachine};
 use crate::model::units::Bytes;
-use crate::output::progress::ProgressMode;
+use crate::workflow::progress::RecordedProgress;
 
 /// A guest during the wait, scripted by rounds.
 #[derive(Clone, Copy)]
@@ -96,7 +96,7 @@ impl FakeSteps {
 impl GuestSteps for FakeSteps {
     fn apply_network_filters(
         &mut self,
-        _progress: &mut Progress,
+        _progress: &mut dyn Progress,
     ) -> Result<Option<String>, Failure> {
         self.filtered_after.push(self.ran.len());
         Ok(None)
@@ -111,7 +111,11 @@ impl GuestSteps for FakeSteps {
         Ok(None)
     }
 
-    fn libvirt_step(&mut self, action: &Action, _progress: &mut Progress) -> Result<(), Failure> {
+    fn libvirt_step(
+        &mut self,
+        action: &Action,
+        _progress: &mut dyn Progress,
+    ) -> Result<(), Failure> {
         let label = action.to_string();
         self.ran.push(label.clone());
         match self.fail_step {
@@ -127,7 +131,7 @@ impl GuestSteps for FakeSteps {
 
     fn reach<'s>(
         &'s mut self,
-        _progress: &'s Progress,
+        _progress: &'s dyn Progress,
     ) -> Result<Box<dyn ReachProbe + 's>, Failure> {
         self.probes += 1;
         Ok(Box::new(FakeProbe {
@@ -309,7 +313,7 @@ fn run(steps: &mut FakeSteps, plan: &Plan) -> Result<ConvergeReport, Failure> {
         payload: b"payload",
         tag: tag(),
     };
-    execute_plan(steps, &run, &waits, &mut Progress::new(ProgressMode::Plain))
+    execute_plan(steps, &run, &waits, &mut RecordedProgress::default())
 }
 
 fn labels(plan: &Plan, range: std::ops::Range<usize>) -> Vec<String> {
@@ -713,15 +717,15 @@ fn a_rebuild_restores_the_backup_it_took_first_and_a_failed_backup_changes_nothi
     assert_eq!(guest.count("tar --extract"), 0);
 }
 
-#[test]
-fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
+/// A guest's definition on libvirt's NAT network, its address leased.
+fn leased_spec() -> DomainSpec {
     use crate::render::domain_xml::{
         mac_address_for, CpuMode, DiskBus, DiskSpec, NetworkAttachment,
     };
     use crate::render::network_filter::interface_filter;
     let name = crate::model::names::DomainName::parse("leased.example.test").unwrap();
     let mac = mac_address_for(&name, 0);
-    let leased = DomainSpec {
+    DomainSpec {
         name: name.clone(),
         uuid: desired::domain_uuid(&name),
         memory: crate::model::units::MiB(1024),
@@ -744,8 +748,14 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
         virtiofsd: None,
         partition: None,
         tag: tag(),
+        installation: None,
         direct_boot: None,
-    };
+    }
+}
+
+#[test]
+fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
+    let leased = leased_spec();
     let (spec, xml) = pinned_definition(&leased, "192.168.122.57".parse().unwrap()).unwrap();
     assert_eq!(
         spec.network_filter.ipv4,
@@ -761,6 +771,39 @@ fn a_pinned_lease_is_the_only_address_the_definition_names_to_its_filter() {
         !unpinned.contains("name='IP'")
             && unpinned.contains("<parameter name='CTRL_IP_LEARNING' value='dhcp'/>"),
         "{unpinned}"
+    );
+}
+
+#[test]
+fn a_definition_names_the_installation_in_its_tag_and_one_without_names_none() {
+    let spec = |installation: Option<&str>| DomainSpec {
+        installation: installation.map(str::to_string),
+        ..leased_spec()
+    };
+    let metadata = |xml: &str| {
+        let document = roxmltree::Document::parse(xml).unwrap();
+        let element = document
+            .descendants()
+            .find(|node| node.tag_name().name() == "guest")
+            .unwrap();
+        crate::render::domain_xml::metadata::maker_of(Some(&xml[element.range()]))
+    };
+    let named = render_domain_xml(
+        &spec(Some("0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10")),
+        DEFAULT_DOMAIN_TEMPLATE,
+    )
+    .unwrap();
+    assert_eq!(
+        metadata(&named),
+        crate::render::domain_xml::metadata::Maker::Trog {
+            installation: "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10".into()
+        }
+    );
+    let unnamed = render_domain_xml(&spec(None), DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert!(!unnamed.contains("installation="), "{unnamed}");
+    assert_eq!(
+        metadata(&unnamed),
+        crate::render::domain_xml::metadata::Maker::TrogUnrecorded
     );
 }
 

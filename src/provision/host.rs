@@ -10,7 +10,6 @@ use crate::guest::finish::{
 use crate::lock::{Locks, Subject};
 use crate::machine::{Machine, MachineCommand};
 use crate::model::names::DomainName;
-use crate::output::progress::Progress;
 use crate::provision::run::{GuestConverged, ProvisionOutput, ProvisionRequest};
 use crate::provision::ConvergeReport;
 use crate::secrets::PrivateKeyFile;
@@ -19,6 +18,7 @@ use crate::workflow::machine_login::{
     converged_digest, log_into_machine, machine_not_reached, state_dir_on_machine,
     steps_on_machine, HostError, KeepAdopted, MachineLogin,
 };
+use crate::workflow::progress::Progress;
 use std::time::Instant;
 
 /// A domain's plan on the machine it runs on, as shown before it is carried out.
@@ -39,7 +39,7 @@ pub fn converge_on_machine(
     login: &MachineLogin,
     locks: &Locks,
     request: &ProvisionRequest,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
     output: &mut dyn ProvisionOutput,
 ) -> Result<GuestConverged, Failure> {
     let started = Instant::now();
@@ -77,15 +77,12 @@ pub fn converge_on_machine(
     let digest = &inputs.generated.payload.sha256_hex;
     let converged = converged_digest(&machine, domain, login, &state_dir)?;
     let steps = steps_on_machine(converged.as_deref(), digest, &login.machine, &state_dir);
-    output.planned_on_machine(
-        progress,
-        &PlannedOnMachine {
-            guest: domain,
-            machine: &login.machine,
-            state_dir: &state_dir,
-            steps: &steps,
-        },
-    );
+    output.planned_on_machine(&PlannedOnMachine {
+        guest: domain,
+        machine: &login.machine,
+        state_dir: &state_dir,
+        steps: &steps,
+    });
     let changes = if steps.is_empty() {
         GuestConverged::Already
     } else {
@@ -131,16 +128,13 @@ pub fn converge_on_machine(
     let elapsed = progress.finish(finished.is_ok());
     finished?;
     let seconds = (elapsed.as_secs_f64() * 10.0).round() / 10.0;
-    output.converged(
-        progress,
-        &ConvergeReport {
-            guest: domain.to_string(),
-            hypervisor: format!("{}'s machine", login.machine),
-            address: Some(machine.target().host.clone()),
-            converged_already: false,
-            steps: vec![(steps[0].clone(), seconds)],
-            total_seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-        },
-    );
+    output.converged(&ConvergeReport {
+        guest: domain.to_string(),
+        hypervisor: format!("{}'s machine", login.machine),
+        address: Some(machine.target().host.clone()),
+        converged_already: false,
+        steps: vec![(steps[0].clone(), seconds)],
+        total_seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+    });
     Ok(GuestConverged::Changed)
 }

@@ -114,6 +114,7 @@ pub fn prepare(
         &inputs.generated,
         settings,
         guest.hypervisor,
+        inputs.installation.as_ref(),
     );
     if let Some(record) = baked {
         over_baked_image(&mut desired, record, image_cache);

@@ -22,8 +22,6 @@ use crate::machine::local::LocalMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::model::units::Bytes;
-use crate::output::events::GuestKey;
-use crate::output::progress::Progress;
 use crate::placement::{place_guests, Decision, GuestDemand, PlacementError};
 use crate::plan::{Action, Plan, Resolution};
 use crate::provision::host::converge_on_machine;
@@ -40,6 +38,7 @@ use crate::workflow::lock::take_guest_lock;
 use crate::workflow::machine_login::{
     find_machine_login, machine_not_reached, with_machines_first,
 };
+use crate::workflow::progress::Progress;
 use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::{Path, PathBuf};
@@ -76,23 +75,27 @@ pub struct PlannedGuest<'a> {
     pub base_image: Option<&'a str>,
 }
 
+/// Whether the guest's SSH key is in the secret store, or it has none yet (a dry run makes none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestKey {
+    Stored,
+    New,
+}
+
 /// What a run shows and asks while it goes: the command decides how (text or JSON events).
 pub trait ProvisionOutput {
     /// Something the user should know that does not stop the run.
-    fn warning(&mut self, progress: &mut Progress, text: &str);
+    fn warning(&mut self, progress: &mut dyn Progress, text: &str);
     /// A guest's placement and plan, before it is carried out (or, in a dry run, instead).
-    fn planned(&mut self, progress: &mut Progress, planned: &PlannedGuest<'_>);
+    fn planned(&mut self, planned: &PlannedGuest<'_>);
     /// Whether the user confirms that the plan recreates data volume `volume` empty.
     fn confirm_data_loss(&mut self, volume: &str) -> bool;
     /// A guest converged.
-    fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport);
+    fn converged(&mut self, report: &ConvergeReport);
     /// A domain without a guest of its own: what is done on the machine it runs on (or, in a
     /// dry run, would be).
-    fn planned_on_machine(
-        &mut self,
-        progress: &mut Progress,
-        planned: &crate::provision::host::PlannedOnMachine<'_>,
-    );
+    fn planned_on_machine(&mut self, planned: &crate::provision::host::PlannedOnMachine<'_>);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +201,7 @@ pub fn provision_guests(
     locks: &Locks,
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
     output: &mut dyn ProvisionOutput,
 ) -> Result<(), Failure> {
     // What can be refused without the store is refused before it is unlocked, so a refused
@@ -302,7 +305,7 @@ fn converge_each(
     locks: &Locks,
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
     output: &mut dyn ProvisionOutput,
     kept: &mut usize,
 ) -> Result<(), Failure> {
@@ -343,7 +346,7 @@ pub(crate) fn converge_without_guest(
     locks: &Locks,
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
     output: &mut dyn ProvisionOutput,
 ) -> Result<GuestConverged, Failure> {
     let domain = &guest.config.domain;
@@ -384,7 +387,7 @@ pub(crate) fn converge_one(
     locks: &Locks,
     open: &mut OpenHypervisor<'_>,
     request: &ProvisionRequest,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
     output: &mut dyn ProvisionOutput,
     key_kept: &mut bool,
 ) -> Result<GuestConverged, Failure> {
@@ -455,20 +458,17 @@ pub(crate) fn converge_one(
         Some(why) => format!("{choice}; built by this run: {why}"),
         None => choice.to_string(),
     });
-    output.planned(
-        progress,
-        &PlannedGuest {
-            guest: &guest.config.domain,
-            guest_key: if guest.keypair.origin() == KeypairOrigin::Unsaved {
-                GuestKey::New
-            } else {
-                GuestKey::Stored
-            },
-            decision,
-            plan: &prepared.plan,
-            base_image: base_image_line.as_deref(),
+    output.planned(&PlannedGuest {
+        guest: &guest.config.domain,
+        guest_key: if guest.keypair.origin() == KeypairOrigin::Unsaved {
+            GuestKey::New
+        } else {
+            GuestKey::Stored
         },
-    );
+        decision,
+        plan: &prepared.plan,
+        base_image: base_image_line.as_deref(),
+    });
     let changes = if prepared.plan.actions.is_empty() {
         GuestConverged::Already
     } else {
@@ -506,7 +506,7 @@ pub(crate) fn converge_one(
     ready_to_execute(&on_hypervisor, &mut prepared, &request.image_cache)?;
     *key_kept = true;
     let report = execute(&on_hypervisor, &prepared, progress)?;
-    output.converged(progress, &report);
+    output.converged(&report);
     Ok(if report.converged_already {
         GuestConverged::Already
     } else {
@@ -562,7 +562,7 @@ pub(crate) fn refused(
     not_built: &[GuestInputs],
     store_too: bool,
     output: &mut dyn ProvisionOutput,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
 ) -> Failure {
     let Some(first) = not_built.first() else {
         return failure;

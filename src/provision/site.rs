@@ -19,8 +19,6 @@ use crate::diagnose::Failure;
 use crate::lock::Locks;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
-use crate::output::progress::Progress;
-use crate::output::progress::ProgressMode;
 use crate::placement::Decision;
 use crate::placement::PlacementError;
 use crate::provision::host::converge_on_machine;
@@ -36,6 +34,7 @@ use crate::workflow::inputs::GuestInputs;
 use crate::workflow::inputs::{generate_guest_inputs, load_guest_configured};
 use crate::workflow::machine_login::domain_node;
 use crate::workflow::machine_login::{find_machine_login, machine_not_reached};
+use crate::workflow::progress::Progress;
 use crate::workflow::{open_hypervisor, HypervisorAccess};
 use std::sync::{Condvar, Mutex};
 
@@ -72,7 +71,7 @@ pub trait ConvergeGuest: Sync {
         run: &SiteRun<'_, '_>,
         guest: &GuestInputs,
         decision: &Decision,
-        progress: &mut Progress,
+        progress: &mut dyn Progress,
         output: &mut dyn ProvisionOutput,
         key_kept: &mut bool,
     ) -> Result<GuestConverged, Failure>;
@@ -83,7 +82,7 @@ pub trait ConvergeGuest: Sync {
         run: &SiteRun<'_, '_>,
         guest: &GuestInputs,
         machine: &DomainName,
-        progress: &mut Progress,
+        progress: &mut dyn Progress,
         output: &mut dyn ProvisionOutput,
     ) -> Result<GuestConverged, Failure>;
 }
@@ -97,7 +96,7 @@ impl ConvergeGuest for OnHypervisor {
         run: &SiteRun<'_, '_>,
         guest: &GuestInputs,
         decision: &Decision,
-        progress: &mut Progress,
+        progress: &mut dyn Progress,
         output: &mut dyn ProvisionOutput,
         key_kept: &mut bool,
     ) -> Result<GuestConverged, Failure> {
@@ -123,7 +122,7 @@ impl ConvergeGuest for OnHypervisor {
         run: &SiteRun<'_, '_>,
         guest: &GuestInputs,
         machine: &DomainName,
-        progress: &mut Progress,
+        progress: &mut dyn Progress,
         output: &mut dyn ProvisionOutput,
     ) -> Result<GuestConverged, Failure> {
         let login = {
@@ -158,7 +157,7 @@ pub fn provision_site(
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
     how: &SiteConvergence,
-    progress: &mut Progress,
+    progress: &mut dyn Progress,
     output: &mut (dyn ProvisionOutput + Send),
 ) -> Result<Vec<(DomainName, SiteOutcome)>, Failure> {
     let domains = list_domains(paths)?;
@@ -263,7 +262,7 @@ pub fn provision_site(
         credentials,
         request,
         how,
-        progress.mode(),
+        &*progress,
         output,
     );
     for ((inputs, _), result) in ready.iter().zip(converged) {
@@ -327,16 +326,16 @@ fn converge_at_once(
     credentials: &mut CredentialSource,
     request: &ProvisionRequest,
     how: &SiteConvergence,
-    mode: ProgressMode,
+    progress: &dyn Progress,
     output: &mut (dyn ProvisionOutput + Send),
 ) -> Vec<Converged> {
     let parallel = how.parallel;
-    // Spinners of several guests would overwrite each other's line: side by side, each step is a
-    // plain line.
-    let mode = match mode {
-        ProgressMode::Terminal if parallel > 1 => ProgressMode::Plain,
-        other => other,
-    };
+    // Each guest's own progress, made before the workers start: told as this run's is, where
+    // several guests' lines cannot overwrite each other.
+    let progresses: Vec<Mutex<Box<dyn Progress>>> = ready
+        .iter()
+        .map(|_| Mutex::new(progress.beside_others()))
+        .collect();
     let credentials = Mutex::new(credentials);
     let run = SiteRun {
         fleet,
@@ -370,14 +369,15 @@ fn converge_at_once(
                     break;
                 };
                 let (inputs, decision) = &ready[index];
-                let mut progress = Progress::new(mode);
+                let mut progress = progresses[index].lock().unwrap_or_else(|e| e.into_inner());
+                let progress: &mut dyn Progress = &mut **progress;
                 let mut key_kept = false;
                 let result = match decision {
                     Some(decision) => how.guest.converge(
                         &run,
                         inputs,
                         decision,
-                        &mut progress,
+                        progress,
                         &mut &output,
                         &mut key_kept,
                     ),
@@ -390,7 +390,7 @@ fn converge_at_once(
                             &run,
                             inputs,
                             &machine,
-                            &mut progress,
+                            progress,
                             &mut &output,
                         )
                     }
@@ -433,18 +433,18 @@ fn schedule_machine(schedule: &Mutex<Schedule>, domain: &DomainName) -> DomainNa
 struct SharedOutput<'a>(Mutex<&'a mut (dyn ProvisionOutput + Send)>);
 
 impl ProvisionOutput for &SharedOutput<'_> {
-    fn warning(&mut self, progress: &mut Progress, text: &str) {
+    fn warning(&mut self, progress: &mut dyn Progress, text: &str) {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .warning(progress, text);
     }
 
-    fn planned(&mut self, progress: &mut Progress, planned: &PlannedGuest<'_>) {
+    fn planned(&mut self, planned: &PlannedGuest<'_>) {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .planned(progress, planned);
+            .planned(planned);
     }
 
     fn confirm_data_loss(&mut self, volume: &str) -> bool {
@@ -454,22 +454,18 @@ impl ProvisionOutput for &SharedOutput<'_> {
             .confirm_data_loss(volume)
     }
 
-    fn converged(&mut self, progress: &mut Progress, report: &ConvergeReport) {
+    fn converged(&mut self, report: &ConvergeReport) {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .converged(progress, report);
+            .converged(report);
     }
 
-    fn planned_on_machine(
-        &mut self,
-        progress: &mut Progress,
-        planned: &crate::provision::host::PlannedOnMachine<'_>,
-    ) {
+    fn planned_on_machine(&mut self, planned: &crate::provision::host::PlannedOnMachine<'_>) {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .planned_on_machine(progress, planned);
+            .planned_on_machine(planned);
     }
 }
 

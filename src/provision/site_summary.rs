@@ -3,9 +3,9 @@
 //! the exit status: 0 when every guest converged, else the status of the first guest that
 //! failed, in recipes.d's order; and its text as people read it, which the command prints.
 
+use crate::diagnose::ErrorEvent;
 use crate::exit_status::ExitStatus;
 use crate::model::names::DomainName;
-use crate::output::events::ErrorEvent;
 use crate::provision::site::SiteOutcome;
 use serde::Serialize;
 

@@ -9,6 +9,7 @@ use crate::plan::Resolution;
 use crate::provision::run::PlannedGuest;
 use crate::provision::site_summary::{render, summarise};
 use crate::secrets::{stored_keypair, SecretStore, StoreKdf};
+use crate::workflow::progress::RecordedProgress;
 use std::time::Duration;
 
 const PASSPHRASE: &str = "site passphrase";
@@ -83,7 +84,7 @@ impl ConvergeGuest for FakeConvergence {
         run: &SiteRun<'_, '_>,
         guest: &GuestInputs,
         decision: &Decision,
-        _progress: &mut Progress,
+        _progress: &mut dyn Progress,
         _output: &mut dyn ProvisionOutput,
         key_kept: &mut bool,
     ) -> Result<GuestConverged, Failure> {
@@ -111,7 +112,7 @@ impl ConvergeGuest for FakeConvergence {
         run: &SiteRun<'_, '_>,
         guest: &GuestInputs,
         machine: &DomainName,
-        _progress: &mut Progress,
+        _progress: &mut dyn Progress,
         _output: &mut dyn ProvisionOutput,
     ) -> Result<GuestConverged, Failure> {
         assert!(!run.request.dry_run);
@@ -136,23 +137,19 @@ impl ConvergeGuest for FakeConvergence {
 struct Recorded(Vec<String>);
 
 impl ProvisionOutput for Recorded {
-    fn warning(&mut self, _progress: &mut Progress, text: &str) {
+    fn warning(&mut self, _progress: &mut dyn Progress, text: &str) {
         self.0.push(format!("warning: {text}"));
     }
-    fn planned(&mut self, _progress: &mut Progress, planned: &PlannedGuest<'_>) {
+    fn planned(&mut self, planned: &PlannedGuest<'_>) {
         self.0.push(format!("planned {}", planned.guest));
     }
     fn confirm_data_loss(&mut self, _volume: &str) -> bool {
         false
     }
-    fn converged(&mut self, _progress: &mut Progress, report: &ConvergeReport) {
+    fn converged(&mut self, report: &ConvergeReport) {
         self.0.push(format!("converged {}", report.guest));
     }
-    fn planned_on_machine(
-        &mut self,
-        _progress: &mut Progress,
-        planned: &crate::provision::host::PlannedOnMachine<'_>,
-    ) {
+    fn planned_on_machine(&mut self, planned: &crate::provision::host::PlannedOnMachine<'_>) {
         self.0
             .push(format!("planned {} on {}", planned.guest, planned.machine));
     }
@@ -219,7 +216,7 @@ fn run_installation(
             parallel,
             guest: &fake,
         },
-        &mut Progress::new(ProgressMode::Plain),
+        &mut RecordedProgress::default(),
         &mut output,
     )?;
     assert!(output.0.is_empty(), "{:?}", output.0);

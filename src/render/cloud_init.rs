@@ -344,11 +344,15 @@ fn mirror_list_path(distro: &str, suffix: &str) -> String {
     format!("/etc/apt/mirrors/trog-{distro}{suffix}.list")
 }
 
-/// A `mirror+file:` list: one mirror a line, in the order apt tries them.
+/// A `mirror+file:` list: one mirror a line, each with its place in the order apt tries them.
+/// Without a `priority`, apt asks the mirrors of a list in an order of its own choosing (fixed
+/// per machine), so a guest could go to the archive first and to the hub's cache only when the
+/// archive fails; the lowest priority is asked first.
 fn mirror_list(first: &str, fallbacks: &[String]) -> String {
     std::iter::once(first)
         .chain(fallbacks.iter().map(String::as_str))
-        .map(|mirror| format!("{mirror}\n"))
+        .zip(1..)
+        .map(|(mirror, place)| format!("{mirror}\tpriority:{place}\n"))
         .collect()
 }
 
@@ -466,9 +470,10 @@ mod tests {
         let bootcmd = user_data["bootcmd"].as_array().unwrap();
         assert_eq!(bootcmd.len(), 2, "{bootcmd:?}");
         assert_eq!(bootcmd[1][4], "/etc/apt/mirrors/trog-debian.list");
+        // The installation's mirror first, then its fallbacks in the order they are written.
         assert_eq!(
             bootcmd[1][5],
-            "http://mirror.example.test/debian\nhttp://deb.debian.org/debian\n"
+            "http://mirror.example.test/debian\tpriority:1\nhttp://deb.debian.org/debian\tpriority:2\n"
         );
         // What bootcmd runs writes exactly that list.
         let dir = tempfile::tempdir().unwrap();
@@ -490,7 +495,7 @@ mod tests {
         assert!(status.success());
         assert_eq!(
             std::fs::read_to_string(&list).unwrap(),
-            "http://mirror.example.test/debian\nhttp://deb.debian.org/debian\n"
+            "http://mirror.example.test/debian\tpriority:1\nhttp://deb.debian.org/debian\tpriority:2\n"
         );
 
         input.apt_fallback_security_mirrors = vec!["http://deb.debian.org/debian-security".into()];
@@ -500,7 +505,13 @@ mod tests {
             user_data["apt"]["security"][0]["uri"],
             "mirror+file:/etc/apt/mirrors/trog-debian-security.list"
         );
-        assert_eq!(user_data["bootcmd"].as_array().unwrap().len(), 3);
+        let bootcmd = user_data["bootcmd"].as_array().unwrap();
+        assert_eq!(bootcmd.len(), 3);
+        assert_eq!(bootcmd[2][4], "/etc/apt/mirrors/trog-debian-security.list");
+        assert_eq!(
+            bootcmd[2][5],
+            "http://hub.example.test/debian-security\tpriority:1\nhttp://deb.debian.org/debian-security\tpriority:2\n"
+        );
     }
 
     #[test]

@@ -325,6 +325,9 @@ pub struct DomainSpec {
     pub virtiofsd: Option<String>,
     /// trog's tag, recorded in the domain's `<metadata>`.
     pub tag: GuestTag,
+    /// The installation defining it, named in the tag (`config::installation_id`); `None` where
+    /// the run has none (a verb that changes nothing, before the installation's first change).
+    pub installation: Option<String>,
     /// The kernel QEMU starts itself, for a BIOS guest's first boot only: the definition it
     /// keeps boots from its disk, as GRUB says (see `provision::execute`).
     pub direct_boot: Option<DirectBoot>,
@@ -486,6 +489,7 @@ pub struct DomainContext {
     boot_fingerprint: String,
     shape_fingerprint: String,
     payload_digest: String,
+    installation: Option<String>,
 }
 
 pub fn domain_context(spec: &DomainSpec) -> DomainContext {
@@ -555,6 +559,7 @@ pub fn domain_context(spec: &DomainSpec) -> DomainContext {
         boot_fingerprint: spec.tag.boot_fingerprint.clone(),
         shape_fingerprint: spec.tag.shape_fingerprint.clone(),
         payload_digest: spec.tag.payload_digest.clone().unwrap_or_default(),
+        installation: spec.installation.clone(),
     }
 }
 

@@ -1,17 +1,20 @@
 //! Backing a guest up off its hypervisor: locate it, take its lock (`workflow::session`), reach it over SSH with its
 //! key from the store, read what its recipes list under `backup:` (and the data recipe's site
-//! directory) with `tar` on the guest, and file the archive on this machine. And the sweep,
-//! which deletes the backups past their retention.
+//! directory) with `tar` on the guest, and file the archive on this machine. A domain without a
+//! guest of its own is backed up the same way on the machine it runs on, over SSH, without
+//! asking any hypervisor (`workflow::host::back_up_host`): a dependent's paths on its machine, an
+//! existing host's on the host. And the sweep, which deletes the backups past their retention.
 
 use crate::addresses::settle::AddressPolicy;
 use crate::backup::archive_dir::{guest_folders, GuestBackups, SweepOutcome, WrittenArchive};
 use crate::backup::{
     archive_stem, backup_dir, backup_paths, guest_tar_script, recipes_file, skipped_paths,
-    BackupPath,
+    BackupPath, Filesystems,
 };
 use crate::config::global_schema::declaration;
 use crate::config::guest::{list_domains, load_recipes_yaml};
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
 use crate::config::values::{check_value, TypedValue};
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::{Diagnose, Failure};
@@ -109,7 +112,8 @@ pub struct TakenBackup {
     pub skipped: Vec<String>,
 }
 
-/// Backs up the guest `guest` names: located, locked, reached over SSH.
+/// Backs up the guest `guest` names: located, locked, reached over SSH; a domain without a
+/// guest of its own on the machine it runs on.
 pub fn back_up(
     paths: &InstallationPaths,
     guest: &GuestAddress,
@@ -119,10 +123,34 @@ pub fn back_up(
     reporter: &dyn Reporter,
 ) -> Result<TakenBackup, Failure> {
     let fleet = InstallationFleet { paths, locks };
-    back_up_in(&fleet, paths, guest, now_unix, credentials, reporter)
+    back_up_in(
+        &fleet,
+        paths,
+        guest,
+        now_unix,
+        credentials,
+        reporter,
+        &mut |runs_on, credentials| {
+            crate::workflow::host::back_up_host(
+                paths,
+                locks,
+                guest.domain,
+                &runs_on,
+                now_unix,
+                credentials,
+                guest.answer_timeout,
+                reporter,
+            )
+        },
+    )
 }
 
-/// Backs up the guest on `fleet`.
+/// How a domain without a guest of its own is backed up, on the machine it runs on.
+pub type BackUpOnMachine<'a> =
+    dyn FnMut(RunsOn, &mut CredentialSource<TerminalPrompter>) -> Result<TakenBackup, Failure> + 'a;
+
+/// Backs up the guest on `fleet`; a domain that, as the fleet says, has no guest of its own is
+/// backed up by `on_machine`, and no hypervisor is asked anything.
 pub(crate) fn back_up_in(
     fleet: &dyn Fleet,
     paths: &InstallationPaths,
@@ -130,7 +158,12 @@ pub(crate) fn back_up_in(
     now_unix: i64,
     credentials: &mut CredentialSource<TerminalPrompter>,
     reporter: &dyn Reporter,
+    on_machine: &mut BackUpOnMachine<'_>,
 ) -> Result<TakenBackup, Failure> {
+    match fleet.runs_on(guest.domain) {
+        RunsOn::OwnGuest => {}
+        elsewhere => return on_machine(elsewhere, credentials),
+    }
     let session = GuestSession::open(
         fleet,
         guest,
@@ -184,17 +217,44 @@ pub fn back_up_reached(
     inputs: &GuestInputs,
     now_unix: i64,
 ) -> Result<TakenBackup, Failure> {
+    let (machine, _key) = reach_guest(hypervisor, inputs)?;
+    back_up_on_machine(
+        &machine,
+        inputs,
+        hypervisor.name(),
+        Filesystems::RootDisk,
+        now_unix,
+    )
+}
+
+/// Reads the paths `inputs`' recipes list on `machine`, logged into already (the guest, or the
+/// machine a domain without a guest of its own runs on: `from` names it in the report), into a
+/// new archive of the domain's own backup folder.
+pub fn back_up_on_machine(
+    machine: &dyn Machine,
+    inputs: &GuestInputs,
+    from: &str,
+    filesystems: Filesystems,
+    now_unix: i64,
+) -> Result<TakenBackup, Failure> {
     let domain = &inputs.config.domain;
     let guest = domain.to_string();
-    let paths = &inputs.paths;
     let listed = backup_paths(&inputs.generated.resolved)?;
-    let (machine, _key) = reach_guest(hypervisor, inputs)?;
-    let folder = GuestBackups::new(&backup_dir(paths, &inputs.config.settings), domain.as_str());
-    let archived =
-        archive_guest_paths(&machine, &guest, &listed, &folder, &archive_stem(now_unix))?;
+    let folder = GuestBackups::new(
+        &backup_dir(&inputs.paths, &inputs.config.settings),
+        domain.as_str(),
+    );
+    let archived = archive_guest_paths(
+        machine,
+        &guest,
+        &listed,
+        filesystems,
+        &folder,
+        &archive_stem(now_unix),
+    )?;
     Ok(TakenBackup {
         guest,
-        hypervisor: hypervisor.name().to_string(),
+        hypervisor: from.to_string(),
         archive: archived.written.archive,
         sha256: archived.written.sha256,
         bytes: archived.written.bytes,
@@ -217,10 +277,11 @@ fn archive_guest_paths(
     machine: &dyn Machine,
     guest: &str,
     listed: &[BackupPath],
+    filesystems: Filesystems,
     folder: &GuestBackups,
     stem: &str,
 ) -> Result<Archived, Failure> {
-    let tar = MachineCommand::shell(&guest_tar_script(listed))
+    let tar = MachineCommand::shell(&guest_tar_script(listed, filesystems))
         .as_root(true)
         .timeout(TAR_TIMEOUT);
     let mut pending = folder.begin(stem)?;

@@ -26,6 +26,7 @@ use crate::workflow::debug_boot_console::{fetch_capture, stream_capture, Console
 use crate::workflow::debug_boot_disk::GuestOnDisk;
 use crate::workflow::debug_domain::DebugDomain;
 use crate::workflow::hypervisor_machine::ssh_machine_for;
+use crate::workflow::locate::{refuse_without_own_guest, GuestVerb};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
@@ -324,6 +325,11 @@ pub fn debug_boot_in(
     } else {
         GuestUse::Read
     };
+    refuse_without_own_guest(
+        GuestVerb::DebugBoot,
+        request.domain,
+        fleet.runs_on(request.domain),
+    )?;
     let session = GuestSession::open(
         fleet,
         &GuestAddress {
@@ -491,29 +497,6 @@ pub fn debug_boot_in(
         outcome,
         tunnel,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::output::events::{to_line, Event};
-
-    #[test]
-    fn a_report_is_one_event_naming_its_action() {
-        let report = DebugReport {
-            guest: "g.test".into(),
-            hypervisor: "local".into(),
-            outcome: DebugOutcome::Console {
-                capture: "/c.log".into(),
-                end: ConsoleEnd::LoginPrompt,
-            },
-            tunnel: None,
-        };
-        assert_eq!(
-            to_line(&Event::DebugBoot(&report)),
-            r#"{"schema":1,"event":"debug_boot","guest":"g.test","hypervisor":"local","action":"console","capture":"/c.log","end":{"reason":"login_prompt"}}"#
-        );
-    }
 }
 
 #[cfg(test)]

@@ -509,3 +509,46 @@ fn a_guest_without_disks_in_a_pool_is_said_so() {
     assert_eq!(failure.status, ExitStatus::Failure);
     assert!(chain(&failure).contains("names no disk of a storage pool"));
 }
+
+/// A domain whose file says it runs on another's machine, or on an existing host: every action,
+/// reading or changing, is refused before the fleet is asked anything; the namesake's definition
+/// and state stay as they were.
+#[test]
+fn a_dependent_or_an_existing_host_is_refused_before_anything_is_asked() {
+    use crate::config::settings::RunsOn;
+    let web = DomainName::parse("web.example.test").unwrap();
+    for (runs_on, says, hint) in [
+        (
+            RunsOn::DependsOn(web.clone()),
+            "g.example.test has no guest of its own to debug_boot: it depends on web.example.test",
+            "`trog debug_boot --console web.example.test`",
+        ),
+        (
+            RunsOn::ExistingHost("192.0.2.7".into()),
+            "g.example.test is an existing host (192.0.2.7) that trog did not build",
+            "debug its boot with whatever runs it",
+        ),
+    ] {
+        for action in [
+            DebugAction::Hold,
+            DebugAction::Fetch,
+            DebugAction::Shot,
+            DebugAction::Restore,
+            DebugAction::Single,
+        ] {
+            let fake = hypervisor();
+            let fleet = FakeFleet::of(&fake).running_on(runs_on.clone());
+            let (failure, calls) = failed(run_on(&fleet, action));
+            assert_eq!(failure.status, ExitStatus::Conflict);
+            assert!(chain(&failure).contains(says), "{}", chain(&failure));
+            assert!(
+                failure.hint.as_deref().unwrap().contains(hint),
+                "{:?}",
+                failure.hint
+            );
+            assert!(calls.is_empty(), "{calls:?}");
+            assert_eq!(definition_of(&fake), PROVISIONED);
+            assert!(running(&fake));
+        }
+    }
+}

@@ -212,6 +212,9 @@ fn remove_guest(
         }
         Presence::Absent => {}
         Presence::Trogs => {
+            // The grace keeps what a destroy leaves (the data volume, the extra disks)
+            // consistent; a purge leaves nothing of the guest, so it is forced off at once.
+            let grace = if purge { Duration::ZERO } else { grace };
             if let Err(why) = stop(hypervisor, domain.as_str(), grace) {
                 outcome
                     .left_behind
@@ -328,7 +331,8 @@ fn remove_snapshots(hypervisor: &dyn Hypervisor, domain: &str, outcome: &mut Des
     }
 }
 
-/// Asks a running guest to shut down, waits up to `grace` for it, then forces it off.
+/// Asks a running guest to shut down, waits up to `grace` for it, then forces it off; without a
+/// grace, forces it off at once.
 fn stop(hypervisor: &dyn Hypervisor, domain: &str, grace: Duration) -> Result<(), String> {
     let running = |hypervisor: &dyn Hypervisor| {
         hypervisor
@@ -338,14 +342,16 @@ fn stop(hypervisor: &dyn Hypervisor, domain: &str, grace: Duration) -> Result<()
     if !running(hypervisor)? {
         return Ok(());
     }
-    // A guest that ignores the request is forced off below, once the grace is over.
-    let _ = hypervisor.shut_down(domain);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if !running(hypervisor)? {
-            return Ok(());
+    if !grace.is_zero() {
+        // A guest that ignores the request is forced off below, once the grace is over.
+        let _ = hypervisor.shut_down(domain);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !running(hypervisor)? {
+                return Ok(());
+            }
+            std::thread::sleep(SHUTDOWN_POLL);
         }
-        std::thread::sleep(SHUTDOWN_POLL);
     }
     hypervisor
         .force_off(domain)

@@ -168,6 +168,24 @@ fn purge_deletes_the_data_volume_too() {
 }
 
 #[test]
+fn a_purge_forces_the_guest_off_at_once_for_nothing_of_it_is_kept() {
+    let fake = hypervisor();
+    let run = destroy_on(&fake, true, Duration::from_secs(3600));
+    let g = domain();
+    assert!(
+        run.calls.contains(&format!("force_off {g}")),
+        "{:?}",
+        run.calls
+    );
+    assert!(
+        !run.calls.contains(&format!("shut_down {g}")),
+        "{:?}",
+        run.calls
+    );
+    assert!(fake.domain(g.as_str()).is_none());
+}
+
+#[test]
 fn a_guest_that_ignores_the_shutdown_is_forced_off_once_its_grace_is_over() {
     let fake = FakeHypervisor::new("hv1").with_domain(
         domain().as_str(),

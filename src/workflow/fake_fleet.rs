@@ -2,6 +2,7 @@
 //! opening are recorded in the fake's list of calls (`locate`, `lock`, `unlock` when the lock is
 //! let go, `open`) and fail when the fake is told to fail them.
 
+use crate::config::settings::RunsOn;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::hypervisor::fake::{FakeHypervisor, Operation};
@@ -45,6 +46,9 @@ pub struct FakeFleet {
     /// The hypervisor's own system, handed to a verb that asks for it
     /// ([`HypervisorAccess::WithSystem`]); `None` as on libvirt's test driver, which has none.
     pub system: Option<FakeMachine>,
+    /// Where every domain runs, as its file would say: a guest of its own unless a test says
+    /// otherwise.
+    pub runs_on: RunsOn,
 }
 
 /// A guest's lock in the fake: `unlock DOMAIN` is recorded when it is let go.
@@ -70,7 +74,14 @@ impl FakeFleet {
             ),
             fleet_warning: None,
             system: None,
+            runs_on: RunsOn::OwnGuest,
         }
+    }
+
+    /// The same fleet, where the domain asked for runs as `runs_on` says (a dependent, an
+    /// existing host).
+    pub fn running_on(self, runs_on: RunsOn) -> FakeFleet {
+        FakeFleet { runs_on, ..self }
     }
 
     /// The same fleet, its hypervisor's own system scripted by `machine`.
@@ -94,6 +105,10 @@ impl FakeFleet {
 }
 
 impl Fleet for FakeFleet {
+    fn runs_on(&self, _domain: &DomainName) -> RunsOn {
+        self.runs_on.clone()
+    }
+
     fn locate(&self, guest: &GuestAddress) -> Result<Located, Failure> {
         self.hypervisor
             .call(Operation::Locate, format!("locate {}", guest.domain))

@@ -4,6 +4,7 @@
 use crate::addresses::settle::{settle_addresses, AddressPolicy};
 use crate::config::changeme::refuse_changeme;
 use crate::config::guest::{load_guest_with_recipe_settings, GuestConfig};
+use crate::config::installation_id::{installation_id, read_installation_id, InstallationId};
 use crate::config::paths::InstallationPaths;
 use crate::config::settings::RunsOn;
 use crate::cookbook::load::{load_cookbook, recipes_dir, Cookbook};
@@ -61,6 +62,9 @@ pub struct GuestInputs {
     /// The unlocked store, kept for what a run records in it later: a host key adopted with
     /// `provision --adopt-host-key`. `None` for verbs that write nothing.
     pub store: std::sync::Mutex<Option<SecretStore>>,
+    /// The installation's identity, written into the tag of the guest's domain: made on the
+    /// installation's first run that may write, only read (and `None` before then) otherwise.
+    pub installation: Option<InstallationId>,
 }
 
 /// What a run added to the secret store. A run refused before it built anything with them takes
@@ -301,6 +305,14 @@ pub fn generate_guest_inputs(
             return Err(error.into());
         }
     };
+    // Last, once everything that can refuse the run here did not: a refused first run leaves no
+    // identity behind, as it leaves no store.
+    let installation = match (store_use.writer_locks(), &runs_on) {
+        (Some(_), RunsOn::OwnGuest) => Some(installation_id(&paths.dir, rand::random())?),
+        // Only the tag of a domain this run defines needs it: a verb that changes nothing plans
+        // without one when it cannot be read, and `status --all`, which does need it, says why.
+        _ => read_installation_id(&paths.dir).ok().flatten(),
+    };
     Ok(GuestInputs {
         paths,
         cookbook,
@@ -309,6 +321,7 @@ pub fn generate_guest_inputs(
         generated,
         store_additions,
         store: std::sync::Mutex::new(store),
+        installation,
     })
 }
 

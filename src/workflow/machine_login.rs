@@ -24,7 +24,6 @@ use crate::lock::Locks;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
 use crate::machine::{Machine, MachineCommand};
 use crate::model::names::DomainName;
-use crate::output::progress::Progress;
 use crate::render::domain_xml::mac_address_for;
 use crate::secrets::{stored_keypair, GuestKeypair, PrivateKeyFile, SecretStore};
 use crate::workflow::inputs::{
@@ -295,12 +294,12 @@ pub type KeepAdopted<'a> = dyn FnMut(&str) -> Result<(), String> + 'a;
 
 /// Logs into the machine, trying its addresses in turn; an existing host that answers with a
 /// key trog has not adopted is adopted when `adopt` is given (`--adopt-host-key`), and refused
-/// otherwise. `progress` is told of an adoption.
+/// otherwise. `reporter` is told of an adoption.
 pub fn log_into_machine(
     login: &MachineLogin,
     key: &PrivateKeyFile,
     mut adopt: Option<&mut KeepAdopted<'_>>,
-    progress: &Progress,
+    reporter: &dyn Reporter,
 ) -> Result<SshMachine, Failure> {
     let mut why = String::new();
     for address in &login.addresses {
@@ -360,7 +359,7 @@ pub fn log_into_machine(
                     machine: login.machine.clone(),
                     why,
                 })?;
-                progress.say(&format!(
+                reporter.say(&format!(
                     "adopted the host key {address} answered with for {}, as --adopt-host-key asked: it is pinned from now on",
                     login.machine
                 ));

@@ -40,6 +40,7 @@ pub mod lock;
 pub mod machine_login;
 pub mod open;
 pub mod preflight;
+pub mod progress;
 pub mod reach;
 pub mod reporter;
 pub mod restore;

@@ -5,7 +5,7 @@ use crate::guest::wait::{AttemptFailed, GuestProbe};
 use crate::libvirt::guest_address::leased_addresses;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
 use crate::machine::{Machine, MachineCommand};
-use crate::output::progress::Progress;
+use crate::workflow::progress::Progress;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ pub struct SshProbe<'a> {
     pub hypervisor_log: Box<dyn FnMut() -> Option<String> + 'a>,
     /// Starts the guest's domain again (after its emulator crashed).
     pub start_again: Box<dyn FnMut() -> Result<(), String> + 'a>,
-    pub progress: &'a Progress,
+    pub progress: &'a dyn Progress,
     pub connected: Option<SshMachine>,
 }
 

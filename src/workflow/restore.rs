@@ -10,11 +10,12 @@ use crate::diagnose::Failure;
 use crate::guest::wait::{wait_for_ssh, BootWait};
 use crate::hypervisor::SnapshotError;
 use crate::lock::Locks;
-use crate::output::progress::Progress;
 use crate::secrets::PrivateKeyFile;
 use crate::snapshot::{choose, Capture, SnapshotRecord, Which};
 use crate::workflow::inputs::{load_guest_configured, load_guest_inputs, GuestInputs, StoreUse};
+use crate::workflow::locate::{refuse_without_own_guest, GuestVerb};
 use crate::workflow::open::HypervisorAccess;
+use crate::workflow::progress::Progress;
 use crate::workflow::reach::{AddressSource, SshProbe};
 use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestAddress, GuestSession, GuestUse, InstallationFleet};
@@ -46,11 +47,19 @@ pub fn restore(
     paths: &InstallationPaths,
     guest: &GuestAddress,
     which: &Which,
-    progress: &Progress,
+    progress: &dyn Progress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     locks: &Locks,
     reporter: &dyn Reporter,
 ) -> Result<RestoreReport, Failure> {
+    let fleet = InstallationFleet { paths, locks };
+    // A domain without a guest of its own has nothing to restore: said before its inputs (an
+    // existing host's key, say) are read.
+    refuse_without_own_guest(
+        GuestVerb::Restore,
+        guest.domain,
+        fleet.runs_on(guest.domain),
+    )?;
     // The declaration and the guest's key are read before anything changes: a restore that could
     // not wait for the guest afterwards is refused up front.
     let inputs = load_guest_inputs(
@@ -61,7 +70,6 @@ pub fn restore(
         AddressPolicy::ReadOnly,
         reporter,
     )?;
-    let fleet = InstallationFleet { paths, locks };
     let reverted = restore_in(
         &fleet,
         guest,
@@ -107,11 +115,16 @@ pub(crate) fn restore_in(
     fleet: &dyn Fleet,
     guest: &GuestAddress,
     which: &Which,
-    progress: &Progress,
+    progress: &dyn Progress,
     credentials: &mut CredentialSource<TerminalPrompter>,
     reporter: &dyn Reporter,
     wait_for_ssh: &mut dyn FnMut(&GuestSession) -> Result<String, Failure>,
 ) -> Result<Reverted, Failure> {
+    refuse_without_own_guest(
+        GuestVerb::Restore,
+        guest.domain,
+        fleet.runs_on(guest.domain),
+    )?;
     let session = GuestSession::open(
         fleet,
         guest,
@@ -159,7 +172,7 @@ pub(crate) fn restore_in(
 fn wait_for_restored(
     session: &GuestSession,
     inputs: &GuestInputs,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<String, Failure> {
     let key = PrivateKeyFile::write(&inputs.keypair)?;
     let domain = session.domain.to_string();

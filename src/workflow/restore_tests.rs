@@ -6,8 +6,8 @@ use crate::credentials::HandedInCredentials;
 use crate::exit_status::ExitStatus;
 use crate::hypervisor::fake::{FakeDomain, FakeHypervisor, Operation};
 use crate::model::names::DomainName;
-use crate::output::progress::ProgressMode;
 use crate::workflow::fake_fleet::{FakeFleet, RecordedReport};
+use crate::workflow::progress::RecordedProgress;
 use std::cell::RefCell;
 
 fn domain() -> DomainName {
@@ -60,7 +60,7 @@ fn restore_on(
             answer_timeout: std::time::Duration::from_secs(1),
         },
         &which,
-        &Progress::new(ProgressMode::Plain),
+        &RecordedProgress::default(),
         &mut credentials,
         &RecordedReport::default(),
         &mut |session| {
@@ -190,4 +190,52 @@ fn a_guest_that_does_not_answer_after_the_restore_is_the_restores_failure() {
         fake.calls().last().unwrap(),
         &format!("unlock {}", domain())
     );
+}
+
+/// A domain whose file says it runs on another's machine, or on an existing host: refused before
+/// the fleet is asked anything, nothing reverted, no wait.
+#[test]
+fn a_dependent_or_an_existing_host_is_refused_before_anything_is_asked() {
+    use crate::config::settings::RunsOn;
+    let web = DomainName::parse("web.example.test").unwrap();
+    for (runs_on, says, hint) in [
+        (
+            RunsOn::DependsOn(web.clone()),
+            "g.example.test has no guest of its own to restore: it depends on web.example.test",
+            "`trog restore --latest web.example.test`",
+        ),
+        (
+            RunsOn::ExistingHost("192.0.2.7".into()),
+            "g.example.test is an existing host (192.0.2.7) that trog did not build",
+            "restore it with whatever runs it",
+        ),
+    ] {
+        let fake = hypervisor();
+        let domain = domain();
+        let mut credentials = CredentialSource::new(HandedInCredentials::none(), TerminalPrompter);
+        let failure = restore_in(
+            &FakeFleet::of(&fake).running_on(runs_on),
+            &GuestAddress {
+                domain: &domain,
+                hypervisor: None,
+                answer_timeout: std::time::Duration::from_secs(1),
+            },
+            &Which::Latest,
+            &RecordedProgress::default(),
+            &mut credentials,
+            &RecordedReport::default(),
+            &mut |_| panic!("nothing is waited for"),
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(failure.status, ExitStatus::Conflict);
+        assert!(failure.chain()[0].contains(says), "{:?}", failure.chain());
+        assert!(
+            failure.hint.as_deref().unwrap().contains(hint),
+            "{:?}",
+            failure.hint
+        );
+        assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+        assert_eq!(fake.snapshot_names_of(domain.as_str()), ["up", "down"]);
+    }
 }

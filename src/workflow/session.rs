@@ -10,6 +10,7 @@
 //! hypervisor.
 
 use crate::config::paths::InstallationPaths;
+use crate::config::settings::RunsOn;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::hypervisor::Hypervisor;
@@ -72,6 +73,10 @@ pub struct Opened {
 
 /// The fleet as the verbs reach it before a hypervisor is opened.
 pub trait Fleet {
+    /// Where `domain` runs, as its file says ([`crate::workflow::locate::where_domain_runs`]):
+    /// asked before anything is located, so that a verb about a guest refuses a domain without
+    /// one first.
+    fn runs_on(&self, domain: &DomainName) -> RunsOn;
     /// The hypervisor that holds `guest`: the one named, the fleet's only one, or the one that
     /// says it has the guest when all are asked at once.
     fn locate(&self, guest: &GuestAddress) -> Result<Located, Failure>;
@@ -107,6 +112,10 @@ pub struct InstallationFleet<'a> {
 }
 
 impl Fleet for InstallationFleet<'_> {
+    fn runs_on(&self, domain: &DomainName) -> RunsOn {
+        crate::workflow::locate::where_domain_runs(self.paths, domain)
+    }
+
     fn locate(&self, guest: &GuestAddress) -> Result<Located, Failure> {
         let fleet = fleet_for_guest(self.paths, guest.domain)?;
         let hypervisor =

@@ -220,7 +220,7 @@ fn machine(
         let held = hypervisor.answer.as_ref().ok()?;
         let domain = held
             .iter()
-            .find(|domain| domain.tagged && domain.name == name)?;
+            .find(|domain| domain.maker.is_trogs() && domain.name == name)?;
         Some((hypervisor, domain))
     });
     let declared = guest.settings.ips.first().map(|ip| ip.address);

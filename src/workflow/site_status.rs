@@ -1,12 +1,17 @@
 //! `status --all`: every domain of recipes.d as `status DOMAIN` sees it, and the drift between
-//! recipes.d and what the hypervisors hold: domains trog made that no file declares (orphans,
-//! each with the command that removes it), and domains of a declared name that trog did not make.
-//! Asks only; removes nothing.
+//! recipes.d and what the hypervisors hold: domains this installation made that no file declares
+//! (orphans, each with the command that removes it), domains another installation sharing the
+//! hypervisor made (theirs: listed, never offered for removal), domains trog tagged before its
+//! tags named their installation (said so, with the command only for the case they are this
+//! installation's), and domains of a declared name that trog did not make. Asks only; removes
+//! nothing.
 
 use crate::config::guest::list_domains;
+use crate::config::installation_id::read_installation_id;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
+use crate::libvirt::site::Maker;
 use crate::lock::Locks;
 use crate::workflow::session::GuestAddress;
 use crate::workflow::site::{ask_holdings, HypervisorHoldings};
@@ -17,8 +22,15 @@ use std::time::Duration;
 /// What libvirt has that recipes.d does not say, or says otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Drift {
-    /// Domains carrying trog's tag with no file in recipes.d.
+    /// Domains tagged by this installation with no file in recipes.d.
     pub orphans: Vec<Orphan>,
+    /// Domains tagged by another installation (sharing the hypervisor) that no file of this one
+    /// declares: theirs, not this installation's to remove. Not drift of this installation.
+    pub other_installations: Vec<OtherInstallations>,
+    /// Domains with trog's tag from before tags named their installation, with no file in
+    /// recipes.d: this installation's or another's, which nobody can tell; `remove_with` is the
+    /// command for the case they are this one's.
+    pub unknown_installation: Vec<Orphan>,
     /// Domains named as a guest of recipes.d that do not carry trog's tag: `provision` refuses
     /// them as a conflict (`--force` adopts one).
     pub foreign: Vec<HeldElsewhere>,
@@ -35,6 +47,15 @@ pub struct Orphan {
     pub remove_with: String,
 }
 
+/// A domain another installation of trog made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OtherInstallations {
+    pub guest: String,
+    pub hypervisor: String,
+    /// The identity its tag names (that installation's `installation-id`).
+    pub installation: String,
+}
+
 /// A domain on a hypervisor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeldElsewhere {
@@ -43,18 +64,27 @@ pub struct HeldElsewhere {
 }
 
 impl Drift {
+    /// Whether nothing drifted that may be this installation's: another installation's guests
+    /// are theirs, and do not count.
     pub fn is_empty(&self) -> bool {
-        self.orphans.is_empty() && self.foreign.is_empty()
+        self.orphans.is_empty() && self.unknown_installation.is_empty() && self.foreign.is_empty()
     }
 }
 
-/// The drift between the `declared` guests and what `hypervisors` hold (pure). The command that
-/// removes an orphan names its hypervisor when the fleet has several: `destroy` then asks that
-/// one only.
-pub fn find_drift(declared: &[String], hypervisors: &[HypervisorHoldings]) -> Drift {
+/// The drift between the `declared` guests and what `hypervisors` hold (pure); `this` is the
+/// installation's identity (`None` before its first change: then no tag names it). The command
+/// that removes an orphan names its hypervisor when the fleet has several: `destroy` then asks
+/// that one only.
+pub fn find_drift(
+    declared: &[String],
+    this: Option<&str>,
+    hypervisors: &[HypervisorHoldings],
+) -> Drift {
     let name_hypervisor = hypervisors.len() > 1;
     let mut drift = Drift {
         orphans: Vec::new(),
+        other_installations: Vec::new(),
+        unknown_installation: Vec::new(),
         foreign: Vec::new(),
         unreachable: Vec::new(),
     };
@@ -70,25 +100,35 @@ pub fn find_drift(declared: &[String], hypervisors: &[HypervisorHoldings]) -> Dr
         };
         for domain in held {
             let is_declared = declared.contains(&domain.name);
-            if domain.tagged && !is_declared {
-                let remove_with = if name_hypervisor {
+            let orphan = || Orphan {
+                guest: domain.name.clone(),
+                hypervisor: hypervisor.name.clone(),
+                remove_with: if name_hypervisor {
                     format!(
                         "trog destroy {} --hypervisor {}",
                         domain.name, hypervisor.name
                     )
                 } else {
                     format!("trog destroy {}", domain.name)
-                };
-                drift.orphans.push(Orphan {
+                },
+            };
+            match (&domain.maker, is_declared) {
+                (Maker::NotTrog, true) => drift.foreign.push(HeldElsewhere {
                     guest: domain.name.clone(),
                     hypervisor: hypervisor.name.clone(),
-                    remove_with,
-                });
-            } else if !domain.tagged && is_declared {
-                drift.foreign.push(HeldElsewhere {
-                    guest: domain.name.clone(),
-                    hypervisor: hypervisor.name.clone(),
-                });
+                }),
+                (Maker::NotTrog, false) | (_, true) => {}
+                (Maker::Trog { installation }, false) if Some(installation.as_str()) == this => {
+                    drift.orphans.push(orphan())
+                }
+                (Maker::Trog { installation }, false) => {
+                    drift.other_installations.push(OtherInstallations {
+                        guest: domain.name.clone(),
+                        hypervisor: hypervisor.name.clone(),
+                        installation: installation.clone(),
+                    })
+                }
+                (Maker::TrogUnrecorded, false) => drift.unknown_installation.push(orphan()),
             }
         }
     }
@@ -116,6 +156,9 @@ pub fn site_status(
     reporter: &dyn crate::workflow::reporter::Reporter,
 ) -> Result<SiteStatus, Failure> {
     let domains = list_domains(paths)?;
+    // Read, never made: a status changes nothing. An installation without one yet has tagged
+    // nothing with it.
+    let this = read_installation_id(&paths.dir)?;
     let (hypervisors, warning) = ask_holdings(paths, named, answer_timeout)?;
     let mut guests = Vec::with_capacity(domains.len());
     for domain in &domains {
@@ -139,7 +182,7 @@ pub fn site_status(
     let declared: Vec<String> = domains.iter().map(ToString::to_string).collect();
     Ok(SiteStatus {
         guests,
-        drift: find_drift(&declared, &hypervisors),
+        drift: find_drift(&declared, this.as_ref().map(|id| id.as_str()), &hypervisors),
         warning,
     })
 }
@@ -149,10 +192,21 @@ mod tests {
     use super::*;
     use crate::libvirt::site::HeldDomain;
 
-    fn held(name: &str, tagged: bool) -> HeldDomain {
+    const THIS: &str = "11111111-1111-4111-8111-111111111111";
+    const OTHER: &str = "22222222-2222-4222-8222-222222222222";
+
+    /// A domain made by `maker`: `Some(THIS)`, `Some(OTHER)`, `Some("")` (trog, no
+    /// installation recorded) or `None` (not trog).
+    fn held(name: &str, maker: Option<&str>) -> HeldDomain {
         HeldDomain {
             name: name.into(),
-            tagged,
+            maker: match maker {
+                None => Maker::NotTrog,
+                Some("") => Maker::TrogUnrecorded,
+                Some(id) => Maker::Trog {
+                    installation: id.into(),
+                },
+            },
             leased: Vec::new(),
         }
     }
@@ -166,16 +220,18 @@ mod tests {
     }
 
     #[test]
-    fn orphans_and_foreign_namesakes_are_told_apart_from_declared_guests() {
+    fn orphans_other_installations_unrecorded_and_foreign_namesakes_are_told_apart() {
         let declared = vec!["www.site.test".to_string(), "db.site.test".to_string()];
         let fleet = [
             hypervisor(
                 "hv1",
                 vec![
-                    held("www.site.test", true),
-                    held("old.site.test", true),
-                    held("db.site.test", false),
-                    held("someone-elses-vm", false),
+                    held("www.site.test", Some(THIS)),
+                    held("old.site.test", Some(THIS)),
+                    held("theirs.site.test", Some(OTHER)),
+                    held("legacy.site.test", Some("")),
+                    held("db.site.test", None),
+                    held("someone-elses-vm", None),
                 ],
             ),
             HypervisorHoldings {
@@ -184,13 +240,29 @@ mod tests {
                 answer: Err("did not answer within 20s".into()),
             },
         ];
-        let drift = find_drift(&declared, &fleet);
+        let drift = find_drift(&declared, Some(THIS), &fleet);
         assert_eq!(
             drift.orphans,
             [Orphan {
                 guest: "old.site.test".into(),
                 hypervisor: "hv1".into(),
                 remove_with: "trog destroy old.site.test --hypervisor hv1".into(),
+            }]
+        );
+        assert_eq!(
+            drift.other_installations,
+            [OtherInstallations {
+                guest: "theirs.site.test".into(),
+                hypervisor: "hv1".into(),
+                installation: OTHER.into(),
+            }]
+        );
+        assert_eq!(
+            drift.unknown_installation,
+            [Orphan {
+                guest: "legacy.site.test".into(),
+                hypervisor: "hv1".into(),
+                remove_with: "trog destroy legacy.site.test --hypervisor hv1".into(),
             }]
         );
         assert_eq!(
@@ -205,15 +277,45 @@ mod tests {
     }
 
     #[test]
+    fn another_installations_guests_are_not_this_ones_drift() {
+        let declared = vec!["www.site.test".to_string()];
+        let only = [hypervisor(
+            "local",
+            vec![
+                held("www.site.test", Some(THIS)),
+                held("theirs.site.test", Some(OTHER)),
+            ],
+        )];
+        let drift = find_drift(&declared, Some(THIS), &only);
+        assert!(drift.orphans.is_empty());
+        assert_eq!(drift.other_installations.len(), 1);
+        assert!(drift.is_empty());
+        // An installation that has no identity yet tagged nothing: every named tag is another's.
+        let before_any = find_drift(&declared, None, &only);
+        assert!(before_any.orphans.is_empty());
+        assert_eq!(before_any.other_installations.len(), 1);
+        // A declared guest is not drift, whoever tagged it last.
+        let shared = [hypervisor(
+            "local",
+            vec![held("www.site.test", Some(OTHER))],
+        )];
+        let drift = find_drift(&declared, Some(THIS), &shared);
+        assert!(drift.other_installations.is_empty() && drift.is_empty());
+    }
+
+    #[test]
     fn an_only_hypervisor_is_not_named_and_a_matching_site_has_no_drift() {
         let declared = vec!["www.site.test".to_string()];
         let only = [hypervisor(
             "local",
-            vec![held("www.site.test", true), held("gone.site.test", true)],
+            vec![
+                held("www.site.test", Some(THIS)),
+                held("gone.site.test", Some(THIS)),
+            ],
         )];
-        let drift = find_drift(&declared, &only);
+        let drift = find_drift(&declared, Some(THIS), &only);
         assert_eq!(drift.orphans[0].remove_with, "trog destroy gone.site.test");
-        let matching = [hypervisor("local", vec![held("www.site.test", true)])];
-        assert!(find_drift(&declared, &matching).is_empty());
+        let matching = [hypervisor("local", vec![held("www.site.test", Some(THIS))])];
+        assert!(find_drift(&declared, Some(THIS), &matching).is_empty());
     }
 }

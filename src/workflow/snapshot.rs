@@ -16,14 +16,16 @@ use crate::snapshot::{beyond_newest, by_age, name_for_new, Capture, SnapshotReco
 use crate::snapshot_space::{parse_image_info, snapshot_space, SnapshotSpace};
 use crate::workflow::hypervisor_machine::open_hypervisor_machine;
 use crate::workflow::inputs::{load_guest_inputs, StoreUse};
+use crate::workflow::locate::{refuse_without_own_guest, GuestVerb};
 use crate::workflow::open::HypervisorAccess;
 use crate::workflow::reporter::Reporter;
 use crate::workflow::session::{Fleet, GuestSession, GuestUse, InstallationFleet};
 
 pub use crate::workflow::session::GuestAddress;
 
-/// Opens the guest's session for a snapshot verb: located, locked when `guest_use` changes it,
-/// its hypervisor reached through libvirt alone.
+/// Opens the guest's session for a snapshot verb: a domain without a guest of its own refused
+/// first, then located, locked when `guest_use` changes it, its hypervisor reached through
+/// libvirt alone.
 fn open_session(
     fleet: &dyn Fleet,
     guest: &GuestAddress,
@@ -31,6 +33,11 @@ fn open_session(
     credentials: &mut CredentialSource<TerminalPrompter>,
     reporter: &dyn Reporter,
 ) -> Result<GuestSession, Failure> {
+    refuse_without_own_guest(
+        GuestVerb::Snapshot,
+        guest.domain,
+        fleet.runs_on(guest.domain),
+    )?;
     GuestSession::open(
         fleet,
         guest,
@@ -169,6 +176,7 @@ pub(crate) fn list_snapshots_in(
                 &inputs.generated,
                 &inputs.config.settings,
                 &session.config,
+                inputs.installation.as_ref(),
             );
             let tag = GuestTag {
                 payload_digest: Some(desired.payload_digest.clone()),

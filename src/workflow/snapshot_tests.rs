@@ -288,3 +288,69 @@ fn a_listing_takes_no_lock_and_says_why_it_has_no_sizes() {
     .unwrap();
     assert_eq!(failure.status, ExitStatus::Hypervisor);
 }
+
+/// A domain whose file says it runs on another's machine, or on an existing host: every
+/// snapshot verb refuses it before the fleet is asked anything, and its namesake's snapshots on
+/// the hypervisor stay as they were.
+#[test]
+fn a_dependent_or_an_existing_host_is_refused_before_anything_is_asked() {
+    use crate::config::settings::RunsOn;
+    let web = DomainName::parse("web.example.test").unwrap();
+    for (runs_on, says, hint) in [
+        (
+            RunsOn::DependsOn(web.clone()),
+            "g.example.test has no guest of its own to snapshot: it depends on web.example.test",
+            "`trog snapshot web.example.test`; the snapshot covers the whole guest, every site on it included",
+        ),
+        (
+            RunsOn::ExistingHost("192.0.2.7".into()),
+            "g.example.test is an existing host (192.0.2.7) that trog did not build",
+            "trog only finishes g.example.test over SSH",
+        ),
+    ] {
+        let fake = hypervisor();
+        let fleet = FakeFleet::of(&fake).running_on(runs_on);
+        let address = GuestAddress {
+            domain: &domain(),
+            hypervisor: None,
+            answer_timeout: Duration::from_secs(1),
+        };
+        let reporter = RecordedReport::default();
+        let results = [
+            take_snapshot_in(
+                &fleet,
+                &address,
+                &NewSnapshot {
+                    name: Some("new"),
+                    keep: Some(1),
+                    now_unix: 1_800_000_000,
+                },
+                &mut credentials(),
+                &reporter,
+            )
+            .map(|_| ()),
+            list_snapshots_in(
+                &fleet,
+                &InstallationPaths::resolve(Some("/nonexistent/installation"), None, None),
+                &address,
+                &mut credentials(),
+                &reporter,
+            )
+            .map(|_| ()),
+            delete_snapshot_in(&fleet, &address, "old", &mut credentials(), &reporter).map(|_| ()),
+        ];
+        for result in results {
+            let failure = result.expect_err("refused");
+            assert_eq!(failure.status, ExitStatus::Conflict);
+            assert!(failure.chain()[0].contains(says), "{:?}", failure.chain());
+            assert!(
+                failure.hint.as_deref().unwrap().contains(hint),
+                "{:?}",
+                failure.hint
+            );
+        }
+        assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+        assert_eq!(fake.snapshot_names_of(domain().as_str()), ["older", "old"]);
+        assert!(reporter.0.borrow().is_empty());
+    }
+}

@@ -110,6 +110,7 @@ pub fn status_on(
         &inputs.generated,
         &inputs.config.settings,
         hypervisor,
+        inputs.installation.as_ref(),
     );
     let prepared = opened
         .hypervisor

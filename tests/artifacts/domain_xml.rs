@@ -58,6 +58,7 @@ fn representative_guest() -> DomainSpec {
             shape_fingerprint: "1".repeat(64),
             payload_digest: None,
         },
+        installation: Some("0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10".into()),
         direct_boot: None,
     }
 }
@@ -387,12 +388,22 @@ fn the_metadata_is_in_trogs_namespace() {
         xpath_value(&xml, &format!("{guest}/@shape")),
         "1".repeat(64)
     );
-    // trog reads back what it wrote.
+    assert_eq!(
+        xpath_value(&xml, &format!("{guest}/@installation")),
+        "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10"
+    );
+    // trog reads back what it wrote, and which installation wrote it.
     let start = xml.find("<trog:guest").unwrap();
     let end = start + xml[start..].find("/>").unwrap() + 2;
     assert_eq!(
         parse_tag(&xml[start..end]),
         Some(representative_guest().tag)
+    );
+    assert_eq!(
+        trog::render::domain_xml::metadata::maker_of(Some(&xml[start..end])),
+        trog::render::domain_xml::metadata::Maker::Trog {
+            installation: "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10".into()
+        }
     );
 }
 

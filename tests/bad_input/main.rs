@@ -1602,6 +1602,81 @@ fn sites() -> Vec<Case> {
             .edit(write(OTHER_FILE, domain_file("other.test", "depends_on: example.test")))
             .says("a cycle"),
     ]
+    .into_iter()
+    .chain(verbs_about_a_guest_without_one())
+    .chain([
+        case("backup of a dependent whose machine was never built", "backup example.test", CONFIG)
+            .edit(write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}")))
+            .edit(write(OTHER_FILE, domain_file("other.test", "cpus: 1")))
+            .says("`depends_on` of example.test (other.test's machine)")
+            .says("`trog provision other.test`"),
+        case("backup of an existing host without its key", "backup example.test", CONFIG)
+            .edit(write(GUEST_FILE, guest("existing_host: 192.0.2.7", "nginx: {}")))
+            .says("`existing_host` of example.test (example.test's machine)")
+            .says("`trog provision example.test`"),
+        case("status --all, installation-id a link", "status --all", CONFIG)
+            .edit(write("elsewhere-id", "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10\n"))
+            .edit(link("etc/installation-id", "{ROOT}/elsewhere-id"))
+            .no_line()
+            .says("installation-id is a symbolic link"),
+        case("status --all, installation-id not one", "status --all", CONFIG)
+            .edit(write("etc/installation-id", "not an identity\n"))
+            .no_line()
+            .says("does not hold an identity trog wrote"),
+    ])
+    .collect()
+}
+
+/// `snapshot`, `restore` and `debug_boot` are about a guest trog built: a dependent and an
+/// existing host are refused before the fleet is asked, with what to do instead.
+fn verbs_about_a_guest_without_one() -> Vec<Case> {
+    let dependent = || write(GUEST_FILE, guest("depends_on: other.test", "nginx: {}"));
+    let machine = || write(OTHER_FILE, domain_file("other.test", "cpus: 1"));
+    let existing = || write(GUEST_FILE, guest("existing_host: 192.0.2.7", "nginx: {}"));
+    let mut cases = Vec::new();
+    for (verb, args, instead) in [
+        (
+            "snapshot",
+            "snapshot example.test",
+            "`trog snapshot other.test`",
+        ),
+        (
+            "snapshot --list",
+            "snapshot --list example.test",
+            "`trog snapshot other.test`",
+        ),
+        (
+            "restore",
+            "restore --latest example.test",
+            "`trog restore --latest other.test`",
+        ),
+        (
+            "debug_boot",
+            "debug_boot --console example.test",
+            "`trog debug_boot --console other.test`",
+        ),
+        (
+            "debug_boot --fetch",
+            "debug_boot --fetch example.test",
+            "`trog debug_boot --console other.test`",
+        ),
+    ] {
+        cases.push(
+            case(&format!("{verb} of a dependent"), args, CONFLICT)
+                .edit(dependent())
+                .edit(machine())
+                .no_line()
+                .says("has no guest of its own")
+                .says(instead),
+        );
+        cases.push(
+            case(&format!("{verb} of an existing host"), args, CONFLICT)
+                .edit(existing())
+                .no_line()
+                .says("that trog did not build"),
+        );
+    }
+    cases
 }
 
 /// The guest's file with `disks` as its extra disks (a YAML flow list).

@@ -109,6 +109,7 @@ fn provision_killed_mid_write(installation: &Installation) {
         if let Some((path, size)) = partial_file(&installation.pool_path, &base) {
             if size > 0 && size < whole && sizes_seen.last().is_some_and(|&last| last < size) {
                 sigkill(pid);
+                KILLED.lock().unwrap().push(pid as u32);
                 sizes_seen.push(size);
                 break path;
             }
@@ -163,9 +164,52 @@ fn partial_file(pool_dir: &Path, base: &str) -> Option<(PathBuf, u64)> {
         .and_then(|entry| Some((entry.path(), entry.metadata().ok()?.len())))
 }
 
-/// Runs `provision --json --wait 0` and SIGKILLs it once the step doing `action` has started. `--wait 0`: a lock the previous,
-/// killed run still held would end this run at once with exit status 10.
+/// Runs `provision --json --wait 0` and SIGKILLs it once the step doing `action` has started.
+/// `--wait 0`: a lock the previous, killed run still held would end this run at once with exit
+/// status 10. A hypervisor-wide lock (the network filters') held for a moment by a live run of
+/// another installation on this libvirtd is not that: the run is tried again, a bounded number
+/// of times.
 pub fn provision_killed_at(installation: &Installation, action: &str) {
+    const TRIES: u32 = 60;
+    for _ in 1..TRIES {
+        match try_provision_killed_at(installation, action) {
+            Ok(()) => return,
+            Err(Busy { holder }) => {
+                KILLED.lock().unwrap().iter().for_each(|killed| {
+                    assert_ne!(
+                        *killed, holder,
+                        "a rerun found a lock still held by the run killed before it"
+                    )
+                });
+                eprintln!("[kill chain] a live run (process {holder}) held a hypervisor-wide lock: trying again");
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+    }
+    try_provision_killed_at(installation, action)
+        .unwrap_or_else(|busy| panic!("process {} held a lock {TRIES} times", busy.holder));
+}
+
+/// The process ids of the runs this chain killed.
+static KILLED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// A run that ended at once because another live run held a hypervisor-wide lock.
+struct Busy {
+    holder: u32,
+}
+
+/// The holder of the lock a `busy` error event names, when the run ended with one.
+fn busy_holder(events: &str) -> Option<u32> {
+    events.lines().find_map(|line| {
+        let event: serde_json::Value = serde_json::from_str(line).ok()?;
+        (event["event"] == "error" && event["exit_status"]["name"] == "busy").then_some(())?;
+        let message = event["message"].as_str()?;
+        let after = &message[message.find("(process ")? + "(process ".len()..];
+        after.split(' ').next()?.parse().ok()
+    })
+}
+
+fn try_provision_killed_at(installation: &Installation, action: &str) -> Result<(), Busy> {
     let mut child = Reaped(spawn_verb(
         "provision",
         installation.dir.path(),
@@ -211,6 +255,7 @@ pub fn provision_killed_at(installation: &Installation, action: &str) {
                 let number = event["step"].as_u64().unwrap_or(0) as usize;
                 if planned.get(number.wrapping_sub(1)).map(String::as_str) == Some(action) {
                     sigkill(pid);
+                    KILLED.lock().unwrap().push(pid as u32);
                     killed = true;
                     break;
                 }
@@ -237,6 +282,11 @@ pub fn provision_killed_at(installation: &Installation, action: &str) {
         &format!("stderr of a provision killed at {action}"),
         &stderr,
     );
+    if !killed {
+        if let Some(holder) = busy_holder(&events) {
+            return Err(Busy { holder });
+        }
+    }
     assert!(
         killed,
         "provision ended ({status}) before reaching `{action}`:\n{events}\n{stderr}"
@@ -245,6 +295,7 @@ pub fn provision_killed_at(installation: &Installation, action: &str) {
         !events.contains("waiting up to") && !stderr.contains("waiting up to"),
         "the run waited for a lock a killed run held:\n{events}\n{stderr}"
     );
+    Ok(())
 }
 
 /// A run that does not outlive a failed assertion: it is killed and reaped when dropped.

@@ -41,12 +41,13 @@ fn running_definition(domain: &str) -> (Vec<(String, String)>, String) {
 }
 
 /// Changes the running guest's disk bus and machine type, and checks what libvirt and the guest
-/// say; `files_kept` are files on its disks, with what they hold.
+/// say; `files_kept` are files on its disks, with what they hold. The guest's address after the
+/// restart.
 pub fn bus_and_machine_changed(
     installation: &Installation,
     address: &str,
     files_kept: &[(&str, &str)],
-) {
+) -> String {
     let config = installation.dir.path();
     let domain = installation.domain.as_str();
     let guest_file = config.join("recipes.d").join(format!("{domain}.yaml"));
@@ -137,4 +138,5 @@ pub fn bus_and_machine_changed(
         text(&again.stdout),
         text(&again.stderr)
     );
+    address
 }

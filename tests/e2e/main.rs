@@ -1,6 +1,7 @@
 //! End to end, for real: `bin/provision` builds a guest from the offline test image on this
 //! machine's libvirtd (software emulation), cloud-init applies the seed, the payload's Makefile
-//! runs over SSH; runs killed with SIGKILL at every step of the guest's plan are rerun and the
+//! runs over SSH (its mirror failing the first requests of a finish, which apt on the guest takes
+//! from the installation's fallback mirror); runs killed with SIGKILL at every step of the guest's plan are rerun and the
 //! last converges (the kill points are listed in kill_chain.rs); a guest whose QEMU is killed
 //! during boot is reported at once with libvirt's reason; a run killed while it waits is rerun
 //! and converges without duplicates, while a second
@@ -47,7 +48,9 @@ struct Installation {
 
 use std::path::PathBuf;
 
-fn installation(mirror_url: &str) -> Installation {
+/// The test installation; its guest asks `mirror_url` first and `fallback_mirror_url` when that
+/// fails a request.
+fn installation(mirror_url: &str, fallback_mirror_url: &str) -> Installation {
     let dir = tempfile::Builder::new()
         .prefix("trog-e2e-")
         .tempdir_in("/var/tmp")
@@ -70,7 +73,7 @@ fn installation(mirror_url: &str) -> Installation {
     std::fs::write(
         dir.path().join("recipes.yaml"),
         format!(
-            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n"
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    fallback_mirrors: [{fallback_mirror_url}]\n    upgrade: false\n"
         ),
     )
     .unwrap();
@@ -297,6 +300,43 @@ fn panicking_guest_is_reported_at_its_next_console_look(installation: &Installat
     std::fs::remove_file(config.join("recipes.d").join(format!("{panicking}.yaml"))).unwrap();
 }
 
+/// How many requests the mirror fails in the finish of step 2: apt-get update's first (the
+/// InRelease of each of the three suites).
+const MIRROR_FAILURES: usize = 3;
+
+/// The mirror really failed [`MIRROR_FAILURES`] requests, and the fallback was asked for each
+/// of those files after it (since `fallback_asked_before`): apt on the guest asked the mirrors
+/// in the installation's order and turned to the next one on a failure.
+fn mirror_failures_were_fallen_back_from(
+    mirror: &MirrorServer,
+    fallback: &MirrorServer,
+    fallback_asked_before: usize,
+) {
+    let failed: Vec<String> = mirror
+        .asked()
+        .into_iter()
+        .filter(|(_, failed)| *failed)
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(
+        failed.len(),
+        MIRROR_FAILURES,
+        "the mirror failed {failed:?}; asked: {:?}",
+        mirror.asked()
+    );
+    let asked_of_fallback: Vec<String> = fallback.asked()[fallback_asked_before..]
+        .iter()
+        .map(|(path, _)| path.clone())
+        .collect();
+    for path in &failed {
+        assert!(
+            asked_of_fallback.contains(path),
+            "{path} failed on the mirror and was not asked of the fallback, which was asked {asked_of_fallback:?}"
+        );
+    }
+    eprintln!("the mirror failed {failed:?}; apt on the guest took each from the fallback");
+}
+
 /// SIGKILLs the QEMU process of the running domain `name`, as a crash would end it.
 fn kill_qemu_of(name: &str) {
     let pid_file = format!("/run/libvirt/qemu/{name}.pid");
@@ -314,11 +354,11 @@ fn provision_converge_and_destroy_a_real_guest() {
     run_verbs_as(TestAccount::ensure(accounts::ACCOUNT));
     let mirror_root = tempfile::tempdir().unwrap();
     write_empty_archive(mirror_root.path());
-    let mirror = MirrorServer::start(
-        mirror_root.path(),
-        18000 + (std::process::id() % 1000) as u16,
-    );
-    let installation = installation(&mirror.url);
+    let mirror_port = 18000 + (std::process::id() % 1000) as u16;
+    let mirror = MirrorServer::start(mirror_root.path(), mirror_port);
+    // The archive behind the installation's mirror, in the list after it (`fallback_mirrors`).
+    let fallback_mirror = MirrorServer::start(mirror_root.path(), mirror_port + 1000);
+    let installation = installation(&mirror.url, &fallback_mirror.url);
     let planted = secret_scan::plant(installation.dir.path(), &installation.domain);
     verbs_run_as().unwrap().hand_over(installation.dir.path());
     let _leftovers = LibvirtLeftovers {
@@ -399,6 +439,10 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     // 2. Rerun: converges from there, no duplicates, the guest finished. A second run of the
     //    same guest started meanwhile waits for the first's guest lock, then finds it converged.
+    //    The mirror fails the first requests of this run's finish (503, as a cache whose
+    //    upstream hiccups): apt on the guest asks the fallback for each, and the finish passes.
+    mirror.fail_next(MIRROR_FAILURES);
+    let fallback_asked_before = fallback_mirror.asked().len();
     let mut first = RunningProvision::start(&installation);
     first.reach("wait for the guest's address and SSH");
     accounts::the_run_is_the_accounts(&installation, first.child.id());
@@ -418,6 +462,7 @@ fn provision_converge_and_destroy_a_real_guest() {
         "{waited_out}"
     );
     assert_eq!(code, Some(0), "provision failed:\n{stdout}\n{stderr}");
+    mirror_failures_were_fallen_back_from(&mirror, &fallback_mirror, fallback_asked_before);
     assert!(
         !stdout.contains("define the domain"),
         "the rerun defined the domain again:\n{stdout}"
@@ -498,12 +543,8 @@ fn provision_converge_and_destroy_a_real_guest() {
         format!("{domain}: on local, converged\n")
     );
 
-    // 3'. An extra disk added to the running guest's file: plugged in, formatted, mounted.
+    // 3a. An extra disk added to the running guest's file: plugged in, formatted, mounted.
     extra_disk::added_to_the_running_guest(&installation, &address);
-
-    // 3a. Its seed is gone from the domain and the pool; restarted without it, the guest keeps
-    //     its instance and answers with the same pinned host key.
-    retired_seed::the_seed_is_gone_and_a_restart_keeps_the_host_key(&installation, &address);
 
     // 3b. The guest is trusted by the host key trog gave it, and nothing else is.
     host_keys::only_the_guests_own_host_key_is_trusted(&installation, &address);
@@ -577,12 +618,16 @@ fn provision_converge_and_destroy_a_real_guest() {
 
     planted.read_from_guest(&|command| on_guest(&installation, &address, command));
 
-    // 4a. Its disk bus and machine type changed: redefined and restarted, its disks intact.
-    machine_change::bus_and_machine_changed(
+    // 4a. Its seed is gone from the domain and the pool (retired after the rebuild's first
+    //     boot too). Its disk bus and machine type changed: redefined and restarted without the
+    //     seed, its disks intact, the same instance of cloud-init and the same pinned host key.
+    let before_the_restart = retired_seed::gone_before_a_restart(&installation, &address);
+    let address = machine_change::bus_and_machine_changed(
         &installation,
         &address,
         &[(extra_disk::KEPT_FILE, extra_disk::KEPT_TEXT)],
     );
+    retired_seed::kept_across_the_restart(&installation, &address, &before_the_restart);
 
     // 5. Destroyed: no domain, no disk, no snapshot, no seed; the data volume and the shared base
     //    image stay until --purge, which takes the data volume too.

@@ -54,56 +54,133 @@ pub fn write_empty_archive(root: &Path) {
     }
 }
 
-/// A static HTTP server for the mirror, stopped when dropped.
+/// A static HTTP server for the mirror on the libvirt bridge, stopped when dropped. It can be told
+/// to fail requests ([`MirrorServer::fail_next`]), as a cache whose upstream hiccups does, and it
+/// keeps every path it was asked for, so a test sees which mirror apt on the guest really asked.
 pub struct MirrorServer {
-    child: Child,
     pub url: String,
+    state: std::sync::Arc<MirrorState>,
+    address: std::net::SocketAddr,
+}
+
+#[derive(Default)]
+struct MirrorState {
+    /// How many of the next requests are answered 503.
+    failures_left: std::sync::Mutex<usize>,
+    /// Every path asked for, in order, with whether it was failed.
+    asked: std::sync::Mutex<Vec<(String, bool)>>,
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl MirrorServer {
     pub fn start(root: &Path, port: u16) -> MirrorServer {
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                BRIDGE_ADDRESS,
-                "--directory",
-            ])
-            .arg(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 serves the test mirror");
-        let url = format!("http://{BRIDGE_ADDRESS}:{port}/debian");
-        let server = MirrorServer { child, url };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect((BRIDGE_ADDRESS, port)).is_ok() {
-                return server;
+        let listener = std::net::TcpListener::bind((BRIDGE_ADDRESS, port))
+            .unwrap_or_else(|error| panic!("the test mirror on {BRIDGE_ADDRESS}:{port}: {error}"));
+        let address = listener.local_addr().unwrap();
+        let state = std::sync::Arc::new(MirrorState::default());
+        let (root, serving) = (root.to_path_buf(), state.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if serving.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let (root, state) = (root.clone(), serving.clone());
+                std::thread::spawn(move || answer(stream, &root, &state));
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        });
+        MirrorServer {
+            url: format!("http://{BRIDGE_ADDRESS}:{port}/debian"),
+            state,
+            address,
         }
-        panic!("the test mirror did not start on {BRIDGE_ADDRESS}:{port} within 5s");
     }
+
+    /// Answers the next `count` requests with 503 Service Unavailable.
+    pub fn fail_next(&self, count: usize) {
+        *self.state.failures_left.lock().unwrap() = count;
+    }
+
+    /// The paths asked for so far, in order, each with whether it was failed.
+    pub fn asked(&self) -> Vec<(String, bool)> {
+        self.state.asked.lock().unwrap().clone()
+    }
+}
+
+/// One connection: one request, answered with the file under `root`, a 404, or a 503 while
+/// failures are due; the connection is closed after it (apt opens another).
+fn answer(stream: std::net::TcpStream, root: &Path, state: &MirrorState) {
+    use std::io::BufRead;
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(60)));
+    let mut reader = std::io::BufReader::new(&stream);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    let mut header = String::new();
+    while reader
+        .read_line(&mut header)
+        .map(|n| n > 2)
+        .unwrap_or(false)
+    {
+        header.clear();
+    }
+    let mut words = request_line.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or("/"));
+    let path = target.split('?').next().unwrap_or("/").to_string();
+    let fail = {
+        let mut left = state.failures_left.lock().unwrap();
+        let fail = *left > 0;
+        *left = left.saturating_sub(1);
+        fail
+    };
+    state.asked.lock().unwrap().push((path.clone(), fail));
+    let file = (!path.split('/').any(|part| part == ".."))
+        .then(|| std::fs::read(root.join(path.trim_start_matches('/'))).ok())
+        .flatten();
+    let (status, body) = match (fail, file) {
+        (true, _) => ("503 Service Unavailable", Vec::new()),
+        (false, Some(bytes)) => ("200 OK", bytes),
+        (false, None) => ("404 Not Found", Vec::new()),
+    };
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if method != "HEAD" {
+        response.extend_from_slice(&body);
+    }
+    let mut stream = &stream;
+    let _ = stream.write_all(&response);
 }
 
 impl Drop for MirrorServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // The accepting thread ends at its next connection: this one.
+        self.state
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.address);
     }
 }
 
 /// Runs a `bin/` entry point with the installation and credentials on standard input; what it
 /// printed is recorded for the secret scan.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
+    let started = std::time::Instant::now();
     let output = root_warning::output_without_root_warning(
         spawn_verb(verb, installation, args)
             .wait_with_output()
             .unwrap(),
     );
     let command = format!("{verb} {}", args.join(" "));
+    // Where a binary's time goes, in its log (tests/run prints it): one line a verb.
+    eprintln!(
+        "[verb] {command}: exit {:?} after {:.0?}",
+        output.status.code(),
+        started.elapsed()
+    );
     record_printed(&format!("stdout of {command}"), &text(&output.stdout));
     record_printed(&format!("stderr of {command}"), &text(&output.stderr));
     output

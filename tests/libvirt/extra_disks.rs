@@ -248,6 +248,7 @@ fn a_rendered_q35_guest_with_extra_disks_is_defined_with_spare_root_ports() {
             shape_fingerprint: "s".into(),
             payload_digest: None,
         },
+        installation: None,
         direct_boot: None,
         name: name.clone(),
     };

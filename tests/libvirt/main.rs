@@ -21,6 +21,10 @@ use trog::model::units::Bytes;
 use trog::plan::{
     self, resource_names, Action, DesiredGuest, DesiredVolume, PoolState, Resolution,
 };
+use trog::render::domain_xml::metadata::{render_tag, Maker, TAG_NAMESPACE, TAG_PREFIX};
+
+/// The installation the test guests are defined by, named in their tags.
+const INSTALLATION: &str = "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10";
 
 struct Cleanup {
     connection: virt::connect::Connect,
@@ -125,6 +129,7 @@ impl TestGuest {
             boot_fingerprint: "boot-1".into(),
             shape_fingerprint: "shape-1".into(),
             payload_digest: "payload-1".into(),
+            installation: Some(INSTALLATION.into()),
             domain: domain.clone(),
         };
         let xml = minimal_domain_xml(
@@ -214,6 +219,29 @@ fn plan_steps_converge_against_real_libvirt() {
     assert_eq!(domain_seen.tag, Some(desired.tag_before_finish()));
     assert!(domain_seen.autostart);
     assert!(domain_seen.seed_attached);
+    // The definition names the installation that made it, as status --all reads it.
+    let made_by = |connection: &virt::connect::Connect| {
+        trog::libvirt::trog_tag::read_maker(
+            &connection
+                .lookup_domain_by_name(desired.domain.as_str())
+                .unwrap(),
+        )
+    };
+    let by_this = Maker::Trog {
+        installation: INSTALLATION.into(),
+    };
+    assert_eq!(made_by(&connection), by_this);
+    let held = trog::libvirt::site::held_domains(
+        &trog::model::hypervisor::LibvirtUri::parse("qemu:///system").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        held.iter()
+            .find(|domain| domain.name == desired.domain.as_str())
+            .unwrap()
+            .maker,
+        by_this
+    );
 
     // The overlay really is a qcow2 over the uploaded base image.
     let root_path = connection
@@ -285,8 +313,31 @@ fn plan_steps_converge_against_real_libvirt() {
     resources.record_tag(&finished).unwrap();
     assert_eq!(
         resources.observe().unwrap().domain.unwrap().tag,
-        Some(finished)
+        Some(finished.clone())
     );
+    assert_eq!(made_by(&connection), by_this);
+
+    // A domain tagged before tags named their installation is trog's by an unrecorded one; the
+    // next finish's tag names the installation that finished it.
+    connection
+        .lookup_domain_by_name(desired.domain.as_str())
+        .unwrap()
+        .set_metadata(
+            virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+            Some(&render_tag(desired.domain.as_str(), &finished, None).unwrap()),
+            Some(TAG_PREFIX),
+            Some(TAG_NAMESPACE),
+            virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+        )
+        .unwrap();
+    assert_eq!(made_by(&connection), Maker::TrogUnrecorded);
+    assert_eq!(
+        resources.observe().unwrap().domain.unwrap().tag,
+        Some(finished.clone()),
+        "the digests of an older tag are read as they were"
+    );
+    resources.record_tag(&finished).unwrap();
+    assert_eq!(made_by(&connection), by_this);
 }
 
 /// A run killed after libvirt defined the pool but before its directory was made leaves a pool

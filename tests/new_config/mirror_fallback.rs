@@ -74,6 +74,15 @@ fn apt_proxy_url() -> String {
 /// Runs the payload's `debian-sources`, then `apt-get update`, with this machine's apt
 /// configuration and lists hidden: returns apt's exit status and what it printed.
 fn sources_then_update(payload: &Path) -> (i32, String) {
+    sources_then(
+        payload,
+        "apt-get -q -o Acquire::Retries=0 -o APT::Sandbox::User=root update 2>&1",
+    )
+}
+
+/// Runs the payload's `debian-sources`, then `update` (a shell command line), as
+/// [`sources_then_update`] does.
+fn sources_then(payload: &Path, update: &str) -> (i32, String) {
     let script = format!(
         "set -e\n\
          for dir in /etc/apt /var/lib/apt/lists /var/cache/apt; do mount -t tmpfs tmpfs \"$dir\"; done\n\
@@ -81,7 +90,7 @@ fn sources_then_update(payload: &Path) -> (i32, String) {
          make -s -C {} debian-sources\n\
          echo '--- mirror list'; cat /etc/apt/mirrors/trog-debian.list 2>/dev/null || true\n\
          set +e\n\
-         apt-get -q -o Acquire::Retries=0 -o APT::Sandbox::User=root update 2>&1\n\
+         {update}\n\
          echo \"apt-get status $?\"\n",
         payload.display()
     );
@@ -134,8 +143,8 @@ fn a_failing_mirror_is_fallen_back_from_by_apt_itself() {
     let (status, said) = sources_then_update(&out.join("payload"));
     assert_eq!(status, 0, "{said}");
     assert!(
-        said.contains(&format!("{}\n{proxy}\n", flaky.url)),
-        "the list names the mirror, then its fallback:\n{said}"
+        said.contains(&format!("{}\tpriority:1\n{proxy}\tpriority:2\n", flaky.url)),
+        "the list names the mirror, then its fallback, in that order:\n{said}"
     );
     assert!(
         flaky.failed.load(Ordering::SeqCst) >= 1,
@@ -156,4 +165,37 @@ fn without_a_fallback_the_same_failing_mirror_fails_the_update() {
     let (status, said) = sources_then_update(&out.join("payload"));
     assert_ne!(status, 0, "{said}");
     assert!(broken.failed.load(Ordering::SeqCst) >= 1, "{said}");
+}
+
+#[test]
+fn the_finish_runs_apt_again_when_the_mirror_fails_and_there_is_no_fallback() {
+    let proxy = apt_proxy_url();
+    // Both suites' InRelease and Release: the first update fails as a whole.
+    let flaky = flaky_mirror(4, proxy.clone());
+    let (_installation, out) = payload_of(&format!(
+        "mirrors.example.test:\n  _global:\n    memory: 1024\n    cpus: 1\n    size: 4G\n    \
+         mirror: {}\n    security_mirror: {proxy}-security\n",
+        flaky.url
+    ));
+    // The update as the Makefile's distro target runs it: through its own APT_AGAIN.
+    let payload = out.join("payload");
+    let again = payload.join("update-again.mk");
+    std::fs::write(
+        &again,
+        "update-again:\n\t$(APT_AGAIN) apt-get -q -o Acquire::Retries=0 -o APT::Sandbox::User=root update\n",
+    )
+    .unwrap();
+    let (status, said) = sources_then(
+        &payload,
+        &format!(
+            "make -s -C {} -f Makefile -f update-again.mk update-again 2>&1",
+            payload.display()
+        ),
+    );
+    assert_eq!(status, 0, "{said}");
+    assert_eq!(flaky.failed.load(Ordering::SeqCst), 4, "{said}");
+    assert!(
+        said.contains("apt failed; trying again in 10 s"),
+        "the first update did not fail, so nothing was run again:\n{said}"
+    );
 }

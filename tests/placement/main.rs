@@ -1,4 +1,4 @@
-//! Placement over fleets of libvirt test-driver hypervisors: every rule of issue 3, observed
+//! Placement over fleets of libvirt test-driver hypervisors: every placement rule, observed
 //! through the real libvirt backend, with the dry-run table and the refusal as snapshots.
 
 mod fixtures;

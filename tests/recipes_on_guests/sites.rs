@@ -194,9 +194,9 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     let status = trog(dir, &recipes, &["status", machine]);
     assert!(status.status.success(), "{}", said(&status));
 
-    // Drift: with the site's file gone and the machine's set aside, the guest is one trog made
-    // that no file declares; `status --all` names it with the command that removes it, and
-    // removes nothing itself.
+    // Drift: with the site's file gone and the machine's set aside, the guest is one this
+    // installation made (its tag names the installation) that no file declares; `status --all`
+    // names it with the command that removes it, and removes nothing itself.
     std::fs::remove_file(dir.join(format!("recipes.d/{site}.yaml"))).unwrap();
     let aside = dir.join("machine-file-set-aside.yaml");
     std::fs::rename(&own, &aside).unwrap();
@@ -205,8 +205,9 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     assert_eq!(drift.status.code(), Some(1), "{}", said(&drift));
     let out = text(&drift.stdout);
     assert!(
-        out.contains("made by trog, declared by no file of recipes.d (left as they are):")
-            && out.contains(&format!("  {machine} on "))
+        out.contains(
+            "made by this installation, declared by no file of recipes.d (left as they are):"
+        ) && out.contains(&format!("  {machine} on "))
             && out.contains("remove it with `trog destroy"),
         "{}",
         said(&drift)

@@ -17,6 +17,23 @@ use trog::model::names::DomainName;
 use trog::secrets::{guest_keypair, GuestKeypair, SecretStore, StoreKdf};
 
 pub const PASSPHRASE: &str = "inventory passphrase";
+/// The installation's identity, in its `installation-id`: what its guests' tags name.
+pub const THIS_INSTALLATION: &str = "0b5ea0d1-3b7e-4a53-9a44-5d3c3b1e2f10";
+/// Another installation sharing the hypervisor.
+pub const OTHER_INSTALLATION: &str = "7f3c9e2a-1d4b-4c8e-a5f6-0e9d8c7b6a59";
+
+/// Who made a domain of the test node, as its metadata says.
+#[derive(Clone, Copy)]
+pub enum Made {
+    /// No trog tag.
+    NotTrog,
+    /// trog's tag naming no installation: written before tags named theirs.
+    Unrecorded,
+    /// trog's tag naming this installation.
+    Here,
+    /// trog's tag naming another installation.
+    Elsewhere,
+}
 
 /// Guests of recipes.d: `www` (a static address, on hv1), `db` (tenant `blue`, address from
 /// ips.db's records is not needed: a static one too), `foreign` (a same-named domain on hv1 that
@@ -51,9 +68,9 @@ impl Site {
         std::fs::write(
             root.path().join("node.xml"),
             node(&[
-                ("www.site.test", true),
-                ("db.site.test", true),
-                ("foreign.site.test", false),
+                ("www.site.test", Made::Here),
+                ("db.site.test", Made::Here),
+                ("foreign.site.test", Made::NotTrog),
             ]),
         )
         .unwrap();
@@ -63,6 +80,11 @@ impl Site {
                 "[hv1]\nlibvirt_uri = test://{}/node.xml\n",
                 root.path().display()
             ),
+        )
+        .unwrap();
+        std::fs::write(
+            etc.join("installation-id"),
+            format!("{THIS_INSTALLATION}\n"),
         )
         .unwrap();
         std::fs::copy(
@@ -134,20 +156,24 @@ impl Site {
     }
 }
 
-/// A test-driver node holding `domains` (name, whether it carries trog's tag).
-pub fn node(domains: &[(&str, bool)]) -> String {
+/// A test-driver node holding `domains` (name, who made it).
+pub fn node(domains: &[(&str, Made)]) -> String {
     let mut xml = String::from(
         "<node>\n  <cpu><nodes>1</nodes><sockets>1</sockets><cores>8</cores><threads>1</threads>\
          <active>8</active><mhz>2000</mhz><model>x86_64</model></cpu>\n  <memory>16777216</memory>\n",
     );
-    for (name, tagged) in domains {
-        let metadata = if *tagged {
-            format!(
+    for (name, made) in domains {
+        let installation = match made {
+            Made::Here => format!(" installation='{THIS_INSTALLATION}'"),
+            Made::Elsewhere => format!(" installation='{OTHER_INSTALLATION}'"),
+            Made::NotTrog | Made::Unrecorded => String::new(),
+        };
+        let metadata = match made {
+            Made::NotTrog => String::new(),
+            _ => format!(
                 "<metadata><trog:guest xmlns:trog='urn:x-trog:guest:1' owner='trog' domain='{name}' \
-                 boot='b' shape='s' payload=''/></metadata>"
-            )
-        } else {
-            String::new()
+                 boot='b' shape='s' payload=''{installation}/></metadata>"
+            ),
         };
         xml.push_str(&format!(
             "  <domain type='test'><name>{name}</name><memory>524288</memory><vcpu>1</vcpu>\

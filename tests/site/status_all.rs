@@ -1,18 +1,25 @@
 //! `status --all`: every guest of recipes.d as `status DOMAIN` says it, then what the hypervisor
-//! holds that recipes.d does not say, with the command that removes an orphan; nothing removed.
+//! holds that recipes.d does not say: this installation's orphan with the command that removes
+//! it, another installation's guest without one, a guest tagged before tags named their
+//! installation said so; nothing removed.
 
-use super::{node, said, Site};
+use super::{node, said, Made, Site, OTHER_INSTALLATION};
 
-/// The site's hypervisor, holding beside its guests one that trog made and no file declares.
+/// The site's hypervisor, holding beside its guests one this installation made and no file
+/// declares, one another installation sharing it made, and one tagged before tags named their
+/// installation.
 fn drifted_site() -> Site {
     let site = Site::with_two_built_guests();
     std::fs::write(
         site.path("node.xml"),
         node(&[
-            ("www.site.test", true),
-            ("db.site.test", true),
-            ("foreign.site.test", false),
-            ("old.site.test", true),
+            ("www.site.test", Made::Here),
+            ("db.site.test", Made::Here),
+            ("foreign.site.test", Made::NotTrog),
+            ("old.site.test", Made::Here),
+            ("theirs.site.test", Made::Elsewhere),
+            ("legacy.site.test", Made::Unrecorded),
+            ("someone-elses-vm", Made::NotTrog),
         ]),
     )
     .unwrap();
@@ -34,7 +41,10 @@ fn every_guest_is_listed_with_the_orphans_and_the_domains_trog_did_not_make() {
             "foreign.site.test: on hv1, not converged; provision would:",
             "new.site.test: on no hypervisor",
             "www.site.test: on hv1, not converged; provision would:",
-            "made by trog, declared by no file of recipes.d (left as they are):",
+            "made by this installation, declared by no file of recipes.d (left as they are):",
+            "made by trog before its tags named their installation, declared by no file of \
+             recipes.d: this installation's or another's, trog cannot tell (left as they are):",
+            "made by another installation of trog sharing the hypervisor (theirs, left to them):",
             "named as a guest of recipes.d, but not made by trog:",
         ],
         "{text}"
@@ -43,6 +53,22 @@ fn every_guest_is_listed_with_the_orphans_and_the_domains_trog_did_not_make() {
         text.contains("  old.site.test on hv1: remove it with `trog destroy old.site.test`\n"),
         "{text}"
     );
+    assert!(
+        text.contains(
+            "  legacy.site.test on hv1: only if it is this installation's, \
+             `trog destroy legacy.site.test` removes it\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  theirs.site.test on hv1: installation {OTHER_INSTALLATION}\n"
+        )),
+        "{text}"
+    );
+    // Only this installation's orphan is offered for removal as one; another's never is.
+    assert!(!text.contains("destroy theirs.site.test"), "{text}");
+    assert!(!text.contains("someone-elses-vm"), "{text}");
     assert!(
         text.contains("  foreign.site.test on hv1: provision refuses it (--force adopts it)\n"),
         "{text}"
@@ -94,6 +120,22 @@ fn with_json_each_guest_is_a_status_event_and_the_drift_one_event() {
         }])
     );
     assert_eq!(
+        drift["other_installations"],
+        serde_json::json!([{
+            "guest": "theirs.site.test",
+            "hypervisor": "hv1",
+            "installation": OTHER_INSTALLATION
+        }])
+    );
+    assert_eq!(
+        drift["unknown_installation"],
+        serde_json::json!([{
+            "guest": "legacy.site.test",
+            "hypervisor": "hv1",
+            "remove_with": "trog destroy legacy.site.test"
+        }])
+    );
+    assert_eq!(
         drift["foreign"],
         serde_json::json!([{ "guest": "foreign.site.test", "hypervisor": "hv1" }])
     );
@@ -107,4 +149,45 @@ fn all_and_named_guests_do_not_go_together() {
     assert_eq!(output.status.code(), Some(2), "{}", said(&output));
     let neither = site.trog(&["status"]);
     assert_eq!(neither.status.code(), Some(2), "{}", said(&neither));
+}
+
+#[test]
+fn only_another_installations_guests_beside_the_site_are_no_drift_of_this_one() {
+    let site = Site::with_two_built_guests();
+    std::fs::write(
+        site.path("node.xml"),
+        node(&[
+            ("www.site.test", Made::Here),
+            ("db.site.test", Made::Here),
+            ("theirs.site.test", Made::Elsewhere),
+        ]),
+    )
+    .unwrap();
+    let output = site.trog(&["status", "--all"]);
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert!(
+        text.contains("no drift: every guest this installation made is declared in recipes.d\n")
+            && text.contains("  theirs.site.test on hv1: installation "),
+        "{}",
+        said(&output)
+    );
+    assert!(!text.contains("trog destroy"), "{}", said(&output));
+}
+
+#[test]
+fn an_identity_file_that_is_a_link_is_refused_and_nothing_is_listed() {
+    let site = Site::with_two_built_guests();
+    let id = site.path("etc/installation-id");
+    let elsewhere = site.path("someone-elses-id");
+    std::fs::rename(&id, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &id).unwrap();
+    let output = site.trog(&["status", "--all"]);
+    assert_eq!(output.status.code(), Some(3), "{}", said(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("installation-id is a symbolic link") && stderr.contains("hint:"),
+        "{}",
+        said(&output)
+    );
+    assert!(output.stdout.is_empty(), "{}", said(&output));
 }
