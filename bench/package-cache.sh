@@ -77,7 +77,7 @@ $domain:
   cron: {}
 CONF
 # The secret store and the guest's key exist before the clock starts.
-trog new_config "$domain" --out "$work/out" >/dev/null
+trog new_config --new-secret-store "$domain" --out "$work/out" >/dev/null
 
 timed_provision() {
   local started
