@@ -750,5 +750,10 @@ fn a_retired_guest_whose_root_disk_is_gone_is_redefined_with_its_seed() {
         matches!((define, upload), (Some(d), Some(u)) if d < u),
         "{rebuilt}"
     );
+    // The tag still says the old root disk was finished; the new one is the base image's.
+    assert!(
+        matches!(rebuilt.actions.last(), Some(Action::Finish { .. })),
+        "{rebuilt}"
+    );
     check_plan(&rebuilt, &desired, &lost, Resolution::default()).unwrap();
 }
