@@ -180,9 +180,9 @@ impl Progress for PrintedProgress {
 
     /// Spinners of several guests would overwrite each other's line: side by side, each step is
     /// a plain line.
-    fn beside_others(&self) -> Box<dyn Progress> {
+    fn for_another_guest(&self, side_by_side: bool) -> Box<dyn Progress> {
         Box::new(PrintedProgress::new(match self.mode {
-            ProgressMode::Terminal => ProgressMode::Plain,
+            ProgressMode::Terminal if side_by_side => ProgressMode::Plain,
             other => other,
         }))
     }

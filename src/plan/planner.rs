@@ -282,8 +282,8 @@ pub fn plan(
     }
     // A new root disk is the base image's, whatever the tag recorded of the one before (a root
     // disk deleted behind trog's back leaves the tag saying finished): it is finished again.
-    let needs_finish = !root_present
-        || recorded_payload.as_deref() != Some(desired.payload_digest.as_str());
+    let needs_finish =
+        !root_present || recorded_payload.as_deref() != Some(desired.payload_digest.as_str());
     // The seed is retired once the guest booted from it, but not under snapshots that stay:
     // reverting one puts back a definition that attaches the seed.
     let snapshots_stay = root_present

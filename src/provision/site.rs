@@ -330,11 +330,10 @@ fn converge_at_once(
     output: &mut (dyn ProvisionOutput + Send),
 ) -> Vec<Converged> {
     let parallel = how.parallel;
-    // Each guest's own progress, made before the workers start: told as this run's is, where
-    // several guests' lines cannot overwrite each other.
+    // Each guest's own progress, made before the workers start, told as this run's is.
     let progresses: Vec<Mutex<Box<dyn Progress>>> = ready
         .iter()
-        .map(|_| Mutex::new(progress.beside_others()))
+        .map(|_| Mutex::new(progress.for_another_guest(parallel > 1)))
         .collect();
     let credentials = Mutex::new(credentials);
     let run = SiteRun {

@@ -16,9 +16,9 @@ pub trait Progress: Reporter + Send {
     fn guest_output(&self, text: &str);
     /// Ends the running step; how long it took.
     fn finish(&mut self, succeeded: bool) -> Duration;
-    /// The progress of one more guest converged beside others at once, told the same way but
-    /// where several guests' lines cannot overwrite each other.
-    fn beside_others(&self) -> Box<dyn Progress>;
+    /// The progress of one more guest of the same run, told the same way; `side_by_side` when
+    /// guests converge at once, where their lines must not overwrite each other.
+    fn for_another_guest(&self, side_by_side: bool) -> Box<dyn Progress>;
 }
 
 /// A progress that keeps every line it is told, for tests.
@@ -64,7 +64,7 @@ impl Progress for RecordedProgress {
         Duration::ZERO
     }
 
-    fn beside_others(&self) -> Box<dyn Progress> {
+    fn for_another_guest(&self, _side_by_side: bool) -> Box<dyn Progress> {
         Box::new(RecordedProgress::default())
     }
 }
