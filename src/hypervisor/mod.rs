@@ -12,6 +12,8 @@
 
 #[cfg(test)]
 pub mod fake;
+pub mod fleet;
+pub mod observer;
 
 use crate::debug_boot::domain_edit::{DebugChange, EditError};
 use crate::debug_boot::guest_disk::DiskFile;
