@@ -17,9 +17,9 @@ pub use execute::execute;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::generate::desired;
+use crate::hypervisor::Hypervisor;
 use crate::images::baked::BakedRecord;
 use crate::images::ensure_image;
-use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
@@ -33,7 +33,9 @@ use std::path::Path;
 pub struct GuestOnHypervisor<'a> {
     pub inputs: &'a GuestInputs,
     pub hypervisor: &'a HypervisorConfig,
-    pub connection: &'a crate::libvirt::LibvirtConnection,
+    /// The hypervisor as its backend reaches it: every step of the plan but the wait and the
+    /// finish goes through it.
+    pub backend: &'a dyn Hypervisor,
     /// The hypervisor's own system, for the TPM check and the serial console; `None` for
     /// libvirt's test driver, which has none.
     pub hypervisor_machine: Option<&'a HypervisorMachine>,
@@ -119,13 +121,7 @@ pub fn prepare(
     if let Some(record) = baked {
         over_baked_image(&mut desired, record, image_cache);
     }
-    let resources = GuestResources {
-        connection: guest.connection,
-        hypervisor: guest.hypervisor.name.as_str(),
-        desired: &desired,
-        machine: guest.hypervisor_machine,
-    };
-    let observed = resources.observe()?;
+    let observed = guest.backend.observe_guest(&desired)?;
     let mut prepared = plan_observed(
         inputs,
         guest.hypervisor,

@@ -417,8 +417,8 @@ pub(crate) fn converge_one(
     let on_hypervisor = GuestOnHypervisor {
         inputs: guest,
         hypervisor,
-        connection: &opened.connection,
-        hypervisor_machine: opened.machine.as_ref(),
+        backend: opened.hypervisor.as_ref(),
+        hypervisor_machine: opened.machine.as_deref(),
         locks,
         adopt_host_key: request.adopt_host_key,
     };

@@ -12,10 +12,11 @@ use crate::diagnose::Failure;
 use crate::hypervisor::observer::HypervisorObserver;
 use crate::hypervisor::Hypervisor;
 use crate::libvirt::hypervisor::LibvirtHypervisor;
-use crate::libvirt::{LibvirtConnection, LibvirtObserver};
+use crate::libvirt::LibvirtObserver;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::workflow::hypervisor_machine::open_hypervisor_machine;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Whether a verb works on the hypervisor's own system too, or through libvirt alone.
@@ -39,13 +40,13 @@ pub fn connect_hypervisor(hypervisor: &HypervisorConfig) -> Result<Box<dyn Hyper
     Ok(Box::new(LibvirtHypervisor::connect(hypervisor)?))
 }
 
-/// A hypervisor ready for a verb to act on.
+/// A hypervisor ready for `provision` to build a guest on.
 pub struct OpenedHypervisor {
     pub config: HypervisorConfig,
-    pub connection: LibvirtConnection,
-    /// The hypervisor's own system; `None` with [`HypervisorAccess::LibvirtOnly`] and for
-    /// libvirt's test driver, which has none.
-    pub machine: Option<HypervisorMachine>,
+    pub hypervisor: Box<dyn Hypervisor>,
+    /// The hypervisor's own system (the hypervisor writes into its pool through it too); `None`
+    /// with [`HypervisorAccess::LibvirtOnly`] and for libvirt's test driver, which has none.
+    pub machine: Option<Rc<HypervisorMachine>>,
 }
 
 /// Connects to `hypervisor`'s libvirt and, with [`HypervisorAccess::WithSystem`], opens its own
@@ -59,13 +60,13 @@ pub fn open_hypervisor(
     let machine = match access {
         HypervisorAccess::LibvirtOnly => None,
         HypervisorAccess::WithSystem => {
-            open_hypervisor_machine(&hypervisor.libvirt_uri, credentials)?
+            open_hypervisor_machine(&hypervisor.libvirt_uri, credentials)?.map(Rc::new)
         }
     };
-    let connection = LibvirtConnection::open(&hypervisor.libvirt_uri)?;
+    let opened = LibvirtHypervisor::connect(hypervisor)?.with_system(machine.clone());
     Ok(OpenedHypervisor {
         config: hypervisor.clone(),
-        connection,
+        hypervisor: Box::new(opened),
         machine,
     })
 }
