@@ -864,3 +864,7 @@ fn seconds(duration: Duration) -> f64 {
 #[cfg(test)]
 #[path = "execute_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "execute_fake_tests.rs"]
+mod fake_tests;
