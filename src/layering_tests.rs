@@ -195,7 +195,7 @@ fn only_libvirt_names_the_virt_crate() {
         "these files name the virt crate outside libvirt/: {naming:?}"
     );
     assert!(names_virt("connection: &virt::connect::Connect"));
-    assert!(!names_virt("use crate::libvirt::LibvirtConnection;"));
+    assert!(!names_virt("use crate::libvirt::LibvirtObserver;"));
 }
 
 /// The one file outside `libvirt/` that names it: the opening of a hypervisor, which says which

@@ -1,14 +1,17 @@
-//! What the verbs acting on an existing guest ask of the hypervisor that holds it, as one trait:
-//! [`Hypervisor`]. `libvirt::LibvirtHypervisor` is the real one; `fake::FakeHypervisor` (unit
-//! tests only) keeps domains, volumes, snapshots, pools, networks and filters in memory, fails
-//! the operation it is told to, and records every call in order.
+//! What the verbs ask of a guest's hypervisor, as one trait: [`Hypervisor`] (`provision`
+//! building the guest, and the verbs acting on an existing one), and of the whole fleet before
+//! one is opened: [`observer::HypervisorObserver`], asked of every hypervisor at once by
+//! [`fleet`]. `libvirt::LibvirtHypervisor` and `libvirt::LibvirtObserver` are the real ones,
+//! made only by `workflow::open`; `fake::FakeHypervisor` (unit tests only) keeps domains,
+//! volumes, snapshots, pools, networks and filters in memory, fails the operation it is told
+//! to, and records every call in order.
 //!
 //! The trait speaks of guests by name, of volumes by pool and name, of networks by name and of
 //! snapshots as [`SnapshotRecord`]s: nothing of a backend's own types crosses it, so a second
 //! backend (an Incus cluster, OpenStack) implements the same methods with its own API (see
 //! ARCHITECTURE.md). What a verb does with the answers (the order of a destroy's steps, what is
-//! left behind, which snapshot is meant) is the verb's, in `workflow/`, and is tested against the
-//! fake.
+//! left behind, which snapshot is meant) is the verb's, in `provision/` and `workflow/`, and is
+//! tested against the fake.
 
 #[cfg(test)]
 pub mod fake;

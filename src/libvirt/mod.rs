@@ -24,6 +24,6 @@ pub mod site;
 pub mod snapshot;
 pub mod trog_tag;
 
-pub use connection::{connect, LibvirtConnection};
+pub use connection::connect;
 pub use error::LibvirtError;
 pub use observe::LibvirtObserver;

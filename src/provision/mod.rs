@@ -1,6 +1,7 @@
 //! Converging one guest on the hypervisor it was placed on: observe what is there, plan, check
-//! the plan, then carry it out step by step — libvirt steps through the libvirt backend, the
-//! wait and the finish over SSH.
+//! the plan, then carry it out step by step — the hypervisor's steps through the
+//! [`crate::hypervisor::Hypervisor`] trait (`workflow::open` opens it), the wait and the finish
+//! over SSH.
 //!
 //! Everything that can be built locally (the artifacts, the base image) is built before the
 //! first step touches the hypervisor.
