@@ -84,7 +84,7 @@ pub enum Operation {
 }
 
 #[path = "fake_provisioning.rs"]
-mod provisioning;
+mod building;
 
 /// A domain on the fake hypervisor.
 #[derive(Debug, Clone, Default)]
