@@ -1,5 +1,7 @@
 //! The crate's layering, checked on its source (ARCHITECTURE.md, "Invariants"): only `libvirt/`
-//! names the `virt` crate, and the top-level modules import each other without a cycle.
+//! names the `virt` crate, the rest of trog reaches `libvirt/` only through the traits of
+//! `hypervisor/` (one file opens it), and the top-level modules import each other without a
+//! cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -193,7 +195,63 @@ fn only_libvirt_names_the_virt_crate() {
         "these files name the virt crate outside libvirt/: {naming:?}"
     );
     assert!(names_virt("connection: &virt::connect::Connect"));
-    assert!(!names_virt("use crate::libvirt::LibvirtConnection;"));
+    assert!(!names_virt("use crate::libvirt::LibvirtObserver;"));
+}
+
+/// The one file outside `libvirt/` that names it: the opening of a hypervisor, which says which
+/// backend answers (a second backend would be chosen there). Everything else holds what it
+/// returns, a `Hypervisor` or a `HypervisorObserver`.
+const OPENS_THE_BACKEND: &str = "workflow/open.rs";
+
+/// The files outside `libvirt/` whose code names it (`crate::libvirt::…`, or `libvirt` in a
+/// grouped `use crate::{…}`).
+fn naming_libvirt(files: &[(String, String)]) -> Vec<&str> {
+    files
+        .iter()
+        .filter(|(path, _)| !path.starts_with("libvirt/") && !path.ends_with("layering_tests.rs"))
+        .filter(|(_, text)| named_modules(&code_of(text)).contains("libvirt"))
+        .map(|(path, _)| path.as_str())
+        .collect()
+}
+
+#[test]
+fn only_the_opening_of_a_hypervisor_names_the_libvirt_backend() {
+    let mut files = Vec::new();
+    rust_files(&source_dir(), &mut files);
+    let naming: Vec<&str> = naming_libvirt(&files)
+        .into_iter()
+        .filter(|path| *path != OPENS_THE_BACKEND)
+        .collect();
+    assert!(
+        naming.is_empty(),
+        "these files reach into libvirt/ instead of through the traits of hypervisor/ \
+         (only {OPENS_THE_BACKEND} opens the backend): {naming:?}"
+    );
+    // The check sees a plain path and a grouped one, and not a comment or another module.
+    let file = |path: &str, text: &str| (path.to_string(), text.to_string());
+    let probes = [
+        file(
+            "provision/a.rs",
+            "use crate::libvirt::guest_state::stopped_state;",
+        ),
+        file(
+            "workflow/b.rs",
+            "use crate::{diagnose::Failure, libvirt::ask_fleet};",
+        ),
+        file(
+            "workflow/c.rs",
+            "let x = crate::libvirt::DEFAULT_ANSWER_TIMEOUT;",
+        ),
+        file(
+            "cli/d.rs",
+            "// once crate::libvirt::X\nuse crate::hypervisor::Hypervisor;",
+        ),
+        file("libvirt/e.rs", "use crate::libvirt::connection::connect;"),
+    ];
+    assert_eq!(
+        naming_libvirt(&probes),
+        ["provision/a.rs", "workflow/b.rs", "workflow/c.rs"]
+    );
 }
 
 /// The files that may declare a `DOMAIN` of their own: a verb whose guest is optional

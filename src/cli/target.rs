@@ -2,7 +2,7 @@
 //! hypervisors are asked and for how long, and the guest a verb acts on.
 
 use crate::cli::values::{self, Seconds};
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::hypervisor::fleet::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::{DomainName, HypervisorName};
 
 /// The longest `--timeout`: an hour is far past any answer a hypervisor gives; it is a bound on a

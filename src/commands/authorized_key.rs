@@ -9,7 +9,7 @@ use crate::config::settings::RunsOn;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::DEFAULT_ANSWER_TIMEOUT;
+use crate::hypervisor::fleet::DEFAULT_ANSWER_TIMEOUT;
 use crate::model::names::DomainName;
 use crate::workflow::inputs::{load_guest_configured, login_keypair, StoreUse};
 use crate::workflow::store_guard::{check_store, StoreCheck};

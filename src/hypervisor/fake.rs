@@ -6,14 +6,21 @@
 //! the steps a verb took. Clones share one state, so a test keeps one to inspect what a verb
 //! left.
 //!
+//! A plan's steps (`provision`) change what it keeps, and observing the guest reads it back
+//! (`fake_provisioning.rs`).
+//!
 //! The steps before a hypervisor is opened (locating the guest, taking its lock) are faked by
 //! `workflow::fake_fleet`, which records into the same list and fails through the same rules.
 
+use super::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
 use super::{DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay};
 use crate::debug_boot::domain_edit::{DebugChange, EditError};
 use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
+use crate::machine::hypervisor_ops::boot_files::BootFiles;
+use crate::plan::{Action, GuestTag, ObservedVolume};
 use crate::plan::{DesiredGuest, ObservedGuest};
+use crate::render::network_filter::{NetworkFilter, TenantDirectory};
 use crate::snapshot::{Capture, SnapshotRecord};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,7 +61,30 @@ pub enum Operation {
     PressKeys,
     OpenVncDisplay,
     DiskFiles,
+    DefinePool,
+    StartPool,
+    UploadBaseImage,
+    CreateVolume,
+    UploadSeed,
+    DefineDomain,
+    SetAutostart,
+    StartDomain,
+    StopDomain,
+    AttachDisk,
+    DetachDisk,
+    RecordTag,
+    RemovePartialBaseImages,
+    BootFiles,
+    StartOnceAs,
+    TenantsWithFilters,
+    TenantAddresses,
+    DefineFilters,
+    ReserveAddress,
+    PinLease,
 }
+
+#[path = "fake_provisioning.rs"]
+mod building;
 
 /// A domain on the fake hypervisor.
 #[derive(Debug, Clone, Default)]
@@ -79,12 +109,21 @@ pub struct FakeDomain {
     pub pressed: Vec<Vec<u32>>,
     /// The seed volume its definition attaches, until it is detached.
     pub seed: Option<String>,
+    /// trog's tag, as the plan's definition or a finish recorded it.
+    pub tag: Option<GuestTag>,
+    pub autostart: bool,
 }
 
 #[derive(Default)]
 struct State {
     domains: BTreeMap<String, FakeDomain>,
     pools: BTreeMap<String, BTreeSet<String>>,
+    /// The pools defined but not started.
+    inactive_pools: BTreeSet<String>,
+    /// The size and digest a plan's step gave a volume, by name.
+    volume_details: BTreeMap<String, ObservedVolume>,
+    /// Each network's range of leases: (first, last).
+    lease_ranges: BTreeMap<String, (Ipv4Addr, Ipv4Addr)>,
     /// Each network's DHCP reservations: (MAC, address).
     networks: BTreeMap<String, Vec<(String, Ipv4Addr)>>,
     /// Each of trog's filters, with the domains that reference it.
@@ -353,10 +392,7 @@ impl Hypervisor for FakeHypervisor {
             format!("observe_guest {}", desired.domain),
         )
         .map_err(|fault| Failure::new(fault, crate::exit_status::ExitStatus::Hypervisor, None))?;
-        // The fake does not model what the planner reads of a guest (its definition's tag, its
-        // volumes' sizes and backing files): it reports nothing there. No verb tested against
-        // it plans.
-        Ok(ObservedGuest::nothing())
+        Ok(self.fake_observe_guest(desired))
     }
 
     fn snapshot_names(&self, domain: &str) -> Result<Vec<String>, SnapshotError> {
@@ -569,6 +605,80 @@ impl Hypervisor for FakeHypervisor {
         let before = reservations.len();
         reservations.retain(|(_, held)| *held != address);
         Ok(before != reservations.len())
+    }
+
+    fn carry_out(
+        &self,
+        desired: &DesiredGuest,
+        action: &Action,
+        artifacts: &BuiltArtifacts,
+    ) -> Result<(), GuestResourceError> {
+        self.fake_carry_out(desired, action, artifacts)
+    }
+
+    fn record_tag(&self, desired: &DesiredGuest, tag: &GuestTag) -> Result<(), GuestResourceError> {
+        self.fake_record_tag(desired, tag)
+    }
+
+    fn remove_partial_base_images(&self, desired: &DesiredGuest) -> Result<(), GuestResourceError> {
+        self.fake_remove_partial_base_images(desired)
+    }
+
+    fn boot_files(&self, desired: &DesiredGuest) -> Result<Option<BootFiles>, GuestResourceError> {
+        // The fake has no system to read a kernel out of an image: every first boot is from the
+        // disk, as on libvirt's test driver.
+        self.note(format!("boot_files {}", desired.base_image_volume));
+        Ok(None)
+    }
+
+    fn start_once_as(
+        &self,
+        desired: &DesiredGuest,
+        first_definition: &str,
+        _lasting_definition: &str,
+    ) -> Result<(), GuestResourceError> {
+        let domain = desired.domain.as_str();
+        self.call(
+            Operation::StartOnceAs,
+            format!("start_once_as {domain} {first_definition:?}"),
+        )
+        .and_then(|()| self.with_domain_mut(domain, |found| found.running = true))
+        .map_err(|source| GuestResourceError {
+            backend: "fake",
+            hypervisor: self.name.clone(),
+            operation: "start the guest".into(),
+            source: Box::new(source),
+        })
+    }
+
+    fn tenants_with_filters(&self) -> Result<Vec<String>, Failure> {
+        self.fake_tenants_with_filters()
+    }
+
+    fn tenant_addresses(&self) -> Result<TenantDirectory, Failure> {
+        self.fake_tenant_addresses()
+    }
+
+    fn define_filters(&self, filters: &[NetworkFilter]) -> Result<(), Failure> {
+        self.fake_define_filters(filters)
+    }
+
+    fn reserve_address(
+        &self,
+        network: &str,
+        mac: &str,
+        address: Ipv4Addr,
+    ) -> Result<bool, Failure> {
+        self.fake_reserve_address(network, mac, address)
+    }
+
+    fn pin_lease(
+        &self,
+        network: &str,
+        mac: &str,
+        kept_apart: &KeptApart,
+    ) -> Result<Option<PinnedLease>, Failure> {
+        self.fake_pin_lease(network, mac, kept_apart)
     }
 
     fn definition(&self, domain: &str) -> Result<String, HypervisorFault> {

@@ -1,23 +1,32 @@
-//! What the verbs acting on an existing guest ask of the hypervisor that holds it, as one trait:
-//! [`Hypervisor`]. `libvirt::LibvirtHypervisor` is the real one; `fake::FakeHypervisor` (unit
-//! tests only) keeps domains, volumes, snapshots, pools, networks and filters in memory, fails
-//! the operation it is told to, and records every call in order.
+//! What the verbs ask of a guest's hypervisor, as one trait: [`Hypervisor`] (`provision`
+//! building the guest, and the verbs acting on an existing one), and of the whole fleet before
+//! one is opened: [`observer::HypervisorObserver`], asked of every hypervisor at once by
+//! [`fleet`]. `libvirt::LibvirtHypervisor` and `libvirt::LibvirtObserver` are the real ones,
+//! made only by `workflow::open`; `fake::FakeHypervisor` (unit tests only) keeps domains,
+//! volumes, snapshots, pools, networks and filters in memory, fails the operation it is told
+//! to, and records every call in order.
 //!
 //! The trait speaks of guests by name, of volumes by pool and name, of networks by name and of
 //! snapshots as [`SnapshotRecord`]s: nothing of a backend's own types crosses it, so a second
 //! backend (an Incus cluster, OpenStack) implements the same methods with its own API (see
 //! ARCHITECTURE.md). What a verb does with the answers (the order of a destroy's steps, what is
-//! left behind, which snapshot is meant) is the verb's, in `workflow/`, and is tested against the
-//! fake.
+//! left behind, which snapshot is meant) is the verb's, in `provision/` and `workflow/`, and is
+//! tested against the fake.
 
 #[cfg(test)]
 pub mod fake;
+pub mod fleet;
+pub mod observer;
+pub mod provisioning;
 
 use crate::debug_boot::domain_edit::{DebugChange, EditError};
 use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
-use crate::plan::{DesiredGuest, ObservedGuest};
+use crate::machine::hypervisor_ops::boot_files::BootFiles;
+use crate::plan::{Action, DesiredGuest, GuestTag, ObservedGuest};
+use crate::render::network_filter::{NetworkFilter, TenantDirectory};
 use crate::snapshot::{Capture, SnapshotRecord};
+use provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
 use std::net::Ipv4Addr;
 
 /// A backend's own failure of one operation, as it worded it (libvirt's message and code, say).
@@ -130,7 +139,8 @@ pub struct VncDisplay {
     pub valid_until: String,
 }
 
-/// One hypervisor of the fleet, opened, as the verbs that act on an existing guest use it.
+/// One hypervisor of the fleet, opened, as the verbs use it: `provision` building a guest, and
+/// the verbs that act on an existing one.
 /// Every method names the guest by its domain name; none waits longer than one request to the
 /// hypervisor takes (a verb's waits, such as a destroy's grace for a clean shutdown, are its
 /// own).
@@ -217,6 +227,60 @@ pub trait Hypervisor {
         address: Ipv4Addr,
     ) -> Result<bool, HypervisorFault>;
 
+    // Building a guest (`provision`): a plan's steps, each safe to repeat (a rerun re-observes,
+    // re-plans and finds what an interrupted run left), and the networks' side of a guest.
+
+    /// Carries out one of the plan's steps that are the hypervisor's: the pool, the base image
+    /// (uploaded from `artifacts.base_image_file`, whole under its final name or not at all),
+    /// the guest's volumes and seed, its definition (`artifacts.domain_xml`, tagged with the
+    /// step's tag), autostart, a start or a stop, its snapshots' deletion, its extra disks. The
+    /// wait for SSH, backups, the seed's retirement and the finish are not the hypervisor's.
+    fn carry_out(
+        &self,
+        desired: &DesiredGuest,
+        action: &Action,
+        artifacts: &BuiltArtifacts,
+    ) -> Result<(), GuestResourceError>;
+    /// Records `tag` on the guest's definition (and on the running guest).
+    fn record_tag(&self, desired: &DesiredGuest, tag: &GuestTag) -> Result<(), GuestResourceError>;
+    /// Removes every partial copy of the guest's base image in its pool, whichever machine's.
+    /// Only under the hypervisor's lock of that upload: then each one there is a dead run's.
+    fn remove_partial_base_images(&self, desired: &DesiredGuest) -> Result<(), GuestResourceError>;
+    /// The base image's kernel, initramfs and command line, for a first boot that starts the
+    /// kernel directly; `None` when the backend cannot start one so.
+    fn boot_files(&self, desired: &DesiredGuest) -> Result<Option<BootFiles>, GuestResourceError>;
+    /// Starts the guest, which is off, once as `first_definition` defines it, then defines it as
+    /// `lasting_definition` again (also when the start failed); a guest that runs is left alone.
+    /// Both are trog's rendered definitions.
+    fn start_once_as(
+        &self,
+        desired: &DesiredGuest,
+        first_definition: &str,
+        lasting_definition: &str,
+    ) -> Result<(), GuestResourceError>;
+    /// The tenants whose network filters trog has defined there.
+    fn tenants_with_filters(&self) -> Result<Vec<String>, Failure>;
+    /// Every tenant's addresses as the guests' definitions there carry them: what every
+    /// installation sharing the hypervisor sees, where each ips.db knows only its own guests.
+    fn tenant_addresses(&self) -> Result<TenantDirectory, Failure>;
+    /// Defines `filters` in order (each after those it references), or redefines those that are
+    /// trog's already; refuses, before changing anything, one of those names that is not trog's.
+    /// The caller holds the filters' lock.
+    fn define_filters(&self, filters: &[NetworkFilter]) -> Result<(), Failure>;
+    /// Reserves `address` for `mac` in `network`'s DHCP, replacing any other reservation of that
+    /// MAC or address; whether anything changed.
+    fn reserve_address(&self, network: &str, mac: &str, address: Ipv4Addr)
+        -> Result<bool, Failure>;
+    /// Pins the lease `mac` is to be given in `network` (docs/NETWORK.md, "Pinned leases"),
+    /// away from what `kept_apart` holds; `None` when the network leases nothing from a range or
+    /// has no address free.
+    fn pin_lease(
+        &self,
+        network: &str,
+        mac: &str,
+        kept_apart: &KeptApart,
+    ) -> Result<Option<PinnedLease>, Failure>;
+
     // Debugging a boot (`debug_boot`). A guest's definition is the backend's own text (libvirt:
     // the domain's XML), which the verb reads, hands back to `redefine`, and changes only through
     // `debug_edit` and `as_provisioned`: each backend edits its own form, and takes its edits
@@ -236,7 +300,8 @@ pub trait Hypervisor {
         provisioned_log: &str,
         capture: &str,
     ) -> (String, Vec<DebugChange>);
-    /// Starts the guest, which is off, from its definition.
+    /// Starts the guest, which is off, from its definition (`debug_boot`'s restart, and the wait
+    /// of a provision starting again a guest whose emulator crashed while it booted).
     fn start(&self, domain: &str) -> Result<(), HypervisorFault>;
     /// The guest's screen as it is now, as the backend hands it over (a PPM or a PNG).
     fn screenshot(&self, domain: &str) -> Result<Vec<u8>, HypervisorFault>;

@@ -23,26 +23,6 @@ pub fn connect(uri: &LibvirtUri) -> Result<Connect, LibvirtError> {
     })
 }
 
-/// A libvirt connection as the code outside `libvirt/` holds it (`provision`, whose steps are
-/// libvirt's): a handle it passes back to this module's functions, without naming the `virt`
-/// crate's types.
-pub struct LibvirtConnection(Connect);
-
-impl LibvirtConnection {
-    /// Connects to `uri`, as [`connect`] does.
-    pub fn open(uri: &LibvirtUri) -> Result<LibvirtConnection, LibvirtError> {
-        connect(uri).map(LibvirtConnection)
-    }
-}
-
-impl std::ops::Deref for LibvirtConnection {
-    type Target = Connect;
-
-    fn deref(&self) -> &Connect {
-        &self.0
-    }
-}
-
 /// Whether libvirt reaches `uri` by running the system's ssh (not libssh or libssh2).
 fn plain_ssh(uri: &LibvirtUri) -> bool {
     matches!(uri.transport, Transport::Ssh { .. })

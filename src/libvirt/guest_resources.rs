@@ -31,34 +31,7 @@ const STREAM_CHUNK: usize = 1024 * 1024;
 /// enough for services to stop cleanly; a guest ignoring ACPI altogether is cut off after it.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
 
-#[derive(Debug, thiserror::Error)]
-#[error("libvirt on {hypervisor} could not {operation}")]
-pub struct GuestResourceError {
-    pub hypervisor: String,
-    pub operation: String,
-    #[source]
-    pub source: Box<dyn std::error::Error + Send + Sync>,
-}
-
-impl crate::diagnose::Diagnose for GuestResourceError {
-    fn exit_status(&self) -> crate::exit_status::ExitStatus {
-        crate::exit_status::ExitStatus::Hypervisor
-    }
-
-    fn hint(&self) -> Option<String> {
-        Some("run `trog preflight` against that hypervisor; rerunning `provision` continues from where this stopped".into())
-    }
-}
-
-/// What the libvirt steps need beyond the plan: the bytes built locally beforehand.
-pub struct BuiltArtifacts<'a> {
-    pub domain_xml: &'a str,
-    pub seed_iso: &'a [u8],
-    /// The verified base image on this machine, uploaded when the plan says so.
-    pub base_image_file: &'a Path,
-    /// The extra disks as the domain attaches them, for a disk attached to a defined guest.
-    pub extra_disks: &'a [crate::render::domain_xml::ExtraDiskSpec],
-}
+pub use crate::hypervisor::provisioning::{BuiltArtifacts, GuestResourceError};
 
 #[path = "guest_resources_extra_disks.rs"]
 mod extra_disks;
@@ -99,6 +72,7 @@ impl GuestResources<'_> {
     ) -> impl FnOnce(E) -> GuestResourceError + '_ {
         let operation = operation.into();
         move |source| GuestResourceError {
+            backend: "libvirt",
             hypervisor: self.hypervisor.to_string(),
             operation,
             source: Box::new(source),
@@ -127,6 +101,7 @@ impl GuestResources<'_> {
 
     fn active_pool(&self) -> Result<StoragePool, GuestResourceError> {
         let pool = self.pool()?.ok_or_else(|| GuestResourceError {
+            backend: "libvirt",
             hypervisor: self.hypervisor.to_string(),
             operation: format!("find storage pool {}", self.desired.pool_name),
             source: "the pool does not exist".into(),
@@ -425,6 +400,7 @@ impl GuestResources<'_> {
                 let backing =
                     self.volume(&pool, backing_volume)?
                         .ok_or_else(|| GuestResourceError {
+                            backend: "libvirt",
                             hypervisor: self.hypervisor.to_string(),
                             operation: format!("find base image {backing_volume}"),
                             source: "the volume does not exist".into(),
@@ -526,6 +502,7 @@ impl GuestResources<'_> {
 
     fn require_domain(&self) -> Result<Domain, GuestResourceError> {
         self.domain()?.ok_or_else(|| GuestResourceError {
+            backend: "libvirt",
             hypervisor: self.hypervisor.to_string(),
             operation: format!("find domain {}", self.desired.domain),
             source: "the domain does not exist".into(),
@@ -659,6 +636,7 @@ impl GuestResources<'_> {
         let pool = self.active_pool()?;
         let dir = self.pool_directory(&pool)?;
         let digest = ImageDigest::from_hex(digest_hex).ok_or_else(|| GuestResourceError {
+            backend: "libvirt",
             hypervisor: self.hypervisor.to_string(),
             operation: format!("check {name}"),
             source: format!("`{digest_hex}` is not a sha256 or sha512 digest").into(),
@@ -680,6 +658,7 @@ impl GuestResources<'_> {
         match self.volume(&pool, name)? {
             Some(_) => Ok(()),
             None => Err(GuestResourceError {
+                backend: "libvirt",
                 hypervisor: self.hypervisor.to_string(),
                 operation: format!("find {name} in storage pool {}", self.desired.pool_name),
                 source: format!("it was written into {dir}, but the pool does not list it").into(),
@@ -693,6 +672,7 @@ impl GuestResources<'_> {
             .xml_desc(0)
             .map_err(self.fail("read the storage pool's XML"))?;
         crate::libvirt::facts::target_path(&xml).ok_or_else(|| GuestResourceError {
+            backend: "libvirt",
             hypervisor: self.hypervisor.to_string(),
             operation: format!(
                 "find the directory of storage pool {}",
@@ -725,6 +705,7 @@ impl GuestResources<'_> {
         boot_files::parse(&stdout)
             .map(Some)
             .ok_or_else(|| GuestResourceError {
+                backend: "libvirt",
                 hypervisor: self.hypervisor.to_string(),
                 operation,
                 source: format!("its answer {stdout:?} is not what it prints").into(),

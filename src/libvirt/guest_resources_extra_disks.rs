@@ -80,6 +80,7 @@ impl GuestResources<'_> {
             .iter()
             .find(|extra| extra.disk.volume == volume)
             .ok_or_else(|| GuestResourceError {
+                backend: "libvirt",
                 hypervisor: self.hypervisor.to_string(),
                 operation: format!("attach disk {volume}"),
                 source: "the domain's declaration has no such disk".into(),

@@ -1,6 +1,5 @@
 //! Whether a guest's domain still runs, and if not, libvirt's word for why: a guest that
-//! crashed or was shut off is not coming up, and waiting for it is wasted. A guest whose
-//! emulator crashed while it booted is started again from here (`guest::wait` decides).
+//! crashed or was shut off is not coming up, and waiting for it is wasted.
 
 use virt::connect::Connect;
 use virt::domain::{DomainState, DomainStateReason};
@@ -38,17 +37,6 @@ pub fn stopped_state(connection: &Connect, name: &str) -> Option<String> {
         other => format!("{other:?}"),
     };
     Some(format!("{state} ({})", plain_reason(&reason)))
-}
-
-/// Starts a stopped guest's domain again; `Err` with libvirt's word when it cannot.
-pub fn start_again(connection: &Connect, name: &str) -> Result<(), String> {
-    let domain = connection
-        .lookup_domain_by_name(name)
-        .map_err(|error| error.message().to_string())?;
-    domain
-        .create()
-        .map(|_| ())
-        .map_err(|error| error.message().to_string())
 }
 
 /// `Known(Crashed)` → `crashed`: the Debug form of libvirt's reason, as a word.

@@ -1,10 +1,12 @@
-//! [`Hypervisor`] over one libvirt connection: the real implementation of what the verbs acting
-//! on an existing guest ask (`workflow/`), each method one or a few libvirt calls. The verbs'
-//! sequences are not here: they are in `workflow/`, written against the trait.
+//! [`Hypervisor`] over one libvirt connection: the real implementation of what `provision`'s
+//! steps and the verbs acting on an existing guest ask, each method one or a few libvirt calls
+//! (a plan's steps through `guest_resources`). The verbs' sequences are not here: they are in
+//! `provision/` and `workflow/`, written against the trait.
 
 use crate::debug_boot::domain_edit::{self, DebugChange, EditError};
 use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
+use crate::hypervisor::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
 use crate::hypervisor::{
     DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay,
 };
@@ -13,14 +15,19 @@ use crate::libvirt::guest_address;
 use crate::libvirt::guest_resources::GuestResources;
 use crate::libvirt::guest_state;
 use crate::libvirt::lease_pin;
-use crate::libvirt::network_filter::remove_unused_filters;
+use crate::libvirt::network_filter::{self, remove_unused_filters};
 use crate::libvirt::reservation::release_reservation;
 use crate::libvirt::snapshot::GuestSnapshots;
 use crate::libvirt::trog_tag::is_trogs;
+use crate::machine::hypervisor_ops::boot_files::BootFiles;
+use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
+use crate::plan::{Action, GuestTag};
 use crate::plan::{DesiredGuest, ObservedGuest};
+use crate::render::network_filter::{NetworkFilter, TenantDirectory};
 use crate::snapshot::{Capture, SnapshotRecord};
 use std::net::Ipv4Addr;
+use std::rc::Rc;
 use virt::connect::Connect;
 use virt::error::ErrorNumber;
 
@@ -29,6 +36,11 @@ pub struct LibvirtHypervisor {
     name: String,
     uri: String,
     connection: Connect,
+    /// The hypervisor's own system, through which a plan's steps write the base image and the
+    /// seed into the pool and read a base image's kernel; `None` for libvirt's test driver,
+    /// which has none (there they go through libvirt's upload streams), and for the verbs that
+    /// write nothing there.
+    system: Option<Rc<HypervisorMachine>>,
 }
 
 impl LibvirtHypervisor {
@@ -40,6 +52,7 @@ impl LibvirtHypervisor {
             name: hypervisor.name.to_string(),
             uri: hypervisor.libvirt_uri.uri.clone(),
             connection: super::connect(&hypervisor.libvirt_uri)?,
+            system: None,
         })
     }
 
@@ -50,6 +63,22 @@ impl LibvirtHypervisor {
             name: hypervisor.name.to_string(),
             uri: hypervisor.libvirt_uri.uri.clone(),
             connection: connection.clone(),
+            system: None,
+        }
+    }
+
+    /// The same hypervisor, its pool written through `system` (its own system, sudo settled).
+    pub fn with_system(self, system: Option<Rc<HypervisorMachine>>) -> LibvirtHypervisor {
+        LibvirtHypervisor { system, ..self }
+    }
+
+    /// The guest `desired` describes, on this hypervisor's connection.
+    fn resources<'a>(&'a self, desired: &'a DesiredGuest) -> GuestResources<'a> {
+        GuestResources {
+            connection: &self.connection,
+            hypervisor: &self.name,
+            desired,
+            machine: self.system.as_deref(),
         }
     }
 
@@ -249,6 +278,89 @@ impl Hypervisor for LibvirtHypervisor {
     ) -> Result<bool, HypervisorFault> {
         release_reservation(&self.connection, &self.uri, network, address)
             .map_err(HypervisorFault::new)
+    }
+
+    fn carry_out(
+        &self,
+        desired: &DesiredGuest,
+        action: &Action,
+        artifacts: &BuiltArtifacts,
+    ) -> Result<(), GuestResourceError> {
+        self.resources(desired).execute(action, artifacts)
+    }
+
+    fn record_tag(&self, desired: &DesiredGuest, tag: &GuestTag) -> Result<(), GuestResourceError> {
+        self.resources(desired).record_tag(tag)
+    }
+
+    fn remove_partial_base_images(&self, desired: &DesiredGuest) -> Result<(), GuestResourceError> {
+        self.resources(desired).remove_partial_base_images()
+    }
+
+    fn boot_files(&self, desired: &DesiredGuest) -> Result<Option<BootFiles>, GuestResourceError> {
+        self.resources(desired).boot_files()
+    }
+
+    fn start_once_as(
+        &self,
+        desired: &DesiredGuest,
+        first_definition: &str,
+        lasting_definition: &str,
+    ) -> Result<(), GuestResourceError> {
+        self.resources(desired)
+            .start_once_as(first_definition, lasting_definition)
+    }
+
+    fn tenants_with_filters(&self) -> Result<Vec<String>, Failure> {
+        Ok(network_filter::tenants_with_filters(
+            &self.connection,
+            &self.name,
+        )?)
+    }
+
+    fn tenant_addresses(&self) -> Result<TenantDirectory, Failure> {
+        Ok(network_filter::tenant_addresses_on_hypervisor(
+            &self.connection,
+            &self.name,
+        )?)
+    }
+
+    fn define_filters(&self, filters: &[NetworkFilter]) -> Result<(), Failure> {
+        Ok(network_filter::define_filters(
+            &self.connection,
+            &self.name,
+            filters,
+        )?)
+    }
+
+    fn reserve_address(
+        &self,
+        network: &str,
+        mac: &str,
+        address: Ipv4Addr,
+    ) -> Result<bool, Failure> {
+        Ok(crate::libvirt::reservation::reserve_address(
+            &self.connection,
+            &self.uri,
+            network,
+            mac,
+            address,
+        )?)
+    }
+
+    fn pin_lease(
+        &self,
+        network: &str,
+        mac: &str,
+        kept_apart: &KeptApart,
+    ) -> Result<Option<PinnedLease>, Failure> {
+        Ok(lease_pin::pin_lease(
+            &self.connection,
+            &self.uri,
+            network,
+            mac,
+            kept_apart,
+        )?)
     }
 
     fn definition(&self, domain: &str) -> Result<String, HypervisorFault> {

@@ -6,12 +6,12 @@
 //! reservation, every other MAC's lease and the ranges trog hands static addresses from. The
 //! pin goes with the guest at `destroy`.
 
+pub use crate::hypervisor::provisioning::{KeptApart, PinnedLease};
 use crate::libvirt::error::LibvirtError;
 use crate::libvirt::network_leases::{network_leases, NetworkLease};
 use crate::libvirt::reservation::{
     definition, dhcp_hosts, ipv4_dhcp, network, update, DhcpHost, Ipv4Dhcp,
 };
-use crate::model::address_range::AddressRange;
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
 use virt::sys;
@@ -27,22 +27,6 @@ pub enum PinChoice {
     Pin(Ipv4Addr),
     /// Every address of the range is taken: the guest takes whatever dnsmasq gives it.
     NoneFree,
-}
-
-/// What else on the network must not be pinned: the ranges trog hands static addresses from
-/// and the addresses its guests hold (both from `ips.db`).
-#[derive(Debug, Clone, Default)]
-pub struct KeptApart {
-    pub ranges: Vec<AddressRange>,
-    pub held: Vec<Ipv4Addr>,
-}
-
-/// A lease pinned for a guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PinnedLease {
-    pub address: Ipv4Addr,
-    /// True when this run made the reservation, false when it was there already.
-    pub made: bool,
 }
 
 /// How much `mac` prefers `address`: FNV-1a of the MAC's text (lower case) and the address. The

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::address_range::AddressRange;
 
 const NETWORK: &str = "<network><name>default</name><forward mode='nat'/>\
     <ip address='192.168.122.1' netmask='255.255.255.0'><dhcp>\

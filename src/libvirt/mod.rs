@@ -1,10 +1,10 @@
 //! The libvirt backend, through the `virt` crate. The only part of trog that links libvirt.
 //!
-//! Observation (what each hypervisor has and has promised) sits behind [`HypervisorObserver`] so
-//! the fake beside it can stand in for a fleet in benchmarks and fast tests; [`ask_fleet`] asks
-//! every hypervisor at once, each within a bounded time.
+//! [`hypervisor::LibvirtHypervisor`] is the `crate::hypervisor::Hypervisor` of one hypervisor
+//! and [`LibvirtObserver`] the `crate::hypervisor::observer::HypervisorObserver` of the fleet:
+//! what the rest of trog reaches libvirt through. `workflow::open` is the one place that makes
+//! them.
 
-pub mod concurrent;
 pub mod connection;
 pub mod debug_boot;
 pub mod domain_stats;
@@ -24,10 +24,6 @@ pub mod site;
 pub mod snapshot;
 pub mod trog_tag;
 
-pub use concurrent::{
-    ask_fleet, find_guest, observe_fleet, observe_for_placement, GuestWhereabouts,
-    DEFAULT_ANSWER_TIMEOUT,
-};
-pub use connection::{connect, LibvirtConnection};
+pub use connection::connect;
 pub use error::LibvirtError;
-pub use observe::{FakeObserver, HypervisorObserver, LibvirtObserver};
+pub use observe::LibvirtObserver;

@@ -1,5 +1,7 @@
 //! Asking one hypervisor what it has and what it has promised.
 
+use crate::hypervisor::observer::{HeldDomain, HypervisorObserver};
+use crate::hypervisor::HypervisorFault;
 use crate::libvirt::connection::connect;
 use crate::libvirt::domain_stats::{all_guest_stats, GuestStats};
 use crate::libvirt::error::LibvirtError;
@@ -7,30 +9,66 @@ use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::model::units::{Bytes, MiB};
 use crate::placement::observed::{DefinedGuest, HypervisorCapacity, PoolState};
-use std::collections::HashMap;
-use std::time::Duration;
+use crate::preflight::LibvirtFacts;
 use virt::connect::Connect;
 use virt::enumutil::Enum;
 use virt::error::ErrorNumber;
-
-/// One hypervisor's answers. Implementations are shared between threads, one per hypervisor.
-pub trait HypervisorObserver: Send + Sync + 'static {
-    /// Memory, CPUs, every defined guest (running or not) and the storage pool.
-    fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError>;
-    /// Whether a guest of this name is defined there.
-    fn holds_guest(
-        &self,
-        hypervisor: &HypervisorConfig,
-        guest: &DomainName,
-    ) -> Result<bool, LibvirtError>;
-}
 
 /// The real thing: libvirt at each hypervisor's `libvirt_uri`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LibvirtObserver;
 
 impl HypervisorObserver for LibvirtObserver {
-    fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError> {
+    fn capacity(
+        &self,
+        hypervisor: &HypervisorConfig,
+    ) -> Result<HypervisorCapacity, HypervisorFault> {
+        self.libvirt_capacity(hypervisor)
+            .map_err(HypervisorFault::new)
+    }
+
+    fn holds_guest(
+        &self,
+        hypervisor: &HypervisorConfig,
+        guest: &DomainName,
+    ) -> Result<bool, HypervisorFault> {
+        self.libvirt_holds_guest(hypervisor, guest)
+            .map_err(HypervisorFault::new)
+    }
+
+    fn held_domains(
+        &self,
+        hypervisor: &HypervisorConfig,
+    ) -> Result<Vec<HeldDomain>, HypervisorFault> {
+        crate::libvirt::site::held_domains(&hypervisor.libvirt_uri).map_err(HypervisorFault::new)
+    }
+
+    fn tagged_domain_names(
+        &self,
+        hypervisor: &HypervisorConfig,
+    ) -> Result<Vec<String>, HypervisorFault> {
+        crate::libvirt::trog_tag::tagged_domain_names(&hypervisor.libvirt_uri)
+            .map_err(HypervisorFault::new)
+    }
+
+    fn preflight_facts(
+        &self,
+        hypervisor: &HypervisorConfig,
+    ) -> Result<LibvirtFacts, HypervisorFault> {
+        crate::libvirt::facts::libvirt_facts(&hypervisor.libvirt_uri, &hypervisor.pool_name)
+            .map_err(HypervisorFault::new)
+    }
+
+    fn client_version(&self) -> u32 {
+        crate::libvirt::facts::linked_library_version()
+    }
+}
+
+impl LibvirtObserver {
+    fn libvirt_capacity(
+        &self,
+        hypervisor: &HypervisorConfig,
+    ) -> Result<HypervisorCapacity, LibvirtError> {
         let uri = hypervisor.libvirt_uri.uri.as_str();
         let connection = connect(&hypervisor.libvirt_uri)?;
         // The node, the guests and the pool are independent questions. Asked from threads of
@@ -56,7 +94,7 @@ impl HypervisorObserver for LibvirtObserver {
         })
     }
 
-    fn holds_guest(
+    fn libvirt_holds_guest(
         &self,
         hypervisor: &HypervisorConfig,
         guest: &DomainName,
@@ -152,35 +190,4 @@ pub fn guest_by_guest(connection: &Connect, uri: &str) -> Result<Vec<DefinedGues
         });
     }
     Ok(guests)
-}
-
-/// A stand-in fleet: fixed answers by hypervisor name, each given after a fixed delay, so the
-/// concurrency of [`crate::libvirt::ask_fleet`] can be measured and tested without libvirt.
-/// A hypervisor it has no answer for is reported as refusing the connection.
-#[derive(Debug, Clone, Default)]
-pub struct FakeObserver {
-    pub answers: HashMap<String, HypervisorCapacity>,
-    pub delay: Duration,
-}
-
-impl HypervisorObserver for FakeObserver {
-    fn capacity(&self, hypervisor: &HypervisorConfig) -> Result<HypervisorCapacity, LibvirtError> {
-        std::thread::sleep(self.delay);
-        self.answers
-            .get(hypervisor.name.as_str())
-            .cloned()
-            .ok_or_else(|| LibvirtError::Connect {
-                uri: hypervisor.libvirt_uri.uri.clone(),
-                message: "the fake fleet has no such hypervisor".to_string(),
-            })
-    }
-
-    fn holds_guest(
-        &self,
-        hypervisor: &HypervisorConfig,
-        guest: &DomainName,
-    ) -> Result<bool, LibvirtError> {
-        self.capacity(hypervisor)
-            .map(|capacity| capacity.holds(guest.as_str()))
-    }
 }

@@ -2,23 +2,11 @@
 //! every defined domain by name, whether trog made it and by which installation (its tag), and
 //! the IPv4 addresses its network leased it.
 
+use crate::hypervisor::observer::HeldDomain;
 use crate::libvirt::connection::connect;
 use crate::libvirt::error::LibvirtError;
 use crate::libvirt::trog_tag::read_maker;
 use crate::model::hypervisor::LibvirtUri;
-pub use crate::render::domain_xml::metadata::Maker;
-use serde::Serialize;
-
-/// One domain defined on a hypervisor.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HeldDomain {
-    pub name: String,
-    /// Who made it, as its tag says: not trog, or trog and by which installation.
-    pub maker: Maker,
-    /// The IPv4 addresses its network's DHCP server leased it, newest first; empty for a guest
-    /// of static addresses, one that is shut off, or a driver without leases.
-    pub leased: Vec<String>,
-}
 
 /// Every domain defined at `uri`, running or not, sorted by name.
 pub fn held_domains(uri: &LibvirtUri) -> Result<Vec<HeldDomain>, LibvirtError> {

@@ -59,7 +59,7 @@ pub fn base_image_volume(digest_hex: &str) -> String {
 /// (under the upload's lock, so the one there is always a dead run's and is removed), and
 /// runs on two machines sharing a pool never write into one volume. Every writer also holds the
 /// upload's lock on the hypervisor, under which any machine's partial copy there is a dead
-/// run's and is removed too (`GuestResources::remove_partial_base_images`).
+/// run's and is removed too (`Hypervisor::remove_partial_base_images`).
 pub fn partial_base_image_volume(digest_hex: &str, uploader: &str) -> String {
     let uploader: String = uploader
         .chars()

@@ -1,9 +1,11 @@
-//! Carrying out a prepared plan: its steps in order, the libvirt ones and the wait through
+//! Carrying out a prepared plan: its steps in order, the hypervisor's and the wait through
 //! [`GuestSteps`], then the finish over the [`Machine`] the wait connected to.
 //!
 //! The order and the bookkeeping (which step failed, which ran before it, what is recorded after a
-//! finish) live here, apart from libvirt: [`LibvirtSteps`] does the steps on a real hypervisor, and
-//! the unit tests (`execute_tests.rs`) stand a fake in its place to walk every failure path.
+//! finish) live in [`execute_plan`]; [`HypervisorSteps`] does the steps on the guest's hypervisor,
+//! through the [`crate::hypervisor::Hypervisor`] trait. The unit tests stand a fake in the place
+//! of each: fake steps to walk every failure path of the order (`execute_tests.rs`), and the fake
+//! hypervisor under the real steps to fail each of the hypervisor's (`execute_fake_tests.rs`).
 
 use crate::addresses::settle::tenant_directory;
 use crate::addresses::store::AddressBook;
@@ -12,13 +14,7 @@ use crate::generate::desired;
 use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, BootWait, GuestProbe, DEFAULT_BOOT_WAIT};
-use crate::libvirt::guest_resources::{BuiltArtifacts, GuestResources};
-use crate::libvirt::guest_state::{start_again, stopped_state};
-use crate::libvirt::lease_pin::{pin_lease, release_pins, KeptApart, PinnedLease};
-use crate::libvirt::network_filter::{
-    define_filters, tenant_addresses_on_hypervisor, tenants_with_filters,
-};
-use crate::libvirt::reservation::reserve_address;
+use crate::hypervisor::provisioning::{BuiltArtifacts, KeptApart, PinnedLease};
 use crate::lock::{HeldLocks, LockError, LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
@@ -52,9 +48,13 @@ pub trait GuestSteps {
     /// just before its domain is defined or started; returns the step's label when it made the
     /// pin. Should the definition then fail, the pin is taken back.
     fn pin_lease(&mut self) -> Result<Option<String>, Failure>;
-    /// Carries out one libvirt step of the plan (anything but the wait and the finish).
-    fn libvirt_step(&mut self, action: &Action, progress: &mut dyn Progress)
-        -> Result<(), Failure>;
+    /// Carries out one of the plan's steps that are the hypervisor's (anything but the wait, the
+    /// backups, the seed's retirement and the finish).
+    fn hypervisor_step(
+        &mut self,
+        action: &Action,
+        progress: &mut dyn Progress,
+    ) -> Result<(), Failure>;
     /// What the wait for SSH asks of the guest and its hypervisor.
     fn reach<'s>(
         &'s mut self,
@@ -272,7 +272,7 @@ pub fn execute_plan(
                     })
                 }
             },
-            _ => steps.libvirt_step(action, progress),
+            _ => steps.hypervisor_step(action, progress),
         };
         let elapsed = progress.finish(outcome.is_ok());
         if let Err(failure) = outcome {
@@ -305,12 +305,11 @@ pub fn execute_plan(
     Ok(report)
 }
 
-/// The steps on a real hypervisor: libvirt through the libvirt backend, the wait through its
-/// DHCP leases and OpenSSH.
-pub struct LibvirtSteps<'a> {
+/// The steps on the guest's hypervisor, through its [`crate::hypervisor::Hypervisor`]; the
+/// wait through its DHCP leases and OpenSSH.
+pub struct HypervisorSteps<'a> {
     pub guest: &'a GuestOnHypervisor<'a>,
     pub prepared: &'a PreparedGuest,
-    pub resources: GuestResources<'a>,
     pub artifacts: BuiltArtifacts<'a>,
     /// The guest's key and known-hosts file live only for this run, in private temporary places.
     pub key_file: Option<PrivateKeyFile>,
@@ -330,7 +329,17 @@ pub struct LibvirtSteps<'a> {
     pub console_from: Option<u64>,
 }
 
-impl LibvirtSteps<'_> {
+impl HypervisorSteps<'_> {
+    /// Carries out `action` on the guest's hypervisor, with the artifacts as they are now.
+    fn carry_out(
+        &self,
+        action: &Action,
+    ) -> Result<(), crate::hypervisor::provisioning::GuestResourceError> {
+        self.guest
+            .backend
+            .carry_out(&self.prepared.desired, action, &self.artifacts())
+    }
+
     /// What the domain is defined from: the prepared definition, or with a pinned lease, that
     /// lease's.
     fn domain_spec(&self) -> &DomainSpec {
@@ -355,9 +364,7 @@ impl LibvirtSteps<'_> {
     /// behind only keeps an address from other guests until this one is provisioned again.
     fn take_back_pinned_lease(&mut self) {
         if self.lease_pinned.take().is_some() {
-            let _ = release_pins(
-                self.guest.connection,
-                &self.guest.hypervisor.libvirt_uri.uri,
+            let _ = self.guest.backend.release_pins(
                 &self.guest.inputs.config.settings.network,
                 &self.guest.inputs.generated.mac_address.to_string(),
                 &[],
@@ -418,17 +425,16 @@ impl LibvirtSteps<'_> {
     /// start, boots from its disk, and the run says why.
     fn start_first_boot(&mut self, progress: &mut dyn Progress) -> Result<(), Failure> {
         let from_disk = |why: String| format!("first boot from the disk: {why}");
-        match self.resources.boot_files() {
+        let backend = self.guest.backend;
+        let desired = &self.prepared.desired;
+        match backend.boot_files(desired) {
             Ok(Some(BootFiles::Direct(boot))) => {
                 let spec = DomainSpec {
                     direct_boot: Some(boot),
                     ..self.domain_spec().clone()
                 };
                 let first = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE)?;
-                match self
-                    .resources
-                    .start_once_as(&first, self.artifacts().domain_xml)
-                {
+                match backend.start_once_as(desired, &first, self.artifacts().domain_xml) {
                     Ok(()) => {
                         progress.say("first boot: the base image's kernel, started directly");
                         return Ok(());
@@ -444,13 +450,11 @@ impl LibvirtSteps<'_> {
             Ok(None) => {}
             Err(error) => progress.say(&from_disk(error.to_string())),
         }
-        Ok(self
-            .resources
-            .execute(&Action::StartDomain, &self.artifacts())?)
+        Ok(backend.carry_out(desired, &Action::StartDomain, &self.artifacts())?)
     }
 }
 
-impl GuestSteps for LibvirtSteps<'_> {
+impl GuestSteps for HypervisorSteps<'_> {
     fn apply_network_filters(
         &mut self,
         progress: &mut dyn Progress,
@@ -499,7 +503,7 @@ impl GuestSteps for LibvirtSteps<'_> {
         )))
     }
 
-    fn libvirt_step(
+    fn hypervisor_step(
         &mut self,
         action: &Action,
         progress: &mut dyn Progress,
@@ -519,20 +523,22 @@ impl GuestSteps for LibvirtSteps<'_> {
                     // Every run that writes this image into this pool, from whichever machine,
                     // holds the hypervisor's lock while it does: a partial copy there now is a
                     // dead run's, whoever's it was.
-                    self.resources.remove_partial_base_images()?;
+                    self.guest
+                        .backend
+                        .remove_partial_base_images(&self.prepared.desired)?;
                 }
-                Ok(self.resources.execute(action, &self.artifacts())?)
+                Ok(self.carry_out(action)?)
             }
             Action::StartDomain => {
                 self.note_console_start();
                 if self.is_first_boot() {
                     self.start_first_boot(progress)
                 } else {
-                    Ok(self.resources.execute(action, &self.artifacts())?)
+                    Ok(self.carry_out(action)?)
                 }
             }
             Action::DefineDomain { .. } => {
-                if let Err(error) = self.resources.execute(action, &self.artifacts()) {
+                if let Err(error) = self.carry_out(action) {
                     // No domain carries the MAC for a destroy to find the pin by.
                     self.take_back_pinned_lease();
                     return Err(error.into());
@@ -543,7 +549,7 @@ impl GuestSteps for LibvirtSteps<'_> {
                 self.lease_pinned = None;
                 Ok(())
             }
-            _ => Ok(self.resources.execute(action, &self.artifacts())?),
+            _ => Ok(self.carry_out(action)?),
         }
     }
 
@@ -563,7 +569,7 @@ impl GuestSteps for LibvirtSteps<'_> {
                 .insert(PrivateKeyFile::write(&inputs.keypair)?),
         };
         let domain = self.prepared.desired.domain.to_string();
-        let connection = self.guest.connection;
+        let backend = self.guest.backend;
         let hypervisor_machine = self.guest.hypervisor_machine;
         let console_path = desired::serial_log_path(&self.prepared.desired.domain);
         let log_domain = self.prepared.desired.domain.clone();
@@ -595,7 +601,7 @@ impl GuestSteps for LibvirtSteps<'_> {
             }),
         });
         Ok(Box::new(SshProbe {
-            source: reach::address_source(connection, inputs, &domain),
+            source: reach::address_source(backend, inputs, &domain),
             admin_user: inputs.config.settings.admin_user.clone(),
             key_file: key.path().to_path_buf(),
             host_keys: key.pinned_host_keys(),
@@ -607,9 +613,11 @@ impl GuestSteps for LibvirtSteps<'_> {
             }),
             stopped: Box::new({
                 let domain = domain.clone();
-                move || stopped_state(connection, &domain)
+                move || backend.stopped_state(&domain)
             }),
-            start_again: Box::new(move || start_again(connection, &domain)),
+            start_again: Box::new(move || {
+                backend.start(&domain).map_err(|fault| fault.to_string())
+            }),
             hypervisor_log: Box::new(move || {
                 hypervisor_machine
                     .and_then(|machine| hypervisor_ops::qemu_log(machine, &log_domain))
@@ -620,16 +628,12 @@ impl GuestSteps for LibvirtSteps<'_> {
     }
 
     fn record_tag(&mut self, tag: &GuestTag) -> Result<(), Failure> {
-        Ok(self.resources.record_tag(tag)?)
+        Ok(self.guest.backend.record_tag(&self.prepared.desired, tag)?)
     }
 
     fn back_up_before_rebuild(&mut self) -> Result<PathBuf, Failure> {
-        let hypervisor = crate::libvirt::hypervisor::LibvirtHypervisor::over(
-            self.guest.connection,
-            self.guest.hypervisor,
-        );
         let taken = crate::workflow::backup::back_up_reached(
-            &hypervisor,
+            self.guest.backend,
             self.guest.inputs,
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -641,14 +645,10 @@ impl GuestSteps for LibvirtSteps<'_> {
     }
 
     fn retire_seed(&mut self, guest: &dyn Machine) -> Result<(), Failure> {
-        let hypervisor = crate::libvirt::hypervisor::LibvirtHypervisor::over(
-            self.guest.connection,
-            self.guest.hypervisor,
-        );
         let desired = &self.prepared.desired;
         Ok(crate::guest::retire_seed::retire_seed(
             guest,
-            &hypervisor,
+            self.guest.backend,
             &crate::guest::retire_seed::SeedOf {
                 domain: desired.domain.as_str(),
                 pool: &desired.pool_name,
@@ -689,15 +689,9 @@ pub fn execute(
     progress: &mut dyn Progress,
 ) -> Result<ConvergeReport, Failure> {
     let no_file = PathBuf::new();
-    let mut steps = LibvirtSteps {
+    let mut steps = HypervisorSteps {
         guest,
         prepared,
-        resources: GuestResources {
-            connection: guest.connection,
-            hypervisor: guest.hypervisor.name.as_str(),
-            desired: &prepared.desired,
-            machine: guest.hypervisor_machine,
-        },
         artifacts: BuiltArtifacts {
             domain_xml: &prepared.domain_xml,
             seed_iso: &guest.inputs.generated.seed_iso.bytes,
@@ -764,17 +758,16 @@ fn changes_the_domain(prepared: &PreparedGuest) -> bool {
 /// are read so that a run of another installation sharing the hypervisor (its own ips.db) never
 /// takes away an address only this one knows.
 fn apply_network_filters(guest: &GuestOnHypervisor) -> Result<String, Failure> {
-    let hypervisor = guest.hypervisor.name.as_str();
-    let mut tenants = tenants_with_filters(guest.connection, hypervisor)?;
+    let mut tenants = guest.backend.tenants_with_filters()?;
     if let Some(own) = &guest.inputs.config.settings.tenant {
         tenants.push(own.to_string());
     }
     let directory = joined_directories(
         tenant_directory(&guest.inputs.paths.ips_db)?,
-        tenant_addresses_on_hypervisor(guest.connection, hypervisor)?,
+        guest.backend.tenant_addresses()?,
     );
     let filters = filters_for(&directory, &tenants);
-    define_filters(guest.connection, hypervisor, &filters)?;
+    guest.backend.define_filters(&filters)?;
     let names: Vec<&str> = filters.iter().map(|filter| filter.name.as_str()).collect();
     Ok(format!("network filters {}", names.join(", ")))
 }
@@ -789,13 +782,7 @@ fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, F
     };
     let mac = guest.inputs.generated.mac_address.to_string();
     let network = &settings.network;
-    let changed = reserve_address(
-        guest.connection,
-        &guest.hypervisor.libvirt_uri.uri,
-        network,
-        &mac,
-        address,
-    )?;
+    let changed = guest.backend.reserve_address(network, &mac, address)?;
     Ok(changed.then(|| format!("reserve {address} for {mac} in network {network}")))
 }
 
@@ -821,9 +808,7 @@ fn pin_guest_lease(guest: &GuestOnHypervisor) -> Result<Option<PinnedLease>, Fai
         return Ok(None);
     }
     let kept_apart = kept_apart_on(&guest.inputs.paths.ips_db, &settings.network)?;
-    let pinned = pin_lease(
-        guest.connection,
-        &guest.hypervisor.libvirt_uri.uri,
+    let pinned = guest.backend.pin_lease(
         &settings.network,
         &guest.inputs.generated.mac_address.to_string(),
         &kept_apart,
@@ -879,3 +864,7 @@ fn seconds(duration: Duration) -> f64 {
 #[cfg(test)]
 #[path = "execute_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "execute_fake_tests.rs"]
+mod fake_tests;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::exit_status::ExitStatus;
 use crate::guest::wait::AttemptFailed;
-use crate::libvirt::guest_resources::GuestResourceError;
+use crate::hypervisor::provisioning::GuestResourceError;
 use crate::machine::fake::{Answer, FakeClock, FakeMachine};
 use crate::model::units::Bytes;
 use crate::workflow::progress::RecordedProgress;
@@ -111,7 +111,7 @@ impl GuestSteps for FakeSteps {
         Ok(None)
     }
 
-    fn libvirt_step(
+    fn hypervisor_step(
         &mut self,
         action: &Action,
         _progress: &mut dyn Progress,
@@ -120,6 +120,7 @@ impl GuestSteps for FakeSteps {
         self.ran.push(label.clone());
         match self.fail_step {
             Some(needle) if label.contains(needle) => Err(GuestResourceError {
+                backend: "libvirt",
                 hypervisor: "hv1".into(),
                 operation: label,
                 source: "Storage volume not found: no storage vol with matching path".into(),
@@ -345,7 +346,7 @@ fn a_plan_that_goes_well_runs_every_step_then_records_the_finished_payload() {
 }
 
 #[test]
-fn a_libvirt_step_failing_midway_is_named_with_what_ran_and_nothing_after_it_runs() {
+fn a_hypervisor_step_failing_midway_is_named_with_what_ran_and_nothing_after_it_runs() {
     let plan = fresh_plan();
     let guest = healthy_guest();
     let mut steps = FakeSteps::new(BOOTS, guest.clone());

@@ -1,6 +1,7 @@
 //! Converging one guest on the hypervisor it was placed on: observe what is there, plan, check
-//! the plan, then carry it out step by step — libvirt steps through the libvirt backend, the
-//! wait and the finish over SSH.
+//! the plan, then carry it out step by step — the hypervisor's steps through the
+//! [`crate::hypervisor::Hypervisor`] trait (`workflow::open` opens it), the wait and the finish
+//! over SSH.
 //!
 //! Everything that can be built locally (the artifacts, the base image) is built before the
 //! first step touches the hypervisor.
@@ -17,9 +18,9 @@ pub use execute::execute;
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
 use crate::generate::desired;
+use crate::hypervisor::Hypervisor;
 use crate::images::baked::BakedRecord;
 use crate::images::ensure_image;
-use crate::libvirt::guest_resources::GuestResources;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
@@ -33,7 +34,9 @@ use std::path::Path;
 pub struct GuestOnHypervisor<'a> {
     pub inputs: &'a GuestInputs,
     pub hypervisor: &'a HypervisorConfig,
-    pub connection: &'a crate::libvirt::LibvirtConnection,
+    /// The hypervisor as its backend reaches it: every step of the plan but the wait and the
+    /// finish goes through it.
+    pub backend: &'a dyn Hypervisor,
     /// The hypervisor's own system, for the TPM check and the serial console; `None` for
     /// libvirt's test driver, which has none.
     pub hypervisor_machine: Option<&'a HypervisorMachine>,
@@ -119,13 +122,7 @@ pub fn prepare(
     if let Some(record) = baked {
         over_baked_image(&mut desired, record, image_cache);
     }
-    let resources = GuestResources {
-        connection: guest.connection,
-        hypervisor: guest.hypervisor.name.as_str(),
-        desired: &desired,
-        machine: guest.hypervisor_machine,
-    };
-    let observed = resources.observe()?;
+    let observed = guest.backend.observe_guest(&desired)?;
     let mut prepared = plan_observed(
         inputs,
         guest.hypervisor,

@@ -15,8 +15,8 @@ use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
 use crate::generate::bake_inputs::bake_inputs;
+use crate::hypervisor::fleet::observe_for_placement;
 use crate::images::baked::{bake, choose, read_record, BakeChoice, BakedRecord};
-use crate::libvirt::{observe_for_placement, LibvirtObserver};
 use crate::lock::Locks;
 use crate::machine::local::LocalMachine;
 use crate::model::hypervisor::HypervisorConfig;
@@ -38,11 +38,11 @@ use crate::workflow::lock::take_guest_lock;
 use crate::workflow::machine_login::{
     find_machine_login, machine_not_reached, with_machines_first,
 };
+use crate::workflow::open::fleet_observer;
 use crate::workflow::progress::Progress;
 use crate::workflow::store_guard::{check_store, StoreCheck, StoreGuardError};
 use crate::workflow::{open_hypervisor, HypervisorAccess, OpenedHypervisor};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What a `provision` run was asked to do.
@@ -133,7 +133,7 @@ pub(crate) fn place_configured_refs(
     let observation = observe_for_placement(
         fleet,
         request.hypervisor.as_ref(),
-        Arc::new(LibvirtObserver),
+        fleet_observer(),
         request.answer_timeout,
     );
     let demands: Vec<GuestDemand> = configured
@@ -417,8 +417,8 @@ pub(crate) fn converge_one(
     let on_hypervisor = GuestOnHypervisor {
         inputs: guest,
         hypervisor,
-        connection: &opened.connection,
-        hypervisor_machine: opened.machine.as_ref(),
+        backend: opened.hypervisor.as_ref(),
+        hypervisor_machine: opened.machine.as_deref(),
         locks,
         adopt_host_key: request.adopt_host_key,
     };

@@ -6,7 +6,6 @@ use crate::config::settings::RunsOn;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::hypervisor::fake::{FakeHypervisor, Operation};
-use crate::libvirt::LibvirtError;
 use crate::lock::LockError;
 use crate::machine::fake::FakeMachine;
 use crate::machine::hypervisor_ops::HypervisorMachine;
@@ -174,9 +173,12 @@ impl Fleet for FakeFleet {
     ) -> Result<Opened, Failure> {
         self.hypervisor
             .call(Operation::Open, format!("open {}", hypervisor.name))
-            .map_err(|fault| LibvirtError::Connect {
-                uri: hypervisor.libvirt_uri.uri.clone(),
-                message: fault.to_string(),
+            .map_err(|fault| {
+                Failure::new(
+                    format!("cannot connect to {}: {fault}", hypervisor.libvirt_uri.uri),
+                    crate::exit_status::ExitStatus::Hypervisor,
+                    Some("check that the hypervisor's daemon runs there".into()),
+                )
             })?;
         let machine = match access {
             HypervisorAccess::LibvirtOnly => None,

@@ -4,9 +4,9 @@
 use crate::config::hypervisors_conf::{fleet_to_build_on, load_installation_fleet};
 use crate::config::paths::InstallationPaths;
 use crate::diagnose::Failure;
-use crate::libvirt::{observe_fleet, LibvirtObserver};
+use crate::hypervisor::fleet::observe_fleet;
 use crate::placement::fleet_table::{summarise_fleet, FleetSummary};
-use std::sync::Arc;
+use crate::workflow::open::fleet_observer;
 use std::time::Duration;
 
 /// The installation's fleet as it answers now, each hypervisor given `answer_within`.
@@ -19,6 +19,6 @@ pub fn fleet_summary(
         load_installation_fleet(paths)?,
         None,
     );
-    let observation = observe_fleet(&fleet, Arc::new(LibvirtObserver), answer_within);
+    let observation = observe_fleet(&fleet, fleet_observer(), answer_within);
     Ok(summarise_fleet(&observation))
 }

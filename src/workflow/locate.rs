@@ -9,10 +9,10 @@ use crate::config::paths::InstallationPaths;
 use crate::config::settings::RunsOn;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::libvirt::{find_guest, LibvirtObserver};
+use crate::hypervisor::fleet::find_guest;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
-use std::sync::Arc;
+use crate::workflow::open::fleet_observer;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +97,7 @@ pub fn locate_guest<'f>(
     if let [only] = fleet.fleet.hypervisors.as_slice() {
         return Ok(only);
     }
-    let found = find_guest(fleet, domain, Arc::new(LibvirtObserver), answer_timeout);
+    let found = find_guest(fleet, domain, fleet_observer(), answer_timeout);
     match found.holders.as_slice() {
         [one] => Ok(fleet
             .fleet

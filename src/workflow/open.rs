@@ -1,14 +1,23 @@
-//! A located guest's hypervisor, opened for a verb: the libvirt connection, and when the verb
-//! needs it the hypervisor's own system with sudo settled before anything is done there. The
-//! verbs written against the `Hypervisor` trait open it through `workflow::session`; this
-//! connection itself is for `provision`, whose steps are libvirt's.
+//! Opening a hypervisor: the one place outside `libvirt/` that names the backend. Everything
+//! else reaches a hypervisor through what this returns: a [`Hypervisor`] for one hypervisor, a
+//! [`HypervisorObserver`] for asking the whole fleet. A second backend would be chosen here, by
+//! the hypervisor's kind in `hypervisors.conf` (ARCHITECTURE.md).
+//!
+//! `provision` opens its hypervisor with [`open_hypervisor`] (with its own system, sudo settled
+//! before anything is done there); the verbs acting on an existing guest through
+//! `workflow::session`, which calls [`connect_hypervisor`].
 
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::LibvirtConnection;
+use crate::hypervisor::observer::HypervisorObserver;
+use crate::hypervisor::Hypervisor;
+use crate::libvirt::hypervisor::LibvirtHypervisor;
+use crate::libvirt::LibvirtObserver;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::workflow::hypervisor_machine::open_hypervisor_machine;
+use std::rc::Rc;
+use std::sync::Arc;
 
 /// Whether a verb works on the hypervisor's own system too, or through libvirt alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,13 +29,24 @@ pub enum HypervisorAccess {
     WithSystem,
 }
 
-/// A hypervisor ready for a verb to act on.
+/// What asks every hypervisor of the fleet at once (placement, locating a guest, the site's
+/// verbs, preflight).
+pub fn fleet_observer() -> Arc<dyn HypervisorObserver> {
+    Arc::new(LibvirtObserver)
+}
+
+/// Connects to `hypervisor`, for a verb acting on an existing guest.
+pub fn connect_hypervisor(hypervisor: &HypervisorConfig) -> Result<Box<dyn Hypervisor>, Failure> {
+    Ok(Box::new(LibvirtHypervisor::connect(hypervisor)?))
+}
+
+/// A hypervisor ready for `provision` to build a guest on.
 pub struct OpenedHypervisor {
     pub config: HypervisorConfig,
-    pub connection: LibvirtConnection,
-    /// The hypervisor's own system; `None` with [`HypervisorAccess::LibvirtOnly`] and for
-    /// libvirt's test driver, which has none.
-    pub machine: Option<HypervisorMachine>,
+    pub hypervisor: Box<dyn Hypervisor>,
+    /// The hypervisor's own system (the hypervisor writes into its pool through it too); `None`
+    /// with [`HypervisorAccess::LibvirtOnly`] and for libvirt's test driver, which has none.
+    pub machine: Option<Rc<HypervisorMachine>>,
 }
 
 /// Connects to `hypervisor`'s libvirt and, with [`HypervisorAccess::WithSystem`], opens its own
@@ -40,13 +60,13 @@ pub fn open_hypervisor(
     let machine = match access {
         HypervisorAccess::LibvirtOnly => None,
         HypervisorAccess::WithSystem => {
-            open_hypervisor_machine(&hypervisor.libvirt_uri, credentials)?
+            open_hypervisor_machine(&hypervisor.libvirt_uri, credentials)?.map(Rc::new)
         }
     };
-    let connection = LibvirtConnection::open(&hypervisor.libvirt_uri)?;
+    let opened = LibvirtHypervisor::connect(hypervisor)?.with_system(machine.clone());
     Ok(OpenedHypervisor {
         config: hypervisor.clone(),
-        connection,
+        hypervisor: Box::new(opened),
         machine,
     })
 }

@@ -14,7 +14,7 @@ use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::{Diagnose, Failure};
 use crate::generate::recipe_settings;
 use crate::guest::wait::AttemptFailed;
-use crate::libvirt::facts::{libvirt_facts, linked_library_version};
+use crate::hypervisor::observer::HypervisorObserver;
 use crate::machine::hypervisor_ops::{
     kvm_verdict, virtiofsd_path, HypervisorMachine, HypervisorOp,
 };
@@ -34,6 +34,7 @@ use crate::secrets::{stored_keypair, GuestKeypair, PrivateKeyFile, SecretStore};
 use crate::untrusted::untrusted_str;
 use crate::workflow::hypervisor_machine::{ssh_machine_for, sudo_access, SudoAccess};
 use crate::workflow::inputs::{load_guest_configured, store_key_file, GuestConfigured};
+use crate::workflow::open::fleet_observer;
 use crate::workflow::reach::attempt_login;
 use crate::workflow::reporter::AlreadyTold;
 
@@ -58,13 +59,15 @@ pub fn preflight_report(
         Some(name) => vec![fleet.hypervisor_named(name)?],
         None => fleet.fleet.hypervisors.iter().collect(),
     };
-    let linked_version = linked_library_version();
+    let observer = fleet_observer();
+    let linked_version = observer.client_version();
     let facts: Vec<HypervisorFacts> = std::thread::scope(|scope| {
         let asks: Vec<_> = hypervisors
             .iter()
             .map(|hypervisor| {
                 let sudo = handed_in_sudo.clone();
-                scope.spawn(move || hypervisor_facts(hypervisor, sudo, linked_version))
+                let observer = observer.as_ref();
+                scope.spawn(move || hypervisor_facts(observer, hypervisor, sudo, linked_version))
             })
             .collect();
         asks.into_iter()
@@ -262,6 +265,7 @@ fn configuration_facts(
 /// Asks one hypervisor everything preflight checks. Every question is asked whatever the
 /// previous ones answered.
 fn hypervisor_facts(
+    observer: &dyn HypervisorObserver,
     hypervisor: &HypervisorConfig,
     handed_in_sudo: Option<Secret>,
     linked_version: u32,
@@ -306,7 +310,9 @@ fn hypervisor_facts(
     let ask = |op: HypervisorOp| -> Result<bool, String> {
         reached.clone().map(|machine| machine.holds(&op))
     };
-    let libvirt = libvirt_facts(uri, &hypervisor.pool_name).map_err(|error| error.to_string());
+    let libvirt = observer
+        .preflight_facts(hypervisor)
+        .map_err(|error| error.to_string());
     let pool_filesystem = libvirt
         .as_ref()
         .ok()

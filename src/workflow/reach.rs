@@ -2,7 +2,7 @@
 //! its first declared address), and SSH to its admin login with its own key.
 
 use crate::guest::wait::{AttemptFailed, GuestProbe};
-use crate::libvirt::guest_address::leased_addresses;
+use crate::hypervisor::Hypervisor;
 use crate::machine::ssh::{HostKeys, SshMachine, SshTarget};
 use crate::machine::{Machine, MachineCommand};
 use crate::workflow::progress::Progress;
@@ -19,16 +19,10 @@ pub const SSH_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where a guest's address comes from.
 pub enum AddressSource<'a> {
-    /// The libvirt network's DHCP lease for the guest's MAC: only reachable from the
-    /// hypervisor, so only for guests on this machine.
-    Lease {
-        connection: &'a crate::libvirt::LibvirtConnection,
-        domain: String,
-        mac: String,
-    },
     /// The guest's first declared address (`ips`).
     Declared(String),
-    /// The leases of the guest's MAC, as the caller asks its hypervisor for them.
+    /// The leases of the guest's MAC, as the caller asks its hypervisor for them (a network's
+    /// DHCP lease is only reachable from the hypervisor, so only for guests on this machine).
     Leases(Box<dyn Fn() -> Vec<String> + 'a>),
 }
 
@@ -71,11 +65,6 @@ pub struct SshProbe<'a> {
 impl GuestProbe for SshProbe<'_> {
     fn candidate_addresses(&mut self) -> Vec<String> {
         match &self.source {
-            AddressSource::Lease {
-                connection,
-                domain,
-                mac,
-            } => leased_addresses(connection, domain, mac),
             AddressSource::Declared(address) => vec![address.clone()],
             AddressSource::Leases(leases) => leases(),
         }
@@ -194,7 +183,7 @@ fn key_fingerprint(key: &str) -> String {
 /// Where a guest's address comes from: its static address (`ips`, written by hand or handed out
 /// from ips.db), or its lease on this machine's NAT network.
 pub fn address_source<'a>(
-    connection: &'a crate::libvirt::LibvirtConnection,
+    hypervisor: &'a dyn Hypervisor,
     inputs: &crate::workflow::inputs::GuestInputs,
     domain: &str,
 ) -> AddressSource<'a> {
@@ -202,11 +191,11 @@ pub fn address_source<'a>(
     // it; only a guest that takes a lease is looked for among the leases.
     match inputs.config.settings.ips.first() {
         Some(ip) => AddressSource::Declared(ip.address.to_string()),
-        None => AddressSource::Lease {
-            connection,
-            domain: domain.to_string(),
-            mac: inputs.generated.mac_address.to_string(),
-        },
+        None => AddressSource::Leases(Box::new({
+            let domain = domain.to_string();
+            let mac = inputs.generated.mac_address.to_string();
+            move || hypervisor.leased_addresses(&domain, &mac)
+        })),
     }
 }
 

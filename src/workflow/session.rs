@@ -13,20 +13,18 @@ use crate::config::paths::InstallationPaths;
 use crate::config::settings::RunsOn;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
+use crate::hypervisor::fleet::find_guest;
 use crate::hypervisor::Hypervisor;
-use crate::libvirt::hypervisor::LibvirtHypervisor;
-use crate::libvirt::{find_guest, LibvirtObserver};
 use crate::lock::{LockError, Locks};
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::DomainName;
 use crate::workflow::hypervisor_machine::open_hypervisor_machine;
 use crate::workflow::lock::{take_guest_lock, take_network_filters_lock};
-use crate::workflow::open::HypervisorAccess;
+use crate::workflow::open::{connect_hypervisor, fleet_observer, HypervisorAccess};
 use crate::workflow::reporter::Reporter;
 use crate::workflow::{fleet_for_guest, locate_guest};
 use std::cell::RefCell;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Which guest, and where to look for it.
@@ -135,12 +133,7 @@ impl Fleet for InstallationFleet<'_> {
             }
             None => whole,
         };
-        let found = find_guest(
-            &fleet,
-            guest.domain,
-            Arc::new(LibvirtObserver),
-            guest.answer_timeout,
-        );
+        let found = find_guest(&fleet, guest.domain, fleet_observer(), guest.answer_timeout);
         let holder = found.holders.first().and_then(|holder| {
             fleet
                 .fleet
@@ -196,7 +189,7 @@ impl Fleet for InstallationFleet<'_> {
             }
         };
         Ok(Opened {
-            hypervisor: Box::new(LibvirtHypervisor::connect(hypervisor)?),
+            hypervisor: connect_hypervisor(hypervisor)?,
             machine,
         })
     }

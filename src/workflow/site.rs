@@ -10,12 +10,13 @@ use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::credentials::{CredentialSource, Secret, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::generate::recipe_settings;
+use crate::hypervisor::fleet::ask_fleet;
+use crate::hypervisor::observer::HeldDomain;
 use crate::inventory::{choose_address, AddressOrigin, SiteMachine};
-use crate::libvirt::ask_fleet;
-use crate::libvirt::site::{held_domains, HeldDomain};
 use crate::model::hypervisor::Transport;
 use crate::model::names::DomainName;
 use crate::secrets::{stored_keypair, SecretStore};
+use crate::workflow::open::fleet_observer;
 use serde::Serialize;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -72,8 +73,9 @@ pub fn ask_holdings(
         None => whole,
     };
     let hypervisors = &fleet.fleet.hypervisors;
-    let answers = ask_fleet(hypervisors, answer_timeout, |hypervisor| {
-        held_domains(&hypervisor.libvirt_uri)
+    let observer = fleet_observer();
+    let answers = ask_fleet(hypervisors, answer_timeout, move |hypervisor| {
+        observer.held_domains(hypervisor)
     });
     let holdings = hypervisors
         .iter()

@@ -11,7 +11,7 @@ use crate::config::installation_id::read_installation_id;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
-use crate::libvirt::site::Maker;
+use crate::hypervisor::observer::Maker;
 use crate::lock::Locks;
 use crate::workflow::session::GuestAddress;
 use crate::workflow::site::{ask_holdings, HypervisorHoldings};
@@ -190,7 +190,7 @@ pub fn site_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::libvirt::site::HeldDomain;
+    use crate::hypervisor::observer::HeldDomain;
 
     const THIS: &str = "11111111-1111-4111-8111-111111111111";
     const OTHER: &str = "22222222-2222-4222-8222-222222222222";

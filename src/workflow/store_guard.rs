@@ -14,10 +14,10 @@ use crate::config::hypervisors_conf::BuildFleet;
 use crate::config::paths::InstallationPaths;
 use crate::diagnose::Diagnose;
 use crate::exit_status::ExitStatus;
-use crate::libvirt::ask_fleet;
-use crate::libvirt::trog_tag::tagged_domain_names;
+use crate::hypervisor::fleet::ask_fleet;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::secrets::{store_presence, SecretsError, StorePresence};
+use crate::workflow::open::fleet_observer;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -137,8 +137,9 @@ pub fn check_store(
         (StorePresence::Absent, false) => {}
     }
     let hypervisors = &fleet.fleet.hypervisors;
-    let answers = ask_fleet(hypervisors, answer_timeout, |hypervisor| {
-        tagged_domain_names(&hypervisor.libvirt_uri)
+    let observer = fleet_observer();
+    let answers = ask_fleet(hypervisors, answer_timeout, move |hypervisor| {
+        observer.tagged_domain_names(hypervisor)
     });
     let mut guests = Vec::new();
     let mut unreachable = Vec::new();

@@ -1,10 +1,10 @@
-//! Asking every hypervisor at once, each within a bounded time. A hypervisor that fails or does
-//! not answer in time is reported with why, and the others still count; a thread that has not
-//! answered by the deadline is abandoned, never waited for.
+//! Asking every hypervisor at once, each within a bounded time, through a [`HypervisorObserver`]
+//! (whichever backend answers). A hypervisor that fails or does not answer in time is reported
+//! with why, and the others still count; a thread that has not answered by the deadline is
+//! abandoned, never waited for.
 
 use crate::config::hypervisors_conf::BuildFleet;
-use crate::libvirt::error::LibvirtError;
-use crate::libvirt::observe::HypervisorObserver;
+use crate::hypervisor::observer::HypervisorObserver;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::model::names::{DomainName, HypervisorName};
 use crate::placement::observed::{FleetObservation, Observation, ObservedHypervisor};
@@ -20,14 +20,15 @@ pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Asks `question` of every hypervisor at once, one thread each, and returns the answers in
 /// the order given; `Err` holds why a hypervisor gave none (an error, or silence past `timeout`).
-pub fn ask_fleet<T, Q>(
+pub fn ask_fleet<T, E, Q>(
     hypervisors: &[HypervisorConfig],
     timeout: Duration,
     question: Q,
 ) -> Vec<Result<T, String>>
 where
     T: Send + 'static,
-    Q: Fn(&HypervisorConfig) -> Result<T, LibvirtError> + Send + Sync + 'static,
+    E: std::fmt::Display,
+    Q: Fn(&HypervisorConfig) -> Result<T, E> + Send + Sync + 'static,
 {
     let deadline = Instant::now() + timeout;
     let question = Arc::new(question);
@@ -38,15 +39,15 @@ where
         let spawned = std::thread::Builder::new()
             .name(format!("ask-{}", hypervisor.name))
             .spawn(move || {
-                let answer = catch_unwind(AssertUnwindSafe(|| question(&hypervisor)))
-                    .unwrap_or_else(|_| {
-                        Err(LibvirtError::Query {
-                            uri: hypervisor.libvirt_uri.uri.clone(),
-                            operation: "observe the hypervisor",
-                            message: "the observer panicked".to_string(),
-                        })
-                    })
-                    .map_err(|error| error.to_string());
+                let answer = catch_unwind(AssertUnwindSafe(|| {
+                    question(&hypervisor).map_err(|error| error.to_string())
+                }))
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "{}: cannot observe the hypervisor: the observer panicked",
+                        hypervisor.libvirt_uri.uri
+                    ))
+                });
                 // The receiver is gone when this answer came too late; nobody needs it then.
                 let _ = thread_sender.send((index, answer));
             });
@@ -201,10 +202,7 @@ mod tests {
                     let _ = held.lock().unwrap().recv();
                     Ok(0)
                 }
-                _ => Err(LibvirtError::Connect {
-                    uri: "test:///x".into(),
-                    message: "refused".into(),
-                }),
+                _ => Err("cannot connect to test:///x: refused"),
             }
         });
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -219,10 +217,11 @@ mod tests {
 
     #[test]
     fn a_panicking_observer_is_reported_not_waited_for() {
-        let answers: Vec<Result<u8, String>> =
-            ask_fleet(&[hypervisor("hv1")], Duration::from_secs(30), |_| {
-                panic!("boom")
-            });
+        let answers: Vec<Result<u8, String>> = ask_fleet(
+            &[hypervisor("hv1")],
+            Duration::from_secs(30),
+            |_| -> Result<u8, String> { panic!("boom") },
+        );
         assert_eq!(
             answers[0],
             Err(

@@ -1,0 +1,405 @@
+//! A provision's steps carried out by [`HypervisorSteps`] on the fake hypervisor: a guest's
+//! plan made from what the fake has, each of the hypervisor's steps failed in turn, what the run
+//! reports and what it leaves, and that a rerun plans only what is left and converges. The wait
+//! for SSH and the finish are the guest's (their failures: `execute_tests.rs`): these runs stop
+//! before them.
+
+use super::*;
+use crate::addresses::settle::AddressPolicy;
+use crate::config::paths::InstallationPaths;
+use crate::credentials::{CredentialSource, HandedInCredentials, TerminalPrompter};
+use crate::exit_status::ExitStatus;
+use crate::hypervisor::fake::{FakeHypervisor, Operation};
+use crate::lock::Locks;
+use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
+use crate::model::names::{DomainName, HypervisorName};
+use crate::plan::Resolution;
+use crate::provision::prepare;
+use crate::workflow::fake_fleet::RecordedReport;
+use crate::workflow::inputs::{load_guest_inputs, GuestInputs, StoreUse};
+use crate::workflow::progress::RecordedProgress;
+use std::net::Ipv4Addr;
+
+const GUEST: &str = "www.example.test";
+const POOL: &str = "trog";
+const NETWORK: &str = "default";
+
+/// An installation of one guest, its file's `_global` extra lines `global`, on hypervisor `hv1`
+/// (a local libvirt, as far as the steps can tell: its network filters are applied).
+struct Installation {
+    root: tempfile::TempDir,
+    inputs: GuestInputs,
+    locks: Locks,
+    hypervisor: HypervisorConfig,
+    base_image: PathBuf,
+}
+
+fn installation(global: &str) -> Installation {
+    let root = tempfile::tempdir().unwrap();
+    let etc = root.path().join("etc");
+    std::fs::create_dir_all(etc.join("recipes.d")).unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("etc/recipes.yaml"),
+        etc.join("recipes.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        etc.join(format!("recipes.d/{GUEST}.yaml")),
+        format!("{GUEST}:\n  _global:\n    cpus: 1\n{global}  nginx: {{}}\n"),
+    )
+    .unwrap();
+    let paths = InstallationPaths::resolve(etc.to_str(), None, None);
+    let mut credentials = CredentialSource::new(HandedInCredentials::none(), TerminalPrompter);
+    let inputs = load_guest_inputs(
+        &paths,
+        &DomainName::parse(GUEST).unwrap(),
+        &mut credentials,
+        StoreUse::ReadOnly,
+        AddressPolicy::ReadOnly,
+        &RecordedReport::default(),
+    )
+    .unwrap();
+    let base_image = root.path().join("base.qcow2");
+    std::fs::write(&base_image, b"an image of 21 bytes.").unwrap();
+    Installation {
+        locks: Locks::new(etc.join("locks"), Duration::from_secs(5), "provision"),
+        hypervisor: HypervisorConfig::with_defaults(
+            HypervisorName::parse("hv1").unwrap(),
+            LibvirtUri::parse("qemu:///system").unwrap(),
+        ),
+        inputs,
+        base_image,
+        root,
+    }
+}
+
+/// A guest that takes a lease from `default`.
+fn leased() -> Installation {
+    installation("")
+}
+
+/// A guest of a static address in `default`, which the network reserves for its MAC.
+fn static_address() -> Installation {
+    installation("    ips: [192.168.122.50/24]\n")
+}
+
+/// A hypervisor whose network leases from .2 to .254.
+fn hypervisor() -> FakeHypervisor {
+    FakeHypervisor::new("hv1").with_lease_range(
+        NETWORK,
+        Ipv4Addr::new(192, 168, 122, 2),
+        Ipv4Addr::new(192, 168, 122, 254),
+    )
+}
+
+impl Installation {
+    fn on<'a>(&'a self, fake: &'a FakeHypervisor) -> GuestOnHypervisor<'a> {
+        GuestOnHypervisor {
+            inputs: &self.inputs,
+            hypervisor: &self.hypervisor,
+            backend: fake,
+            hypervisor_machine: None,
+            locks: &self.locks,
+            adopt_host_key: false,
+        }
+    }
+
+    /// The guest's plan from what `fake` has now.
+    fn plan(&self, fake: &FakeHypervisor) -> PreparedGuest {
+        let mut prepared = prepare(
+            &self.on(fake),
+            Resolution::default(),
+            None,
+            &self.root.path().join("cache"),
+        )
+        .unwrap();
+        prepared.base_image = Some(self.base_image.clone());
+        prepared
+    }
+
+    /// Plans, then carries out the plan's steps up to the wait for SSH, as `execute` does.
+    fn run(&self, fake: &FakeHypervisor) -> Result<ConvergeReport, Failure> {
+        let prepared = self.plan(fake);
+        let guest = self.on(fake);
+        let mut steps = HypervisorSteps {
+            guest: &guest,
+            prepared: &prepared,
+            artifacts: BuiltArtifacts {
+                domain_xml: &prepared.domain_xml,
+                seed_iso: &self.inputs.generated.seed_iso.bytes,
+                base_image_file: &self.base_image,
+                extra_disks: &prepared.domain_spec.extra_disks,
+            },
+            key_file: None,
+            network_filters_lock: None,
+            lease_pinned: None,
+            pinned_definition: None,
+            console_from: None,
+        };
+        let before_the_wait = Plan {
+            domain: GUEST.into(),
+            actions: hypervisors_part(&prepared.plan),
+        };
+        let mac = self.inputs.generated.mac_address.to_string();
+        let run = PlanToRun {
+            guest: GUEST,
+            hypervisor: "hv1",
+            mac: &mac,
+            plan: &before_the_wait,
+            payload: b"payload",
+            tag: current_tag(&prepared),
+        };
+        execute_plan(
+            &mut steps,
+            &run,
+            &REAL_WAITS,
+            &mut RecordedProgress::default(),
+        )
+    }
+
+    fn mac(&self) -> String {
+        self.inputs.generated.mac_address.to_string()
+    }
+}
+
+/// The plan's steps before the wait for SSH: the hypervisor's.
+fn hypervisors_part(plan: &Plan) -> Vec<Action> {
+    plan.actions
+        .iter()
+        .take_while(|action| !matches!(action, Action::WaitForSsh))
+        .cloned()
+        .collect()
+}
+
+fn labels(actions: &[Action]) -> Vec<String> {
+    actions.iter().map(Action::to_string).collect()
+}
+
+/// The plan's steps after the hypervisor's: the guest's.
+const THE_GUESTS_STEPS: [&str; 3] = [
+    "wait for the guest's address and SSH",
+    "retire cloud-init seed www.example.test-seed.iso: detach it and delete it, the first boot is over",
+    "finish over SSH: payload",
+];
+
+/// Whether what is left of `plan` is the guest's part only: the hypervisor has every step done.
+fn only_the_guests_steps_left(plan: &Plan) -> bool {
+    let left = labels(&plan.actions);
+    left.len() == THE_GUESTS_STEPS.len()
+        && left
+            .iter()
+            .zip(THE_GUESTS_STEPS)
+            .all(|(step, expected)| step.starts_with(expected))
+}
+
+#[test]
+fn a_new_guests_steps_leave_it_defined_running_and_pinned_and_a_rerun_has_only_the_guests_steps_left(
+) {
+    let guest = leased();
+    let fake = hypervisor();
+    let planned = hypervisors_part(&guest.plan(&fake).plan);
+    let report = guest.run(&fake).unwrap();
+    let pinned = format!(
+        "pin the lease of 192.168.122.2 for {} in network default",
+        guest.mac()
+    );
+    let mut expected = labels(&planned);
+    expected.splice(
+        3..3,
+        [
+            "network filters trog-isolated, trog-ipv6, trog-guest".to_string(),
+            pinned,
+        ],
+    );
+    let ran: Vec<String> = report
+        .steps
+        .iter()
+        .map(|(label, _)| label.clone())
+        .collect();
+    assert_eq!(ran, expected);
+    assert!(
+        labels(&planned)[3].starts_with("define the domain"),
+        "{planned:?}"
+    );
+    // What the hypervisor has: the pool started with the image and the guest's disks, the
+    // domain defined, tagged, running and starting with the hypervisor, its lease pinned.
+    assert!(fake.pool_is_active(POOL));
+    let base = &guest.plan(&fake).desired.base_image_volume.clone();
+    assert_eq!(
+        fake.volumes(POOL),
+        [
+            base.as_str(),
+            "www.example.test-root.qcow2",
+            "www.example.test-seed.iso"
+        ]
+    );
+    let domain = fake.domain(GUEST).unwrap();
+    assert!(domain.running && domain.autostart && domain.tag.is_some());
+    assert_eq!(domain.seed.as_deref(), Some("www.example.test-seed.iso"));
+    assert_eq!(
+        fake.reservations(NETWORK),
+        [(guest.mac(), Ipv4Addr::new(192, 168, 122, 2))]
+    );
+    assert_eq!(fake.filters(), ["trog-guest", "trog-ipv6", "trog-isolated"]);
+    assert!(only_the_guests_steps_left(&guest.plan(&fake).plan));
+}
+
+/// How a failed run ends: the step that failed, as the run names it.
+enum Ends {
+    /// At the plan's step of this label, numbered, with those before it done.
+    AtStep(&'static str),
+    /// Before the step of this label, with the plan's steps before it done.
+    Before(&'static str),
+}
+
+/// Where the step `label` names is in `planned`: the step of that label, or the first that
+/// begins with it.
+fn position_of(planned: &[String], label: &str) -> usize {
+    planned
+        .iter()
+        .position(|step| step == label)
+        .or_else(|| planned.iter().position(|step| step.starts_with(label)))
+        .unwrap_or_else(|| panic!("{label} is not planned: {planned:?}"))
+}
+
+/// Fails the first `operation` of a run of `guest`'s plan on a fresh hypervisor: checks how the
+/// run ends and what it leaves, then that a rerun plans the steps from there on and converges.
+/// Returns the hypervisor after the failed run's rerun.
+fn fail_then_rerun(guest: &Installation, operation: Operation, ends: Ends) -> FakeHypervisor {
+    let fake = hypervisor().failing_nth(operation, 1);
+    let planned = labels(&hypervisors_part(&guest.plan(&fake).plan));
+    let failure = guest.run(&fake).unwrap_err();
+    assert_eq!(failure.status, ExitStatus::Hypervisor, "{operation:?}");
+    let said = format!("{}", failure.error);
+    let mut causes = String::new();
+    let mut source = failure.error.source();
+    while let Some(cause) = source {
+        causes.push_str(&format!("{cause}\n"));
+        source = cause.source();
+    }
+    let done = match ends {
+        Ends::AtStep(label) => {
+            let at = position_of(&planned, label);
+            assert!(
+                said.starts_with(&format!(
+                    "{GUEST}: step {} of {} failed: {label}",
+                    at + 1,
+                    planned.len()
+                )),
+                "{operation:?}: {said}"
+            );
+            assert!(causes.starts_with("fake on hv1 could not "), "{causes}");
+            at
+        }
+        Ends::Before(label) => {
+            assert!(
+                failure.error.downcast_ref::<StepFailed>().is_none(),
+                "{operation:?}: {said}"
+            );
+            assert!(
+                said.contains("refused by the fake"),
+                "{operation:?}: {said}"
+            );
+            position_of(&planned, label)
+        }
+    };
+    assert!(
+        failure.hint.is_some() || matches!(ends, Ends::Before(_)),
+        "{operation:?}: no hint"
+    );
+    // What was left: the steps before the failure done, none after it.
+    let replanned = labels(&hypervisors_part(&guest.plan(&fake).plan));
+    assert_eq!(replanned, planned[done..], "{operation:?}");
+    guest.run(&fake).unwrap();
+    assert!(
+        only_the_guests_steps_left(&guest.plan(&fake).plan),
+        "{operation:?}: {}",
+        guest.plan(&fake).plan
+    );
+    fake
+}
+
+#[test]
+fn a_failure_at_each_of_the_hypervisors_steps_names_it_leaves_the_steps_before_done_and_a_rerun_converges(
+) {
+    let guest = leased();
+    for (operation, step) in [
+        (Operation::DefinePool, "define storage pool trog"),
+        (Operation::StartPool, "start storage pool trog"),
+        (Operation::UploadBaseImage, "upload base image"),
+        (Operation::DefineDomain, "define the domain"),
+        (Operation::CreateVolume, "create root disk"),
+        (Operation::UploadSeed, "upload cloud-init seed"),
+        (
+            Operation::SetAutostart,
+            "start the guest with the hypervisor",
+        ),
+        (Operation::StartDomain, "start the guest"),
+    ] {
+        let fake = fail_then_rerun(&guest, operation, Ends::AtStep(step));
+        assert_eq!(fake.reservations(NETWORK).len(), 1, "{operation:?}");
+    }
+}
+
+#[test]
+fn a_failed_definition_takes_back_the_lease_its_run_pinned() {
+    let guest = leased();
+    let fake = hypervisor().failing(Operation::DefineDomain);
+    guest.run(&fake).unwrap_err();
+    assert!(fake.domain(GUEST).is_none());
+    assert_eq!(fake.reservations(NETWORK), []);
+    assert!(fake.calls().ends_with(&[
+        "define_domain".to_string(),
+        format!("release_pins {NETWORK} {}", guest.mac())
+    ]));
+}
+
+#[test]
+fn filters_or_a_pin_that_fail_end_the_run_before_the_domain_is_defined_and_a_rerun_converges() {
+    let guest = leased();
+    for operation in [
+        Operation::TenantsWithFilters,
+        Operation::TenantAddresses,
+        Operation::DefineFilters,
+        Operation::PinLease,
+    ] {
+        fail_then_rerun(&guest, operation, Ends::Before("define the domain"));
+    }
+    // A pin that failed leaves the filters, which a domain defined later uses, and no pin.
+    let fake = hypervisor().failing(Operation::PinLease);
+    guest.run(&fake).unwrap_err();
+    assert_eq!(fake.filters(), ["trog-guest", "trog-ipv6", "trog-isolated"]);
+    assert_eq!(fake.reservations(NETWORK), []);
+    assert!(fake.domain(GUEST).is_none());
+}
+
+#[test]
+fn a_static_address_is_reserved_before_any_step_once_and_a_failed_reservation_changes_nothing() {
+    let guest = static_address();
+    let fake = fail_then_rerun(
+        &guest,
+        Operation::ReserveAddress,
+        Ends::Before("define storage pool"),
+    );
+    let address = Ipv4Addr::new(192, 168, 122, 50);
+    assert_eq!(fake.reservations(NETWORK), [(guest.mac(), address)]);
+    // The failed run's calls: the reservation, and nothing after it.
+    let calls = fake.calls();
+    let first_run: Vec<&String> = calls
+        .iter()
+        .skip_while(|call| call.starts_with("observe_guest"))
+        .take_while(|call| !call.starts_with("observe_guest"))
+        .collect();
+    assert_eq!(
+        first_run,
+        [&format!(
+            "reserve_address {NETWORK} {} {address}",
+            guest.mac()
+        )]
+    );
+    // A guest of a static address has no lease to pin.
+    assert!(!calls.iter().any(|call| call.starts_with("pin_lease")));
+    // Reserved already: a rerun says nothing of it.
+    let report = guest.run(&fake).unwrap();
+    assert!(report.steps.is_empty(), "{:?}", report.steps);
+}
