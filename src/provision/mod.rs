@@ -142,7 +142,7 @@ pub fn prepare(
 /// any base image's, and uploaded from the cache the same way, under the same lock. The guest's
 /// fingerprint keeps its declared image, so a baked image built anew rebuilds no guest: only a
 /// root disk made afterwards is made over it.
-fn over_baked_image(desired: &mut DesiredGuest, record: &BakedRecord, image_cache: &Path) {
+pub fn over_baked_image(desired: &mut DesiredGuest, record: &BakedRecord, image_cache: &Path) {
     desired.base_image_volume = resource_names::base_image_volume(&record.image_sha256);
     desired.base_image_digest = record.image_sha256.clone();
     desired.partial_base_image_volume =
