@@ -405,3 +405,110 @@ fn a_mirror_that_cannot_be_read_builds_nothing_and_a_run_changes_nothing() {
         .collect();
     assert_eq!(left, installation_before, "the refused run changed nothing");
 }
+
+/// `status` of a guest whose plan makes a root disk names the baked image provision would use,
+/// and its upload step is that image's, as provision's plan shows it; it builds nothing.
+#[test]
+fn status_shows_the_baked_image_a_new_root_disk_would_be_made_over() {
+    let mirror = bookworm_mirror();
+    // web.example.test is on hv1, tagged as trog's, without its root disk: a provision makes one.
+    let fleet = TestFleet::new().hypervisor("hv1", node(16384, 4), "");
+    let dir = baked_installation(&fleet, &mirror);
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let made = trog_with_cache(
+        dir.path(),
+        cache.path(),
+        &[
+            "--credentials",
+            "new_config",
+            "--new-secret-store",
+            "web.example.test",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        made.status.code(),
+        Some(0),
+        "{}",
+        report(&fleet, dir.path(), &made)
+    );
+    let installation_id = std::fs::read_to_string(dir.path().join("installation-id")).unwrap();
+    let node_file = fleet.dir.path().join("hv1.xml");
+    let node_xml = std::fs::read_to_string(&node_file).unwrap().replace(
+        "<memory>",
+        &format!(
+            "<domain type='test'><name>web.example.test</name><memory unit='MiB'>1024</memory><vcpu>1</vcpu><os><type>hvm</type></os>\
+             <metadata><trog:guest xmlns:trog='urn:x-trog:guest:1' owner='trog' domain='web.example.test' boot='b' shape='s' payload='' installation='{}'/></metadata></domain>\n  <memory>",
+            installation_id.trim()
+        ),
+    );
+    std::fs::write(&node_file, node_xml).unwrap();
+
+    let status = |what: &str| {
+        let output = trog_with_cache(
+            dir.path(),
+            cache.path(),
+            &["--credentials", "status", "web.example.test"],
+        );
+        let text = report(&fleet, dir.path(), &output);
+        assert_eq!(output.status.code(), Some(1), "{what}: {text}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let none = status("no baked image yet");
+    let key = keys_in_use(dir.path()).first().unwrap().clone();
+    assert!(
+        none.contains(&format!(
+            "  base image: building a baked image {} first: none for this package set",
+            &key[..12]
+        )),
+        "{none}"
+    );
+    assert!(files_under(cache.path()).is_empty(), "status built nothing");
+
+    // A baked image for the guest's packages, a day old: the steps are made over it.
+    let images = cache.path().join("trog/images");
+    std::fs::create_dir_all(&images).unwrap();
+    let image_sha = "5".repeat(64);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    std::fs::write(
+        images.join(format!("baked-{key}.json")),
+        format!(
+            r#"{{"key":"{key}","built_at":{},"distro":"debian","release":"bookworm","mirror":"{1}","security_mirror":"{1}","packages":["make","nginx"],"builder":"b","image_sha256":"{image_sha}"}}"#,
+            now - 86_400,
+            mirror.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(images.join(format!("sha256-{image_sha}.img")), b"baked").unwrap();
+    let fresh = status("a baked image a day old");
+    assert!(
+        fresh.contains(&format!(
+            "  base image: baked image {} built {}",
+            &key[..12],
+            trog::lock::utc_timestamp(now - 86_400)
+        )),
+        "{fresh}"
+    );
+    assert!(
+        fresh.contains(&format!(
+            "upload base image trog-base-{}.qcow2 from file://{}",
+            &image_sha[..16],
+            images.join(format!("sha256-{image_sha}.img")).display()
+        )) && fresh.contains(&format!(
+            "create root disk web.example.test-root.qcow2 of 10GB over trog-base-{}.qcow2",
+            &image_sha[..16]
+        )),
+        "the steps are the baked image's: {fresh}"
+    );
+    assert_eq!(
+        files_under(cache.path()).len(),
+        2,
+        "status built nothing: {:?}",
+        files_under(cache.path())
+    );
+}
