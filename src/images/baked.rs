@@ -490,7 +490,7 @@ fn write_record(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError
 }
 
 /// Removes a record's image and package list (not the record).
-fn remove_image(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
+pub fn remove_image(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
     for path in [
         record.image_path(cache_dir),
         cache_dir.join(format!("sha256-{}.packages", record.image_sha256)),

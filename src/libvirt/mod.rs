@@ -4,6 +4,7 @@
 //! the fake beside it can stand in for a fleet in benchmarks and fast tests; [`ask_fleet`] asks
 //! every hypervisor at once, each within a bounded time.
 
+pub mod base_image_copies;
 pub mod concurrent;
 pub mod connection;
 pub mod debug_boot;

@@ -151,7 +151,7 @@ fn the_plan_names_the_baked_image_and_a_dry_run_or_status_builds_none() {
         .unwrap()
         .as_secs();
     let image_sha = "5".repeat(64);
-    let write_record = |key: &str, built_at: u64| {
+    let write_record_of = |key: &str, built_at: u64, image_sha: &str| {
         std::fs::create_dir_all(&images).unwrap();
         std::fs::write(
             images.join(format!("baked-{key}.json")),
@@ -162,6 +162,7 @@ fn the_plan_names_the_baked_image_and_a_dry_run_or_status_builds_none() {
         .unwrap();
         std::fs::write(images.join(format!("sha256-{image_sha}.img")), b"baked").unwrap();
     };
+    let write_record = |key: &str, built_at: u64| write_record_of(key, built_at, &image_sha);
 
     write_record(&key, now - 2 * 86_400);
     let fresh = dry_run("a baked image two days old");
@@ -190,30 +191,47 @@ fn the_plan_names_the_baked_image_and_a_dry_run_or_status_builds_none() {
     );
     assert_eq!(files_under(cache.path()), before, "a dry run built nothing");
 
-    // One no guest resolves to is named by prune; --dry-run removes nothing.
-    write_record(&"0".repeat(64), now);
+    // One no guest resolves to is named by prune; --dry-run removes nothing. hv3 cannot be
+    // asked whether its pool holds a copy: the record stays for a later prune.
+    let unused_sha = "6".repeat(64);
+    let unused_image = images.join(format!("sha256-{unused_sha}.img"));
+    write_record_of(&"0".repeat(64), now, &unused_sha);
+    let unused_record = images.join(format!("baked-{}.json", "0".repeat(64)));
     let prune = trog_with_cache(dir.path(), cache.path(), &["image", "prune", "--dry-run"]);
-    let listed = String::from_utf8_lossy(&prune.stdout);
+    let listed = fleet.redact(&String::from_utf8_lossy(&prune.stdout));
     assert_eq!(prune.status.code(), Some(0), "{listed}");
+    let lines = |verb: &str, keep: &str| {
+        vec![
+            format!(
+                "{verb} baked image 000000000000 (debian bookworm, 2 packages, built {}): {}",
+                trog::lock::utc_timestamp(now),
+                unused_image.display()
+            ),
+            "  left its copy in pool trog on hv3, if there is one: cannot connect to test://[TMP]/hv3-missing.xml: Failed to open file '[TMP]/hv3-missing.xml': No such file or directory".to_string(),
+            format!(
+                "  {keep} its record baked-{}.json, for a later prune to remove the copies left",
+                "0".repeat(64)
+            ),
+        ]
+    };
     assert_eq!(
         listed.lines().collect::<Vec<_>>(),
-        [format!(
-            "would remove baked image 000000000000 (debian bookworm, 2 packages, built {}): {}",
-            trog::lock::utc_timestamp(now),
-            images.join(format!("sha256-{image_sha}.img")).display()
-        )],
+        lines("would remove", "would keep"),
         "only the image no guest uses"
     );
-    assert!(images
-        .join(format!("baked-{}.json", "0".repeat(64)))
-        .exists());
+    assert!(unused_record.exists() && unused_image.exists());
     let prune = trog_with_cache(dir.path(), cache.path(), &["image", "prune"]);
-    assert_eq!(prune.status.code(), Some(0));
-    assert!(!images
-        .join(format!("baked-{}.json", "0".repeat(64)))
-        .exists());
+    let listed = fleet.redact(&String::from_utf8_lossy(&prune.stdout));
+    assert_eq!(prune.status.code(), Some(0), "{listed}");
+    assert_eq!(listed.lines().collect::<Vec<_>>(), lines("removed", "kept"));
+    assert!(!unused_image.exists(), "its image went");
     assert!(
-        images.join(format!("baked-{key}.json")).exists(),
+        unused_record.exists(),
+        "its record stays while hv3 cannot be asked"
+    );
+    assert!(
+        images.join(format!("baked-{key}.json")).exists()
+            && images.join(format!("sha256-{image_sha}.img")).exists(),
         "the guest's stays"
     );
 }
