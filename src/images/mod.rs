@@ -8,6 +8,10 @@ pub mod build;
 pub mod debian_version;
 pub mod package_versions;
 
+#[cfg(test)]
+#[path = "subordinate_ids_tests.rs"]
+mod subordinate_ids_tests;
+
 use crate::model::digest::ImageDigest;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
