@@ -150,6 +150,14 @@ pub enum BakeChoice {
     },
     /// None for its package set yet: the next run that makes a root disk builds one.
     Missing { key: String, packages: usize },
+    /// None for its package set at the versions the mirror offers now, but one for an earlier
+    /// version of some of them (`previous`): the next run that makes a root disk builds one.
+    Outdated {
+        key: String,
+        previous: BakedRecord,
+        /// Each package whose version moved: (name, the previous image's, the mirror's now).
+        changed: Vec<(String, String, String)>,
+    },
     /// One older than the bound: the next run that makes a root disk builds a new one.
     Stale {
         record: BakedRecord,
@@ -212,7 +220,10 @@ impl BakeChoice {
 
     /// Whether a run that makes a root disk builds a baked image first.
     pub fn needs_build(&self) -> bool {
-        matches!(self, BakeChoice::Missing { .. } | BakeChoice::Stale { .. })
+        matches!(
+            self,
+            BakeChoice::Missing { .. } | BakeChoice::Outdated { .. } | BakeChoice::Stale { .. }
+        )
     }
 }
 
@@ -221,6 +232,9 @@ impl BakeChoice {
     pub fn why_built(&self) -> Option<String> {
         match self {
             BakeChoice::Missing { .. } => Some("there was none for this package set".into()),
+            BakeChoice::Outdated { changed, .. } => {
+                Some(format!("the mirror has new versions: {}", changes(changed)))
+            }
             BakeChoice::Stale {
                 record,
                 max_age_days,
@@ -253,6 +267,17 @@ impl std::fmt::Display for BakeChoice {
                 short(key),
                 if *packages == 1 { "" } else { "s" }
             ),
+            BakeChoice::Outdated {
+                key,
+                previous,
+                changed,
+            } => write!(
+                f,
+                "building a baked image {} first: the mirror has new versions of its packages since the one built {}: {}",
+                short(key),
+                crate::lock::utc_timestamp(previous.built_at),
+                changes(changed)
+            ),
             BakeChoice::Stale {
                 record,
                 age_seconds,
@@ -276,6 +301,53 @@ impl std::fmt::Display for BakeChoice {
             ),
         }
     }
+}
+
+/// `nginx 1.22.1-9+deb12u1 (was 1.22.1-9), …`
+fn changes(changed: &[(String, String, String)]) -> String {
+    changed
+        .iter()
+        .map(|(name, was, now)| format!("{name} {now} (was {was})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Of `records`, the newest built from the same inputs as `resolved` (and by the same
+/// `builder`) at other versions of its packages, with each package whose version moved: why a
+/// new image is built when there is none for `resolved`'s key. Records made before versions
+/// were part of the key hold none to compare with, and are not taken.
+pub fn superseded(
+    resolved: &ResolvedBake,
+    builder: &str,
+    records: &[BakedRecord],
+) -> Option<(BakedRecord, Vec<(String, String, String)>)> {
+    let inputs = &resolved.inputs;
+    let previous = records
+        .iter()
+        .filter(|record| {
+            record.distro == inputs.distro
+                && record.release == inputs.release
+                && record.mirror == inputs.mirror
+                && record.security_mirror == inputs.security_mirror
+                && record.packages == inputs.packages
+                && record.builder == builder
+                && !record.versions.is_empty()
+        })
+        .max_by_key(|record| record.built_at)?;
+    let absent = || "none".to_string();
+    let changed: Vec<(String, String, String)> = inputs
+        .packages
+        .iter()
+        .filter(|name| previous.versions.get(*name) != resolved.versions.get(*name))
+        .map(|name| {
+            (
+                name.clone(),
+                previous.versions.get(name).cloned().unwrap_or_else(absent),
+                resolved.versions.get(name).cloned().unwrap_or_else(absent),
+            )
+        })
+        .collect();
+    (!changed.is_empty()).then(|| (previous.clone(), changed))
 }
 
 #[derive(Debug, thiserror::Error)]

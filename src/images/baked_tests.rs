@@ -317,3 +317,62 @@ fn a_bake_records_its_image_and_a_rebuild_replaces_the_old_one() {
     );
     assert_eq!(fresh.fresh(), Some(&second));
 }
+
+#[test]
+fn an_image_of_earlier_versions_says_which_package_moved() {
+    let now = resolved(inputs(&["nginx", "ufw"]));
+    let mut newer = now.clone();
+    newer
+        .versions
+        .insert("nginx".into(), "1.0-1+deb12u1".into());
+    newer.versions.remove("ufw");
+    let of = |resolved: &ResolvedBake, built_at: u64, builder: &str| BakedRecord {
+        key: resolved.key_with_builder(builder),
+        built_at,
+        distro: "debian".into(),
+        release: "bookworm".into(),
+        mirror: resolved.inputs.mirror.clone(),
+        security_mirror: resolved.inputs.security_mirror.clone(),
+        packages: resolved.inputs.packages.clone(),
+        versions: resolved.versions.clone(),
+        builder: builder.into(),
+        image_sha256: "ab".repeat(32),
+    };
+    let older = of(&now, NOW - DAY, "b");
+    let oldest = of(&now, NOW - 3 * DAY, "b");
+    let (previous, changed) =
+        superseded(&newer, "b", &[oldest, older.clone(), record("k", NOW, 2)]).unwrap();
+    assert_eq!(previous, older, "the newest of the same inputs");
+    assert_eq!(
+        changed,
+        [
+            (
+                "nginx".to_string(),
+                "1.0-1".to_string(),
+                "1.0-1+deb12u1".to_string()
+            ),
+            ("ufw".to_string(), "1.0-1".to_string(), "none".to_string()),
+        ]
+    );
+    let choice = BakeChoice::Outdated {
+        key: newer.key_with_builder("b"),
+        previous,
+        changed,
+    };
+    assert!(choice.needs_build() && choice.fresh().is_none());
+    assert!(
+        choice.to_string().ends_with(&format!(
+            "first: the mirror has new versions of its packages since the one built {}: nginx 1.0-1+deb12u1 (was 1.0-1), ufw none (was 1.0-1)",
+            crate::lock::utc_timestamp(NOW - DAY)
+        )),
+        "{choice}"
+    );
+    assert_eq!(
+        choice.why_built().unwrap(),
+        "the mirror has new versions: nginx 1.0-1+deb12u1 (was 1.0-1), ufw none (was 1.0-1)"
+    );
+    // Another builder, another package set, or the same versions: nothing superseded.
+    assert!(superseded(&newer, "other builder", &[of(&now, NOW, "b")]).is_none());
+    assert!(superseded(&now, "b", &[of(&now, NOW, "b")]).is_none());
+    assert!(superseded(&resolved(inputs(&["nginx"])), "b", &[of(&now, NOW, "b")]).is_none());
+}

@@ -14,10 +14,10 @@ use crate::diagnose::Failure;
 use crate::generate::bake_inputs::bake_inputs;
 use crate::generate::recipe_settings;
 use crate::images::baked::{
-    all_records, choose, prunable, read_record, remove, remove_image, BakeChoice, BakedRecord,
-    ResolvedBake,
+    all_records, choose, prunable, read_record, remove, remove_image, superseded, BakeChoice,
+    BakedRecord, ResolvedBake,
 };
-use crate::images::build::BUILDABLE_DISTROS;
+use crate::images::build::{builder_digest, BUILDABLE_DISTROS};
 use crate::images::package_versions::PackageVersions;
 use crate::libvirt::base_image_copies::{copy_use, delete_copy, CopyUse};
 use crate::libvirt::LibvirtConnection;
@@ -55,20 +55,31 @@ pub fn bake_choice(
     };
     let key = resolved.key();
     let record = read_record(image_cache, &key)?;
-    Ok(Some((
-        choose(&resolved.inputs, &key, record, now, max_age_days),
-        Some(resolved),
-    )))
+    let mut choice = choose(&resolved.inputs, &key, record, now, max_age_days);
+    // None for these versions: say which package moved, when an image of earlier ones is there.
+    if let BakeChoice::Missing { .. } = choice {
+        if let Some((previous, changed)) =
+            superseded(&resolved, &builder_digest(), &all_records(image_cache)?)
+        {
+            choice = BakeChoice::Outdated {
+                key,
+                previous,
+                changed,
+            };
+        }
+    }
+    Ok(Some((choice, Some(resolved))))
 }
 
-/// The keys of the baked images the installation's guests resolve to now.
-pub fn keys_in_use(
+/// What the installation's guests that ask for a baked image resolve to now, with their
+/// packages' versions (`versions` reads each suite once).
+pub fn resolved_inputs(
     paths: &InstallationPaths,
     versions: &PackageVersions,
-) -> Result<BTreeSet<String>, Failure> {
+) -> Result<Vec<ResolvedBake>, Failure> {
     let cookbook = load_cookbook(&recipes_dir()?)?;
     let settings = recipe_settings(&cookbook);
-    let mut keys = BTreeSet::new();
+    let mut resolved = Vec::new();
     for domain in list_domains(paths)? {
         let config = load_guest_with_recipe_settings(paths, &domain, &settings)?;
         if let Some(inputs) = bake_inputs(&config, &cookbook)? {
@@ -76,10 +87,21 @@ pub fn keys_in_use(
                 continue;
             }
             let found = versions.resolve(&inputs)?;
-            keys.insert(inputs.resolved(found).key());
+            resolved.push(inputs.resolved(found));
         }
     }
-    Ok(keys)
+    Ok(resolved)
+}
+
+/// The keys of the baked images the installation's guests resolve to now.
+pub fn keys_in_use(
+    paths: &InstallationPaths,
+    versions: &PackageVersions,
+) -> Result<BTreeSet<String>, Failure> {
+    Ok(resolved_inputs(paths, versions)?
+        .iter()
+        .map(ResolvedBake::key)
+        .collect())
 }
 
 /// What became of a pruned image's copy in one hypervisor's pool (in a dry run: what would).

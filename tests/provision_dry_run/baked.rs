@@ -288,8 +288,48 @@ fn the_key_follows_a_listed_packages_version_and_nothing_else() {
     assert_eq!(second.len(), 1);
     assert_ne!(second, first, "a new version of nginx makes a new key");
 
-    // What the plan says: the image of the old key is not the guest's any more.
+    // What the plan says: the image of the old key, recorded with its versions, is not the
+    // guest's any more, and the plan says which package moved.
     let cache = tempfile::tempdir().unwrap();
+    let images = cache.path().join("trog/images");
+    std::fs::create_dir_all(&images).unwrap();
+    let paths = trog::config::paths::InstallationPaths::resolve(
+        Some(dir.path().to_str().unwrap()),
+        None,
+        None,
+    );
+    let now_resolved = trog::workflow::baked_images::resolved_inputs(
+        &paths,
+        &trog::images::package_versions::PackageVersions::default(),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(now_resolved.versions["nginx"], "1.22.1-9+deb12u2");
+    let mut before = now_resolved.versions.clone();
+    before.insert("nginx".into(), "1.22.1-9+deb12u1".into());
+    let first_key = first.first().unwrap();
+    let record = serde_json::json!({
+        "key": first_key,
+        "built_at": 1_780_000_000u64,
+        "distro": "debian",
+        "release": "bookworm",
+        "mirror": mirror.url,
+        "security_mirror": mirror.url,
+        "packages": now_resolved.inputs.packages,
+        "versions": before,
+        "builder": trog::images::build::builder_digest(),
+        "image_sha256": "5".repeat(64),
+    });
+    std::fs::write(
+        images.join(format!("baked-{first_key}.json")),
+        record.to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        images.join(format!("sha256-{}.img", "5".repeat(64))),
+        b"baked",
+    )
+    .unwrap();
     let output = trog_with_cache(
         dir.path(),
         cache.path(),
@@ -310,12 +350,13 @@ fn the_key_follows_a_listed_packages_version_and_nothing_else() {
         report(&fleet, dir.path(), &output)
     );
     let second_key = second.first().unwrap();
-    assert!(
-        base_image_line(&stdout).contains(&format!(
-            "building a baked image {} first: none for this package set",
-            &second_key[..12]
-        )),
-        "{stdout}"
+    assert_eq!(
+        base_image_line(&stdout),
+        format!(
+            "web.example.test: base image: building a baked image {} first: the mirror has new versions of its packages since the one built {}: nginx 1.22.1-9+deb12u2 (was 1.22.1-9+deb12u1)",
+            &second_key[..12],
+            trog::lock::utc_timestamp(1_780_000_000)
+        ),
     );
 }
 
