@@ -155,8 +155,8 @@ pub enum BakeChoice {
     Outdated {
         key: String,
         previous: BakedRecord,
-        /// Each package whose version moved: (name, the previous image's, the mirror's now).
-        changed: Vec<(String, String, String)>,
+        /// Each package whose version moved.
+        changed: Vec<VersionChange>,
     },
     /// One older than the bound: the next run that makes a root disk builds a new one.
     Stale {
@@ -303,11 +303,21 @@ impl std::fmt::Display for BakeChoice {
     }
 }
 
+/// A listed package whose version on the mirror is not the one an earlier image holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionChange {
+    pub package: String,
+    /// The earlier image's version (`none`: the mirror had none then).
+    pub was: String,
+    /// The mirror's now (`none`: it has none now).
+    pub now: String,
+}
+
 /// `nginx 1.22.1-9+deb12u1 (was 1.22.1-9), …`
-fn changes(changed: &[(String, String, String)]) -> String {
+fn changes(changed: &[VersionChange]) -> String {
     changed
         .iter()
-        .map(|(name, was, now)| format!("{name} {now} (was {was})"))
+        .map(|change| format!("{} {} (was {})", change.package, change.now, change.was))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -320,7 +330,7 @@ pub fn superseded(
     resolved: &ResolvedBake,
     builder: &str,
     records: &[BakedRecord],
-) -> Option<(BakedRecord, Vec<(String, String, String)>)> {
+) -> Option<(BakedRecord, Vec<VersionChange>)> {
     let inputs = &resolved.inputs;
     let previous = records
         .iter()
@@ -335,16 +345,14 @@ pub fn superseded(
         })
         .max_by_key(|record| record.built_at)?;
     let absent = || "none".to_string();
-    let changed: Vec<(String, String, String)> = inputs
+    let changed: Vec<VersionChange> = inputs
         .packages
         .iter()
         .filter(|name| previous.versions.get(*name) != resolved.versions.get(*name))
-        .map(|name| {
-            (
-                name.clone(),
-                previous.versions.get(name).cloned().unwrap_or_else(absent),
-                resolved.versions.get(name).cloned().unwrap_or_else(absent),
-            )
+        .map(|name| VersionChange {
+            package: name.clone(),
+            was: previous.versions.get(name).cloned().unwrap_or_else(absent),
+            now: resolved.versions.get(name).cloned().unwrap_or_else(absent),
         })
         .collect();
     (!changed.is_empty()).then(|| (previous.clone(), changed))

@@ -343,15 +343,16 @@ fn an_image_of_earlier_versions_says_which_package_moved() {
     let (previous, changed) =
         superseded(&newer, "b", &[oldest, older.clone(), record("k", NOW, 2)]).unwrap();
     assert_eq!(previous, older, "the newest of the same inputs");
+    let change = |package: &str, was: &str, now: &str| VersionChange {
+        package: package.into(),
+        was: was.into(),
+        now: now.into(),
+    };
     assert_eq!(
         changed,
         [
-            (
-                "nginx".to_string(),
-                "1.0-1".to_string(),
-                "1.0-1+deb12u1".to_string()
-            ),
-            ("ufw".to_string(), "1.0-1".to_string(), "none".to_string()),
+            change("nginx", "1.0-1", "1.0-1+deb12u1"),
+            change("ufw", "1.0-1", "none"),
         ]
     );
     let choice = BakeChoice::Outdated {
