@@ -318,10 +318,7 @@ fn fingerprint_before_machine_settings(
         ),
         field("distro", settings.distro.as_str()),
         field("release", &generated.resolved.release),
-        field(
-            "seed_iso_sha256",
-            &generated.seed_iso_without_host_key_sha256
-        ),
+        field("seed_iso_sha256", &generated.seed_identity_sha256),
         field("disk_size_bytes", &settings.size.0.to_string()),
     );
     let shape = format!(
@@ -598,4 +595,45 @@ fn every_disk_problem_names_its_file_line_and_path_together() {
         crate::diagnose::Diagnose::exit_status(&error),
         crate::exit_status::ExitStatus::Configuration
     );
+}
+
+/// Over a baked image cloud-init has nothing to install, so such a guest's seed leaves out its
+/// package pass; turning `bake_packages` on or off still makes no new root disk, and a guest
+/// whose seed stays attached (under snapshots) keeps the one it was built from.
+#[test]
+fn turning_bake_packages_on_or_off_keeps_the_root_disk_and_the_attached_seed() {
+    let cookbook = shipped_cookbook();
+    let hypervisor = HypervisorConfig::with_defaults(
+        HypervisorName::parse("here").unwrap(),
+        LibvirtUri::parse("test:///default").unwrap(),
+    );
+    let domain = DomainName::parse(GUEST).unwrap();
+    let plain = generated(&cookbook, UNCHANGED);
+    let baked = generated(&cookbook, "bake_packages: true");
+    assert!(plain.seed.user_data.contains("package_update"));
+    assert!(!baked.seed.user_data.contains("package_update"));
+    assert_ne!(plain.seed_iso.sha256_hex, baked.seed_iso.sha256_hex);
+    assert_eq!(plain.seed_identity_sha256, baked.seed_identity_sha256);
+    assert_eq!(plain.fingerprint.root_disk, baked.fingerprint.root_disk);
+
+    for (built, now, own) in [
+        (&plain, &baked, "bake_packages: true"),
+        (&baked, &plain, UNCHANGED),
+    ] {
+        assert!(now
+            .equivalent_seed_sha256s
+            .contains(&built.seed_iso.sha256_hex));
+        let settings = config(&cookbook, own).settings;
+        let desired = desired_guest(&domain, now, &settings, &hypervisor, None);
+        let mut observed = built_as(&desired);
+        let attached = observed.domain.as_mut().unwrap();
+        attached.seed_attached = true;
+        attached.snapshots = vec!["before-upgrade".into()];
+        observed.seed_volume = Some(ObservedVolume {
+            capacity: crate::model::units::Bytes(4096),
+            sha256: Some(built.seed_iso.sha256_hex.clone()),
+        });
+        let steps = plan(&desired, &observed, Resolution::default()).unwrap();
+        assert!(steps.actions.is_empty(), "{own}: {:?}", steps.actions);
+    }
 }

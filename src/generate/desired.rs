@@ -65,7 +65,7 @@ pub fn desired_guest(
         },
         seed_volume: resource_names::seed_volume(domain),
         seed_sha256: generated.seed_iso.sha256_hex.clone(),
-        seed_without_host_key_sha256: generated.seed_iso_without_host_key_sha256.clone(),
+        equivalent_seed_sha256s: generated.equivalent_seed_sha256s.clone(),
         data_volume: data_volume_size(&generated.machine).map(|capacity| DesiredVolume {
             name: resource_names::data_volume(domain),
             capacity,

@@ -18,6 +18,7 @@ use crate::cookbook::manifest::RecipeKind;
 use crate::cookbook::resolve::{
     resolve_recipes, GuestRecipes, ResolveError, ResolvedRecipes, MACHINE_RECIPE,
 };
+use crate::images::baked::can_bake;
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput};
 use crate::render::domain_xml::DiskBus;
@@ -44,10 +45,15 @@ pub struct GeneratedGuest {
     pub resolved: ResolvedRecipes,
     pub seed: SeedFiles,
     pub seed_iso: SeedIso,
-    /// The sha256 of the seed ISO as it is without the guest's host key: the seed's identity in
-    /// the provision fingerprint, and a seed a guest built before trog made host keys still
-    /// carries (it is kept, not replaced).
-    pub seed_iso_without_host_key_sha256: String,
+    /// The sha256 of the seed ISO as it is without the guest's host key and with cloud-init's
+    /// package pass: the seed's identity in the provision fingerprint. Neither the host key nor
+    /// whether the root disk is made over a baked image (`bake_packages`) makes a new root disk.
+    pub seed_identity_sha256: String,
+    /// The other seeds that are this one in all a root disk already made cares about: the
+    /// same without the host key (what a guest built before trog made host keys carries), and
+    /// the same with or without cloud-init's package pass (the finish installs the packages
+    /// either way). A guest whose attached seed is one of them keeps it.
+    pub equivalent_seed_sha256s: Vec<String>,
     pub files: Vec<RenderedFile>,
     pub makefile: String,
     pub payload: Payload,
@@ -396,6 +402,50 @@ pub(crate) fn seed_packages(first_boot: &[String], recipes: &[String]) -> Vec<St
     packages
 }
 
+fn seed_iso_of(seed: &SeedFiles, user_data: &str) -> Result<SeedIso, SeedIsoError> {
+    build_seed_iso(&crate::render::seed_iso::SeedFiles {
+        user_data: user_data.as_bytes().to_vec(),
+        meta_data: seed.meta_data.clone().into_bytes(),
+        network_config: Some(seed.network_config.clone().into_bytes()),
+        vendor_data: None,
+    })
+}
+
+/// The seed's identity and the seeds equivalent to `seed` (rendered from `input`, uploaded as
+/// `uploaded`): see [`GeneratedGuest::seed_identity_sha256`] and
+/// [`GeneratedGuest::equivalent_seed_sha256s`].
+fn seed_identities(
+    input: &SeedInput,
+    seed: &SeedFiles,
+    uploaded: &str,
+) -> Result<(String, Vec<String>), GenerateError> {
+    // The same seed the other way round as to cloud-init's package pass.
+    let other = render_seed(&SeedInput {
+        packages_in_image: !input.packages_in_image,
+        ..input.clone()
+    })?;
+    let with_package_pass = if input.packages_in_image {
+        &other
+    } else {
+        seed
+    };
+    let identity = seed_iso_of(
+        with_package_pass,
+        &with_package_pass.user_data_without_host_key,
+    )?
+    .sha256_hex;
+    let mut equivalent = Vec::new();
+    for variant in [seed, &other] {
+        for user_data in [&variant.user_data, &variant.user_data_without_host_key] {
+            let digest = seed_iso_of(variant, user_data)?.sha256_hex;
+            if digest != uploaded && !equivalent.contains(&digest) {
+                equivalent.push(digest);
+            }
+        }
+    }
+    Ok((identity, equivalent))
+}
+
 /// Builds everything the guest of `config` needs.
 pub fn generate(
     config: &GuestConfig,
@@ -481,6 +531,9 @@ pub fn generate(
         admin_authorized_keys: vec![public_key.trim().to_string()],
         extra_users: site.users.clone(),
         packages: seed_packages(&first_boot.packages, &resolved.packages),
+        // A new root disk of such a guest is always made over its baked image, which holds
+        // every one of them (`generate::bake_inputs` lists the same packages).
+        packages_in_image: settings.bake_packages && can_bake(settings.distro.as_str()),
         first_boot_commands: first_boot.commands.clone(),
         contact_email: settings.contact_email.clone(),
         timezone: settings.timezone.clone(),
@@ -498,20 +551,9 @@ pub fn generate(
         host_key,
     };
     let seed = render_seed(&seed_input)?;
-    let seed_iso_of = |user_data: &str| {
-        build_seed_iso(&crate::render::seed_iso::SeedFiles {
-            user_data: user_data.as_bytes().to_vec(),
-            meta_data: seed.meta_data.clone().into_bytes(),
-            network_config: Some(seed.network_config.clone().into_bytes()),
-            vendor_data: None,
-        })
-    };
-    let seed_iso = seed_iso_of(&seed.user_data)?;
-    let seed_iso_without_host_key_sha256 = if seed.user_data == seed.user_data_without_host_key {
-        seed_iso.sha256_hex.clone()
-    } else {
-        seed_iso_of(&seed.user_data_without_host_key)?.sha256_hex
-    };
+    let seed_iso = seed_iso_of(&seed, &seed.user_data)?;
+    let (seed_identity_sha256, equivalent_seed_sha256s) =
+        seed_identities(&seed_input, &seed, &seed_iso.sha256_hex)?;
 
     let (image_url, image_digest) = match &settings.image {
         Some(image) => (
@@ -540,7 +582,7 @@ pub fn generate(
         image_digest: image_digest.clone(),
         distro,
         release: resolved.release.clone(),
-        seed_iso_sha256: seed_iso_without_host_key_sha256.clone(),
+        seed_iso_sha256: seed_identity_sha256.clone(),
         memory: settings.memory,
         vcpus: settings.cpus,
         cpu_mode: cpu_mode.clone(),
@@ -552,7 +594,8 @@ pub fn generate(
         resolved,
         seed,
         seed_iso,
-        seed_iso_without_host_key_sha256,
+        seed_identity_sha256,
+        equivalent_seed_sha256s,
         files,
         makefile,
         payload,

@@ -173,6 +173,12 @@ pub enum BakeChoice {
 
 const DAY: u64 = 24 * 3600;
 
+/// Whether trog builds images of `distro`: a guest of another one keeps its declared image even
+/// with `bake_packages`, and installs its packages on first boot as any other guest does.
+pub fn can_bake(distro: &str) -> bool {
+    crate::images::build::BUILDABLE_DISTROS.contains(&distro)
+}
+
 /// Picks the image from what the cache holds (`record`) at `now` (seconds since the epoch).
 pub fn choose(
     inputs: &BakeInputs,
@@ -181,7 +187,7 @@ pub fn choose(
     now: u64,
     max_age_days: u32,
 ) -> BakeChoice {
-    if !crate::images::build::BUILDABLE_DISTROS.contains(&inputs.distro.as_str()) {
+    if !can_bake(&inputs.distro) {
         return BakeChoice::Unbuildable {
             distro: inputs.distro.clone(),
         };

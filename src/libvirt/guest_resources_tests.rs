@@ -23,7 +23,7 @@ fn desired(pool: &str) -> DesiredGuest {
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "cd".repeat(32),
-        seed_without_host_key_sha256: "ce".repeat(32),
+        equivalent_seed_sha256s: vec!["ce".repeat(32)],
         data_volume: None,
         extra_disks: Vec::new(),
         boot_fingerprint: "b00t".into(),

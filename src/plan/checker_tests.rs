@@ -23,7 +23,7 @@ fn desired() -> DesiredGuest {
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "5eed".into(),
-        seed_without_host_key_sha256: "01d5eed".into(),
+        equivalent_seed_sha256s: vec!["01d5eed".into()],
         data_volume: Some(DesiredVolume {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),

@@ -59,10 +59,12 @@ pub struct DesiredGuest {
     pub seed_volume: String,
     /// sha256 of the seed ISO bytes; the observed seed is compared against it.
     pub seed_sha256: String,
-    /// sha256 of the same seed without the guest's host key, which an observed seed may also
-    /// have: a guest built before trog made host keys keeps the seed it was built from (replacing
-    /// it would restart the guest for nothing: a seed is read on a root disk's first boot only).
-    pub seed_without_host_key_sha256: String,
+    /// sha256 of the seeds an observed seed may also have and be kept: the same seed without the
+    /// guest's host key (a guest built before trog made host keys), or with or without
+    /// cloud-init's package pass (a guest built before `bake_packages` was turned on or off).
+    /// Replacing it would restart the guest for nothing: a seed is read on a root disk's first
+    /// boot only.
+    pub equivalent_seed_sha256s: Vec<String>,
     pub data_volume: Option<DesiredVolume>,
     /// Extra disks, in their declared order; like the data volume they outlive root disks.
     pub extra_disks: Vec<DesiredDisk>,

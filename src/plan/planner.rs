@@ -44,8 +44,8 @@ pub fn plan(
     // The tag the domain carries once the domain steps below have run.
     let mut root_present = observed.root_volume.is_some();
     let mut seed_matches = observed.seed_volume.as_ref().is_some_and(|seed| {
-        [&desired.seed_sha256, &desired.seed_without_host_key_sha256]
-            .iter()
+        std::iter::once(&desired.seed_sha256)
+            .chain(&desired.equivalent_seed_sha256s)
             .any(|accepted| seed.sha256.as_deref() == Some(accepted.as_str()))
     });
     let mut seed_present = observed.seed_volume.is_some();

@@ -23,7 +23,7 @@ fn desired() -> DesiredGuest {
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "5eed5eed5eed5eed".into(),
-        seed_without_host_key_sha256: "01d5eed01d5eed".into(),
+        equivalent_seed_sha256s: vec!["01d5eed01d5eed".into()],
         data_volume: Some(DesiredVolume {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),
@@ -247,7 +247,7 @@ fn with_seed_attached(desired: &DesiredGuest, sha256: &str) -> ObservedGuest {
 #[test]
 fn a_guest_built_before_host_keys_keeps_its_seed_and_a_changed_seed_is_replaced() {
     let desired = desired();
-    let earlier = with_seed_attached(&desired, &desired.seed_without_host_key_sha256);
+    let earlier = with_seed_attached(&desired, &desired.equivalent_seed_sha256s[0]);
     let kept = plan(&desired, &earlier, Resolution::default()).unwrap();
     // Not replaced (no restart for nothing): retired.
     assert_eq!(

@@ -35,6 +35,11 @@ pub struct SeedInput {
     /// Packages cloud-init installs on first boot: what finishing needs before the Makefile can
     /// run (`make`, `at`), then every recipe's.
     pub packages: Vec<String>,
+    /// The root disk is made over a baked image that already holds every one of `packages`
+    /// (`bake_packages`): cloud-init neither refreshes the indexes nor installs, since the
+    /// finish does both again anyway, and under emulation that pass costs half a minute of a
+    /// first boot with nothing left to do.
+    pub packages_in_image: bool,
     /// Commands run once on first boot (cloud-init `runcmd`), in order.
     pub first_boot_commands: Vec<String>,
     /// Where root's mail goes.
@@ -305,7 +310,7 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
     if !apt.is_empty() {
         document.insert("apt".into(), Value::Object(apt));
     }
-    if !input.packages.is_empty() {
+    if !input.packages.is_empty() && !input.packages_in_image {
         document.insert("package_update".into(), json!(true));
         document.insert("packages".into(), json!(input.packages));
     }
@@ -370,6 +375,7 @@ mod tests {
             ],
             extra_users: vec![json!({"name": "alice", "groups": ["www-data"]})],
             packages: vec!["make".into(), "at".into()],
+            packages_in_image: false,
             first_boot_commands: vec!["systemctl enable --now atd".into()],
             contact_email: "ops@example.test".into(),
             timezone: "Etc/UTC".into(),
@@ -542,6 +548,31 @@ mod tests {
             );
             assert_eq!(user_data["apt"]["primary"].is_null(), !mirror);
         }
+    }
+
+    #[test]
+    fn a_root_disk_over_a_baked_image_installs_nothing_on_first_boot_and_keeps_apts_settings() {
+        let mut input = example();
+        input.packages_in_image = true;
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert!(user_data.get("packages").is_none(), "{user_data}");
+        assert!(user_data.get("package_update").is_none(), "{user_data}");
+        // Later installs (the finish's, a person's) still leave out what is only recommended.
+        assert_eq!(
+            user_data["apt"]["conf"],
+            "APT::Install-Recommends \"false\";\nAcquire::Languages \"none\";\n"
+        );
+        // Nor does cloud-init run the module that would only refresh the indexes.
+        let finals = user_data["cloud_final_modules"].to_string();
+        assert!(!finals.contains("package"), "{finals}");
+        assert_eq!(user_data["runcmd"], json!(["systemctl enable --now atd"]));
+
+        input.packages_in_image = false;
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
+        assert_eq!(user_data["packages"], json!(["make", "at"]));
+        assert_eq!(user_data["package_update"], json!(true));
     }
 
     #[test]

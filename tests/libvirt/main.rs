@@ -121,7 +121,7 @@ impl TestGuest {
             },
             seed_volume: resource_names::seed_volume(&domain),
             seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
-            seed_without_host_key_sha256: hex::encode(Sha256::digest(&seed_iso)),
+            equivalent_seed_sha256s: vec![hex::encode(Sha256::digest(&seed_iso))],
             data_volume: data_volume.then(|| DesiredVolume {
                 name: resource_names::data_volume(&domain),
                 capacity: Bytes(32 * 1024 * 1024),
@@ -473,7 +473,7 @@ fn a_partial_base_image_left_by_a_killed_write_is_replaced() {
     let new_seed = b"a seed rebuilt with new contents".to_vec();
     let mut desired = guest.desired.clone();
     desired.seed_sha256 = hex::encode(Sha256::digest(&new_seed));
-    desired.seed_without_host_key_sha256 = desired.seed_sha256.clone();
+    desired.equivalent_seed_sha256s = vec![desired.seed_sha256.clone()];
     let resources = GuestResources {
         desired: &desired,
         ..guest.resources(&connection)

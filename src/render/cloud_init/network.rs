@@ -146,6 +146,7 @@ mod tests {
             admin_authorized_keys: vec![],
             extra_users: vec![],
             packages: vec![],
+            packages_in_image: false,
             first_boot_commands: vec![],
             contact_email: "ops@example.test".into(),
             timezone: "Etc/UTC".into(),
