@@ -23,7 +23,8 @@ use crate::libvirt::base_image_copies::{copy_use, delete_copy, CopyUse};
 use crate::libvirt::LibvirtConnection;
 use crate::lock::Locks;
 use crate::model::hypervisor::HypervisorConfig;
-use crate::plan::resource_names::base_image_volume;
+use crate::plan::resource_names::{self, base_image_volume};
+use crate::plan::{Action, DesiredGuest, Plan};
 use crate::workflow::inputs::GuestInputs;
 use crate::workflow::lock::take_base_image_upload_lock;
 use std::collections::BTreeSet;
@@ -235,6 +236,25 @@ fn prune_copy(
             Err(error) => unasked(error.to_string()),
         },
     }
+}
+
+/// Makes the root disk over the baked image: its volume in the pool is named by its digest like
+/// any base image's, and uploaded from the cache the same way, under the same lock. The guest's
+/// fingerprint keeps its declared image, so a baked image built anew rebuilds no guest: only a
+/// root disk made afterwards is made over it.
+pub fn over_baked_image(desired: &mut DesiredGuest, record: &BakedRecord, image_cache: &Path) {
+    desired.base_image_volume = resource_names::base_image_volume(&record.image_sha256);
+    desired.base_image_digest = record.image_sha256.clone();
+    desired.partial_base_image_volume =
+        resource_names::partial_base_image_volume(&record.image_sha256, &crate::lock::host_name());
+    desired.base_image_source = format!("file://{}", record.image_path(image_cache).display());
+}
+
+/// Whether the plan makes a new root disk, the only time a base image is used.
+pub fn makes_root_disk(plan: &Plan) -> bool {
+    plan.actions
+        .iter()
+        .any(|action| matches!(action, Action::CreateRootVolume { .. }))
 }
 
 /// Now, in seconds since the epoch: what an image's age is measured against.

@@ -11,8 +11,7 @@ use crate::images::baked::BakedRecord;
 use crate::images::package_versions::PackageVersions;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::Resolution;
-use crate::provision::{makes_root_disk, over_baked_image};
-use crate::workflow::baked_images::{bake_choice, unix_now};
+use crate::workflow::baked_images::{bake_choice, makes_root_disk, over_baked_image, unix_now};
 use crate::workflow::guest_plan::plan_observed;
 use crate::workflow::inputs::{
     generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
