@@ -7,9 +7,10 @@ use crate::exit_status::ExitStatus;
 use crate::images::build::{
     build_image, check_recipe, ImageRecipe, DEBIAN_ARCHIVE, DEBIAN_SECURITY_ARCHIVE,
 };
-use crate::images::default_cache_dir;
+use crate::images::image_cache_of_this_account;
 use crate::machine::local::LocalMachine;
 use crate::output::events::{emit, BuiltImageSummary, Event, ImageSetting};
+use crate::workflow::baked_images::{CopyOutcome, PoolCopy};
 
 #[derive(Debug, clap::Args)]
 pub struct ImageArgs {
@@ -24,7 +25,8 @@ pub enum ImageAction {
     /// cache under its sha256 with the list of its packages.
     Build(BuildArgs),
     /// Remove the baked images (`bake_packages`) in the image cache that no guest of the
-    /// installation resolves to, naming each; images in hypervisors' pools are left alone.
+    /// installation resolves to, and their copies in the hypervisors' pools that nothing is
+    /// layered over, naming each.
     Prune(PruneArgs),
 }
 
@@ -80,45 +82,79 @@ pub fn run(global: &GlobalArgs, args: ImageArgs) -> Result<ExitStatus, Failure> 
     }
 }
 
-fn image_cache() -> std::path::PathBuf {
-    default_cache_dir(
-        std::env::var("XDG_CACHE_HOME").ok().as_deref(),
-        std::env::var("HOME").ok().as_deref(),
-    )
-}
-
 fn run_prune(global: &GlobalArgs, args: PruneArgs) -> Result<ExitStatus, Failure> {
-    let cache = image_cache();
-    let removed =
-        crate::workflow::baked_images::prune(&global.installation_paths(), &cache, args.dry_run)?;
-    let verb = if args.dry_run {
-        "would remove"
-    } else {
-        "removed"
+    let cache = image_cache_of_this_account();
+    let pruned = crate::workflow::baked_images::prune(
+        &global.installation_paths(),
+        &cache,
+        &global.locks("image prune"),
+        args.dry_run,
+    )?;
+    let say = |text: String| {
+        if global.json {
+            emit(&Event::Message { text: &text });
+        } else {
+            crate::outln!("{text}");
+        }
     };
-    for record in &removed {
-        let text = format!(
-            "{verb} baked image {} ({} {}, {} packages, built {}): {}",
+    for image in &pruned {
+        let record = &image.record;
+        say(format!(
+            "{} baked image {} ({} {}, {} packages, built {}): {}",
+            if args.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
             record.short_key(),
             record.distro,
             record.release,
             record.packages.len(),
             crate::lock::utc_timestamp(record.built_at),
             record.image_path(&cache).display()
-        );
-        if global.json {
-            emit(&Event::Message { text: &text });
-        } else {
-            crate::outln!("{text}");
+        ));
+        for copy in &image.copies {
+            say(copy_line(copy, args.dry_run));
+        }
+        if image.record_kept() {
+            say(format!(
+                "  {} its record baked-{}.json, for a later prune to remove the copies left",
+                if args.dry_run { "would keep" } else { "kept" },
+                record.key
+            ));
         }
     }
-    if removed.is_empty() && !global.json {
+    if pruned.is_empty() && !global.json {
         crate::outln!(
             "no baked image to remove: every one in {} is used by a guest",
             cache.display()
         );
     }
     Ok(ExitStatus::Success)
+}
+
+/// What became of a pruned image's copy in a pool, as a line under the image's.
+fn copy_line(copy: &PoolCopy, dry_run: bool) -> String {
+    let PoolCopy {
+        hypervisor,
+        pool,
+        volume,
+        outcome,
+    } = copy;
+    match outcome {
+        CopyOutcome::Removed => format!(
+            "  {} its copy {volume} from pool {pool} on {hypervisor}",
+            if dry_run { "would remove" } else { "removed" }
+        ),
+        CopyOutcome::Kept { by } => format!(
+            "  {} its copy {volume} in pool {pool} on {hypervisor}: used by {}",
+            if dry_run { "would keep" } else { "kept" },
+            by.join(", ")
+        ),
+        CopyOutcome::Unasked { why } => {
+            format!("  left its copy in pool {pool} on {hypervisor}, if there is one: {why}")
+        }
+    }
 }
 
 /// Where the security suite of `mirror` is: Debian's own archive keeps it in one beside it; any
@@ -177,7 +213,7 @@ fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure
         overlay: args.overlay,
     };
     check_recipe(&recipe)?;
-    let cache = image_cache();
+    let cache = image_cache_of_this_account();
     if !global.json {
         let then = if recipe.fallback_mirrors.is_empty() {
             String::new()

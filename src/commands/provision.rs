@@ -92,6 +92,7 @@ pub fn run(global: &GlobalArgs, args: ProvisionArgs) -> Result<ExitStatus, Failu
         ),
         adopt_host_key: args.adopt_host_key,
         new_secret_store: args.new_secret_store,
+        package_versions: crate::images::package_versions::PackageVersions::default(),
     };
     let mut progress = PrintedProgress::new(ProgressMode::for_run(global.json));
     let mut credentials = CredentialSource::for_run(global.credentials_input())?;

@@ -75,6 +75,9 @@ pub fn print_guest_status(status: &GuestStatus, named: Option<&HypervisorName>) 
         },
     }
     if status.hypervisor.is_some() {
+        if let Some(base_image) = &status.base_image {
+            crate::outln!("  base image: {base_image}");
+        }
         for (index, step) in status.pending.iter().enumerate() {
             crate::outln!("  {:>2}. {step}", index + 1);
         }

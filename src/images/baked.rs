@@ -4,19 +4,21 @@
 //!
 //! An image is filed in the image cache under its sha256 like any built image; beside it,
 //! `baked-<key>.json` records what it was built from and when. The key is a digest of exactly
-//! what determines the image: the distribution, release, mirrors, the sorted package list and
-//! the builder (its script and base package list). Package versions are not resolved ahead: the
-//! same key built later may hold newer versions, which is why an image's age is bounded
+//! what determines the image: the distribution, release, mirrors, each listed package with the
+//! version the mirror offers it at now (`package_versions`), and the builder (its script and
+//! base package list). A new version of a listed package makes a new key; the packages the
+//! listed ones pull in are not resolved, which is why an image's age is still bounded
 //! (`baked_image_max_age_days`), and the guest's own finish still runs apt.
 
 use crate::images::build::{build_image, builder_digest, ImageBuildError, ImageRecipe};
+use crate::images::package_versions::VersionsUnresolved;
 use crate::machine::Machine;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The first line of the key's encoding: changing the encoding on purpose changes every key.
-const KEY_ENCODING_VERSION: &str = "trog-baked-image-v1";
+const KEY_ENCODING_VERSION: &str = "trog-baked-image-v2";
 
 /// What a baked image is built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,20 +55,42 @@ impl BakeInputs {
         }
     }
 
+    /// These inputs with the versions their packages resolve to (`package_versions`).
+    pub fn resolved(self, versions: BTreeMap<String, String>) -> ResolvedBake {
+        ResolvedBake {
+            inputs: self,
+            versions,
+        }
+    }
+}
+
+/// Bake inputs with the version each listed package resolves to on the mirror now: what an
+/// image's key is made of. A package no index holds has no version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedBake {
+    pub inputs: BakeInputs,
+    pub versions: BTreeMap<String, String>,
+}
+
+impl ResolvedBake {
     /// The key of the image these inputs make with the builder whose digest is `builder`.
     pub fn key_with_builder(&self, builder: &str) -> String {
+        let inputs = &self.inputs;
         let mut encoding = format!("{KEY_ENCODING_VERSION}\n");
         let mut push = |name: &str, value: &str| {
             // The length makes the encoding unambiguous whatever the values hold.
             encoding.push_str(&format!("{name}:{}:{value}\n", value.len()));
         };
-        push("distro", &self.distro);
-        push("release", &self.release);
-        push("mirror", &self.mirror);
-        push("security_mirror", &self.security_mirror);
+        push("distro", &inputs.distro);
+        push("release", &inputs.release);
+        push("mirror", &inputs.mirror);
+        push("security_mirror", &inputs.security_mirror);
         push("builder", builder);
-        for package in &self.packages {
-            push("package", package);
+        for package in &inputs.packages {
+            match self.versions.get(package) {
+                Some(version) => push("package", &format!("{package}={version}")),
+                None => push("package", package),
+            }
         }
         hex::encode(Sha256::digest(encoding.as_bytes()))
     }
@@ -88,6 +112,10 @@ pub struct BakedRecord {
     pub mirror: String,
     pub security_mirror: String,
     pub packages: Vec<String>,
+    /// The version each listed package resolved to when the key was made (none for an image
+    /// recorded before versions were part of the key).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub versions: BTreeMap<String, String>,
     /// The builder's digest ([`builder_digest`]).
     pub builder: String,
     /// The image's sha256: it is `sha256-<hex>.img` in the cache.
@@ -122,6 +150,14 @@ pub enum BakeChoice {
     },
     /// None for its package set yet: the next run that makes a root disk builds one.
     Missing { key: String, packages: usize },
+    /// None for its package set at the versions the mirror offers now, but one for an earlier
+    /// version of some of them (`previous`): the next run that makes a root disk builds one.
+    Outdated {
+        key: String,
+        previous: BakedRecord,
+        /// Each package whose version moved.
+        changed: Vec<VersionChange>,
+    },
     /// One older than the bound: the next run that makes a root disk builds a new one.
     Stale {
         record: BakedRecord,
@@ -130,6 +166,9 @@ pub enum BakeChoice {
     },
     /// trog cannot build one of this guest's distribution: it gets its declared image.
     Unbuildable { distro: String },
+    /// The mirror did not say which versions the packages would get, so which image is unknown:
+    /// a plan shows the declared image, and a run that would make a root disk stops before it.
+    Unresolved { error: VersionsUnresolved },
 }
 
 const DAY: u64 = 24 * 3600;
@@ -187,7 +226,10 @@ impl BakeChoice {
 
     /// Whether a run that makes a root disk builds a baked image first.
     pub fn needs_build(&self) -> bool {
-        matches!(self, BakeChoice::Missing { .. } | BakeChoice::Stale { .. })
+        matches!(
+            self,
+            BakeChoice::Missing { .. } | BakeChoice::Outdated { .. } | BakeChoice::Stale { .. }
+        )
     }
 }
 
@@ -196,6 +238,9 @@ impl BakeChoice {
     pub fn why_built(&self) -> Option<String> {
         match self {
             BakeChoice::Missing { .. } => Some("there was none for this package set".into()),
+            BakeChoice::Outdated { changed, .. } => {
+                Some(format!("the mirror has new versions: {}", changes(changed)))
+            }
             BakeChoice::Stale {
                 record,
                 max_age_days,
@@ -204,7 +249,9 @@ impl BakeChoice {
                 "the one built {} was older than {max_age_days}d",
                 crate::lock::utc_timestamp(record.built_at)
             )),
-            BakeChoice::Fresh { .. } | BakeChoice::Unbuildable { .. } => None,
+            BakeChoice::Fresh { .. }
+            | BakeChoice::Unbuildable { .. }
+            | BakeChoice::Unresolved { .. } => None,
         }
     }
 }
@@ -226,6 +273,17 @@ impl std::fmt::Display for BakeChoice {
                 short(key),
                 if *packages == 1 { "" } else { "s" }
             ),
+            BakeChoice::Outdated {
+                key,
+                previous,
+                changed,
+            } => write!(
+                f,
+                "building a baked image {} first: the mirror has new versions of its packages since the one built {}: {}",
+                short(key),
+                crate::lock::utc_timestamp(previous.built_at),
+                changes(changed)
+            ),
             BakeChoice::Stale {
                 record,
                 age_seconds,
@@ -243,8 +301,67 @@ impl std::fmt::Display for BakeChoice {
                 "its declared base image: trog builds images of {} only, not of {distro}",
                 crate::images::build::BUILDABLE_DISTROS.join(", ")
             ),
+            BakeChoice::Unresolved { error } => write!(
+                f,
+                "unknown, {error}; a provision stops here and changes nothing"
+            ),
         }
     }
+}
+
+/// A listed package whose version on the mirror is not the one an earlier image holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionChange {
+    pub package: String,
+    /// The earlier image's version (`none`: the mirror had none then).
+    pub was: String,
+    /// The mirror's now (`none`: it has none now).
+    pub now: String,
+}
+
+/// `nginx 1.22.1-9+deb12u1 (was 1.22.1-9), …`
+fn changes(changed: &[VersionChange]) -> String {
+    changed
+        .iter()
+        .map(|change| format!("{} {} (was {})", change.package, change.now, change.was))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Of `records`, the newest built from the same inputs as `resolved` (and by the same
+/// `builder`) at other versions of its packages, with each package whose version moved: why a
+/// new image is built when there is none for `resolved`'s key. Records made before versions
+/// were part of the key hold none to compare with, and are not taken.
+pub fn superseded(
+    resolved: &ResolvedBake,
+    builder: &str,
+    records: &[BakedRecord],
+) -> Option<(BakedRecord, Vec<VersionChange>)> {
+    let inputs = &resolved.inputs;
+    let previous = records
+        .iter()
+        .filter(|record| {
+            record.distro == inputs.distro
+                && record.release == inputs.release
+                && record.mirror == inputs.mirror
+                && record.security_mirror == inputs.security_mirror
+                && record.packages == inputs.packages
+                && record.builder == builder
+                && !record.versions.is_empty()
+        })
+        .max_by_key(|record| record.built_at)?;
+    let absent = || "none".to_string();
+    let changed: Vec<VersionChange> = inputs
+        .packages
+        .iter()
+        .filter(|name| previous.versions.get(*name) != resolved.versions.get(*name))
+        .map(|name| VersionChange {
+            package: name.clone(),
+            was: previous.versions.get(name).cloned().unwrap_or_else(absent),
+            now: resolved.versions.get(name).cloned().unwrap_or_else(absent),
+        })
+        .collect();
+    (!changed.is_empty()).then(|| (previous.clone(), changed))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -384,12 +501,13 @@ impl crate::diagnose::Diagnose for BakeError {
 /// `max_age_days`.
 pub fn bake(
     machine: &dyn Machine,
-    inputs: &BakeInputs,
+    resolved: &ResolvedBake,
     cache_dir: &Path,
     now: u64,
     max_age_days: u32,
 ) -> Result<BakedRecord, BakeError> {
-    let key = inputs.key();
+    let inputs = &resolved.inputs;
+    let key = resolved.key();
     let write_error = |source| BakedError::Write {
         dir: cache_dir.to_path_buf(),
         source,
@@ -433,6 +551,7 @@ pub fn bake(
         mirror: inputs.mirror.clone(),
         security_mirror: inputs.security_mirror.clone(),
         packages: inputs.packages.clone(),
+        versions: resolved.versions.clone(),
         builder: builder_digest(),
         image_sha256: built.sha256.clone(),
     };
@@ -457,7 +576,7 @@ fn write_record(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError
 }
 
 /// Removes a record's image and package list (not the record).
-fn remove_image(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
+pub fn remove_image(cache_dir: &Path, record: &BakedRecord) -> Result<(), BakedError> {
     for path in [
         record.image_path(cache_dir),
         cache_dir.join(format!("sha256-{}.packages", record.image_sha256)),

@@ -12,13 +12,23 @@ fn inputs(packages: &[&str]) -> BakeInputs {
     )
 }
 
+/// `inputs` with every package at version 1.0-1.
+fn resolved(inputs: BakeInputs) -> ResolvedBake {
+    let versions = inputs
+        .packages
+        .iter()
+        .map(|name| (name.clone(), "1.0-1".to_string()))
+        .collect();
+    inputs.resolved(versions)
+}
+
 #[test]
 fn the_key_changes_exactly_when_an_input_changes() {
-    let base = inputs(&["nginx", "ufw"]);
+    let base = resolved(inputs(&["nginx", "ufw"]));
     let key = base.key_with_builder("builder-1");
     // The same set in another order, repeated, or with a trailing slash on a mirror: same image.
     assert_eq!(
-        inputs(&["ufw", "nginx", "ufw"]).key_with_builder("builder-1"),
+        resolved(inputs(&["ufw", "nginx", "ufw"])).key_with_builder("builder-1"),
         key
     );
     let mut slashed = inputs(&["nginx", "ufw"]);
@@ -30,29 +40,48 @@ fn the_key_changes_exactly_when_an_input_changes() {
         &slashed.security_mirror,
         &slashed.packages,
     );
-    assert_eq!(slashed.key_with_builder("builder-1"), key);
+    assert_eq!(resolved(slashed).key_with_builder("builder-1"), key);
+    // The fallback mirrors serve the same archive: not part of the key.
+    let mut fallen_back = base.clone();
+    fallen_back.inputs.fallback_mirrors = vec!["http://deb.debian.org/debian".into()];
+    assert_eq!(fallen_back.key_with_builder("builder-1"), key);
     // Each input moves it.
-    let changed: Vec<(&str, BakeInputs)> = vec![
-        ("a package more", inputs(&["nginx", "ufw", "cron"])),
-        ("a package less", inputs(&["nginx"])),
+    let changed: Vec<(&str, ResolvedBake)> = vec![
+        (
+            "a package more",
+            resolved(inputs(&["nginx", "ufw", "cron"])),
+        ),
+        ("a package less", resolved(inputs(&["nginx"]))),
+        ("a new version of a listed package", {
+            let mut other = base.clone();
+            other
+                .versions
+                .insert("nginx".into(), "1.0-1+deb12u1".into());
+            other
+        }),
+        ("a listed package the mirror no longer has", {
+            let mut other = base.clone();
+            other.versions.remove("ufw");
+            other
+        }),
         ("another release", {
             let mut other = base.clone();
-            other.release = "trixie".into();
+            other.inputs.release = "trixie".into();
             other
         }),
         ("another mirror", {
             let mut other = base.clone();
-            other.mirror = "http://other.example.test/debian".into();
+            other.inputs.mirror = "http://other.example.test/debian".into();
             other
         }),
         ("another security mirror", {
             let mut other = base.clone();
-            other.security_mirror = "http://other.example.test/debian-security".into();
+            other.inputs.security_mirror = "http://other.example.test/debian-security".into();
             other
         }),
         ("another distro", {
             let mut other = base.clone();
-            other.distro = "ubuntu".into();
+            other.inputs.distro = "ubuntu".into();
             other
         }),
     ];
@@ -60,10 +89,21 @@ fn the_key_changes_exactly_when_an_input_changes() {
         assert_ne!(other.key_with_builder("builder-1"), key, "{what}");
     }
     assert_ne!(base.key_with_builder("builder-2"), key, "another builder");
+    // Versions of packages the image does not list (the rest of the archive) are not asked for,
+    // so they cannot move it: only the listed packages' versions are part of the key.
+    let mut unrelated = base.clone();
+    unrelated
+        .versions
+        .insert("libc6".into(), "2.36-9+deb12u99".into());
+    assert_eq!(
+        unrelated.key_with_builder("builder-1"),
+        key,
+        "a version of a package the image does not list"
+    );
     // Values cannot run into each other: "ab"+"c" is not "a"+"bc".
     assert_ne!(
-        inputs(&["ab", "c"]).key_with_builder("b"),
-        inputs(&["a", "bc"]).key_with_builder("b")
+        resolved(inputs(&["ab", "c"])).key_with_builder("b"),
+        resolved(inputs(&["a", "bc"])).key_with_builder("b")
     );
 }
 
@@ -71,8 +111,8 @@ fn the_key_changes_exactly_when_an_input_changes() {
 fn the_builder_digest_is_part_of_the_key() {
     assert_eq!(builder_digest().len(), 64);
     assert_eq!(
-        inputs(&["nginx"]).key(),
-        inputs(&["nginx"]).key_with_builder(&builder_digest())
+        resolved(inputs(&["nginx"])).key(),
+        resolved(inputs(&["nginx"])).key_with_builder(&builder_digest())
     );
 }
 
@@ -85,6 +125,7 @@ fn record(key: &str, built_at: u64, packages: usize) -> BakedRecord {
         mirror: "http://mirror.example.test/debian".into(),
         security_mirror: "http://mirror.example.test/debian-security".into(),
         packages: (0..packages).map(|n| format!("package{n}")).collect(),
+        versions: BTreeMap::new(),
         builder: "b".into(),
         image_sha256: "ab".repeat(32),
     }
@@ -241,10 +282,15 @@ impl Machine for CountingBuilder {
 fn a_bake_records_its_image_and_a_rebuild_replaces_the_old_one() {
     let cache = tempfile::tempdir().unwrap();
     let builder = CountingBuilder(Default::default());
-    let wanted = inputs(&["ufw", "nginx"]);
-    let first = bake(&builder, &wanted, cache.path(), NOW - 10 * DAY, 7).unwrap();
-    assert_eq!(first.key, wanted.key());
+    let resolved_inputs = resolved(inputs(&["ufw", "nginx"]));
+    let wanted = resolved_inputs.inputs.clone();
+    let first = bake(&builder, &resolved_inputs, cache.path(), NOW - 10 * DAY, 7).unwrap();
+    assert_eq!(first.key, resolved_inputs.key());
     assert_eq!(first.packages, ["nginx", "ufw"]);
+    assert_eq!(
+        first.versions, resolved_inputs.versions,
+        "recorded with the image"
+    );
     assert_eq!(first.built_at, NOW - 10 * DAY);
     assert_eq!(
         read_record(cache.path(), &first.key).unwrap(),
@@ -253,9 +299,9 @@ fn a_bake_records_its_image_and_a_rebuild_replaces_the_old_one() {
     assert!(choose(&wanted, &first.key, Some(first.clone()), NOW, 7).needs_build());
 
     // Within the bound, a bake takes the image there is (a run that waited for another's build).
-    let again = bake(&builder, &wanted, cache.path(), NOW - 9 * DAY, 7).unwrap();
+    let again = bake(&builder, &resolved_inputs, cache.path(), NOW - 9 * DAY, 7).unwrap();
     assert_eq!(again, first);
-    let second = bake(&builder, &wanted, cache.path(), NOW, 7).unwrap();
+    let second = bake(&builder, &resolved_inputs, cache.path(), NOW, 7).unwrap();
     assert_ne!(second.image_sha256, first.image_sha256);
     assert!(
         !first.image_path(cache.path()).exists(),
@@ -270,4 +316,64 @@ fn a_bake_records_its_image_and_a_rebuild_replaces_the_old_one() {
         7,
     );
     assert_eq!(fresh.fresh(), Some(&second));
+}
+
+#[test]
+fn an_image_of_earlier_versions_says_which_package_moved() {
+    let now = resolved(inputs(&["nginx", "ufw"]));
+    let mut newer = now.clone();
+    newer
+        .versions
+        .insert("nginx".into(), "1.0-1+deb12u1".into());
+    newer.versions.remove("ufw");
+    let of = |resolved: &ResolvedBake, built_at: u64, builder: &str| BakedRecord {
+        key: resolved.key_with_builder(builder),
+        built_at,
+        distro: "debian".into(),
+        release: "bookworm".into(),
+        mirror: resolved.inputs.mirror.clone(),
+        security_mirror: resolved.inputs.security_mirror.clone(),
+        packages: resolved.inputs.packages.clone(),
+        versions: resolved.versions.clone(),
+        builder: builder.into(),
+        image_sha256: "ab".repeat(32),
+    };
+    let older = of(&now, NOW - DAY, "b");
+    let oldest = of(&now, NOW - 3 * DAY, "b");
+    let (previous, changed) =
+        superseded(&newer, "b", &[oldest, older.clone(), record("k", NOW, 2)]).unwrap();
+    assert_eq!(previous, older, "the newest of the same inputs");
+    let change = |package: &str, was: &str, now: &str| VersionChange {
+        package: package.into(),
+        was: was.into(),
+        now: now.into(),
+    };
+    assert_eq!(
+        changed,
+        [
+            change("nginx", "1.0-1", "1.0-1+deb12u1"),
+            change("ufw", "1.0-1", "none"),
+        ]
+    );
+    let choice = BakeChoice::Outdated {
+        key: newer.key_with_builder("b"),
+        previous,
+        changed,
+    };
+    assert!(choice.needs_build() && choice.fresh().is_none());
+    assert!(
+        choice.to_string().ends_with(&format!(
+            "first: the mirror has new versions of its packages since the one built {}: nginx 1.0-1+deb12u1 (was 1.0-1), ufw none (was 1.0-1)",
+            crate::lock::utc_timestamp(NOW - DAY)
+        )),
+        "{choice}"
+    );
+    assert_eq!(
+        choice.why_built().unwrap(),
+        "the mirror has new versions: nginx 1.0-1+deb12u1 (was 1.0-1), ufw none (was 1.0-1)"
+    );
+    // Another builder, another package set, or the same versions: nothing superseded.
+    assert!(superseded(&newer, "other builder", &[of(&now, NOW, "b")]).is_none());
+    assert!(superseded(&now, "b", &[of(&now, NOW, "b")]).is_none());
+    assert!(superseded(&resolved(inputs(&["nginx"])), "b", &[of(&now, NOW, "b")]).is_none());
 }

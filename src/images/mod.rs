@@ -2,8 +2,15 @@
 //! the declared sha256 before anything is touched on a hypervisor, then uploaded from there.
 //! `build` makes one from a package mirror instead and files it in the same cache.
 
+pub mod archive_index;
 pub mod baked;
 pub mod build;
+pub mod debian_version;
+pub mod package_versions;
+
+#[cfg(test)]
+#[path = "subordinate_ids_tests.rs"]
+mod subordinate_ids_tests;
 
 use crate::model::digest::ImageDigest;
 use std::io::{Read, Write};
@@ -94,6 +101,14 @@ pub fn default_cache_dir(xdg_cache_home: Option<&str>, home: Option<&str>) -> Pa
         (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".cache/trog/images"),
         _ => std::env::temp_dir().join("trog-images"),
     }
+}
+
+/// This account's image cache, from its environment ([`default_cache_dir`]).
+pub fn image_cache_of_this_account() -> PathBuf {
+    default_cache_dir(
+        std::env::var("XDG_CACHE_HOME").ok().as_deref(),
+        std::env::var("HOME").ok().as_deref(),
+    )
 }
 
 /// The local file holding the image with `sha256`, fetching and verifying it if it is not

@@ -5,6 +5,7 @@
 //! what the rest of trog reaches libvirt through. `workflow::open` is the one place that makes
 //! them.
 
+pub mod base_image_copies;
 pub mod connection;
 pub mod debug_boot;
 pub mod domain_stats;

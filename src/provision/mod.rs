@@ -24,7 +24,8 @@ use crate::images::ensure_image;
 use crate::lock::Locks;
 use crate::machine::hypervisor_ops::HypervisorMachine;
 use crate::model::hypervisor::{HypervisorConfig, Transport};
-use crate::plan::{resource_names, Action, DesiredGuest, Resolution};
+use crate::plan::{Action, Resolution};
+pub use crate::workflow::baked_images::{makes_root_disk, over_baked_image};
 use crate::workflow::guest_plan::plan_observed;
 pub use crate::workflow::guest_plan::PreparedGuest;
 use crate::workflow::inputs::GuestInputs;
@@ -133,25 +134,6 @@ pub fn prepare(
     )?;
     prepared.baked_image = baked.cloned();
     Ok(prepared)
-}
-
-/// Makes the root disk over the baked image: its volume in the pool is named by its digest like
-/// any base image's, and uploaded from the cache the same way, under the same lock. The guest's
-/// fingerprint keeps its declared image, so a baked image built anew rebuilds no guest: only a
-/// root disk made afterwards is made over it.
-fn over_baked_image(desired: &mut DesiredGuest, record: &BakedRecord, image_cache: &Path) {
-    desired.base_image_volume = resource_names::base_image_volume(&record.image_sha256);
-    desired.base_image_digest = record.image_sha256.clone();
-    desired.partial_base_image_volume =
-        resource_names::partial_base_image_volume(&record.image_sha256, &crate::lock::host_name());
-    desired.base_image_source = format!("file://{}", record.image_path(image_cache).display());
-}
-
-/// Whether the plan makes a new root disk, the only time a base image is used.
-pub fn makes_root_disk(plan: &crate::plan::Plan) -> bool {
-    plan.actions
-        .iter()
-        .any(|action| matches!(action, Action::CreateRootVolume { .. }))
 }
 
 /// The last local step before a plan runs (a dry run does none of it): refuses a plan that could

@@ -14,9 +14,9 @@ use crate::config::site_graph::SiteGraph;
 use crate::credentials::CredentialSource;
 use crate::diagnose::{Diagnose, Failure};
 use crate::exit_status::ExitStatus;
-use crate::generate::bake_inputs::bake_inputs;
 use crate::hypervisor::fleet::observe_for_placement;
-use crate::images::baked::{bake, choose, read_record, BakeChoice, BakedRecord};
+use crate::images::baked::{bake, BakeChoice, BakedRecord, ResolvedBake};
+use crate::images::package_versions::PackageVersions;
 use crate::lock::Locks;
 use crate::machine::local::LocalMachine;
 use crate::model::hypervisor::HypervisorConfig;
@@ -30,6 +30,7 @@ use crate::provision::{
     GuestOnHypervisor,
 };
 use crate::secrets::KeypairOrigin;
+use crate::workflow::baked_images::{bake_choice, unix_now};
 use crate::workflow::inputs::{
     generate_guest_inputs, store_key_file, take_back, GuestConfigured, GuestInputs, StoreAdditions,
     StoreUse,
@@ -63,6 +64,8 @@ pub struct ProvisionRequest {
     /// `--new-secret-store`: make a new secret store, though the installation may have guests
     /// (their keys are then new, and their plans show it). Refused when a store is there.
     pub new_secret_store: bool,
+    /// The versions the mirrors offer baked images' packages at, read once in the run.
+    pub package_versions: PackageVersions,
 }
 
 /// One guest's placement and plan, as shown before anything is done.
@@ -422,25 +425,44 @@ pub(crate) fn converge_one(
         locks,
         adopt_host_key: request.adopt_host_key,
     };
-    let bake = bake_choice(guest, &request.image_cache)?;
     let mut prepared = prepare(
         &on_hypervisor,
         request.resolution,
-        bake.as_ref().and_then(BakeChoice::fresh),
+        None,
         &request.image_cache,
     )?;
-    let mut bake = bake.filter(|_| makes_root_disk(&prepared.plan));
+    // Only a new root disk is made over a base image: the mirror is asked which baked image
+    // that is only then.
+    let mut bake = if makes_root_disk(&prepared.plan) {
+        bake_choice(
+            guest,
+            &request.package_versions,
+            &request.image_cache,
+            unix_now(),
+        )?
+    } else {
+        None
+    };
+    if let Some(record) = bake.as_ref().and_then(|(choice, _)| choice.fresh()) {
+        prepared = prepare(
+            &on_hypervisor,
+            request.resolution,
+            Some(record),
+            &request.image_cache,
+        )?;
+    }
     let mut built_because = None;
     // A baked image is built before the plan is shown (a dry run never builds one): it is made
     // on this machine and touches no hypervisor, and the plan then names the image it uploads.
-    if let Some(choice) = bake.as_ref().filter(|choice| choice.needs_build()) {
+    if let Some((choice, Some(resolved))) = bake.as_ref().filter(|(choice, _)| choice.needs_build())
+    {
         if !request.dry_run {
             progress.say(&format!(
                 "{}: {choice} (a few minutes)…",
                 guest.config.domain
             ));
             let why = choice.why_built().unwrap_or_default();
-            let record = bake_image(guest, &request.image_cache)?;
+            let record = bake_image(guest, resolved, &request.image_cache)?;
             prepared = prepare(
                 &on_hypervisor,
                 request.resolution,
@@ -448,12 +470,16 @@ pub(crate) fn converge_one(
                 &request.image_cache,
             )?;
             built_because = Some(why);
-            bake = Some(BakeChoice::Fresh {
-                record,
-                age_seconds: 0,
-            });
+            bake = Some((
+                BakeChoice::Fresh {
+                    record,
+                    age_seconds: 0,
+                },
+                None,
+            ));
         }
     }
+    let bake = bake.map(|(choice, _)| choice);
     let base_image_line = bake.as_ref().map(|choice| match &built_because {
         Some(why) => format!("{choice}; built by this run: {why}"),
         None => choice.to_string(),
@@ -476,6 +502,10 @@ pub(crate) fn converge_one(
     };
     if request.dry_run {
         return Ok(changes);
+    }
+    // Which image the root disk would be made over is unknown: refused before anything changes.
+    if let Some(BakeChoice::Unresolved { error }) = bake {
+        return Err(error.into());
     }
     // The data volume and the extra disks hold what the configuration cannot make again: each
     // the plan recreates empty is confirmed by its name.
@@ -514,40 +544,19 @@ pub(crate) fn converge_one(
     })
 }
 
-/// Which image a guest with `bake_packages` gets, from what the image cache holds now; `None`
-/// for a guest that does not ask for one. Reads; builds nothing.
-fn bake_choice(guest: &GuestInputs, image_cache: &Path) -> Result<Option<BakeChoice>, Failure> {
-    let Some(inputs) = bake_inputs(&guest.config, &guest.cookbook)? else {
-        return Ok(None);
-    };
-    let key = inputs.key();
-    let record = read_record(image_cache, &key)?;
-    Ok(Some(choose(
-        &inputs,
-        &key,
-        record,
-        unix_now(),
-        guest.config.settings.baked_image_max_age_days,
-    )))
-}
-
 /// Builds the guest's baked image on this machine, where base images come from.
-fn bake_image(guest: &GuestInputs, image_cache: &Path) -> Result<BakedRecord, Failure> {
-    let inputs = bake_inputs(&guest.config, &guest.cookbook)?
-        .expect("only a guest with bake_packages is baked for");
+fn bake_image(
+    guest: &GuestInputs,
+    resolved: &ResolvedBake,
+    image_cache: &Path,
+) -> Result<BakedRecord, Failure> {
     Ok(bake(
         &LocalMachine,
-        &inputs,
+        resolved,
         image_cache,
         unix_now(),
         guest.config.settings.baked_image_max_age_days,
     )?)
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
 }
 
 /// `failure` ends the run: first, what the run added to the secret store for `not_built` (and the

@@ -201,6 +201,7 @@ fn run_installation(
         image_cache: root.path().join("cache"),
         adopt_host_key: false,
         new_secret_store: false,
+        package_versions: crate::images::package_versions::PackageVersions::default(),
     };
     let fake = FakeConvergence {
         failing,

@@ -89,6 +89,7 @@ pub fn host_status(
         converged: false,
         pending: vec![why],
         unreachable: Vec::new(),
+        base_image: None,
     };
     if !paths.secrets_kdbx.exists() {
         return Ok(not_converged(format!(
@@ -131,6 +132,7 @@ pub fn host_status(
         converged: pending.is_empty(),
         pending,
         unreachable: Vec::new(),
+        base_image: None,
     })
 }
 

@@ -61,6 +61,29 @@ pub fn take_network_filters_lock(
     )
 }
 
+/// Takes the lock of the upload of base image `volume` into `hypervisor`'s `pool` here and there:
+/// the one a provision uploading it holds (`provision::execute`), which `image prune` holds while
+/// it looks at a copy and removes it, so that no copy is written meanwhile.
+pub fn take_base_image_upload_lock(
+    locks: &Locks,
+    hypervisor: &HypervisorConfig,
+    pool: &str,
+    volume: &str,
+    on_wait: &mut dyn FnMut(&str),
+) -> Result<HypervisorWideLock, LockError> {
+    take_hypervisor_wide_lock(
+        locks,
+        &Subject::BaseImageUpload {
+            hypervisor: hypervisor.name.to_string(),
+            pool: pool.to_string(),
+            volume: volume.to_string(),
+        },
+        hypervisor,
+        None,
+        on_wait,
+    )
+}
+
 fn take_hypervisor_wide_lock(
     locks: &Locks,
     subject: &Subject,

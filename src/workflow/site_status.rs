@@ -175,6 +175,7 @@ pub fn site_status(
                     converged: false,
                     pending: vec![format!("resolve first: {}", failure.chain().join(": "))],
                     unreachable: Vec::new(),
+                    base_image: None,
                 }
             });
         guests.push(status);

@@ -7,8 +7,11 @@ use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, TerminalPrompter};
 use crate::diagnose::Failure;
 use crate::generate::desired::desired_guest;
+use crate::images::baked::BakedRecord;
+use crate::images::package_versions::PackageVersions;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::Resolution;
+use crate::workflow::baked_images::{bake_choice, makes_root_disk, over_baked_image, unix_now};
 use crate::workflow::guest_plan::plan_observed;
 use crate::workflow::inputs::{
     generate_guest_inputs, load_guest_configured, GuestConfigured, StoreUse,
@@ -25,6 +28,10 @@ pub struct GuestStatus {
     pub converged: bool,
     /// What a `provision` would do, in order.
     pub pending: Vec<String>,
+    /// `bake_packages`, when a provision would make a root disk: which image it would be made
+    /// over and why, as provision's plan says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<String>,
     /// Hypervisors that could not be asked, with why.
     pub unreachable: Vec<String>,
 }
@@ -64,6 +71,7 @@ pub fn guest_status(
                 None => "provision it: it is on no hypervisor".into(),
             }],
             unreachable: whereabouts.unreachable,
+            base_image: None,
         });
     };
     let mut status = status_on(&fleet, paths, configured, &holder, credentials, reporter)?;
@@ -94,6 +102,7 @@ pub fn status_on(
                 paths.secrets_kdbx.display()
             )],
             unreachable: Vec::new(),
+            base_image: None,
         });
     }
     let inputs = generate_guest_inputs(
@@ -105,26 +114,52 @@ pub fn status_on(
     )?;
     // Only libvirt is asked: a status needs no shell on the hypervisor.
     let opened = fleet.open(hypervisor, HypervisorAccess::LibvirtOnly, credentials)?;
-    let desired = desired_guest(
-        &inputs.config.domain,
-        &inputs.generated,
-        &inputs.config.settings,
-        hypervisor,
-        inputs.installation.as_ref(),
-    );
-    let prepared = opened
-        .hypervisor
-        .observe_guest(&desired)
-        .and_then(|observed| {
-            plan_observed(
-                &inputs,
-                hypervisor,
-                None,
-                desired,
-                observed,
-                Resolution::default(),
-            )
-        });
+    let image_cache = &crate::images::image_cache_of_this_account();
+    let plan_over = |baked: Option<&BakedRecord>| {
+        let mut desired = desired_guest(
+            &inputs.config.domain,
+            &inputs.generated,
+            &inputs.config.settings,
+            hypervisor,
+            inputs.installation.as_ref(),
+        );
+        if let Some(record) = baked {
+            over_baked_image(&mut desired, record, image_cache);
+        }
+        opened
+            .hypervisor
+            .observe_guest(&desired)
+            .and_then(|observed| {
+                plan_observed(
+                    &inputs,
+                    hypervisor,
+                    None,
+                    desired,
+                    observed,
+                    Resolution::default(),
+                )
+            })
+    };
+    let mut prepared = plan_over(None);
+    // A new root disk is made over the baked image provision would use, as its plan shows; a
+    // status builds none, and a mirror it cannot read leaves the declared image in the steps.
+    let mut base_image = None;
+    if prepared
+        .as_ref()
+        .is_ok_and(|prepared| makes_root_disk(&prepared.plan))
+    {
+        if let Some((choice, _)) = bake_choice(
+            &inputs,
+            &PackageVersions::default(),
+            image_cache,
+            unix_now(),
+        )? {
+            if let Some(record) = choice.fresh() {
+                prepared = plan_over(Some(record));
+            }
+            base_image = Some(choice.to_string());
+        }
+    }
     let pending: Vec<String> = match prepared {
         Ok(prepared) => prepared
             .plan
@@ -140,5 +175,6 @@ pub fn status_on(
         converged: pending.is_empty(),
         pending,
         unreachable: Vec::new(),
+        base_image,
     })
 }

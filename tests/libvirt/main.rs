@@ -6,6 +6,7 @@ mod extra_disks;
 mod hypervisor_lock;
 mod network_filters_lock;
 mod pinned_host_keys;
+mod prune_pool_copies;
 mod restart_later;
 #[path = "../support/root_warning.rs"]
 mod root_warning;
