@@ -171,6 +171,16 @@ impl Fleet {
         fixture
     }
 
+    /// Records that `guest` will not be provisioned, and why, unless its provision has ended:
+    /// what waits for it stops waiting.
+    pub fn never_provisioned(&self, guest: &DomainName, why: &str) {
+        self.fixtures
+            .lock()
+            .unwrap()
+            .entry(guest.clone())
+            .or_insert_with(|| Fixture::Failed(why.to_string()));
+    }
+
     /// The logs of a guest whose provision failed, when it named an address to reach it at.
     fn logs_of_failed(&self, guest: &DomainName, stderr: &str) -> String {
         let Some(address) = stderr

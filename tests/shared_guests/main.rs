@@ -84,6 +84,10 @@ fn one_fleet_of_real_guests() {
             checks.run("the leaf is provisioned through the hub", || {
                 services::provision_the_leaf(&fleet, &services)
             });
+            fleet.never_provisioned(
+                &fleet.leaf,
+                "its provision was not started: the hub it installs through is not ready",
+            );
             checks.run(
                 "aptmirror: the leaf's packages come through the hub",
                 || services::packages_come_through_the_hub(&fleet, &services),
