@@ -1,6 +1,7 @@
-//! The fleet's service guests, for real, on this machine's libvirtd (software emulation): one
-//! guest (the hub) is built with `aptmirror`, `fetchcache` and `logcollector`; a second (the leaf)
-//! names the hub in `_global`'s `mirror` and `cache` and runs `logshipper` towards it.
+//! The fleet's service guests: the hub is built with `aptmirror`, `fetchcache` and
+//! `logcollector`; the leaf (provisioned once the hub is up) names the hub in `_global`'s
+//! `mirror` and `cache` and runs `logshipper` towards it. They are of one tenant (`shop`): the
+//! leaf reaches the hub's mirror, cache and collector.
 //!
 //! - aptmirror: the hub's apt-cacher-ng fetches through this machine's caching apt proxy
 //!   (tests/services/apt-proxy.sh) as its `upstream`; the leaf's first boot and its Makefile
@@ -16,23 +17,18 @@
 //! Two guests carry the five recipes: a mirror, a cache and a collector serve a fleet, so the
 //! proof of each is a second guest using it, and one such guest is enough for all three.
 
-mod runner;
-#[path = "../e2e/support.rs"]
-#[allow(dead_code)]
-mod support;
-
+use crate::fleet::{Fixture, Fleet};
+use crate::runner;
+use crate::support::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::*;
 use trog::credentials::Secret;
-use trog::model::names::DomainName;
-use trog::secrets::{EntryPath, FieldName, Protection, SecretStore, StoreKdf};
+use trog::secrets::{EntryPath, FieldName, Protection, SecretStore};
 
 /// rsyslog sends at once over an open connection; a minute covers a reconnect's back-off.
 const LOG_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -152,135 +148,6 @@ fn http_dates_are_what_servers_send() {
     );
 }
 
-struct Fleet {
-    dir: tempfile::TempDir,
-    pool: String,
-    unique: u32,
-}
-
-impl Fleet {
-    fn new(host_mirror: &str) -> Fleet {
-        let dir = tempfile::Builder::new()
-            .prefix("trog-svc-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        // qemu runs as its own user and must reach the pool's directory.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let unique = std::process::id();
-        let pool = format!("trog-svc-{unique}");
-        std::fs::write(
-            dir.path().join("hypervisors.conf"),
-            format!(
-                // Other work on this machine's libvirtd may hold many defined guests: their CPUs
-                // must not make these unplaceable.
-                "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
-                dir.path().join("pool").display()
-            ),
-        )
-        .unwrap();
-        // The installation's mirror is this machine's proxy: the hub, the mirror to be, installs
-        // from it; the leaf names the hub instead, in its own file.
-        std::fs::write(
-            dir.path().join("recipes.yaml"),
-            format!(
-                "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n    upgrade: false\n"
-            ),
-        )
-        .unwrap();
-        std::fs::create_dir_all(dir.path().join("recipes.d")).unwrap();
-        SecretStore::create(
-            &dir.path().join("secrets.kdbx"),
-            &Secret::new(PASSPHRASE),
-            StoreKdf::RECOMMENDED,
-        )
-        .unwrap();
-        Fleet { dir, pool, unique }
-    }
-
-    fn domain(&self, role: &str) -> DomainName {
-        DomainName::parse(&format!("svc-{role}-{}.test", self.unique)).unwrap()
-    }
-
-    /// Writes a guest's file: `global` and `recipes` are YAML lines, indented under the guest.
-    fn write_guest(&self, domain: &DomainName, memory: u32, global: &str, recipes: &str) {
-        let image = test_image();
-        std::fs::write(
-            self.dir.path().join(format!("recipes.d/{domain}.yaml")),
-            format!(
-                "{domain}:\n  _global:\n    memory: {memory}\n    cpus: 1\n    size: 5G\n    data_volume_size: 1G\n    image:\n      url: file://{}\n      sha256: {}\n{global}{recipes}",
-                image.display(),
-                sha256_file(&image)
-            ),
-        )
-        .unwrap();
-    }
-
-    /// Provisions `domain`; returns its address and what provision printed (the recipes' test
-    /// report among it). A failure shows the guest's own logs.
-    fn provision(&self, domain: &DomainName) -> (String, String) {
-        let run = run_verb("provision", self.dir.path(), &[domain.as_str()]);
-        let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
-        if !run.status.success() {
-            let address = stderr
-                .split("trogadmin@")
-                .nth(1)
-                .and_then(|rest| rest.split([':', ' ']).next())
-                .map(str::to_string);
-            let logs = address.map(|address| {
-                self.on_guest(
-                    domain,
-                    &address,
-                    "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 20 /var/lib/trog/finish.log; sudo tail -n 20 /var/log/apt-cacher-ng/apt-cacher.err /var/log/apt-cacher-ng/apt-cacher.log /etc/apt-cacher-ng/backends_debian /etc/apt-cacher-ng/zz-trog.conf; sudo journalctl -u apt-cacher-ng --no-pager -n 20; curl -sS --max-time 60 http://127.0.0.1:3142/deb.debian.org/debian/dists/bookworm/InRelease | head -c 300",
-                )
-                .unwrap_or_else(|error| error)
-            });
-            panic!(
-                "provision {domain} failed:\n{stdout}\n{stderr}\nthe guest's logs:\n{}",
-                logs.unwrap_or_default()
-            );
-        }
-        let address = stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{domain} is on local at ")))
-            .and_then(|rest| rest.split(',').next())
-            .unwrap_or_else(|| panic!("no address for {domain} in:\n{stdout}"))
-            .to_string();
-        (address, format!("{stdout}{stderr}"))
-    }
-
-    /// Runs a shell command on a guest as its admin; `Err` carries what ssh said on stderr.
-    fn on_guest(
-        &self,
-        domain: &DomainName,
-        address: &str,
-        command: &str,
-    ) -> Result<String, String> {
-        ssh_as_admin(self.dir.path(), domain, address, command)
-    }
-
-    fn put_secret(&self, group: &str, entry: &str, value: &str) {
-        let mut store = SecretStore::open(
-            &self.dir.path().join("secrets.kdbx"),
-            &Secret::new(PASSPHRASE),
-        )
-        .unwrap();
-        store
-            .put(
-                &EntryPath::new([group], entry),
-                &FieldName::Password,
-                &Secret::new(value),
-                Protection::Protected,
-            )
-            .unwrap();
-        store.save().unwrap();
-    }
-
-    fn must(&self, domain: &DomainName, address: &str, command: &str) -> String {
-        self.on_guest(domain, address, command)
-            .unwrap_or_else(|said| panic!("`{command}` on {domain} failed:\n{said}"))
-    }
-}
-
 /// The leaf's site: a Makefile that downloads the same file twice, as a recipe would on two
 /// builds, with nothing but the proxy make exports to it.
 fn site_archive(path: &Path, origin: &str) {
@@ -312,88 +179,147 @@ fn assert_recipe_tests_passed(stdout: &str, recipes: &[&str]) {
     }
 }
 
-#[test]
-fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
-    let host_mirror = apt_proxy_url();
-    let release = runner::release_archive(&checkout(), Path::new(env!("CARGO_BIN_EXE_trog")));
-    let release_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&release));
-    let (origin_port, origin_served) = start_origin(release);
-    let origin = format!("http://{BRIDGE_ADDRESS}:{origin_port}");
-    let hypervisor = runner::Hypervisor::start(&checkout(), BRIDGE_ADDRESS);
-    let fleet = Fleet::new(&host_mirror);
-    fleet.put_secret("Runner", "hypervisor-key", &hypervisor.private_key);
-    let hub = fleet.domain("hub");
-    let leaf = fleet.domain("leaf");
-    // Dropped in reverse: the leaf's domain goes first, then the hub's and the pool.
-    let _hub_leftovers = LibvirtLeftovers {
-        domain: hub.to_string(),
-        pool: fleet.pool.clone(),
-    };
-    let _leaf_leftovers = LibvirtLeftovers {
-        domain: leaf.to_string(),
-        pool: format!("{}-none", fleet.pool),
-    };
+/// What the service guests need from this machine: its caching apt proxy, an origin serving a
+/// download and trog's release, and a hypervisor login the runner reaches over SSH.
+pub struct Services {
+    pub host_mirror: String,
+    origin: String,
+    origin_served: Arc<AtomicUsize>,
+    release_sha256: String,
+    hypervisor: runner::Hypervisor,
+}
 
-    // The hub: the fleet's mirror (fetching through this machine's proxy), cache and collector.
+impl Services {
+    pub fn start() -> Services {
+        let host_mirror = apt_proxy_url();
+        let release = runner::release_archive(&checkout(), Path::new(env!("CARGO_BIN_EXE_trog")));
+        let release_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&release));
+        let (origin_port, origin_served) = start_origin(release);
+        Services {
+            host_mirror,
+            origin: format!("http://{BRIDGE_ADDRESS}:{origin_port}"),
+            origin_served,
+            release_sha256,
+            hypervisor: runner::Hypervisor::start(&checkout(), BRIDGE_ADDRESS),
+        }
+    }
+
+    /// The leaf's mirror: the hub's apt-cacher-ng, in front of the archive this machine's proxy
+    /// serves.
+    fn leaf_mirror(&self, hub_address: &str) -> String {
+        let archive = self
+            .host_mirror
+            .split('/')
+            .skip(3)
+            .collect::<Vec<_>>()
+            .join("/");
+        format!("http://{hub_address}:3142/{archive}")
+    }
+}
+
+/// The hub's `_global` lines and recipes: the fleet's mirror (fetching through this machine's
+/// proxy, `host_mirror`, which it also installs from), cache and collector.
+pub fn hub_recipes(host_mirror: &str) -> (String, String) {
     let upstream = host_mirror.split('/').take(3).collect::<Vec<_>>().join("/");
-    fleet.write_guest(
-        &hub,
-        1024,
-        "",
-        &format!(
+    (
+        format!(
+            "    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n    data_volume_size: 1G\n"
+        ),
+        format!(
             "  aptmirror:\n    upstream: {upstream}\n  fetchcache: {{}}\n  logcollector: {{}}\n"
         ),
-    );
-    let started = Instant::now();
-    let (hub_address, said) = fleet.provision(&hub);
-    eprintln!(
-        "the hub is up at {hub_address} after {:?}",
-        started.elapsed()
-    );
-    assert_recipe_tests_passed(&said, &["aptmirror", "fetchcache", "logcollector"]);
+    )
+}
 
-    // The leaf: everything it installs comes through the hub, its downloads through the hub's
-    // cache, and its logs go to the hub. It is also a runner of trog, whose hypervisor is this
-    // machine (the pool is the one this test's guests are in).
-    let archive = host_mirror.split('/').skip(3).collect::<Vec<_>>().join("/");
-    let leaf_mirror = format!("http://{hub_address}:3142/{archive}");
+/// The hub's recipes passed their own tests in its provision.
+pub fn the_hubs_recipes_pass_their_tests(fleet: &Fleet) {
+    assert_recipe_tests_passed(
+        &fleet.said(&fleet.hub),
+        &["aptmirror", "fetchcache", "logcollector"],
+    );
+}
+
+fn put_secret(fleet: &Fleet, group: &str, entry: &str, value: &str) {
+    let mut store = SecretStore::open(
+        &fleet.config().join("secrets.kdbx"),
+        &Secret::new(PASSPHRASE),
+    )
+    .unwrap();
+    store
+        .put(
+            &EntryPath::new([group], entry),
+            &FieldName::Password,
+            &Secret::new(value),
+            Protection::Protected,
+        )
+        .unwrap();
+    store.save().unwrap();
+}
+
+/// The leaf: everything it installs comes through the hub, its downloads through the hub's
+/// cache, and its logs go to the hub. It is also a runner of trog, whose hypervisor is this
+/// machine (the pool is the one the fleet's guests are in). Provisioned once the hub is up, and
+/// recorded as a fixture; its recipes pass their own tests.
+pub fn provision_the_leaf(fleet: &Fleet, services: &Services) {
+    let (_, hub_address) = fleet.ready(&fleet.hub);
+    // Before the leaf's provision, the only run that could write the store meanwhile.
+    put_secret(
+        fleet,
+        "Runner",
+        "hypervisor-key",
+        &services.hypervisor.private_key,
+    );
+    let leaf_mirror = services.leaf_mirror(&hub_address);
+    let hypervisor = &services.hypervisor;
     let runner_uri = format!(
         "qemu+ssh://{}@{BRIDGE_ADDRESS}:{}/system",
         hypervisor.login, hypervisor.port
     );
     let runner = format!(
-        "  trogrunner:\n    release_url: {origin}{RELEASE_PATH}\n    release_sha256: '{release_sha256}'\n    ssh_private_key: secret:Runner/hypervisor-key/Password\n    known_hosts: ['[{BRIDGE_ADDRESS}]:{} {}']\n    hypervisors_conf: |\n      [here]\n      libvirt_uri = {runner_uri}\n      domain_type = qemu\n      pool_name = {}\n      pool_path = {}\n      cpu_overcommit = 100\n    recipes_yaml: |\n      _base:\n        _global:\n          admin_user: trogadmin\n          contact_email: ops@example.test\n          distro: debian\n          mirror: {leaf_mirror}\n          cache: http://{hub_address}:3128\n",
+        "  trogrunner:\n    release_url: {}{RELEASE_PATH}\n    release_sha256: '{}'\n    ssh_private_key: secret:Runner/hypervisor-key/Password\n    known_hosts: ['[{BRIDGE_ADDRESS}]:{} {}']\n    hypervisors_conf: |\n      [here]\n      libvirt_uri = {runner_uri}\n      domain_type = qemu\n      pool_name = {}\n      pool_path = {}\n      cpu_overcommit = 100\n    recipes_yaml: |\n      _base:\n        _global:\n          admin_user: trogadmin\n          contact_email: ops@example.test\n          distro: debian\n          mirror: {leaf_mirror}\n          cache: http://{hub_address}:3128\n",
+        services.origin,
+        services.release_sha256,
         hypervisor.port,
         hypervisor.host_key_public,
         fleet.pool,
-        fleet.dir.path().join("pool").display(),
+        fleet.config().join("pool").display(),
     );
     fleet.write_guest(
-        &leaf,
+        &fleet.leaf,
         768,
+        "5G",
         &format!(
-            "    mirror: {leaf_mirror}\n    security_mirror: {leaf_mirror}-security\n    cache: http://{hub_address}:3128\n    packages: [hello]\n"
+            "    data_volume_size: 1G\n    mirror: {leaf_mirror}\n    security_mirror: {leaf_mirror}-security\n    cache: http://{hub_address}:3128\n    packages: [hello]\n"
         ),
         &format!("  logshipper:\n    collector: {hub_address}\n  data: {{}}\n{runner}"),
     );
-    let leaf_dir = fleet.dir.path().join("recipes.d").join(leaf.as_str());
+    let leaf_dir = fleet.config().join("recipes.d").join(fleet.leaf.as_str());
     std::fs::create_dir_all(&leaf_dir).unwrap();
-    site_archive(&leaf_dir.join("data.tar.gz"), &origin);
+    site_archive(&leaf_dir.join("data.tar.gz"), &services.origin);
     let started = Instant::now();
-    let (leaf_address, said) = fleet.provision(&leaf);
-    eprintln!(
-        "the leaf is up at {leaf_address} after {:?}",
-        started.elapsed()
-    );
-    assert_recipe_tests_passed(&said, &["logshipper", "data", "trogrunner"]);
+    let output = run_verb("provision", fleet.config(), &[fleet.leaf.as_str()]);
+    match fleet.record(&fleet.leaf, &output) {
+        Fixture::Ready { address, said } => {
+            eprintln!("the leaf is up at {address} after {:?}", started.elapsed());
+            assert_recipe_tests_passed(&said, &["logshipper", "data", "trogrunner"]);
+        }
+        Fixture::Failed(why) => panic!("provision {} failed:\n{why}", fleet.leaf),
+    }
+}
 
-    // aptmirror: the leaf's apt names the hub, and `hello` came from it into the hub's cache.
+/// aptmirror: the leaf's apt names the hub, and `hello` came from it into the hub's cache.
+pub fn packages_come_through_the_hub(fleet: &Fleet, services: &Services) {
+    let (hub, hub_address) = fleet.ready(&fleet.hub);
+    let (leaf, leaf_address) = fleet.ready(&fleet.leaf);
     let sources = fleet.must(
         &leaf,
         &leaf_address,
         "cat /etc/apt/sources.list.d/*.sources",
     );
-    assert!(sources.contains(&leaf_mirror), "{sources}");
+    assert!(
+        sources.contains(&services.leaf_mirror(&hub_address)),
+        "{sources}"
+    );
     fleet.must(&leaf, &leaf_address, "dpkg-query -W hello");
     let cached = fleet.must(
         &hub,
@@ -401,9 +327,13 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
         "sudo find /var/cache/apt-cacher-ng -name 'hello_*.deb'",
     );
     assert!(cached.contains("hello_"), "hello is not in the hub's cache");
+}
 
-    // fetchcache: two downloads by the site's Makefile, one request to the origin, and the
-    // second a hit in squid's log.
+/// fetchcache: two downloads by the site's Makefile, one request to the origin, and the second a
+/// hit in squid's log.
+pub fn downloads_come_through_the_hubs_cache(fleet: &Fleet, services: &Services) {
+    let (hub, hub_address) = fleet.ready(&fleet.hub);
+    let (leaf, leaf_address) = fleet.ready(&fleet.leaf);
     let fetched = fleet.must(
         &leaf,
         &leaf_address,
@@ -416,7 +346,7 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
         &format!("sudo grep -F '{DOWNLOAD_PATH}' /var/log/squid/access.log"),
     );
     assert_eq!(
-        origin_served.load(Ordering::SeqCst),
+        services.origin_served.load(Ordering::SeqCst),
         1,
         "the origin was asked more than once: the second download was not served by the cache:\n{access}"
     );
@@ -430,14 +360,19 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
         outcomes[1].starts_with("TCP_HIT/200") || outcomes[1].starts_with("TCP_MEM_HIT/200"),
         "the second download was not a cache hit:\n{access}"
     );
+}
 
-    // logshipper and logcollector: a line logged on the leaf arrives on the hub.
+/// logshipper and logcollector: a line logged on the leaf arrives on the hub, in the leaf's file.
+pub fn the_leafs_logs_reach_the_hub(fleet: &Fleet) {
+    let (hub, hub_address) = fleet.ready(&fleet.hub);
+    let (leaf, leaf_address) = fleet.ready(&fleet.leaf);
     let mark = format!("logged on the leaf {}", fleet.unique);
     fleet.must(
         &leaf,
         &leaf_address,
         &format!("logger -t trog-service-test '{mark}'"),
     );
+    let hostname = leaf.as_str().split('.').next().unwrap();
     let deadline = Instant::now() + LOG_ARRIVAL_TIMEOUT;
     loop {
         let found = fleet.on_guest(
@@ -447,7 +382,7 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
         );
         match found {
             Ok(lines) => {
-                assert!(lines.contains(&format!("svc-leaf-{}", fleet.unique)), "{lines}");
+                assert!(lines.contains(hostname), "{lines}");
                 break;
             }
             Err(said) => assert!(
@@ -457,8 +392,16 @@ fn a_hub_guest_serves_the_fleet_its_packages_downloads_and_log_collection() {
         }
         std::thread::sleep(Duration::from_secs(3));
     }
+}
 
-    // trogrunner: trog, run on the leaf by its login, reaches this machine's libvirtd over SSH.
+/// trogrunner: trog, run on the leaf by its login, reaches this machine's libvirtd over SSH.
+pub fn the_runner_reaches_this_machines_libvirtd(fleet: &Fleet, services: &Services) {
+    let (leaf, leaf_address) = fleet.ready(&fleet.leaf);
+    let hypervisor = &services.hypervisor;
+    let runner_uri = format!(
+        "qemu+ssh://{}@{BRIDGE_ADDRESS}:{}/system",
+        hypervisor.login, hypervisor.port
+    );
     let preflight = fleet.must(
         &leaf,
         &leaf_address,

@@ -1,5 +1,5 @@
-//! What each guest may send as, and who may watch its display, checked on the guests
-//! tests/isolation boots already (no boot of their own):
+//! What each guest may send as, and who may watch its display, checked on the fleet's guests
+//! (no boot of their own):
 //! - every interface names its guest's address to its filter and lets libvirt learn none
 //!   (`CTRL_IP_LEARNING=none`), so a guest's first packet never decides its address;
 //! - a guest sending from the gateway's address (a hand-made IPv4 header) reaches no one, where
@@ -7,7 +7,8 @@
 //! - a tenant's guests have no IPv6, not even between link-local addresses of their own;
 //! - a guest's VNC display offers no access without a password, and `debug_boot --vnc` gives one.
 
-use super::{on_guest, Installation};
+use crate::fleet::Fleet;
+use crate::support::{run_verb, text};
 use std::io::{Read, Write};
 use std::time::Duration;
 use trog::model::names::DomainName;
@@ -136,7 +137,7 @@ pub fn filters_name_each_guests_address(guests: &[(DomainName, String)]) {
 /// `from` sends to `to` (a guest of its tenant) as the gateway and as itself: only what it sent
 /// as itself arrives.
 pub fn the_gateways_address_reaches_no_one(
-    installation: &Installation,
+    fleet: &Fleet,
     from: &(DomainName, String),
     to: &(DomainName, String),
     gateway: &str,
@@ -144,15 +145,13 @@ pub fn the_gateways_address_reaches_no_one(
     let quoted = |script: &str| script.replace('\'', "'\\''");
     let heard = std::thread::scope(|scope| {
         let listener = scope.spawn(|| {
-            on_guest(
-                installation,
+            fleet.must(
                 &to.0,
                 &to.1,
                 &format!("sudo python3 -c '{}'", quoted(LISTEN)),
             )
         });
-        on_guest(
-            installation,
+        fleet.must(
             &from.0,
             &from.1,
             &format!(
@@ -181,26 +180,25 @@ pub fn the_gateways_address_reaches_no_one(
 /// Two guests of one tenant, each given its own link-local address by hand (trog's seed gives a
 /// statically addressed guest none): neither reaches the other over IPv6.
 pub fn a_tenants_guests_have_no_ipv6(
-    installation: &Installation,
+    fleet: &Fleet,
     one: &(DomainName, String),
     other: &(DomainName, String),
     gateway: &str,
 ) {
     let link_local = |guest: &DomainName| link_local_address(mac_of(&live_definition(guest)));
     let interface_of = |guest: &(DomainName, String)| {
-        on_guest(
-            installation,
-            &guest.0,
-            &guest.1,
-            &format!("ip -o route get {gateway} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'"),
-        )
-        .trim()
-        .to_string()
+        fleet
+            .must(
+                &guest.0,
+                &guest.1,
+                &format!("ip -o route get {gateway} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'"),
+            )
+            .trim()
+            .to_string()
     };
     let interfaces = [interface_of(one), interface_of(other)];
     for (guest, interface) in [one, other].into_iter().zip(&interfaces) {
-        on_guest(
-            installation,
+        fleet.must(
             &guest.0,
             &guest.1,
             &format!(
@@ -209,8 +207,7 @@ pub fn a_tenants_guests_have_no_ipv6(
             ),
         );
     }
-    let answer = on_guest(
-        installation,
+    let answer = fleet.must(
         &one.0,
         &one.1,
         &format!(
@@ -221,8 +218,7 @@ pub fn a_tenants_guests_have_no_ipv6(
         ),
     );
     for (guest, interface) in [one, other].into_iter().zip(&interfaces) {
-        on_guest(
-            installation,
+        fleet.must(
             &guest.0,
             &guest.1,
             &format!(
@@ -268,15 +264,11 @@ fn vnc_security_types(guest: &DomainName) -> Vec<u8> {
 
 /// A guest's display lets no one in without a password (RFB security type 1, none, is not
 /// offered; type 2 is VNC's password), before `debug_boot --vnc` and after it, which prints one.
-pub fn displays_need_a_password(installation: &Installation, guest: &DomainName) {
+pub fn displays_need_a_password(fleet: &Fleet, guest: &DomainName) {
     assert_eq!(vnc_security_types(guest), [2], "{guest}: no password asked");
-    let vnc = super::run_verb(
-        "debug_boot",
-        installation.dir.path(),
-        &[guest.as_str(), "--vnc"],
-    );
-    let stdout = super::text(&vnc.stdout);
-    assert!(vnc.status.success(), "{stdout}{}", super::text(&vnc.stderr));
+    let vnc = run_verb("debug_boot", fleet.config(), &[guest.as_str(), "--vnc"]);
+    let stdout = text(&vnc.stdout);
+    assert!(vnc.status.success(), "{stdout}{}", text(&vnc.stderr));
     let password = stdout
         .lines()
         .find_map(|line| line.strip_prefix("password: "))
