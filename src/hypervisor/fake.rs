@@ -13,7 +13,9 @@
 //! `workflow::fake_fleet`, which records into the same list and fails through the same rules.
 
 use super::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
-use super::{DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay};
+use super::{
+    DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay, VolumeUse,
+};
 use crate::debug_boot::domain_edit::{DebugChange, EditError};
 use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
@@ -49,6 +51,7 @@ pub enum Operation {
     RefreshPool,
     VolumeExists,
     DeleteVolume,
+    VolumeUse,
     DetachSeed,
     VolumeNames,
     RemoveUnusedFilters,
@@ -120,6 +123,8 @@ struct State {
     pools: BTreeMap<String, BTreeSet<String>>,
     /// The pools defined but not started.
     inactive_pools: BTreeSet<String>,
+    /// The volume each root disk is layered over, by the root disk's name.
+    backing: BTreeMap<String, String>,
     /// The size and digest a plan's step gave a volume, by name.
     volume_details: BTreeMap<String, ObservedVolume>,
     /// Each network's range of leases: (first, last).
@@ -170,6 +175,17 @@ impl FakeHypervisor {
             .or_default()
             .extend(volumes.iter().map(ToString::to_string));
         self
+    }
+
+    /// A volume `volume` in `pool`, layered over `backing` (which is added too).
+    pub fn with_layered(self, pool: &str, volume: &str, backing: &str) -> FakeHypervisor {
+        let layered = self.with_volumes(pool, &[volume, backing]);
+        layered
+            .state
+            .borrow_mut()
+            .backing
+            .insert(volume.to_string(), backing.to_string());
+        layered
     }
 
     pub fn with_reservation(self, network: &str, mac: &str, address: Ipv4Addr) -> FakeHypervisor {
@@ -531,7 +547,9 @@ impl Hypervisor for FakeHypervisor {
             .pools
             .get_mut(pool)
             .ok_or_else(|| HypervisorFault::new(format!("no pool {pool}")))?;
-        Ok(volumes.remove(volume))
+        let removed = volumes.remove(volume);
+        state.backing.remove(volume);
+        Ok(removed)
     }
 
     fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault> {
@@ -545,6 +563,34 @@ impl Hypervisor for FakeHypervisor {
                 found.seed = None;
             }
             attached
+        })
+    }
+
+    fn volume_use(&self, pool: &str, volume: &str) -> Result<VolumeUse, HypervisorFault> {
+        self.call(Operation::VolumeUse, format!("volume_use {pool} {volume}"))?;
+        let state = self.state.borrow();
+        if !state
+            .pools
+            .get(pool)
+            .is_some_and(|volumes| volumes.contains(volume))
+        {
+            return Ok(VolumeUse::Absent);
+        }
+        let layered = state
+            .backing
+            .iter()
+            .filter(|(_, backing)| backing.as_str() == volume)
+            .map(|(over, _)| format!("volume {over}"));
+        let domains = state
+            .domains
+            .iter()
+            .filter(|(_, domain)| domain.disks.iter().any(|disk| disk.ends_with(volume)))
+            .map(|(name, _)| format!("domain {name}"));
+        let by: Vec<String> = layered.chain(domains).collect();
+        Ok(if by.is_empty() {
+            VolumeUse::Unused
+        } else {
+            VolumeUse::Used { by }
         })
     }
 

@@ -165,6 +165,10 @@ impl FakeHypervisor {
                 if !self.has_volume(pool, backing_volume) {
                     return Err(missing(&format!("base image {backing_volume}")));
                 }
+                self.state
+                    .borrow_mut()
+                    .backing
+                    .insert(volume.clone(), backing_volume.clone());
                 self.add_volume(
                     pool,
                     volume,

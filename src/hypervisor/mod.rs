@@ -29,6 +29,18 @@ use crate::snapshot::{Capture, SnapshotRecord};
 use provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
 use std::net::Ipv4Addr;
 
+/// What a volume in a pool is to the guests of its hypervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeUse {
+    /// The pool has no such volume (or there is no such pool).
+    Absent,
+    /// Nothing is layered over it and no domain uses it.
+    Unused,
+    /// What uses it: `volume NAME` for each volume backed by it, `domain NAME` for each domain
+    /// whose disk it is.
+    Used { by: Vec<String> },
+}
+
 /// A backend's own failure of one operation, as it worded it (libvirt's message and code, say).
 /// Its text is the backend's alone: the verb's error around it says what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +211,9 @@ pub trait Hypervisor {
     fn volume_exists(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
     /// Deletes the volume; `false` when there was none.
     fn delete_volume(&self, pool: &str, volume: &str) -> Result<bool, HypervisorFault>;
+    /// Whether `volume` is in `pool` and what uses it: the volumes layered over it, the domains
+    /// whose disk (or a disk's backing chain) it is. A base image is removed only when unused.
+    fn volume_use(&self, pool: &str, volume: &str) -> Result<VolumeUse, HypervisorFault>;
     /// Detaches the guest's seed, the volume `volume`, from its definition and from the running
     /// guest; `false` when it was attached to neither.
     fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault>;

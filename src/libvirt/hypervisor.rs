@@ -8,7 +8,7 @@ use crate::debug_boot::guest_disk::DiskFile;
 use crate::diagnose::Failure;
 use crate::hypervisor::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
 use crate::hypervisor::{
-    DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay,
+    DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay, VolumeUse,
 };
 use crate::libvirt::debug_boot;
 use crate::libvirt::guest_address;
@@ -243,6 +243,11 @@ impl Hypervisor for LibvirtHypervisor {
             Err(error) if error.code().is(ErrorNumber::NoStorageVolume) => Ok(false),
             Err(error) => Err(HypervisorFault::new(error)),
         }
+    }
+
+    fn volume_use(&self, pool: &str, volume: &str) -> Result<VolumeUse, HypervisorFault> {
+        crate::libvirt::volume_use::volume_use(&self.connection, &self.uri, pool, volume)
+            .map_err(HypervisorFault::new)
     }
 
     fn detach_seed(&self, domain: &str, volume: &str) -> Result<bool, HypervisorFault> {

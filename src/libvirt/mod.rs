@@ -5,7 +5,6 @@
 //! what the rest of trog reaches libvirt through. `workflow::open` is the one place that makes
 //! them.
 
-pub mod base_image_copies;
 pub mod connection;
 pub mod debug_boot;
 pub mod domain_stats;
@@ -24,6 +23,7 @@ pub mod seed;
 pub mod site;
 pub mod snapshot;
 pub mod trog_tag;
+pub mod volume_use;
 
 pub use connection::connect;
 pub use error::LibvirtError;

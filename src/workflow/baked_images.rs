@@ -13,20 +13,20 @@ use crate::cookbook::load::{load_cookbook, recipes_dir};
 use crate::diagnose::Failure;
 use crate::generate::bake_inputs::bake_inputs;
 use crate::generate::recipe_settings;
+use crate::hypervisor::{Hypervisor, VolumeUse};
 use crate::images::baked::{
     all_records, choose, prunable, read_record, remove, remove_image, superseded, BakeChoice,
     BakedRecord, ResolvedBake,
 };
 use crate::images::build::{builder_digest, BUILDABLE_DISTROS};
 use crate::images::package_versions::PackageVersions;
-use crate::libvirt::base_image_copies::{copy_use, delete_copy, CopyUse};
-use crate::libvirt::LibvirtConnection;
 use crate::lock::Locks;
 use crate::model::hypervisor::HypervisorConfig;
 use crate::plan::resource_names::{self, base_image_volume};
 use crate::plan::{Action, DesiredGuest, Plan};
 use crate::workflow::inputs::GuestInputs;
 use crate::workflow::lock::take_base_image_upload_lock;
+use crate::workflow::open::connect_hypervisor;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -172,13 +172,13 @@ pub fn prune(
         None,
     );
     for hypervisor in &fleet.fleet.hypervisors {
-        let connection = LibvirtConnection::open(&hypervisor.libvirt_uri);
+        let connected = connect_hypervisor(hypervisor);
         for image in &mut pruned {
             let volume = base_image_volume(&image.record.image_sha256);
-            let outcome = match &connection {
-                Ok(connection) => prune_copy(connection, hypervisor, &volume, locks, dry_run),
-                Err(error) => Some(CopyOutcome::Unasked {
-                    why: error.to_string(),
+            let outcome = match &connected {
+                Ok(opened) => prune_copy(opened.as_ref(), hypervisor, &volume, locks, dry_run),
+                Err(failure) => Some(CopyOutcome::Unasked {
+                    why: failure.chain().join(": "),
                 }),
             };
             if let Some(outcome) = outcome {
@@ -205,14 +205,13 @@ pub fn prune(
 
 /// The copy `volume` in `hypervisor`'s pool: removed (unless `dry_run`) when nothing uses it;
 /// `None` when there is none.
-fn prune_copy(
-    connection: &LibvirtConnection,
+pub(crate) fn prune_copy(
+    opened: &dyn Hypervisor,
     hypervisor: &HypervisorConfig,
     volume: &str,
     locks: &Locks,
     dry_run: bool,
 ) -> Option<CopyOutcome> {
-    let uri = hypervisor.libvirt_uri.uri.as_str();
     let pool = hypervisor.pool_name.as_str();
     let unasked = |why: String| Some(CopyOutcome::Unasked { why });
     // A provision uploading this image waits, and one that finds it there has the lock after.
@@ -226,12 +225,12 @@ fn prune_copy(
             Err(error) => return unasked(error.to_string()),
         }
     };
-    match copy_use(connection, uri, pool, volume) {
+    match opened.volume_use(pool, volume) {
         Err(error) => unasked(error.to_string()),
-        Ok(CopyUse::Absent) => None,
-        Ok(CopyUse::Used { by }) => Some(CopyOutcome::Kept { by }),
-        Ok(CopyUse::Unused) if dry_run => Some(CopyOutcome::Removed),
-        Ok(CopyUse::Unused) => match delete_copy(connection, uri, pool, volume) {
+        Ok(VolumeUse::Absent) => None,
+        Ok(VolumeUse::Used { by }) => Some(CopyOutcome::Kept { by }),
+        Ok(VolumeUse::Unused) if dry_run => Some(CopyOutcome::Removed),
+        Ok(VolumeUse::Unused) => match opened.delete_volume(pool, volume) {
             Ok(_) => Some(CopyOutcome::Removed),
             Err(error) => unasked(error.to_string()),
         },
@@ -263,3 +262,7 @@ pub fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
 }
+
+#[cfg(test)]
+#[path = "baked_images_tests.rs"]
+mod tests;

@@ -1,39 +1,29 @@
-//! A base image's copy in a hypervisor's pool, what is layered over it, and its removal: `image
-//! prune` removes a baked image's copy only where no volume of the pool is backed by it and no
-//! domain's disk is it. The caller holds the upload's lock (the same as a provision uploading
-//! it), so no copy is written while it is looked at and removed.
+//! What uses a volume of a pool: the volumes layered over it and the domains whose disk it is.
+//! `image prune` removes a baked image's copy only when nothing does.
 
+use crate::hypervisor::VolumeUse;
 use crate::libvirt::error::LibvirtError;
 use virt::connect::Connect;
 use virt::error::ErrorNumber;
 
-/// What a copy in a pool is to the guests of its hypervisor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CopyUse {
-    /// The pool has no such volume (or there is no such pool).
-    Absent,
-    /// Nothing is layered over it and no domain uses it.
-    Unused,
-    /// What uses it: the volumes backed by it, the domains whose disk it is.
-    Used { by: Vec<String> },
-}
-
 /// Whether `volume` is in `pool`, and what uses it.
-pub fn copy_use(
+pub fn volume_use(
     connection: &Connect,
     uri: &str,
     pool: &str,
     volume: &str,
-) -> Result<CopyUse, LibvirtError> {
+) -> Result<VolumeUse, LibvirtError> {
     let query = |operation| move |error| LibvirtError::query(uri, operation, error);
     let pool = match connection.lookup_storage_pool_by_name(pool) {
         Ok(pool) => pool,
-        Err(error) if error.code().is(ErrorNumber::NoStoragePool) => return Ok(CopyUse::Absent),
+        Err(error) if error.code().is(ErrorNumber::NoStoragePool) => return Ok(VolumeUse::Absent),
         Err(error) => return Err(query("find the pool")(error)),
     };
     let copy = match pool.lookup_storage_vol_by_name(volume) {
         Ok(copy) => copy,
-        Err(error) if error.code().is(ErrorNumber::NoStorageVolume) => return Ok(CopyUse::Absent),
+        Err(error) if error.code().is(ErrorNumber::NoStorageVolume) => {
+            return Ok(VolumeUse::Absent)
+        }
         Err(error) => return Err(query("find the base image")(error)),
     };
     let path = copy.path().map_err(query("read the base image's path"))?;
@@ -71,33 +61,10 @@ pub fn copy_use(
         }
     }
     Ok(if by.is_empty() {
-        CopyUse::Unused
+        VolumeUse::Unused
     } else {
-        CopyUse::Used { by }
+        VolumeUse::Used { by }
     })
-}
-
-/// Deletes `volume` from `pool`; whether it was there.
-pub fn delete_copy(
-    connection: &Connect,
-    uri: &str,
-    pool: &str,
-    volume: &str,
-) -> Result<bool, LibvirtError> {
-    let query = |operation| move |error| LibvirtError::query(uri, operation, error);
-    let pool = match connection.lookup_storage_pool_by_name(pool) {
-        Ok(pool) => pool,
-        Err(error) if error.code().is(ErrorNumber::NoStoragePool) => return Ok(false),
-        Err(error) => return Err(query("find the pool")(error)),
-    };
-    match pool.lookup_storage_vol_by_name(volume) {
-        Ok(copy) => copy
-            .delete(0)
-            .map(|()| true)
-            .map_err(query("delete the base image")),
-        Err(error) if error.code().is(ErrorNumber::NoStorageVolume) => Ok(false),
-        Err(error) => Err(query("find the base image")(error)),
-    }
 }
 
 /// The path of the file a volume is layered over, from its definition.
