@@ -10,11 +10,12 @@ use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, HandedInCredentials, TerminalPrompter};
 use crate::exit_status::ExitStatus;
 use crate::hypervisor::fake::{FakeHypervisor, Operation};
+use crate::hypervisor::Hypervisor;
 use crate::lock::Locks;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
 use crate::plan::Resolution;
-use crate::provision::prepare;
+use crate::provision::{prepare, ready_to_execute};
 use crate::workflow::fake_fleet::RecordedReport;
 use crate::workflow::inputs::{load_guest_inputs, GuestInputs, StoreUse};
 use crate::workflow::progress::RecordedProgress;
@@ -119,11 +120,19 @@ impl Installation {
 
     /// Plans, then carries out the plan's steps up to the wait for SSH, as `execute` does.
     fn run(&self, fake: &FakeHypervisor) -> Result<ConvergeReport, Failure> {
-        let prepared = self.plan(fake);
+        self.run_prepared(fake, &self.plan(fake))
+    }
+
+    /// Carries out `prepared`'s steps up to the wait for SSH.
+    fn run_prepared(
+        &self,
+        fake: &FakeHypervisor,
+        prepared: &PreparedGuest,
+    ) -> Result<ConvergeReport, Failure> {
         let guest = self.on(fake);
         let mut steps = HypervisorSteps {
             guest: &guest,
-            prepared: &prepared,
+            prepared,
             artifacts: BuiltArtifacts {
                 domain_xml: &prepared.domain_xml,
                 seed_iso: &self.inputs.generated.seed_iso.bytes,
@@ -147,7 +156,7 @@ impl Installation {
             mac: &mac,
             plan: &before_the_wait,
             payload: b"payload",
-            tag: current_tag(&prepared),
+            tag: current_tag(prepared),
         };
         execute_plan(
             &mut steps,
@@ -402,4 +411,77 @@ fn a_static_address_is_reserved_before_any_step_once_and_a_failed_reservation_ch
     // Reserved already: a rerun says nothing of it.
     let report = guest.run(&fake).unwrap();
     assert!(report.steps.is_empty(), "{:?}", report.steps);
+}
+
+/// A baked image on a hypervisor reached over SSH: the plan uploads the cache's image file under
+/// the baked image's own volume (its digest's name, verified against its digest) and makes the
+/// root disk over it; the steps leave the copy in the pool with the root disk layered over it,
+/// and the plan of a guest made over the same image afterwards uploads nothing.
+#[test]
+fn a_baked_image_is_uploaded_to_a_remote_pool_under_its_digest_and_the_root_disk_made_over_it() {
+    let mut guest = static_address();
+    guest.hypervisor = HypervisorConfig::with_defaults(
+        HypervisorName::parse("hv1").unwrap(),
+        LibvirtUri::parse("qemu+ssh://trog@hv1.example/system").unwrap(),
+    );
+    let cache = guest.root.path().join("cache");
+    let record = crate::images::baked::BakedRecord {
+        key: "7".repeat(64),
+        built_at: 0,
+        distro: "debian".into(),
+        release: "bookworm".into(),
+        mirror: "http://deb.debian.org/debian".into(),
+        security_mirror: "http://deb.debian.org/debian-security".into(),
+        packages: vec!["nginx".into()],
+        versions: Default::default(),
+        builder: "b".into(),
+        image_sha256: "8".repeat(64),
+    };
+    let baked_volume = crate::plan::resource_names::base_image_volume(&record.image_sha256);
+    let fake = hypervisor();
+    let on = guest.on(&fake);
+    let mut prepared = prepare(&on, Resolution::default(), Some(&record), &cache).unwrap();
+    let uploads: Vec<&Action> = prepared
+        .plan
+        .actions
+        .iter()
+        .filter(|action| matches!(action, Action::UploadBaseImage { .. }))
+        .collect();
+    assert!(
+        matches!(uploads.as_slice(), [Action::UploadBaseImage { volume, source, digest }]
+            if *volume == baked_volume
+                && *source == format!("file://{}", record.image_path(&cache).display())
+                && *digest == record.image_sha256),
+        "{:?}",
+        prepared.plan.actions
+    );
+    assert!(
+        prepared.plan.actions.iter().any(|action| matches!(action,
+            Action::CreateRootVolume { backing_volume, .. } if *backing_volume == baked_volume)),
+        "{:?}",
+        prepared.plan.actions
+    );
+    ready_to_execute(&on, &mut prepared, &cache).unwrap();
+    assert_eq!(prepared.base_image, Some(record.image_path(&cache)));
+
+    guest.run_prepared(&fake, &prepared).unwrap();
+    assert_eq!(
+        fake.volume_use(POOL, &baked_volume).unwrap(),
+        crate::hypervisor::VolumeUse::Used {
+            by: vec![format!(
+                "volume {}",
+                crate::plan::resource_names::root_volume(&DomainName::parse(GUEST).unwrap())
+            )]
+        }
+    );
+    let again = prepare(&on, Resolution::default(), Some(&record), &cache).unwrap();
+    assert!(
+        !again
+            .plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::UploadBaseImage { .. })),
+        "{:?}",
+        again.plan.actions
+    );
 }
