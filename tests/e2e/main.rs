@@ -21,12 +21,15 @@ mod extra_disk;
 mod host_keys;
 mod json_pins;
 mod kill_chain;
+#[path = "../support/local_services.rs"]
+mod local_services;
 mod machine_change;
 mod retired_seed;
 mod secret_scan;
 mod snapshots;
 mod support;
 
+use local_services::local_hypervisors_conf;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
@@ -64,10 +67,7 @@ fn installation(mirror_url: &str, fallback_mirror_url: &str) -> Installation {
     let image = test_image();
     std::fs::write(
         dir.path().join("hypervisors.conf"),
-        format!(
-            "# This machine, under software emulation: KVM does not work here. Other work on its\n# libvirtd may hold many defined guests: their CPUs must not make this one unplaceable.\n[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
-            pool_path.display()
-        ),
+        local_hypervisors_conf(&pool, &pool_path),
     )
     .unwrap();
     std::fs::write(

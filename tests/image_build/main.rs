@@ -6,9 +6,12 @@
 //!
 //! Runs as root (as CI does), which makes the account.
 
+#[path = "../support/local_services.rs"]
+mod local_services;
 #[path = "../support/root_warning.rs"]
 mod root_warning;
 
+use local_services::apt_proxy_url;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -32,14 +35,6 @@ fn run(command: &mut Command) -> Output {
 
 fn text(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
-
-/// The test services' apt proxy (tests/services/apt-proxy.sh), which fetches from Debian.
-fn apt_proxy_url() -> String {
-    text(&run(Command::new(
-        checkout().join("tests/services/apt-proxy.sh"),
-    )
-    .arg("url")))
 }
 
 /// The account, made as `bin/setup` makes `trog` (a system account without subordinate ids),

@@ -9,10 +9,13 @@
 //! guest's outcome too, a name that is not a guest's and a settings file others may write are
 //! refused, then the guest is destroyed and the package removed.
 
+#[path = "../support/local_services.rs"]
+mod local_services;
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
 mod support;
 
+use local_services::local_hypervisors_conf;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -111,10 +114,7 @@ fn write_installation(dir: &Path, domain: &str, pool: &str, mirror_url: &str) {
     let image = test_image();
     std::fs::write(
         dir.join("hypervisors.conf"),
-        format!(
-            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
-            dir.join("pool").display()
-        ),
+        local_hypervisors_conf(pool, &dir.join("pool")),
     )
     .unwrap();
     std::fs::write(

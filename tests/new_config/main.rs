@@ -3,6 +3,8 @@
 //! writes is checked by snapshots and by the programs that will read it (cloud-init, xorriso,
 //! isoinfo, keepassxc-cli).
 
+#[path = "../support/local_services.rs"]
+mod local_services;
 #[path = "../support/root_warning.rs"]
 mod root_warning;
 

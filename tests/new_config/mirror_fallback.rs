@@ -5,6 +5,7 @@
 //! fallback. Without the fallback the same broken mirror fails the update: the check can fail.
 
 use crate::harness::{self, read};
+use crate::local_services::apt_proxy_url;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -54,21 +55,6 @@ fn flaky_mirror(failures: usize, real: String) -> FlakyMirror {
         }
     });
     FlakyMirror { url, asked, failed }
-}
-
-/// The test services' apt proxy (tests/services/apt-proxy.sh), which fetches from Debian.
-fn apt_proxy_url() -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/apt-proxy.sh");
-    let output = std::process::Command::new(script)
-        .arg("url")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the apt proxy is not running (tests/services/start.sh starts it): {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
 }
 
 /// Runs the payload's `debian-sources`, then `apt-get update`, with this machine's apt

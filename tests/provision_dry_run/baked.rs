@@ -73,6 +73,22 @@ fn trog_with_cache(installation: &Path, cache: &Path, args: &[&str]) -> Output {
     root_warning::output_without_root_warning(child.wait_with_output().unwrap())
 }
 
+/// `provision --dry-run --hypervisor hv2 web.example.test` with `cache` as the image cache's home.
+fn dry_run_on_hv2(installation: &Path, cache: &Path) -> Output {
+    trog_with_cache(
+        installation,
+        cache,
+        &[
+            "--credentials",
+            "provision",
+            "--dry-run",
+            "--hypervisor",
+            "hv2",
+            "web.example.test",
+        ],
+    )
+}
+
 /// The files under `dir`, relative, sorted.
 fn files_under(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = walk(dir)
@@ -111,18 +127,7 @@ fn the_plan_names_the_baked_image_and_a_dry_run_or_status_builds_none() {
     let cache = tempfile::tempdir().unwrap();
     let images = cache.path().join("trog/images");
     let dry_run = |what: &str| {
-        let output = trog_with_cache(
-            dir.path(),
-            cache.path(),
-            &[
-                "--credentials",
-                "provision",
-                "--dry-run",
-                "--hypervisor",
-                "hv2",
-                "web.example.test",
-            ],
-        );
+        let output = dry_run_on_hv2(dir.path(), cache.path());
         let text = report(&fleet, dir.path(), &output);
         assert_eq!(output.status.code(), Some(0), "{what}: {text}");
         String::from_utf8_lossy(&output.stdout).into_owned()
@@ -330,18 +335,7 @@ fn the_key_follows_a_listed_packages_version_and_nothing_else() {
         b"baked",
     )
     .unwrap();
-    let output = trog_with_cache(
-        dir.path(),
-        cache.path(),
-        &[
-            "--credentials",
-            "provision",
-            "--dry-run",
-            "--hypervisor",
-            "hv2",
-            "web.example.test",
-        ],
-    );
+    let output = dry_run_on_hv2(dir.path(), cache.path());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -391,18 +385,7 @@ fn a_mirror_that_cannot_be_read_builds_nothing_and_a_run_changes_nothing() {
     let cache_before = files_under(cache.path());
     let installation_before = files_under(dir.path());
 
-    let dry_run = trog_with_cache(
-        dir.path(),
-        cache.path(),
-        &[
-            "--credentials",
-            "provision",
-            "--dry-run",
-            "--hypervisor",
-            "hv2",
-            "web.example.test",
-        ],
-    );
+    let dry_run = dry_run_on_hv2(dir.path(), cache.path());
     let text = report(&fleet, dir.path(), &dry_run);
     assert_eq!(dry_run.status.code(), Some(0), "{text}");
     let stdout = String::from_utf8_lossy(&dry_run.stdout);

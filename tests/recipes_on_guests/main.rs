@@ -17,11 +17,14 @@
 //! Makefile loads rows into both, which the database users then read with passwords taken from the
 //! secret store.
 
+#[path = "../support/local_services.rs"]
+mod local_services;
 mod sites;
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
 mod support;
 
+use local_services::{apt_proxy_url, local_hypervisors_conf};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -41,21 +44,6 @@ const CRON_RUN_TIMEOUT: Duration = Duration::from_secs(150);
 const BLOCKED_CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 /// What the site's page carries, so the request is known to reach the restored site.
 const PAGE_MARK: &str = "served from the restored site";
-
-/// The mirror URL of the caching apt proxy the test services run on the bridge; started again
-/// when it is not answering (its `start` keeps an instance that answers).
-fn apt_proxy_url() -> String {
-    let output = Command::new(checkout().join("tests/services/apt-proxy.sh"))
-        .arg("start")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the caching apt proxy does not answer and cannot be started (tests/services/apt-proxy.sh start):\n{}",
-        text(&output.stderr)
-    );
-    text(&output.stdout).trim().to_string()
-}
 
 struct Installation {
     dir: tempfile::TempDir,
@@ -103,12 +91,7 @@ fn installation(mirror_url: &str) -> Installation {
     let image = test_image();
     std::fs::write(
         dir.path().join("hypervisors.conf"),
-        format!(
-            // Other work on this machine's libvirtd may hold many defined guests: their CPUs must
-            // not make this one unplaceable.
-            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
-            dir.path().join("pool").display()
-        ),
+        local_hypervisors_conf(&pool, &dir.path().join("pool")),
     )
     .unwrap();
     std::fs::write(

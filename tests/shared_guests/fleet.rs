@@ -5,6 +5,7 @@
 //! failed fails at once, naming it, instead of waiting out a timeout against a guest that is not
 //! there.
 
+use crate::local_services::local_hypervisors_conf;
 use crate::support::*;
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -59,12 +60,7 @@ impl Fleet {
         let pool = format!("trog-shared-{unique}");
         std::fs::write(
             dir.path().join("hypervisors.conf"),
-            // Other work on this machine's libvirtd may hold many defined guests: their CPUs
-            // must not make these unplaceable.
-            format!(
-                "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
-                dir.path().join("pool").display()
-            ),
+            local_hypervisors_conf(&pool, &dir.path().join("pool")),
         )
         .unwrap();
         std::fs::write(

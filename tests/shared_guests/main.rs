@@ -20,6 +20,8 @@
 
 mod fleet;
 mod isolation;
+#[path = "../support/local_services.rs"]
+mod local_services;
 mod own_addresses;
 mod runner;
 mod services;

@@ -18,6 +18,7 @@
 //! proof of each is a second guest using it, and one such guest is enough for all three.
 
 use crate::fleet::{Fixture, Fleet};
+use crate::local_services::apt_proxy_url;
 use crate::runner;
 use crate::support::*;
 use std::io::{BufRead, BufReader, Write};
@@ -37,21 +38,6 @@ const DOWNLOAD_PATH: &str = "/release/tool-1.0.tar.gz";
 const DOWNLOAD_BODY: &str = "the release archive a recipe downloads\n";
 /// Where the trogrunner guest downloads trog's release from.
 const RELEASE_PATH: &str = "/trog-release.tar.gz";
-
-/// The mirror URL of the caching apt proxy the test services run on the bridge; started again
-/// when it is not answering (its `start` keeps an instance that answers).
-fn apt_proxy_url() -> String {
-    let output = Command::new(checkout().join("tests/services/apt-proxy.sh"))
-        .arg("start")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the caching apt proxy does not answer and cannot be started (tests/services/apt-proxy.sh start):\n{}",
-        text(&output.stderr)
-    );
-    text(&output.stdout).trim().to_string()
-}
 
 /// An HTTP origin on the bridge serving [`DOWNLOAD_PATH`] (counting the requests for it) and
 /// the `release` at [`RELEASE_PATH`]; caches may keep its answers for an hour.
