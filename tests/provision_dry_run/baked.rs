@@ -6,9 +6,9 @@
 
 use crate::apt_mirror::{AptMirror, Published};
 use crate::fixtures::*;
-use crate::{installation, report, root_warning, three_hypervisors};
+use crate::{installation, report, three_hypervisors};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 /// A mirror of bookworm with nginx at its release's version and a security update of it.
 fn bookworm_mirror() -> AptMirror {
@@ -55,22 +55,7 @@ fn keys_in_use(installation: &Path) -> std::collections::BTreeSet<String> {
 /// Runs `trog ARGS…` on the installation with `cache` as its XDG cache directory, the store's
 /// answers on stdin (read with `--credentials`).
 fn trog_with_cache(installation: &Path, cache: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
-        .args(args)
-        .env("TROG_PROVISIONER_CONFIG", installation)
-        .env("XDG_CACHE_HOME", cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    let _ = child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"keepass: dry-run\n\n");
-    root_warning::output_without_root_warning(child.wait_with_output().unwrap())
+    crate::run_trog(installation, args, Some(cache))
 }
 
 /// `provision --dry-run --hypervisor hv2 web.example.test` with `cache` as the image cache's home.

@@ -195,8 +195,17 @@ fn a_named_hypervisor_is_the_only_one_asked() {
 
 /// Runs `trog --credentials ARGS…` on the installation, the store's answers on stdin.
 fn trog(installation: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
-        .arg("--credentials")
+    run_trog(installation, &[&["--credentials"], args].concat(), None)
+}
+
+/// Runs `trog ARGS…` on the installation, the store's answers on stdin (read when ARGS has
+/// `--credentials`), with `cache` as its XDG cache directory when given.
+fn run_trog(installation: &Path, args: &[&str], cache: Option<&Path>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_trog"));
+    if let Some(cache) = cache {
+        command.env("XDG_CACHE_HOME", cache);
+    }
+    let mut child = command
         .args(args)
         .env("TROG_PROVISIONER_CONFIG", installation)
         .stdin(Stdio::piped())
