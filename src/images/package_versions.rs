@@ -6,7 +6,10 @@
 //! change to any other package of the archive does not.
 //!
 //! A run resolves each suite once ([`PackageVersions`] keeps what it read, failures included), so
-//! five guests of one release cost one fetch, and a mirror that cannot be reached one wait.
+//! five guests of one release cost one fetch, and a mirror that cannot be reached one wait. A
+//! failure that may pass (a refused or cut connection, a cache's 503, a file caught mid-sync) is
+//! asked again after 10 s and then 30 s, as the finish asks apt again: a mirror back within
+//! about 40 s fails no plan.
 
 use crate::images::archive_index::{
     highest_versions, merge_highest, packages_index, release_files, Compression, PACKAGES_DIR,
@@ -25,17 +28,24 @@ pub const INDEX_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// which a mirror that still answers sends in far less.
 pub const INDEX_FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The bounds of each request for an index file.
+/// The pauses before a suite's mirrors are asked again, when every one failed in a way that may
+/// pass: the finish's schedule for apt (docs/CONFIGURATION.md, "How a guest's apt gets past a
+/// mirror that fails").
+pub const INDEX_RETRY_PAUSES: [Duration; 2] = [Duration::from_secs(10), Duration::from_secs(30)];
+
+/// The bounds of each request for an index file, and the pauses before asking again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchBounds {
     pub connect: Duration,
     pub whole: Duration,
+    pub retry_pauses: &'static [Duration],
 }
 
 impl FetchBounds {
     pub const DEFAULT: FetchBounds = FetchBounds {
         connect: INDEX_CONNECT_TIMEOUT,
         whole: INDEX_FETCH_TIMEOUT,
+        retry_pauses: &INDEX_RETRY_PAUSES,
     };
 }
 
@@ -62,17 +72,48 @@ pub enum IndexFetchError {
     Undecodable { url: String, reason: String },
 }
 
+impl IndexFetchError {
+    /// Whether asking the same mirror again later may succeed: not for an answer that says the
+    /// file is not there or not allowed, nor for a Release that lists no index.
+    pub fn may_pass(&self) -> bool {
+        match self {
+            IndexFetchError::Status { status, .. } => {
+                !(400..500).contains(status) || matches!(status, 408 | 429)
+            }
+            IndexFetchError::NoPackagesIndex { .. } => false,
+            IndexFetchError::NoConnection { .. }
+            | IndexFetchError::TooSlow { .. }
+            | IndexFetchError::Unreadable { .. }
+            | IndexFetchError::NotAsListed { .. }
+            | IndexFetchError::Undecodable { .. } => true,
+        }
+    }
+}
+
 /// No mirror of a suite gave its index: the versions a baked image would hold are unknown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "cannot tell which versions a baked image would hold: no mirror gave the index of {suite} ({})",
+    "cannot tell which versions a baked image would hold: no mirror gave the index of {suite}{} ({})",
+    asked_again(*tries, waited),
     failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 )]
 pub struct VersionsUnresolved {
     pub suite: String,
     /// The first mirror's URL, for the hint.
     pub mirror: String,
+    /// How many times the mirrors were asked, and the pauses between those times.
+    pub tries: usize,
+    pub waited: Duration,
+    /// Why each mirror failed, the last time it was asked.
     pub failures: Vec<IndexFetchError>,
+}
+
+fn asked_again(tries: usize, waited: &Duration) -> String {
+    if tries > 1 {
+        format!(" in {tries} tries over {}s", waited.as_secs())
+    } else {
+        String::new()
+    }
 }
 
 impl crate::diagnose::Diagnose for VersionsUnresolved {
@@ -175,24 +216,40 @@ fn builder_suites(inputs: &BakeInputs) -> [(Vec<String>, String); 3] {
     ]
 }
 
-/// The highest versions of `suite`, from the first of `mirrors` that gives its index whole.
+/// The highest versions of `suite`, from the first of `mirrors` that gives its index whole;
+/// every mirror asked again after each of `bounds.retry_pauses` while a failure may pass.
 fn fetch_suite(
     mirrors: &[String],
     suite: &str,
     bounds: FetchBounds,
 ) -> Result<HashMap<String, String>, VersionsUnresolved> {
-    let mut failures = Vec::new();
-    for mirror in mirrors {
-        match fetch_from(mirror, suite, bounds) {
-            Ok(versions) => return Ok(versions),
-            Err(failure) => failures.push(failure),
+    let mut pauses = bounds.retry_pauses.iter();
+    let mut tries = 0;
+    let mut waited = Duration::ZERO;
+    loop {
+        tries += 1;
+        let mut failures = Vec::new();
+        for mirror in mirrors {
+            match fetch_from(mirror, suite, bounds) {
+                Ok(versions) => return Ok(versions),
+                Err(failure) => failures.push(failure),
+            }
         }
+        let pause = pauses
+            .next()
+            .filter(|_| failures.iter().any(IndexFetchError::may_pass));
+        let Some(pause) = pause else {
+            return Err(VersionsUnresolved {
+                suite: suite.to_string(),
+                mirror: mirrors.first().cloned().unwrap_or_default(),
+                tries,
+                waited,
+                failures,
+            });
+        };
+        std::thread::sleep(*pause);
+        waited += *pause;
     }
-    Err(VersionsUnresolved {
-        suite: suite.to_string(),
-        mirror: mirrors.first().cloned().unwrap_or_default(),
-        failures,
-    })
 }
 
 fn fetch_from(

@@ -61,6 +61,13 @@ fn a_run_reads_each_suite_once_whatever_the_number_of_guests() {
     assert_eq!(mirror.requests().len(), 6, "{:?}", mirror.requests());
 }
 
+/// Bounds for a test: short requests, and pauses of a second before asking again.
+const QUICK: FetchBounds = FetchBounds {
+    connect: Duration::from_secs(5),
+    whole: Duration::from_secs(10),
+    retry_pauses: &[Duration::from_secs(1), Duration::from_secs(1)],
+};
+
 #[test]
 fn a_failing_mirror_is_fallen_back_from_and_a_dead_one_is_waited_for_once() {
     let broken = AptMirror::start();
@@ -70,17 +77,25 @@ fn a_failing_mirror_is_fallen_back_from_and_a_dead_one_is_waited_for_once() {
     let mut listed = inputs(&broken.url, &["nginx"]);
     listed.fallback_mirrors = vec![good.url.clone()];
     listed.fallback_security_mirrors = vec![good.url.clone()];
-    let versions = PackageVersions::default().resolve(&listed).unwrap();
+    let versions = PackageVersions::with_bounds(QUICK)
+        .resolve(&listed)
+        .unwrap();
     assert_eq!(versions["nginx"], "1.22.1-9");
+    assert_eq!(
+        broken.requests().len(),
+        3,
+        "the fallback answered at once: nobody waited to ask the broken mirror again"
+    );
 
-    // No mirror answers: the error names the suite, each mirror's answer, and what to do.
-    let run = PackageVersions::default();
+    // No mirror answers, with an error that may pass: asked three times, then the error names
+    // the suite, the tries, each mirror's answer, and what to do.
+    let run = PackageVersions::with_bounds(QUICK);
     let error = run.resolve(&inputs(&broken.url, &["nginx"])).unwrap_err();
     assert_eq!(error.suite, "bookworm");
     assert_eq!(
         error.to_string(),
         format!(
-            "cannot tell which versions a baked image would hold: no mirror gave the index of bookworm ({}/dists/bookworm/InRelease answered HTTP 503)",
+            "cannot tell which versions a baked image would hold: no mirror gave the index of bookworm in 3 tries over 2s ({}/dists/bookworm/InRelease answered HTTP 503)",
             broken.url
         )
     );
@@ -97,6 +112,49 @@ fn a_failing_mirror_is_fallen_back_from_and_a_dead_one_is_waited_for_once() {
 }
 
 #[test]
+fn a_cut_connection_is_asked_again_after_a_pause_and_the_plan_goes_on() {
+    // A cache whose upstream hiccuped: the first requests' connections close without an answer.
+    let mirror = AptMirror::start();
+    mirror.publish_bookworm(&[("nginx", "1.22.1-9")], &[("nginx", "1.22.1-9+deb12u1")]);
+    mirror.cut_next(2);
+    let versions = PackageVersions::with_bounds(QUICK)
+        .resolve(&inputs(&mirror.url, &["nginx"]))
+        .unwrap();
+    assert_eq!(versions["nginx"], "1.22.1-9+deb12u1");
+    let asked_for_release = mirror
+        .requests()
+        .iter()
+        .filter(|path| path.as_str() == "/debian/dists/bookworm/InRelease")
+        .count();
+    assert_eq!(
+        asked_for_release,
+        3,
+        "cut, cut, then read: {:?}",
+        mirror.requests()
+    );
+}
+
+#[test]
+fn an_answer_that_will_not_change_is_not_asked_again() {
+    let mirror = AptMirror::start();
+    mirror.answer_every_request_with(Some(404));
+    let started = std::time::Instant::now();
+    let error = PackageVersions::with_bounds(QUICK)
+        .resolve(&inputs(&mirror.url, &["nginx"]))
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1), "no pause");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "cannot tell which versions a baked image would hold: no mirror gave the index of bookworm ({}/dists/bookworm/Release answered HTTP 404)",
+            mirror.url
+        ),
+        "InRelease, then Release, once"
+    );
+    assert_eq!(mirror.requests().len(), 2, "{:?}", mirror.requests());
+}
+
+#[test]
 fn a_mirror_that_never_answers_is_given_up_on_after_the_named_bound() {
     // Accepts the connection, reads the request, and says nothing.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -110,6 +168,7 @@ fn a_mirror_that_never_answers_is_given_up_on_after_the_named_bound() {
     let run = PackageVersions::with_bounds(FetchBounds {
         connect: Duration::from_secs(5),
         whole: Duration::from_secs(1),
+        retry_pauses: &[],
     });
     let started = std::time::Instant::now();
     let error = run.resolve(&inputs(&url, &["nginx"])).unwrap_err();
@@ -139,7 +198,7 @@ fn an_index_that_is_not_the_one_its_release_lists_is_refused() {
         "/debian/dists/bookworm/main/binary-amd64/Packages.gz",
         b"not the index".to_vec(),
     );
-    let error = PackageVersions::default()
+    let error = PackageVersions::with_bounds(QUICK)
         .resolve(&inputs(&mirror.url, &["nginx"]))
         .unwrap_err();
     assert!(

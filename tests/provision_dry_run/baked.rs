@@ -366,7 +366,9 @@ fn a_mirror_that_cannot_be_read_builds_nothing_and_a_run_changes_nothing() {
         b"baked",
     )
     .unwrap();
-    mirror.fail(true);
+    // An answer that will not change: trog does not pause to ask again (a 503 would be asked
+    // again after 10 s and 30 s, tested in package_versions_tests.rs).
+    mirror.answer_every_request_with(Some(404));
     let cache_before = files_under(cache.path());
     let installation_before = files_under(dir.path());
 
@@ -377,7 +379,7 @@ fn a_mirror_that_cannot_be_read_builds_nothing_and_a_run_changes_nothing() {
     assert_eq!(
         base_image_line(&stdout),
         format!(
-            "web.example.test: base image: unknown, cannot tell which versions a baked image would hold: no mirror gave the index of bookworm ({}/dists/bookworm/InRelease answered HTTP 503); a provision stops here and changes nothing",
+            "web.example.test: base image: unknown, cannot tell which versions a baked image would hold: no mirror gave the index of bookworm ({}/dists/bookworm/Release answered HTTP 404); a provision stops here and changes nothing",
             mirror.url
         )
     );

@@ -1,6 +1,7 @@
 //! A small Debian mirror on loopback serving made-up suites: each suite's InRelease listing its
 //! `main/binary-amd64/Packages` index (gzip or xz) with the index's real SHA256, as Debian's
-//! archive lays them out. What it was asked is counted; a mirror can be made to fail every request.
+//! archive lays them out. What it was asked is counted; a mirror can be made to answer every
+//! request with an error, or to cut the connection of the next few without answering.
 
 #![allow(dead_code)]
 
@@ -8,7 +9,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How a suite's index is published.
@@ -24,7 +25,8 @@ pub struct AptMirror {
     pub url: String,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     requests: Arc<Mutex<Vec<String>>>,
-    failing: Arc<AtomicBool>,
+    failing: Arc<AtomicU16>,
+    to_cut: Arc<AtomicUsize>,
     served: Arc<AtomicUsize>,
 }
 
@@ -34,12 +36,14 @@ impl AptMirror {
         let url = format!("http://{}/debian", listener.local_addr().unwrap());
         let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
         let requests: Arc<Mutex<Vec<String>>> = Arc::default();
-        let failing = Arc::new(AtomicBool::new(false));
+        let failing = Arc::new(AtomicU16::new(0));
+        let to_cut = Arc::new(AtomicUsize::new(0));
         let served = Arc::new(AtomicUsize::new(0));
-        let (files_here, requests_here, failing_here, served_here) = (
+        let (files_here, requests_here, failing_here, to_cut_here, served_here) = (
             files.clone(),
             requests.clone(),
             failing.clone(),
+            to_cut.clone(),
             served.clone(),
         );
         std::thread::spawn(move || {
@@ -56,9 +60,20 @@ impl AptMirror {
                 }
                 let path = request_line.split(' ').nth(1).unwrap_or("/").to_string();
                 requests_here.lock().unwrap().push(path.clone());
+                let cut = to_cut_here
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                        left.checked_sub(1)
+                    })
+                    .is_ok();
+                if cut {
+                    // Gone without a word, as a cache whose upstream connection broke.
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
                 let body = files_here.lock().unwrap().get(&path).cloned();
-                let head = match (&body, failing_here.load(Ordering::SeqCst)) {
-                    (_, true) => "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
+                let failing = failing_here.load(Ordering::SeqCst);
+                let head = match (&body, failing != 0) {
+                    (_, true) => format!("HTTP/1.1 {failing} Failing on purpose\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
                     (Some(body), false) => {
                         served_here.fetch_add(1, Ordering::SeqCst);
                         format!(
@@ -69,7 +84,7 @@ impl AptMirror {
                     (None, false) => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
                 };
                 let _ = stream.write_all(head.as_bytes());
-                if let (Some(body), false) = (body, failing_here.load(Ordering::SeqCst)) {
+                if let (Some(body), false) = (body, failing != 0) {
                     let _ = stream.write_all(&body);
                 }
             }
@@ -79,6 +94,7 @@ impl AptMirror {
             files,
             requests,
             failing,
+            to_cut,
             served,
         }
     }
@@ -132,9 +148,20 @@ impl AptMirror {
         self.files.lock().unwrap().insert(path.to_string(), bytes);
     }
 
-    /// Answers every request with 503 from now on (or again normally).
+    /// Answers every request with a 503, a failure that may pass, from now on (or again
+    /// normally).
     pub fn fail(&self, failing: bool) {
-        self.failing.store(failing, Ordering::SeqCst);
+        self.answer_every_request_with(failing.then_some(503));
+    }
+
+    /// Answers every request with HTTP `status` from now on (`None`: again normally).
+    pub fn answer_every_request_with(&self, status: Option<u16>) {
+        self.failing.store(status.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Closes the connection of each of the next `requests` without answering.
+    pub fn cut_next(&self, requests: usize) {
+        self.to_cut.store(requests, Ordering::SeqCst);
     }
 
     /// The paths asked so far.
