@@ -420,7 +420,7 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
 
 /// The tunnel `debug_boot --vnc` opens through a remote hypervisor: a client on this machine's end
 /// reaches a server as the hypervisor sees it (here the namespace's own sshd, whose greeting is
-/// read), and the tunnel closes with its handle. (tests/debug_boot runs `debug_boot --vnc`
+/// read), and the tunnel closes with its handle. (tests/shared_guests runs `debug_boot --vnc`
 /// itself through this host, to a guest's display.)
 #[test]
 fn a_tunnel_reaches_what_the_hypervisor_sees_and_closes_with_its_handle() {

@@ -8,7 +8,8 @@
 //!    the isolation probes on shop-a, shop-b and blog-a (`isolation.rs`, `own_addresses.rs`), which
 //!    start once the leaf is defined (its provision rewrites the tenants' filters while they run
 //!    otherwise). A check that changes a guest for a moment (an address added by hand) puts it
-//!    back before it ends;
+//!    back before it ends. Beside them, once the probes that reach every guest are done,
+//!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`);
 //! 3. last, the checks that change or destroy guests: a second installation's rebuild of shop-a,
 //!    and the filters removed with their tenant's last guest.
 //!
@@ -18,6 +19,7 @@
 //!
 //! Software emulation on a small machine: the guests are given little memory and one CPU each.
 
+mod debug_boot;
 mod fleet;
 mod isolation;
 #[path = "../support/local_services.rs"]
@@ -78,13 +80,16 @@ fn one_fleet_of_real_guests() {
         isolation::five_at_once_share_one_base_image(&fleet, &outputs)
     });
 
+    // blog-b is probed with every guest first, then restarted again and again by debug_boot.
+    let (probes_of_every_guest_done, blog_b_free) = std::sync::mpsc::channel::<()>();
+    let (fleet, checks) = (&fleet, &checks);
     std::thread::scope(|side_by_side| {
         side_by_side.spawn(|| {
             checks.run("the hub's recipes pass their tests", || {
-                services::the_hubs_recipes_pass_their_tests(&fleet)
+                services::the_hubs_recipes_pass_their_tests(fleet)
             });
             checks.run("the leaf is provisioned through the hub", || {
-                services::provision_the_leaf(&fleet, &services)
+                services::provision_the_leaf(fleet, &services)
             });
             fleet.never_provisioned(
                 &fleet.leaf,
@@ -92,22 +97,22 @@ fn one_fleet_of_real_guests() {
             );
             checks.run(
                 "aptmirror: the leaf's packages come through the hub",
-                || services::packages_come_through_the_hub(&fleet, &services),
+                || services::packages_come_through_the_hub(fleet, &services),
             );
             checks.run(
                 "fetchcache: the leaf's downloads come through the hub",
-                || services::downloads_come_through_the_hubs_cache(&fleet, &services),
+                || services::downloads_come_through_the_hubs_cache(fleet, &services),
             );
             checks.run(
                 "logshipper and logcollector: the leaf's logs reach the hub",
-                || services::the_leafs_logs_reach_the_hub(&fleet),
+                || services::the_leafs_logs_reach_the_hub(fleet),
             );
             checks.run(
                 "trogrunner: the leaf reaches this machine's libvirtd",
-                || services::the_runner_reaches_this_machines_libvirtd(&fleet, &services),
+                || services::the_runner_reaches_this_machines_libvirtd(fleet, &services),
             );
         });
-        side_by_side.spawn(|| {
+        side_by_side.spawn(move || {
             if !fleet.wait_until_defined(&fleet.leaf, LEAF_DEFINED_WAIT) {
                 eprintln!(
                     "{} was not defined within {LEAF_DEFINED_WAIT:?}: the isolation probes start anyway",
@@ -115,17 +120,8 @@ fn one_fleet_of_real_guests() {
                 );
             }
             checks.run("each guest answers at its address", || {
-                isolation::each_guest_answers_at_its_address(&fleet)
+                isolation::each_guest_answers_at_its_address(fleet)
             });
-            checks.run("tenants are kept apart", || {
-                isolation::tenants_are_kept_apart(&fleet)
-            });
-            checks.run("a foreign source address gets nothing through", || {
-                isolation::a_foreign_source_gets_nothing_through(&fleet)
-            });
-            let probed = || {
-                [&fleet.shop_a, &fleet.shop_b, &fleet.blog_a].map(|guest| fleet.ready(guest))
-            };
             checks.run("filters name each guest's address and learn none", || {
                 let guests: Vec<_> = fleet
                     .five_at_once()
@@ -134,10 +130,20 @@ fn one_fleet_of_real_guests() {
                     .collect();
                 own_addresses::filters_name_each_guests_address(&guests)
             });
+            drop(probes_of_every_guest_done);
+            checks.run("tenants are kept apart", || {
+                isolation::tenants_are_kept_apart(fleet)
+            });
+            checks.run("a foreign source address gets nothing through", || {
+                isolation::a_foreign_source_gets_nothing_through(fleet)
+            });
+            let probed = || {
+                [&fleet.shop_a, &fleet.shop_b, &fleet.blog_a].map(|guest| fleet.ready(guest))
+            };
             checks.run("the gateway's address reaches no one", || {
                 let [shop_a, shop_b, _] = probed();
                 own_addresses::the_gateways_address_reaches_no_one(
-                    &fleet,
+                    fleet,
                     &shop_a,
                     &shop_b,
                     fleet::GATEWAY,
@@ -146,26 +152,38 @@ fn one_fleet_of_real_guests() {
             checks.run("a tenant's guests have no IPv6", || {
                 let [shop_a, shop_b, _] = probed();
                 own_addresses::a_tenants_guests_have_no_ipv6(
-                    &fleet,
+                    fleet,
                     &shop_a,
                     &shop_b,
                     fleet::GATEWAY,
                 )
             });
             checks.run("displays need a password", || {
-                own_addresses::displays_need_a_password(&fleet, &fleet.ready(&fleet.shop_b).0)
+                own_addresses::displays_need_a_password(fleet, &fleet.ready(&fleet.shop_b).0)
+            });
+        });
+        side_by_side.spawn(move || {
+            // Ends when the probes are done with blog-b, or gave up (the sender is dropped).
+            let _ = blog_b_free.recv();
+            checks.run("debug_boot reads a real guest and puts it back", || {
+                let (blog_b, _) = fleet.ready(&fleet.blog_b);
+                debug_boot::reads_a_real_guest_and_puts_it_back(
+                    fleet.config(),
+                    blog_b.as_str(),
+                    unique,
+                )
             });
         });
     });
 
     checks.run(
         "a second installation's rebuild keeps the tenants apart",
-        || isolation::a_second_installations_rebuild_keeps_tenants_apart(&fleet),
+        || isolation::a_second_installations_rebuild_keeps_tenants_apart(fleet),
     );
     checks.run("filters go with their tenant's last guest", || {
-        isolation::filters_go_with_their_tenants_last_guest(&fleet)
+        isolation::filters_go_with_their_tenants_last_guest(fleet)
     });
 
-    let failed = checks.failed.into_inner().unwrap();
+    let failed = checks.failed.lock().unwrap().clone();
     assert!(failed.is_empty(), "checks that failed: {failed:?}");
 }

@@ -2,8 +2,8 @@
 //! console (streamed as JSON events), its disk read without booting it, rescue mode through
 //! --single, and a restore of the definition and the GRUB configuration byte for byte.
 
+use super::{connection, debug_boot, definition, fetch_until};
 use crate::support::*;
-use crate::{connection, debug_boot, definition, fetch_until};
 use std::path::Path;
 
 /// The guest's own GRUB configuration, which --single changes.

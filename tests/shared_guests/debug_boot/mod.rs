@@ -1,6 +1,6 @@
-//! `debug_boot` on real guests (this machine's libvirtd, software emulation). One guest carries
-//! every check, to keep to one provision: its console from the firmware to the login prompt, the
-//! same capture fetched without a restart and as JSON events, its screen as a PNG of the display's
+//! `debug_boot` on a guest of the fleet (this machine's libvirtd, software emulation), one check
+//! carrying every step in order: its console from the firmware to the login prompt, the same
+//! capture fetched without a restart and as JSON events, its screen as a PNG of the display's
 //! size, its display reached locally and through a tunnel to a remote hypervisor (the network
 //! namespace of tests/services/remote-host.sh), the boot menu held, opened with a key, seen on the
 //! console and on the screen, and left with a digit for the network's entry, and a restore that
@@ -10,19 +10,17 @@
 //! without booting it, rescue mode through --single, and a restore of the definition and the GRUB
 //! configuration byte for byte. A domain trog did not make is refused, and an unknown key name
 //! lists the valid ones.
-
-#[allow(dead_code)]
-#[path = "../e2e/support.rs"]
-mod support;
+//!
+//! The guest is left shut off, its definition and GRUB configuration as its provision made them;
+//! what comes after it in the fleet only destroys it.
 
 mod remote_vnc;
 mod screen;
 mod unbootable;
 
-use std::os::unix::fs::PermissionsExt;
+use crate::support::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::*;
 
 /// How long the console may stand still before a wait for a line on it gives up: a boot on a
 /// loaded emulated host prints something every few seconds, however slow it is.
@@ -30,34 +28,14 @@ const CONSOLE_QUIET: Duration = Duration::from_secs(180);
 /// The most a wait for a line on the console takes, whatever it prints.
 const CONSOLE_LIMIT: Duration = Duration::from_secs(900);
 
-fn installation(dir: &Path, domain: &str, pool: &str, mirror_url: &str) {
-    let image = test_image();
-    std::fs::write(
-        dir.join("hypervisors.conf"),
-        format!(
-            "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n# Other tests' guests share this libvirtd; placement is not what is tested here.\ncpu_overcommit = 64\n",
-            dir.join("pool").display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("recipes.yaml"),
-        format!(
-            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    upgrade: false\n"
-        ),
-    )
-    .unwrap();
-    let recipes_d = dir.join("recipes.d");
-    std::fs::create_dir_all(&recipes_d).unwrap();
-    std::fs::write(
-        recipes_d.join(format!("{domain}.yaml")),
-        format!(
-            "{domain}:\n  _global:\n    memory: 768\n    cpus: 1\n    size: 4G\n    image:\n      url: file://{}\n      sha256: {}\n",
-            image.display(),
-            sha256_file(&image)
-        ),
-    )
-    .unwrap();
+/// A second installation declaring `domain` as the one in `from` does, in `dir`: what the
+/// remote display check reaches the guest through (its hypervisors.conf is written after).
+fn remote_installation(dir: &Path, from: &Path, domain: &str) {
+    let guest_file = format!("recipes.d/{domain}.yaml");
+    std::fs::create_dir_all(dir.join("recipes.d")).unwrap();
+    for file in ["recipes.yaml", guest_file.as_str()] {
+        std::fs::copy(from.join(file), dir.join(file)).unwrap();
+    }
 }
 
 fn connection() -> virt::connect::Connect {
@@ -194,42 +172,16 @@ fn boot_menu_on_the_screen_and_a_key_moving_in_it(
     assert!(!chosen.contains("Booting from Hard Disk"), "{chosen}");
 }
 
-#[test]
-fn debug_boot_reads_a_real_guest_and_puts_it_back() {
-    let dir = tempfile::Builder::new()
-        .prefix("trog-dbg-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dir = dir.path();
-    let unique = std::process::id();
-    let domain = format!("dbg-{unique}.test");
-    let pool = format!("trog-dbg-{unique}");
-    let mirror_root = tempfile::tempdir().unwrap();
-    write_empty_archive(mirror_root.path());
-    let mirror = MirrorServer::start(mirror_root.path(), 19000 + (unique % 1000) as u16);
-    installation(dir, &domain, &pool, &mirror.url);
-    let _leftovers = LibvirtLeftovers {
-        domain: domain.clone(),
-        pool: pool.clone(),
-    };
+/// The check: `domain`, a running guest of the installation in `dir` (converged, nobody else
+/// using it meanwhile), taken through every action of `debug_boot` and put back; `unique` names
+/// the foreign domain it defines.
+pub fn reads_a_real_guest_and_puts_it_back(dir: &Path, domain: &str, unique: u32) {
+    let domain = domain.to_string();
     let foreign = format!("dbg-foreign-{unique}.test");
     let _foreign_leftovers = LibvirtLeftovers {
         domain: foreign.clone(),
         pool: format!("trog-dbg-none-{unique}"),
     };
-
-    let mut provision = run_verb("provision", dir, &[&domain]);
-    if !provision.status.success() {
-        // On a loaded machine a first boot under emulation can outlast provision's wait; the
-        // guest keeps booting, and a rerun converges from where the first run stopped.
-        eprintln!(
-            "first provision failed, rerunning:\n{}",
-            text(&provision.stderr)
-        );
-        provision = run_verb("provision", dir, &[&domain]);
-    }
-    assert!(provision.status.success(), "{}", text(&provision.stderr));
     let provisioned = definition(&domain);
 
     // A domain trog did not make is refused, and nothing of it changes.
@@ -324,7 +276,7 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     drop(vnc);
     // --vnc through a remote hypervisor: this machine's end of an SSH tunnel to the display.
     let display_port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
-    remote_vnc::vnc_through_the_remote_host(&domain, &mirror.url, display_port);
+    remote_vnc::vnc_through_the_remote_host(dir, &domain, display_port);
 
     // --hold: the firmware waits in its boot menu; --keys opens it, as the console shows.
     let (status, stdout, stderr) = debug_boot(dir, &[&domain, "--hold"]);
@@ -377,7 +329,4 @@ fn debug_boot_reads_a_real_guest_and_puts_it_back() {
     assert!(run_id(&domain).is_some(), "the guest runs again");
 
     unbootable::disk_actions_on_an_unbootable_guest(dir, &domain, &provisioned);
-
-    let destroy = run_verb("destroy", dir, &["--purge", "--yes", &domain]);
-    assert!(destroy.status.success(), "{}", text(&destroy.stderr));
 }

@@ -130,14 +130,14 @@ impl Drop for Interrupted {
 /// `debug_boot --vnc` on the remote hypervisor: it prints this machine's end of a tunnel, where
 /// the guest's VNC server greets, and holds the tunnel until interrupted; afterwards the address
 /// answers no more.
-pub fn vnc_through_the_remote_host(domain: &str, mirror_url: &str, display_port: u16) {
+pub fn vnc_through_the_remote_host(installation: &Path, domain: &str, display_port: u16) {
     let host = remote_host();
     let _bridge = LoopbackBridge::start(&host, display_port);
     let dir = tempfile::Builder::new()
         .prefix("trog-dbg-remote-")
         .tempdir_in("/var/tmp")
         .unwrap();
-    crate::installation(dir.path(), domain, "unused-pool", mirror_url);
+    super::remote_installation(dir.path(), installation, domain);
     std::fs::write(
         dir.path().join("hypervisors.conf"),
         format!(
