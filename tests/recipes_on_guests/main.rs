@@ -355,6 +355,7 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     };
     let domain = installation.domain.as_str();
 
+    let started = Instant::now();
     let mut child = Command::new(checkout().join("bin/provision"))
         .arg("--credentials")
         .arg(domain)
@@ -370,6 +371,11 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
         .unwrap();
     writeln!(child.stdin.take().unwrap(), "keepass: {PASSPHRASE}\n").unwrap();
     let run = child.wait_with_output().unwrap();
+    eprintln!(
+        "[verb] provision {domain} (its baked image built first): exit {:?} after {:.0?}",
+        run.status.code(),
+        started.elapsed()
+    );
     let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
     let address = address_from(&stderr);
     let tests_failed = stderr.contains("the recipes' tests failed on");
@@ -491,6 +497,10 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
         std::thread::sleep(Duration::from_secs(10));
     }
 
+    eprintln!(
+        "[step] the recipes' work checked from outside, {:.0?} after the provision began",
+        started.elapsed()
+    );
     // The same guest, without another boot, as the machine of a second site of this
     // installation, and as an existing host of another installation.
     sites::a_dependent_site_is_served_beside_the_first(&installation, &address);

@@ -27,6 +27,7 @@ const HOST_ADMIN: &str = "hostadmin";
 
 /// `trog --credentials ARGS…` on installation `dir` with `recipes`, the passphrase handed in.
 fn trog(dir: &Path, recipes: &Path, args: &[&str]) -> Output {
+    let started = std::time::Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_trog"))
         .arg("--credentials")
         .args(args)
@@ -39,7 +40,15 @@ fn trog(dir: &Path, recipes: &Path, args: &[&str]) -> Output {
         .spawn()
         .unwrap();
     writeln!(child.stdin.take().unwrap(), "keepass: {PASSPHRASE}\n").unwrap();
-    child.wait_with_output().unwrap()
+    let output = child.wait_with_output().unwrap();
+    // Where the binary's time goes, in its log (tests/run prints it): one line a verb.
+    eprintln!(
+        "[verb] {}: exit {:?} after {:.0?}",
+        args.join(" "),
+        output.status.code(),
+        started.elapsed()
+    );
+    output
 }
 
 fn said(output: &Output) -> String {
