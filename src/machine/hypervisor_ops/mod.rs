@@ -423,6 +423,27 @@ pub fn qemu_log(hypervisor: &HypervisorMachine, domain: &DomainName) -> Option<S
 mod tests {
     use super::*;
 
+    /// Removes the verdicts the probe kept in /run about a QEMU under `scratch`: a test's fake.
+    fn forget_verdicts_about(scratch: &std::path::Path) {
+        let Ok(entries) = std::fs::read_dir("/run") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_verdict = entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("trog-kvm-probe.");
+            let about_scratch = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|kept| kept.lines().next().map(str::to_string))
+                .is_some_and(|asked_of| asked_of.contains(&*scratch.to_string_lossy()));
+            if is_verdict && about_scratch {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
     #[test]
     fn the_kvm_probe_gives_a_verdict_or_says_why_it_cannot() {
         // Whatever this machine's KVM does, the probe answers within its bound and says why not.
@@ -493,6 +514,69 @@ mod tests {
             assert!(!own_dir.exists(), "removed afterwards");
         }
         assert!(std::fs::read_dir(&tmp).unwrap().next().is_none());
+        forget_verdicts_about(scratch.path());
+    }
+
+    /// Run as root, the probe keeps its verdict for the boot, /dev/kvm and QEMU it asked: the
+    /// second time it says the same without starting QEMU; another QEMU is asked again.
+    #[test]
+    fn the_kvm_probe_asks_qemu_once_for_a_boot_a_dev_kvm_and_a_qemu() {
+        if !std::path::Path::new("/dev/kvm").exists() || unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: the probe keeps a verdict only as root, when /dev/kvm exists");
+            return;
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let log = scratch.path().join("qemu.log");
+        // A QEMU under which KVM does not work: the boot sector fails, saying why.
+        let qemu = |dir: &str| {
+            let bin = scratch.path().join(dir);
+            std::fs::create_dir(&bin).unwrap();
+            let fake = bin.join("qemu-system-x86_64");
+            std::fs::write(
+                &fake,
+                "#!/bin/sh\necho started >>\"$TROG_TEST_LOG\"\necho 'no KVM for you' >&2\nexit 1\n",
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+        };
+        let probe = |path: &str| {
+            std::process::Command::new("sh")
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/src/machine/kvm_probe.sh"
+                ))
+                .env("PATH", path)
+                .env("TROG_TEST_LOG", &log)
+                .output()
+                .unwrap()
+        };
+        let starts = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        let first_qemu = qemu("first");
+        let first = probe(&first_qemu);
+        assert_eq!(first.status.code(), Some(1));
+        let said = String::from_utf8_lossy(&first.stdout).into_owned();
+        assert_eq!(
+            said,
+            "QEMU under KVM with the host's CPU failed (status 1): no KVM for you\n"
+        );
+        assert_eq!(starts(), 1);
+
+        let again = probe(&first_qemu);
+        assert_eq!(again.status.code(), Some(1));
+        assert_eq!(String::from_utf8_lossy(&again.stdout), said);
+        assert_eq!(starts(), 1, "the kept verdict was given, QEMU not started");
+
+        let other = probe(&qemu("other"));
+        assert_eq!(other.status.code(), Some(1));
+        assert_eq!(starts(), 2, "another QEMU is asked");
+        forget_verdicts_about(scratch.path());
     }
 
     #[test]
