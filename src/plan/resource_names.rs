@@ -53,6 +53,25 @@ pub fn base_image_volume(digest_hex: &str) -> String {
     )
 }
 
+/// What `boot_files.sh` keeps beside a base image in its pool, after the image's name: the kernel,
+/// initramfs and command line read out of it, cloud-init's network unit, or why it has none. They
+/// belong to the image: whatever removes it removes them.
+pub const KEPT_BESIDE_BASE_IMAGE: [&str; 5] = [
+    ".kernel",
+    ".initrd",
+    ".cmdline",
+    ".network-stage",
+    ".no-direct-boot",
+];
+
+/// The files [`KEPT_BESIDE_BASE_IMAGE`] names, for the base image `volume`.
+pub fn kept_beside_base_image(volume: &str) -> Vec<String> {
+    KEPT_BESIDE_BASE_IMAGE
+        .iter()
+        .map(|suffix| format!("{volume}{suffix}"))
+        .collect()
+}
+
 /// Where the machine named `uploader` (the one running trog) uploads a base image before it is
 /// complete. Only a finished upload is copied to the final name, so a volume under the final
 /// name is always whole. The name is the uploader's: runs on one machine take turns with it
@@ -77,6 +96,35 @@ pub fn partial_base_image_volume(digest_hex: &str, uploader: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_boot_files_keeps_beside_a_base_image_is_every_name_its_script_writes() {
+        let script = include_str!("../machine/boot_files.sh");
+        for suffix in KEPT_BESIDE_BASE_IMAGE {
+            assert!(
+                script.contains(&format!("$kept{suffix}")),
+                "boot_files.sh writes no {suffix}"
+            );
+        }
+        let written: std::collections::BTreeSet<&str> = script
+            .match_indices("\"$kept.")
+            .filter_map(|(at, _)| {
+                // `.NAME`, up to the next `.` or `$` (`$kept.cmdline.part-$$` keeps `.cmdline`);
+                // `$kept.$file` is the kernel or the initramfs, checked above.
+                let rest = &script[at + "\"$kept".len()..];
+                let end = 1 + rest[1..]
+                    .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+                    .unwrap_or(rest.len() - 1);
+                (end > 1).then(|| &rest[..end])
+            })
+            .collect();
+        for suffix in written {
+            assert!(
+                KEPT_BESIDE_BASE_IMAGE.contains(&suffix),
+                "boot_files.sh keeps {suffix}, which nothing removes with the image"
+            );
+        }
+    }
 
     #[test]
     fn extra_disks_are_told_from_another_guests_volumes() {

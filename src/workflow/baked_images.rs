@@ -230,11 +230,28 @@ pub(crate) fn prune_copy(
         Ok(VolumeUse::Absent) => None,
         Ok(VolumeUse::Used { by }) => Some(CopyOutcome::Kept { by }),
         Ok(VolumeUse::Unused) if dry_run => Some(CopyOutcome::Removed),
-        Ok(VolumeUse::Unused) => match opened.delete_volume(pool, volume) {
-            Ok(_) => Some(CopyOutcome::Removed),
+        Ok(VolumeUse::Unused) => match remove_with_boot_files(opened, pool, volume) {
+            Ok(()) => Some(CopyOutcome::Removed),
             Err(error) => unasked(error.to_string()),
         },
     }
+}
+
+/// Removes the base image `volume` and the boot files kept beside it, those first: a removal
+/// that fails leaves the image, so the next prune finds it and tries again.
+fn remove_with_boot_files(
+    opened: &dyn Hypervisor,
+    pool: &str,
+    volume: &str,
+) -> Result<(), crate::hypervisor::HypervisorFault> {
+    // The boot files were written beside the image by a root program, not through libvirt: the
+    // pool's listing names them once it is refreshed.
+    opened.refresh_pool(pool)?;
+    for kept in resource_names::kept_beside_base_image(volume) {
+        opened.delete_volume(pool, &kept)?;
+    }
+    opened.delete_volume(pool, volume)?;
+    Ok(())
 }
 
 /// Makes the root disk over the baked image: its volume in the pool is named by its digest like

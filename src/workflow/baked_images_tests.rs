@@ -39,6 +39,31 @@ fn a_copy_nothing_uses_is_removed() {
 }
 
 #[test]
+fn the_boot_files_kept_beside_a_removed_copy_go_with_it() {
+    let kept = resource_names::kept_beside_base_image(COPY);
+    let mut volumes: Vec<&str> = kept.iter().map(String::as_str).collect();
+    volumes.extend([COPY, "trog-base-6666666666666666.qcow2.kernel"]);
+    let fake = FakeHypervisor::new("hv1").with_volumes(&pool(), &volumes);
+    let (outcome, left) = prune_on(&fake, false);
+    assert_eq!(outcome, Some(CopyOutcome::Removed));
+    assert_eq!(left, ["trog-base-6666666666666666.qcow2.kernel"]);
+}
+
+#[test]
+fn a_boot_file_that_cannot_be_removed_keeps_the_copy_for_the_next_prune() {
+    let kernel = format!("{COPY}.kernel");
+    let fake = FakeHypervisor::new("hv1")
+        .with_volumes(&pool(), &[COPY, &kernel])
+        .failing(Operation::DeleteVolume);
+    let (outcome, left) = prune_on(&fake, false);
+    assert!(
+        matches!(&outcome, Some(CopyOutcome::Unasked { .. })),
+        "{outcome:?}"
+    );
+    assert!(left.contains(&COPY.to_string()), "{left:?}");
+}
+
+#[test]
 fn a_dry_run_says_the_copy_would_go_and_leaves_it() {
     let fake = FakeHypervisor::new("hv1").with_volumes(&pool(), &[COPY]);
     let (outcome, left) = prune_on(&fake, true);
