@@ -37,7 +37,10 @@ debian-sources:
 
 debian: debian-sources
 	$(APT_AGAIN) $(APT_GET) update
+{#- `upgrade` with packages named also installs them: one pass over the package lists and one
+    dpkg run instead of two, which under emulation is seconds of every finish. #}
 {%- if args.upgrade %}
-	$(APT_AGAIN) $(APT_GET) upgrade
-{%- endif %}
+	$(APT_AGAIN) $(APT_GET) upgrade --no-install-recommends {{ packages }}
+{%- else %}
 	$(APT_AGAIN) $(APT_GET) install --no-install-recommends {{ packages }}
+{%- endif %}
