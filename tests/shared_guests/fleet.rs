@@ -1,7 +1,6 @@
 //! The fleet: one installation (one pool, one secret store, one ips.db) and its guests, each
-//! provisioned once. Five are provisioned at once, by five processes started together, beside the
-//! guest carrying every shipped recipe (`every_recipe/`); the leaf, whose mirror and cache are the
-//! hub, once the hub is up. What each provision ended in is kept
+//! provisioned once. Five are provisioned at once, by five processes started together; the leaf,
+//! whose mirror and cache are the hub, once the hub is up. What each provision ended in is kept
 //! (its address and what it printed, or why it failed), so that a check needing a guest that
 //! failed fails at once, naming it, instead of waiting out a timeout against a guest that is not
 //! there.
@@ -11,16 +10,12 @@ use crate::support::*;
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Output};
+use std::process::Output;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-use trog::credentials::Secret;
-use trog::lock::{lock_dir_for_store, Locks, DEFAULT_LOCK_WAIT};
 use trog::model::names::DomainName;
-use trog::secrets::{EntryPath, FieldName, Protection, SecretStore};
 
 /// The addresses the fleet hands out: kept apart from the other tests' ranges on the shared
-/// default network. Seven guests take the first seven; [`UNHELD`] stays free.
+/// default network. Six guests take the first six; [`UNHELD`] stays free.
 pub const RANGE: &str = "192.168.122.230-192.168.122.237/24";
 /// An address of the range no guest holds: what a guest pretending to be another sends from.
 pub const UNHELD: &str = "192.168.122.237";
@@ -48,8 +43,6 @@ pub struct Fleet {
     /// Tenant `blog`: blog-b asks for a data volume, and is the tenant's first to be destroyed.
     pub blog_a: DomainName,
     pub blog_b: DomainName,
-    /// Tenant `recipes`: every shipped recipe and a fixture whose test fails, over a baked image.
-    pub every_recipe: DomainName,
     fixtures: Mutex<HashMap<DomainName, Fixture>>,
 }
 
@@ -89,7 +82,6 @@ impl Fleet {
             shop_b: name("shop-b"),
             blog_a: name("blog-a"),
             blog_b: name("blog-b"),
-            every_recipe: name("recipes"),
             fixtures: Mutex::new(HashMap::new()),
         };
         for guest in [&fleet.shop_a, &fleet.shop_b, &fleet.blog_a] {
@@ -98,9 +90,6 @@ impl Fleet {
         fleet.write_guest(&fleet.blog_b, 640, "4G", "    data_volume_size: 1G\n", "");
         let (global, recipes) = crate::services::hub_recipes(host_mirror);
         fleet.write_guest(&fleet.hub, 1024, "5G", &global, &recipes);
-        let (global, recipes) = crate::every_recipe::every_recipe_lines(host_mirror);
-        fleet.write_guest(&fleet.every_recipe, 1536, "6G", &global, &recipes);
-        crate::every_recipe::write_site_archive(&fleet);
         fleet
     }
 
@@ -120,62 +109,14 @@ impl Fleet {
     }
 
     /// Every guest of the fleet.
-    pub fn all(&self) -> [&DomainName; 7] {
+    pub fn all(&self) -> [&DomainName; 6] {
         let [hub, shop_a, shop_b, blog_a, blog_b] = self.five_at_once();
-        [
-            hub,
-            shop_a,
-            shop_b,
-            blog_a,
-            blog_b,
-            &self.leaf,
-            &self.every_recipe,
-        ]
+        [hub, shop_a, shop_b, blog_a, blog_b, &self.leaf]
     }
 
     /// The guests that ask for a data volume.
     pub fn has_data_volume(&self, guest: &DomainName) -> bool {
-        [&self.hub, &self.leaf, &self.blog_b, &self.every_recipe].contains(&guest)
-    }
-
-    /// The installation's secret store.
-    pub fn store(&self) -> SecretStore {
-        SecretStore::open(
-            &self.config().join("secrets.kdbx"),
-            &Secret::new(PASSPHRASE),
-        )
-        .unwrap()
-    }
-
-    /// Puts a password in the store as one more writer: under the store's writer lock, which
-    /// every run of the installation takes to change it, so that no run's key is lost.
-    pub fn put_secret(&self, group: &str, entry: &str, value: &str) {
-        let store_path = self.config().join("secrets.kdbx");
-        let mut store = self.store();
-        store.use_locks(Locks::new(
-            lock_dir_for_store(&store_path),
-            DEFAULT_LOCK_WAIT,
-            "test",
-        ));
-        store
-            .update(|store| {
-                store.put(
-                    &EntryPath::new([group], entry),
-                    &FieldName::Password,
-                    &Secret::new(value),
-                    Protection::Protected,
-                )
-            })
-            .unwrap();
-    }
-
-    /// A password from the store.
-    pub fn secret(&self, group: &str, entry: &str) -> String {
-        self.store()
-            .get(&EntryPath::new([group], entry), &FieldName::Password)
-            .unwrap()
-            .expose()
-            .to_string()
+        [&self.hub, &self.leaf, &self.blog_b].contains(&guest)
     }
 
     /// Writes a guest's file; its tenant is its name's first word. `global` and `recipes` are
@@ -190,14 +131,15 @@ impl Fleet {
     ) {
         let image = test_image();
         let tenant = guest.as_str().split('-').next().unwrap();
-        write_atomically(
-            &self.config().join(format!("recipes.d/{guest}.yaml")),
-            &format!(
+        std::fs::write(
+            self.config().join(format!("recipes.d/{guest}.yaml")),
+            format!(
                 "{guest}:\n  _global:\n    tenant: {tenant}\n    memory: {memory}\n    cpus: 1\n    size: {size}\n    image:\n      url: file://{}\n      sha256: {}\n{global}{recipes}",
                 image.display(),
                 sha256_file(&image)
             ),
-        );
+        )
+        .unwrap();
     }
 
     /// Records how `guest`'s provision ended, from what it printed.
@@ -218,13 +160,11 @@ impl Fleet {
                 self.logs_of_failed(guest, &stderr)
             )),
         };
-        self.record_fixture(guest, fixture.clone());
+        self.fixtures
+            .lock()
+            .unwrap()
+            .insert(guest.clone(), fixture.clone());
         fixture
-    }
-
-    /// Records how `guest`'s provision ended.
-    pub fn record_fixture(&self, guest: &DomainName, fixture: Fixture) {
-        self.fixtures.lock().unwrap().insert(guest.clone(), fixture);
     }
 
     /// Records that `guest` will not be provisioned, and why, unless its provision has ended:
@@ -281,48 +221,22 @@ impl Fleet {
         }
     }
 
-    /// Waits until the installation's secret store exists, for at most `bound`, and no longer
-    /// once every one of `runs` has ended: none of them will make it then.
-    pub fn wait_for_the_store(&self, runs: &mut [Child], bound: Duration) -> Result<(), String> {
-        let store = self.config().join("secrets.kdbx");
-        let started = Instant::now();
-        loop {
-            if store.exists() {
-                return Ok(());
-            }
-            if runs.iter_mut().all(|run| run.try_wait().unwrap().is_some()) {
-                return Err(format!(
-                    "the five's provisions ended after {:.0?} without making the secret store {}",
-                    started.elapsed(),
-                    store.display()
-                ));
-            }
-            if started.elapsed() >= bound {
-                return Err(format!(
-                    "the five's provisions had not made the secret store {} after {bound:?}",
-                    store.display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
     /// Waits until `guest`'s domain is defined on this machine's libvirtd, or its provision has
     /// ended, for at most `bound`; says whether either happened.
-    pub fn wait_until_defined(&self, guest: &DomainName, bound: Duration) -> bool {
+    pub fn wait_until_defined(&self, guest: &DomainName, bound: std::time::Duration) -> bool {
         virt::error::clear_error_callback();
         let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
-        let deadline = Instant::now() + bound;
+        let deadline = std::time::Instant::now() + bound;
         loop {
             if self.fixture(guest).is_some()
                 || connection.lookup_domain_by_name(guest.as_str()).is_ok()
             {
                 return true;
             }
-            if Instant::now() >= deadline {
+            if std::time::Instant::now() >= deadline {
                 return false;
             }
-            std::thread::sleep(Duration::from_secs(2));
+            std::thread::sleep(std::time::Duration::from_secs(2));
         }
     }
 
@@ -343,40 +257,22 @@ impl Fleet {
     }
 }
 
-/// Writes a file of the installation whole, through a temporary file beside the folder it goes
-/// in: runs of the installation read the folder meanwhile, and must never meet half a file.
-pub fn write_atomically(path: &Path, content: &str) {
-    let folder = path.parent().unwrap();
-    let mut partial = tempfile::NamedTempFile::new_in(folder.parent().unwrap()).unwrap();
-    std::io::Write::write_all(&mut partial, content.as_bytes()).unwrap();
-    partial.persist(path).unwrap();
-}
-
-/// How long the five's provisions may take to make the installation's secret store, one of their
-/// first steps: seconds, unless another binary's guests hold the cores.
-pub const STORE_MADE_WAIT: Duration = Duration::from_secs(180);
-
 /// Starts the provisions of the five together, each its own `provision` process: the first to
 /// get there makes the secret store and uploads the base image while the others wait for it,
-/// ips.db hands out five addresses, and each run's filters learn the others'. In
-/// [`Fleet::five_at_once`]'s order.
-pub fn start_five_at_once(fleet: &Fleet) -> Vec<Child> {
-    fleet
+/// ips.db hands out five addresses, and each run's filters learn the others'. Records each
+/// guest's fixture; returns what each printed, in [`Fleet::five_at_once`]'s order.
+pub fn provision_five_at_once(fleet: &Fleet) -> Vec<Output> {
+    let runs: Vec<_> = fleet
         .five_at_once()
         .iter()
         .map(|guest| spawn_verb("provision", fleet.config(), &[guest.as_str()]))
-        .collect()
-}
-
-/// Waits for the five's provisions (`runs`, from [`start_five_at_once`]) and records each
-/// guest's fixture; returns what each printed, in [`Fleet::five_at_once`]'s order.
-pub fn finish_five_at_once(fleet: &Fleet, runs: Vec<Child>) -> Vec<Output> {
+        .collect();
     fleet
         .five_at_once()
         .iter()
         .zip(runs)
         .map(|(guest, run)| {
-            let started = Instant::now();
+            let started = std::time::Instant::now();
             let output = root_warning::output_without_root_warning(run.wait_with_output().unwrap());
             eprintln!(
                 "[verb] provision {guest} (one of five at once): exit {:?}, waited {:.0?} more",

@@ -217,18 +217,7 @@ pub fn five_at_once_share_one_base_image(fleet: &Fleet, outputs: &[Output]) {
         }
     }
     expected.sort();
-    // The recipes guest's provision runs meanwhile: its disks and its baked image (and that
-    // image's upload) are its own, told apart by their names.
-    let plain_base = trog::plan::resource_names::base_image_volume(&sha256_file(&test_image()));
-    let of_the_five: Vec<String> = volumes(&fleet.pool)
-        .into_iter()
-        .filter(|volume| {
-            !volume.starts_with(&format!("{}-", fleet.every_recipe))
-                && (volume.starts_with(plain_base.trim_end_matches(".qcow2"))
-                    || !volume.starts_with("trog-base-"))
-        })
-        .collect();
-    assert_eq!(of_the_five, expected);
+    assert_eq!(volumes(&fleet.pool), expected);
     for guest in fleet.five_at_once() {
         let status = run_verb("status", fleet.config(), &[guest.as_str()]);
         assert_eq!(
@@ -454,36 +443,10 @@ pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
             "{filter} went while its tenant still has a guest: {filters:?}"
         );
     }
-    for guest in [
-        &fleet.hub,
-        &fleet.shop_a,
-        &fleet.shop_b,
-        &fleet.blog_a,
-        &fleet.every_recipe,
-    ] {
+    for guest in [&fleet.hub, &fleet.shop_a, &fleet.shop_b, &fleet.blog_a] {
         destroy(fleet, guest);
     }
-    // No guest declares the recipes guest's package set any more: `image prune` names its baked
-    // image and removes it from the cache and from the pool.
-    std::fs::remove_file(
-        fleet
-            .config()
-            .join(format!("recipes.d/{}.yaml", fleet.every_recipe)),
-    )
-    .unwrap();
-    let baked: Vec<String> = volumes(&fleet.pool)
-        .into_iter()
-        .filter(|volume| !boot_files().contains(volume))
-        .collect();
-    assert!(
-        !baked.is_empty(),
-        "the recipes guest's baked image is not in the pool"
-    );
-    let prune = run_verb("image", fleet.config(), &["prune"]);
-    let said = format!("{}\n{}", text(&prune.stdout), text(&prune.stderr));
-    assert!(prune.status.success(), "{said}");
-    assert!(said.contains("removed baked image "), "{said}");
-    assert_eq!(volumes(&fleet.pool), boot_files(), "{said}");
+    assert_eq!(volumes(&fleet.pool), boot_files());
     let filters = network_filters();
     assert!(
         !filters.iter().any(|name| name.starts_with("trog-tenant-")),

@@ -2,21 +2,16 @@
 //! one installation, and the checks that run against it:
 //!
 //! 1. the fleet's creation: five guests provisioned at once, by five processes, sharing one base
-//!    image's upload (`isolation.rs`); beside them, once they have made the secret store, the
-//!    guest carrying every shipped recipe over a baked image (`every_recipe/`); then the leaf,
-//!    whose mirror, cache and log collector is the hub, once the hub is up (`services.rs`);
+//!    image's upload (`isolation.rs`); then the leaf, whose mirror, cache and log collector is the
+//!    hub, once the hub is up (`services.rs`);
 //! 2. side by side: the service checks on the hub and the leaf (`services.rs`, `runner.rs`), and
 //!    the isolation probes on shop-a, shop-b and blog-a (`isolation.rs`, `own_addresses.rs`), which
-//!    start once the leaf and the guest carrying every recipe are defined (their provisions
-//!    rewrite the tenants' filters while they run otherwise). A check that changes a guest for a
-//!    moment (an address added by hand) puts it back before it ends. Beside them, once the probes
-//!    that reach every guest are done, `debug_boot` takes blog-b through every action and puts it
-//!    back (`debug_boot/`); and what every recipe did is checked from outside its guest, which
-//!    then becomes the machine of a dependent site and an existing host of a second installation
-//!    (`every_recipe/`);
-//! 3. last, the checks that reach every guest, change or destroy them: `provision --all` and
-//!    `status --all`'s drift (`every_recipe/sites.rs`), a second installation's rebuild of
-//!    shop-a, the filters removed with their tenant's last guest, and the baked image pruned.
+//!    start once the leaf is defined (its provision rewrites the tenants' filters while they run
+//!    otherwise). A check that changes a guest for a moment (an address added by hand) puts it
+//!    back before it ends. Beside them, once the probes that reach every guest are done,
+//!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`);
+//! 3. last, the checks that change or destroy guests: a second installation's rebuild of shop-a,
+//!    and the filters removed with their tenant's last guest.
 //!
 //! Each check is named in the log (`[check] NAME: passed after …`, or `FAILED`) and a failed one
 //! does not stop the others; the test fails at the end naming every check that failed. A check
@@ -25,7 +20,6 @@
 //! Software emulation on a small machine: the guests are given little memory and one CPU each.
 
 mod debug_boot;
-mod every_recipe;
 mod fleet;
 mod isolation;
 #[path = "../support/local_services.rs"]
@@ -43,12 +37,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support::*;
 
-/// How long the isolation probes wait for the leaf's and the recipes guest's domains to be
-/// defined (each provision makes its root disk from a base image, then defines the filters and
-/// the domain; the recipes guest builds its baked image first, while the five boot): seconds on a
-/// quiet machine, a few minutes with the fleet's guests and another test binary's on two cores.
-/// Past it the probes run anyway; they only risk meeting a filter being rewritten.
-const DEFINED_WAIT: Duration = Duration::from_secs(600);
+/// How long the isolation probes wait for the leaf's domain to be defined (its provision makes
+/// its root disk from the base image already uploaded, then defines the filters and the domain):
+/// seconds on a quiet machine, a few minutes with the fleet's guests and another test binary's on
+/// two cores. Past it the probes run anyway; they only risk meeting a filter being rewritten.
+const LEAF_DEFINED_WAIT: Duration = Duration::from_secs(600);
 
 /// The checks run so far that failed, by name.
 #[derive(Default)]
@@ -75,11 +68,6 @@ impl Checks {
 #[test]
 fn one_fleet_of_real_guests() {
     let unique = std::process::id();
-    // Every run of the installation reads these recipes: the shipped ones and a fixture whose
-    // test fails, which the recipes guest's file names.
-    let recipes = tempfile::tempdir().unwrap();
-    every_recipe::recipes_with_a_failing_fixture(&recipes.path().join("recipes"));
-    std::env::set_var("TROG_RECIPES", recipes.path().join("recipes"));
     let mirror_root = tempfile::tempdir().unwrap();
     write_empty_archive(mirror_root.path());
     let mirror = MirrorServer::start(mirror_root.path(), 19000 + (unique % 1000) as u16);
@@ -87,28 +75,14 @@ fn one_fleet_of_real_guests() {
     let fleet = Fleet::new(unique, &mirror.url, &services.host_mirror);
     let checks = Checks::default();
 
-    let mut five = fleet::start_five_at_once(&fleet);
-    // The secrets this test gives the installation, once the five have made its store; then the
-    // recipes guest's provision, which reads them.
-    let every_recipe_run = match fleet.wait_for_the_store(&mut five, fleet::STORE_MADE_WAIT) {
-        Ok(()) => {
-            every_recipe::put_the_databases_passwords(&fleet);
-            services::put_the_runners_key(&fleet, &services);
-            Some((every_recipe::start_provision(&fleet), Instant::now()))
-        }
-        Err(why) => {
-            fleet.never_provisioned(&fleet.every_recipe, &why);
-            None
-        }
-    };
-    let outputs = fleet::finish_five_at_once(&fleet, five);
+    let outputs = fleet::provision_five_at_once(&fleet);
     checks.run("five guests at once share one base image", || {
         isolation::five_at_once_share_one_base_image(&fleet, &outputs)
     });
 
     // blog-b is probed with every guest first, then restarted again and again by debug_boot.
     let (probes_of_every_guest_done, blog_b_free) = std::sync::mpsc::channel::<()>();
-    let (fleet, checks, host_mirror) = (&fleet, &checks, services.host_mirror.as_str());
+    let (fleet, checks) = (&fleet, &checks);
     std::thread::scope(|side_by_side| {
         side_by_side.spawn(|| {
             checks.run("the hub's recipes pass their tests", || {
@@ -139,12 +113,11 @@ fn one_fleet_of_real_guests() {
             );
         });
         side_by_side.spawn(move || {
-            for guest in [&fleet.leaf, &fleet.every_recipe] {
-                if !fleet.wait_until_defined(guest, DEFINED_WAIT) {
-                    eprintln!(
-                        "{guest} was not defined within {DEFINED_WAIT:?}: the isolation probes start anyway"
-                    );
-                }
+            if !fleet.wait_until_defined(&fleet.leaf, LEAF_DEFINED_WAIT) {
+                eprintln!(
+                    "{} was not defined within {LEAF_DEFINED_WAIT:?}: the isolation probes start anyway",
+                    fleet.leaf
+                );
             }
             checks.run("each guest answers at its address", || {
                 isolation::each_guest_answers_at_its_address(fleet)
@@ -201,50 +174,8 @@ fn one_fleet_of_real_guests() {
                 )
             });
         });
-        side_by_side.spawn(move || {
-            if let Some((provision, started)) = every_recipe_run {
-                checks.run(
-                    "every recipe's provision fails on the fixture's test",
-                    || every_recipe::provision_ends_on_the_fixtures_test(fleet, provision, started),
-                );
-            }
-            checks.run("every shipped recipe passes its tests", || {
-                every_recipe::every_shipped_recipe_passes_its_tests(fleet)
-            });
-            checks.run("a baked image's packages are not unpacked again", || {
-                every_recipe::baked_packages_are_not_unpacked_again(fleet)
-            });
-            checks.run("nginx serves the restored site", || {
-                every_recipe::nginx_serves_the_restored_site(fleet)
-            });
-            checks.run(
-                "the databases hold the site's rows behind stored passwords",
-                || every_recipe::the_databases_hold_the_sites_rows(fleet),
-            );
-            checks.run("ufw, mounts and cron did their work", || {
-                every_recipe::ufw_mounts_and_cron_did_their_work(fleet)
-            });
-            // They change nothing another check reads: only the recipes guest, and a second
-            // installation's files.
-            checks.run("a dependent site is served beside the first", || {
-                every_recipe::sites::a_dependent_site_is_served_beside_the_first(fleet, host_mirror)
-            });
-            checks.run(
-                "a second installation finishes a guest as an existing host",
-                || {
-                    every_recipe::sites::a_second_installation_finishes_it_as_an_existing_host(
-                        fleet,
-                        host_mirror,
-                    )
-                },
-            );
-        });
     });
 
-    checks.run(
-        "provision --all converges the whole site, status --all names drift",
-        || every_recipe::sites::provision_all_converges_the_whole_site(fleet),
-    );
     checks.run(
         "a second installation's rebuild keeps the tenants apart",
         || isolation::a_second_installations_rebuild_keeps_tenants_apart(fleet),

@@ -28,6 +28,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use trog::credentials::Secret;
+use trog::secrets::{EntryPath, FieldName, Protection, SecretStore};
 
 /// rsyslog sends at once over an open connection; a minute covers a reconnect's back-off.
 const LOG_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -223,10 +225,21 @@ pub fn the_hubs_recipes_pass_their_tests(fleet: &Fleet) {
     );
 }
 
-/// The key the leaf's runner reaches this machine's hypervisor login with, in the fleet's store,
-/// before any run that could write the store is started again.
-pub fn put_the_runners_key(fleet: &Fleet, services: &Services) {
-    fleet.put_secret("Runner", "hypervisor-key", &services.hypervisor.private_key);
+fn put_secret(fleet: &Fleet, group: &str, entry: &str, value: &str) {
+    let mut store = SecretStore::open(
+        &fleet.config().join("secrets.kdbx"),
+        &Secret::new(PASSPHRASE),
+    )
+    .unwrap();
+    store
+        .put(
+            &EntryPath::new([group], entry),
+            &FieldName::Password,
+            &Secret::new(value),
+            Protection::Protected,
+        )
+        .unwrap();
+    store.save().unwrap();
 }
 
 /// The leaf: everything it installs comes through the hub, its downloads through the hub's
@@ -235,6 +248,13 @@ pub fn put_the_runners_key(fleet: &Fleet, services: &Services) {
 /// recorded as a fixture; its recipes pass their own tests.
 pub fn provision_the_leaf(fleet: &Fleet, services: &Services) {
     let (_, hub_address) = fleet.ready(&fleet.hub);
+    // Before the leaf's provision, the only run that could write the store meanwhile.
+    put_secret(
+        fleet,
+        "Runner",
+        "hypervisor-key",
+        &services.hypervisor.private_key,
+    );
     let leaf_mirror = services.leaf_mirror(&hub_address);
     let hypervisor = &services.hypervisor;
     let runner_uri = format!(

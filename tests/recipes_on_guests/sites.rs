@@ -1,22 +1,19 @@
-//! The fleet's guest carrying every recipe, once its recipes ran, as the machine of other
-//! domains, without another boot:
+//! The guest of `main.rs`, once its recipes ran, as the machine of other domains, without
+//! another boot:
 //! - a second site of the same installation that `depends_on` it: provisioned onto it (the
 //!   machine converged first, the site's payload, Makefile and tests in a state directory of its
-//!   own there), its page served beside the first by the same nginx;
+//!   own there), its page served beside the first by the same nginx; `provision --all` then
+//!   converges nothing, and after the site's page changed exactly that site; with the files set
+//!   aside, `status --all` reports the guest as made by trog and declared by no file;
 //! - the same guest described as an `existing_host` by a second installation, which did not
 //!   build it: its key authorized for a non-root admin with passwordless sudo (through the
-//!   fleet's SSH), its host key refused until adopted explicitly, then provisioned there as that
-//!   admin; `status` says converged and `destroy` refuses it;
-//! - at the fleet's end, when nothing else runs: `provision --all` over the whole fleet starts
-//!   the guests left shut off and changes nothing else, and after the dependent site's page
-//!   changed finishes exactly that site; the site destroyed, and with the files set aside,
-//!   `status --all` reports the guest as made by trog and declared by no file.
+//!   first installation's SSH), its host key refused until adopted explicitly, then provisioned
+//!   there as that admin; `status` says converged and `destroy` refuses it.
 
-use super::{http_get, must, PAGE_MARK};
-use crate::fleet::{write_atomically, Fleet};
-use crate::support::*;
+use super::support::*;
+use super::{http_get, Installation, PAGE_MARK};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// What the dependent site's page carries.
@@ -88,32 +85,25 @@ fn site_recipes(site_dir: &str) -> String {
     format!("  nginx:\n    root: {site_dir}/www\n  data:\n    site_dir: {site_dir}\n")
 }
 
-/// The recipes every run of the fleet reads (`TROG_RECIPES`, set for the whole test).
-fn fleet_recipes() -> PathBuf {
-    PathBuf::from(std::env::var_os("TROG_RECIPES").expect("the fleet's recipes are named"))
-}
-
-/// A site that depends on the fleet's guest carrying every recipe, provisioned onto it; its
-/// packages come through `host_mirror`, as the machine's own do (the fleet's `_base` names an
-/// empty archive).
-pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet, host_mirror: &str) {
-    let (machine, address) = fleet.ready(&fleet.every_recipe);
-    let (machine, address) = (machine.as_str(), address.as_str());
-    let dir = fleet.config();
-    let recipes = fleet_recipes();
+/// A site that depends on the first installation's guest, provisioned onto it.
+pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, address: &str) {
+    let dir = installation.dir.path();
+    let recipes = dir.join("recipes");
+    let machine = installation.domain.as_str();
     // The machine converges first: without the fixture whose test fails, it can.
     let own = dir.join(format!("recipes.d/{machine}.yaml"));
     let written = std::fs::read_to_string(&own).unwrap();
-    write_atomically(&own, &written.replace("  failing: {}\n", ""));
+    std::fs::write(&own, written.replace("  failing: {}\n", "")).unwrap();
 
-    let site = dependent_site(fleet);
-    write_atomically(
-        &dir.join(format!("recipes.d/{site}.yaml")),
-        &format!(
-            "{site}:\n  _global:\n    depends_on: {machine}\n    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n{}",
+    let site = format!("site2-{}.test", std::process::id());
+    std::fs::write(
+        dir.join(format!("recipes.d/{site}.yaml")),
+        format!(
+            "{site}:\n  _global:\n    depends_on: {machine}\n{}",
             site_recipes("/srv/site2")
         ),
-    );
+    )
+    .unwrap();
     std::fs::create_dir_all(dir.join(format!("recipes.d/{site}"))).unwrap();
     page_archive(
         &dir.join(format!("recipes.d/{site}/data.tar.gz")),
@@ -143,8 +133,7 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet, host_mirror: &
     assert!(first.contains(PAGE_MARK), "{first}");
     // Its records are in a directory of its own, the machine's own beside them (each payload
     // removed once its finish was over: it holds rendered secrets).
-    must(
-        fleet,
+    installation.must(
         address,
         &format!("sudo test -s /var/lib/trog/dependents/{site}/converged.digest && sudo test -s /var/lib/trog/finish.digest"),
         "",
@@ -164,56 +153,14 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet, host_mirror: &
         "{}",
         said(&again)
     );
-}
 
-/// The dependent site's name.
-fn dependent_site(fleet: &Fleet) -> String {
-    format!("site2-{}.test", fleet.unique)
-}
-
-/// The fleet's guests that are not running (debug_boot leaves the guest it took apart shut off).
-fn shut_off(fleet: &Fleet) -> Vec<String> {
-    virt::error::clear_error_callback();
-    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
-    fleet
-        .all()
-        .iter()
-        .filter(|guest| {
-            !connection
-                .lookup_domain_by_name(guest.as_str())
-                .and_then(|domain| domain.is_active())
-                .unwrap_or(false)
-        })
-        .map(|guest| guest.to_string())
-        .collect()
-}
-
-/// The whole site in one command, at the fleet's end: every guest of the fleet and the dependent
-/// site. The guests that are shut off are started and nothing else changes; then, after the
-/// site's page changed, exactly that site is finished again. The site is destroyed, and with the
-/// files set aside `status --all` reports the machine as drift.
-pub fn provision_all_converges_the_whole_site(fleet: &Fleet) {
-    let (machine, address) = fleet.ready(&fleet.every_recipe);
-    let (machine, address) = (machine.as_str(), address.as_str());
-    let dir = fleet.config();
-    let recipes = fleet_recipes();
-    let own = dir.join(format!("recipes.d/{machine}.yaml"));
-    let site = dependent_site(fleet);
-
-    let guests = fleet.all().len() + 1;
-    let off = shut_off(fleet);
+    // The whole site in one command: converged, nothing to do; after the site's page changed,
+    // exactly that site is finished again.
     let all = trog(dir, &recipes, &["provision", "--all"]);
     assert!(all.status.success(), "{}", said(&all));
-    let summary = text(&all.stdout);
     assert!(
-        summary.contains(&format!(
-            "{guests} guests: {} changed, {} converged already, 0 failed",
-            off.len(),
-            guests - off.len()
-        )) && off
-            .iter()
-            .all(|guest| summary.contains(&format!("  {:<18} {guest}", "changed"))),
-        "the guests shut off were {off:?}:\n{}",
+        text(&all.stdout).contains("2 guests: 0 changed, 2 converged already, 0 failed"),
+        "{}",
         said(&all)
     );
     page_archive(
@@ -224,10 +171,8 @@ pub fn provision_all_converges_the_whole_site(fleet: &Fleet) {
     assert!(all.status.success(), "{}", said(&all));
     let summary = text(&all.stdout);
     assert!(
-        summary.contains(&format!(
-            "{guests} guests: 1 changed, {} converged already, 0 failed",
-            guests - 1
-        )) && summary.contains(&format!("  {:<18} {site}", "changed"))
+        summary.contains("2 guests: 1 changed, 1 converged already, 0 failed")
+            && summary.contains(&format!("  {:<18} {site}", "changed"))
             && summary.contains(&format!("  {:<18} {machine}", "converged already")),
         "{}",
         said(&all)
@@ -247,8 +192,7 @@ pub fn provision_all_converges_the_whole_site(fleet: &Fleet) {
         "{}",
         said(&destroyed)
     );
-    must(
-        fleet,
+    installation.must(
         address,
         &format!(
             "sudo test ! -e /var/lib/trog/dependents/{site} && sudo test -s /var/lib/trog/finish.digest"
@@ -280,23 +224,23 @@ pub fn provision_all_converges_the_whole_site(fleet: &Fleet) {
     assert!(http_get(address, machine).contains(PAGE_MARK));
 }
 
-/// The fleet's guest carrying every recipe as an existing host of a second installation, whose
-/// packages come through `host_mirror` as the guest's own do.
-pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet, host_mirror: &str) {
-    let (_, address) = fleet.ready(&fleet.every_recipe);
-    let address = address.as_str();
+/// The first installation's guest as an existing host of a second installation.
+pub fn a_second_installation_finishes_it_as_an_existing_host(
+    installation: &Installation,
+    address: &str,
+) {
     let second = tempfile::Builder::new()
         .prefix("trog-existing-")
         .tempdir_in("/var/tmp")
         .unwrap();
     let dir = second.path();
     let recipes = checkout().join("recipes");
-    // The guest's own mirrors; no admin of its own in _base: the host's is named below.
+    let first_recipes_yaml =
+        std::fs::read_to_string(installation.dir.path().join("recipes.yaml")).unwrap();
+    // The same mirrors; no admin of its own in _base: the host's is named below.
     std::fs::write(
         dir.join("recipes.yaml"),
-        format!(
-            "_base:\n  _global:\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n    upgrade: false\n"
-        ),
+        first_recipes_yaml.replace("    admin_user: trogadmin\n", ""),
     )
     .unwrap();
     // Its fleet is libvirt's test driver: nothing of this machine's libvirtd is asked for a
@@ -306,7 +250,7 @@ pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet, host
         "[none]\nlibvirt_uri = test:///default\n",
     )
     .unwrap();
-    let host = format!("existing-{}.test", fleet.unique);
+    let host = format!("existing-{}.test", std::process::id());
     std::fs::create_dir_all(dir.join(format!("recipes.d/{host}"))).unwrap();
     std::fs::write(
         dir.join(format!("recipes.d/{host}.yaml")),
@@ -326,8 +270,7 @@ pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet, host
     assert!(key.status.success(), "{}", said(&key));
     let key = text(&key.stdout);
     assert!(key.starts_with("ssh-ed25519 "), "{key}");
-    must(
-        fleet,
+    installation.must(
         address,
         &format!(
             "sudo useradd -m -s /bin/bash {HOST_ADMIN} && \
@@ -374,12 +317,7 @@ pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet, host
     assert!(page.contains(THIRD_MARK), "{page}");
     // Finished as the non-root admin, through sudo: the record is root's, in the host's own
     // state directory.
-    must(
-        fleet,
-        address,
-        "sudo test -s /var/lib/trog/converged.digest",
-        "",
-    );
+    installation.must(address, "sudo test -s /var/lib/trog/converged.digest", "");
 
     let preflight = trog(dir, &recipes, &["preflight"]);
     let out = text(&preflight.stdout);
