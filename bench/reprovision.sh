@@ -19,7 +19,7 @@
 # first and restored after), boots it and finishes it. The time is the whole `trog provision`
 # run (plan, backup, upload, boot, cloud-init, finish, restore and the recipes' tests). Prints one line per run, then the medians of each side, their ratio, and
 # the median of each step of the baked runs (where their time goes).
-# Run it through the guest-tests lock: flock /work/guest-tests.lock bench/reprovision.sh
+# Run it through the guest-tests lock: flock /run/lock/trog-guest-tests.lock bench/reprovision.sh
 # Removes the guest, its pool and every file it made, also on failure.
 set -euo pipefail
 
