@@ -1,6 +1,7 @@
 //! `image prune` against this machine's real libvirtd: of two baked images no guest uses, the
 //! copy in the pool that nothing is layered over is removed, with its record; the copy a root
 //! disk is layered over is kept, named with what uses it, and so is its record, for a later prune.
+//! The boot files kept beside the removed copy go with it.
 
 use crate::{root_warning, TestGuest};
 use std::path::Path;
@@ -94,6 +95,16 @@ fn prune_removes_the_pool_copies_nothing_is_layered_over_and_names_each() {
         before.contains(&unused_copy) && before.contains(&used_copy),
         "{before:?}"
     );
+    // What the root program boot-files keeps beside a base image for first boots, written as it
+    // writes them: files in the pool's directory that libvirt has not listed. They belong to the
+    // unused copy, and go with it.
+    let boot_files: Vec<std::path::PathBuf> = [".kernel", ".initrd", ".cmdline", ".network-stage"]
+        .iter()
+        .map(|suffix| Path::new(&guest.desired.pool_path).join(format!("{unused_copy}{suffix}")))
+        .collect();
+    for file in &boot_files {
+        std::fs::write(file, "kept beside the image").unwrap();
+    }
 
     let root = guest.desired.root_volume.name.clone();
     let expected = |would: bool| {
@@ -123,6 +134,7 @@ fn prune_removes_the_pool_copies_nothing_is_layered_over_and_names_each() {
         expected(true)
     );
     assert_eq!(volumes(), before, "a dry run removes nothing");
+    assert!(boot_files.iter().all(|file| file.exists()));
 
     assert_eq!(
         prune(installation.path(), cache.path(), false),
@@ -130,6 +142,9 @@ fn prune_removes_the_pool_copies_nothing_is_layered_over_and_names_each() {
     );
     let after = volumes();
     assert!(!after.contains(&unused_copy), "{after:?}");
+    for file in &boot_files {
+        assert!(!file.exists(), "{} was left in the pool", file.display());
+    }
     assert!(
         after.contains(&used_copy) && after.contains(&root),
         "{after:?}"
