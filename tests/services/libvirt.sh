@@ -150,3 +150,16 @@ if [[ $(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default | aw
 else
   say "network default already active"
 fi
+# The tests give some guests addresses from a range (their address_range: .200 and above). A
+# guest the network's DHCP server leased such an address to keeps it while a test started later
+# hands it out again, and two guests answer at one address: the DHCP pool ends below the ranges.
+dhcp_pool_end=192.168.122.199
+network_xml=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-dumpxml default)
+dhcp_pool=$(grep -o "<range start='[0-9.]*' end='[0-9.]*'" <<<"$network_xml" | head -n 1 || true)
+if [[ -n $dhcp_pool && $dhcp_pool != *"end='$dhcp_pool_end'" ]]; then
+  dhcp_pool_start=${dhcp_pool#*start=\'}
+  dhcp_pool_start=${dhcp_pool_start%%\'*}
+  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-update default delete ip-dhcp-range "$dhcp_pool/>" --live --config >/dev/null
+  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-update default add ip-dhcp-range "<range start='$dhcp_pool_start' end='$dhcp_pool_end'/>" --live --config >/dev/null
+  say "network default's DHCP pool now ends at $dhcp_pool_end, below the tests' address ranges (it was ${dhcp_pool#<range })"
+fi
