@@ -137,12 +137,14 @@ impl Installation {
         .unwrap();
     }
 
-    /// One hypervisor, `remote`, reached as `user` at `uri_path` (`/system`).
+    /// One hypervisor, `remote`, reached as `user` at `uri_path` (`/system`). It is this
+    /// machine, whose libvirtd other test binaries' guests share: overcommitting CPUs keeps this
+    /// test's guests placeable beside them.
     fn hypervisor(&self, uri: &str) {
         std::fs::write(
             self.dir.path().join("hypervisors.conf"),
             format!(
-                "# This machine's libvirtd behind the sshd of a network namespace.\n[remote]\nlibvirt_uri = {uri}\ndomain_type = qemu\npool_name = {}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\n",
+                "# This machine's libvirtd behind the sshd of a network namespace.\n[remote]\nlibvirt_uri = {uri}\ndomain_type = qemu\npool_name = {}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
                 self.pool,
                 self.pool_path.display()
             ),
