@@ -13,6 +13,7 @@ mod restart_later;
 mod root_warning;
 mod shared_master;
 mod snapshot_failure;
+mod sweep_leftovers;
 
 use sha2::{Digest, Sha256};
 use std::process::Command;
