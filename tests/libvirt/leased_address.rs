@@ -193,3 +193,44 @@ fn an_address_leased_to_another_machine_is_not_reserved_and_nothing_changes() {
     assert!(reserve_address(&connection, URI, "default", guest_mac, address).unwrap());
     assert!(release_reservation(&connection, URI, "default", address).unwrap());
 }
+
+/// A network defined but not running: its leases read as none, and a reservation in it is made
+/// in its definition alone.
+#[test]
+fn a_reservation_in_a_network_that_is_not_running_is_made_in_its_definition() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some(URI)).unwrap();
+    let id = std::process::id();
+    let name = format!("trog-idle-{id}");
+    let xml = format!(
+        "<network><name>{name}</name><bridge name='tib{}'/>\
+         <ip address='10.251.0.1' netmask='255.255.255.0'><dhcp>\
+         <range start='10.251.0.2' end='10.251.0.99'/></dhcp></ip></network>",
+        id % 100_000_000
+    );
+    let network = connection.define_network_xml(&xml).unwrap();
+    struct Undefine(virt::network::Network);
+    impl Drop for Undefine {
+        fn drop(&mut self) {
+            let _ = self.0.undefine();
+        }
+    }
+    let _undefine = Undefine(network);
+    let address: Ipv4Addr = "10.251.0.150".parse().unwrap();
+    let made = reserve_address(&connection, URI, &name, "52:54:00:7e:57:42", address);
+    assert!(made.as_ref().is_ok_and(|made| *made), "{made:?}");
+    let network = connection.lookup_network_by_name(&name).unwrap();
+    assert!(!network.is_active().unwrap());
+    let hosts = dhcp_hosts(
+        &network
+            .xml_desc(virt::sys::VIR_NETWORK_XML_INACTIVE)
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        hosts
+            .iter()
+            .any(|host| host.ip.as_deref() == Some("10.251.0.150")),
+        "{hosts:?}"
+    );
+}
