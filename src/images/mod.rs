@@ -151,6 +151,15 @@ pub fn ensure_image_within(
     loop {
         let left = bounds.total.saturating_sub(started.elapsed());
         let chunk = match chunks.recv_timeout(bounds.stall.min(left)) {
+            // The connection's own total timeout ends a read at the same bound as this loop's
+            // (the thread must not outlive it): which of the two is seen first is a race, and
+            // either way the download did not end in time.
+            Ok(Err(_)) if started.elapsed() >= bounds.total => {
+                return Err(ImageError::TooSlow {
+                    source_url: source_url.to_string(),
+                    seconds: bounds.total.as_secs(),
+                })
+            }
             Ok(chunk) => chunk.map_err(|error| fetch_error(Box::new(error)))?,
             Err(RecvTimeoutError::Timeout) if left <= bounds.stall => {
                 return Err(ImageError::TooSlow {
