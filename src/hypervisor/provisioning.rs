@@ -70,35 +70,27 @@ pub struct NetworkLease {
 /// answer at one address, and the guest's finish could reach the other one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{address} is leased to another machine ({holder}) by network {network}'s DHCP, {term}: it \
-     cannot be this guest's"
+    "{address} is leased to another machine ({holder}) by network {network}'s DHCP until {until} \
+     (unless that machine renews it): it cannot be this guest's"
 )]
 pub struct AddressLeased {
     pub network: String,
     pub address: Ipv4Addr,
     /// The MAC address of the machine holding the lease.
     pub holder: String,
-    /// How long the lease lasts: `until YYYY-MM-DD HH:MM:SS UTC unless that machine renews it`,
-    /// or `with no end`.
-    pub term: String,
+    /// When the lease ends (`YYYY-MM-DD HH:MM:SS UTC`).
+    pub until: String,
 }
 
 impl AddressLeased {
     pub fn new(network: &str, lease: &NetworkLease) -> AddressLeased {
-        // libvirt reports a lease that never ends with an expiry time of 0.
-        let term = if lease.expires_unix > 0 {
-            format!(
-                "until {} unless that machine renews it",
-                crate::snapshot::utc(lease.expires_unix).format("%Y-%m-%d %H:%M:%S UTC")
-            )
-        } else {
-            "with no end".to_string()
-        };
         AddressLeased {
             network: network.to_string(),
             address: lease.address,
             holder: lease.mac.clone(),
-            term,
+            until: crate::snapshot::utc(lease.expires_unix)
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string(),
         }
     }
 }
@@ -162,15 +154,8 @@ mod tests {
         assert_eq!(
             refusal.to_string(),
             "192.168.122.231 is leased to another machine (52:54:00:00:00:02) by network \
-             default's DHCP, until 2027-01-15 09:00:00 UTC unless that machine renews it: it \
+             default's DHCP until 2027-01-15 09:00:00 UTC (unless that machine renews it): it \
              cannot be this guest's"
         );
-        let endless = NetworkLease {
-            expires_unix: 0,
-            ..found.clone()
-        };
-        assert!(AddressLeased::new("default", &endless)
-            .to_string()
-            .contains("by network default's DHCP, with no end: it cannot be this guest's"));
     }
 }

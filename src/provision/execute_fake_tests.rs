@@ -416,7 +416,7 @@ fn a_static_address_is_reserved_before_any_step_once_and_a_failed_reservation_ch
 /// A static address that the network's DHCP has leased to a machine of another MAC (a guest
 /// trog does not know of, its address from the network's pool): the run is refused at the
 /// reservation, its first step, with the holder named and what to do, and nothing is changed on
-/// the hypervisor. The guest's own MAC holding the lease is no obstacle.
+/// the hypervisor. Once the lease is gone, the same guest is reserved and made.
 #[test]
 fn a_static_address_another_machine_holds_a_lease_on_is_refused_before_anything_changes() {
     let guest = static_address();
@@ -428,7 +428,7 @@ fn a_static_address_another_machine_holds_a_lease_on_is_refused_before_anything_
     let said = failure.chain().join(": ");
     assert!(
         said.contains(&format!(
-            "{address} is leased to another machine ({holder}) by network {NETWORK}'s DHCP, \
+            "{address} is leased to another machine ({holder}) by network {NETWORK}'s DHCP \
              until 2027-01-15 09:00:00 UTC"
         )),
         "{said}"

@@ -159,7 +159,7 @@ fn an_address_leased_to_another_machine_is_not_reserved_and_nothing_changes() {
     let said = refused.chain().join(": ");
     assert!(
         said.contains(&format!(
-            "{address} is leased to another machine ({}) by network default's DHCP, until ",
+            "{address} is leased to another machine ({}) by network default's DHCP until ",
             other.mac
         )),
         "{said}"
