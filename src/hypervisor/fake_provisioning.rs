@@ -7,9 +7,7 @@
 use super::{FakeHypervisor, Operation};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::hypervisor::provisioning::{
-    leased_to_another, AddressLeased, BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease,
-};
+use crate::hypervisor::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
 use crate::hypervisor::HypervisorFault;
 use crate::model::units::Bytes;
 use crate::plan::{
@@ -372,7 +370,6 @@ impl FakeHypervisor {
         )
         .map_err(FakeHypervisor::failure)?;
         let mut state = self.state.borrow_mut();
-        let leases = state.leases.get(network).cloned().unwrap_or_default();
         let reservations = state.networks.entry(network.to_string()).or_default();
         let wanted = (mac.to_string(), address);
         let clashing: Vec<&(String, Ipv4Addr)> = reservations
@@ -381,9 +378,6 @@ impl FakeHypervisor {
             .collect();
         if clashing == [&wanted] {
             return Ok(false);
-        }
-        if let Some(lease) = leased_to_another(&leases, mac, address) {
-            return Err(AddressLeased::new(network, lease).into());
         }
         reservations.retain(|(held_mac, held)| held_mac != mac && *held != address);
         reservations.push(wanted);

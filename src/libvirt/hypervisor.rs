@@ -344,13 +344,13 @@ impl Hypervisor for LibvirtHypervisor {
         mac: &str,
         address: Ipv4Addr,
     ) -> Result<bool, Failure> {
-        crate::libvirt::reservation::reserve_address(
+        Ok(crate::libvirt::reservation::reserve_address(
             &self.connection,
             &self.uri,
             network,
             mac,
             address,
-        )
+        )?)
     }
 
     fn pin_lease(

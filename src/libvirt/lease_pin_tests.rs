@@ -15,7 +15,6 @@ fn lease(mac: &str, address: &str) -> NetworkLease {
     NetworkLease {
         mac: mac.into(),
         address: ip(address),
-        expires_unix: 0,
     }
 }
 

@@ -3,10 +3,16 @@
 
 use crate::libvirt::error::LibvirtError;
 use std::ffi::CStr;
+use std::net::Ipv4Addr;
 use virt::network::Network;
 use virt::sys;
 
-pub use crate::hypervisor::provisioning::NetworkLease;
+/// One current IPv4 lease of a network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkLease {
+    pub mac: String,
+    pub address: Ipv4Addr,
+}
 
 /// Every IPv4 lease `network`'s DHCP server holds now.
 pub fn network_leases(network: &Network, uri: &str) -> Result<Vec<NetworkLease>, LibvirtError> {
@@ -27,21 +33,11 @@ pub fn network_leases(network: &Network, uri: &str) -> Result<Vec<NetworkLease>,
         // SAFETY: libvirt returned `count` valid lease pointers; their strings are NUL-terminated
         // or null.
         let lease = unsafe { *leases.add(index) };
-        let (mac, address, family, expires_unix) = unsafe {
-            (
-                text((*lease).mac),
-                text((*lease).ipaddr),
-                (*lease).type_,
-                (*lease).expirytime,
-            )
-        };
+        let (mac, address, family) =
+            unsafe { (text((*lease).mac), text((*lease).ipaddr), (*lease).type_) };
         if family == sys::VIR_IP_ADDR_TYPE_IPV4 as i32 {
             if let (Some(mac), Some(Ok(address))) = (mac, address.map(|text| text.parse())) {
-                found.push(NetworkLease {
-                    mac,
-                    address,
-                    expires_unix,
-                });
+                found.push(NetworkLease { mac, address });
             }
         }
         // SAFETY: each lease is freed once, after its fields were copied.

@@ -2,10 +2,7 @@
 //! live and persistent: dnsmasq then never leases a guest's address to another MAC, and a guest
 //! that asks for a lease is given its own address.
 
-use crate::diagnose::Failure;
-use crate::hypervisor::provisioning::{leased_to_another, AddressLeased};
 use crate::libvirt::error::LibvirtError;
-use crate::libvirt::network_leases::network_leases;
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
 use virt::network::Network;
@@ -161,25 +158,19 @@ pub(crate) fn update(
 }
 
 /// Reserves `ip` for `mac` in the libvirt network `network_name`, replacing any other
-/// reservation of that MAC or address. Returns whether anything changed. Refuses, changing
-/// nothing, an address the network's DHCP has leased to another MAC: a reservation does not end
-/// a lease, and the two machines would share the address until it did.
+/// reservation of that MAC or address. Returns whether anything changed.
 pub fn reserve_address(
     connection: &Connect,
     uri: &str,
     network_name: &str,
     mac: &str,
     ip: Ipv4Addr,
-) -> Result<bool, Failure> {
+) -> Result<bool, LibvirtError> {
     let network = network(connection, network_name, uri)?;
     let (xml, flags) = definition(&network, uri)?;
     let ReservationChange::Add { replacing } = reservation_change(&xml, mac, ip) else {
         return Ok(false);
     };
-    let leases = network_leases(&network, uri)?;
-    if let Some(lease) = leased_to_another(&leases, mac, ip) {
-        return Err(AddressLeased::new(network_name, lease).into());
-    }
     for old in &replacing {
         update(
             &network,

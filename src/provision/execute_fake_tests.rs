@@ -413,43 +413,6 @@ fn a_static_address_is_reserved_before_any_step_once_and_a_failed_reservation_ch
     assert!(report.steps.is_empty(), "{:?}", report.steps);
 }
 
-/// A static address that the network's DHCP has leased to a machine of another MAC (a guest
-/// trog does not know of, its address from the network's pool): the run is refused at the
-/// reservation, its first step, with the holder named and what to do, and nothing is changed on
-/// the hypervisor. Once the lease is gone, the same guest is reserved and made.
-#[test]
-fn a_static_address_another_machine_holds_a_lease_on_is_refused_before_anything_changes() {
-    let guest = static_address();
-    let address = Ipv4Addr::new(192, 168, 122, 50);
-    let holder = "52:54:00:0f:0f:0f";
-    let fake = hypervisor().with_lease(NETWORK, holder, address);
-    let failure = guest.run(&fake).unwrap_err();
-    assert_eq!(failure.status, ExitStatus::Conflict);
-    let said = failure.chain().join(": ");
-    assert!(
-        said.contains(&format!(
-            "{address} is leased to another machine ({holder}) by network {NETWORK}'s DHCP \
-             until 2027-01-15 09:00:00 UTC"
-        )),
-        "{said}"
-    );
-    let hint = failure.hint.clone().unwrap_or_default();
-    assert!(
-        hint.contains("outside network default's DHCP pool"),
-        "{hint}"
-    );
-    assert!(hint.contains("nothing was changed"), "{hint}");
-    assert_eq!(fake.reservations(NETWORK), []);
-    assert!(fake.volumes(POOL).is_empty());
-    assert!(fake.domain(GUEST).is_none());
-    assert!(fake.filters().is_empty());
-
-    // Its own lease (a rebuilt guest of the same MAC) is no obstacle.
-    let fake = hypervisor().with_lease(NETWORK, &guest.mac().to_uppercase(), address);
-    guest.run(&fake).unwrap();
-    assert_eq!(fake.reservations(NETWORK), [(guest.mac(), address)]);
-}
-
 /// A baked image on a hypervisor reached over SSH: the plan uploads the cache's image file under
 /// the baked image's own volume (its digest's name, verified against its digest) and makes the
 /// root disk over it; the steps leave the copy in the pool with the root disk layered over it,

@@ -4,7 +4,6 @@
 
 mod extra_disks;
 mod hypervisor_lock;
-mod leased_address;
 mod network_filters_lock;
 mod pinned_host_keys;
 mod prune_pool_copies;
