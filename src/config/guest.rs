@@ -44,10 +44,37 @@ pub fn resolve_guest(
     domain_file: &DomainFile,
     recipe_settings: &[String],
 ) -> Result<GuestConfig, GuestConfigError> {
+    resolve_guest_on_machine(recipes_yaml, domain_file, None, recipe_settings)
+}
+
+/// [`resolve_guest`] for a domain whose recipes run on another domain's machine: `machine_file`
+/// is the file of the domain at the end of its `depends_on` chain, whose distribution settings
+/// ([`DISTRO_SETTINGS`] and the distro and machine recipes' own) the domain takes, merged over
+/// `_base` as that domain's are. The domain's Makefile writes the machine's package sources: with
+/// `_base`'s, a dependent would point its machine at a mirror or release the machine does not use.
+pub fn resolve_guest_on_machine(
+    recipes_yaml: &RecipesYaml,
+    domain_file: &DomainFile,
+    machine_file: Option<&DomainFile>,
+    recipe_settings: &[String],
+) -> Result<GuestConfig, GuestConfigError> {
     let base = &recipes_yaml.base;
     let own = &domain_file.section;
 
-    let global = merge_entries(&base.global, &own.global);
+    let mut global = merge_entries(&base.global, &own.global);
+    if let Some(machine) = machine_file {
+        let machines = merge_entries(&base.global, &machine.section.global);
+        let distro_keys = DISTRO_SETTINGS
+            .iter()
+            .copied()
+            .chain(recipe_settings.iter().map(String::as_str));
+        for key in distro_keys {
+            match machines.get(key) {
+                Some(entry) => global.insert(key.to_string(), entry.clone()),
+                None => global.shift_remove(key),
+            };
+        }
+    }
 
     let mut recipe_entries: IndexMap<RecipeName, LocatedEntry> = base.recipes.clone();
     for (name, own_entry) in &own.recipes {
@@ -69,7 +96,7 @@ pub fn resolve_guest(
         domain_file: domain_file.file.clone(),
         problems,
     };
-    let mut problems = host_setting_problems(base, own);
+    let mut problems = host_setting_problems(base, own, recipe_settings);
     let settings = settings_from_global(&global, recipe_settings);
     let (settings, deprecations) = match settings {
         Ok(settings) if problems.is_empty() => settings,
@@ -130,11 +157,24 @@ pub const MACHINE_SETTINGS: &[&str] = &[
     "data_mount",
 ];
 
+/// The settings of a machine's distribution: which one, and where its packages come from. A
+/// dependent (`depends_on`) takes its machine's ([`resolve_guest_on_machine`]), with the distro
+/// and machine recipes' own settings (`upgrade`), and cannot write them in its own file.
+pub const DISTRO_SETTINGS: &[&str] = &[
+    "distro",
+    "release",
+    "mirror",
+    "security_mirror",
+    "fallback_mirrors",
+    "fallback_security_mirrors",
+];
+
 /// What a domain's own `_global` says that its `depends_on` or `existing_host` rules out, and
 /// either of them written in `_base` (every guest of the installation would lose its own).
 fn host_setting_problems(
     base: &crate::config::recipes_file::GuestSection,
     own: &crate::config::recipes_file::GuestSection,
+    recipe_settings: &[String],
 ) -> Vec<SettingProblem> {
     use crate::config::settings::SettingProblemKind;
     let set = |key: &str| {
@@ -170,13 +210,23 @@ fn host_setting_problems(
         (None, None) => return problems,
     };
     let mut refused: Vec<&str> = MACHINE_SETTINGS.to_vec();
+    let mut distro: Vec<&str> = Vec::new();
     if key == "depends_on" {
         // A dependent logs in as its machine's admin, with its machine's key.
         refused.push("admin_user");
+        distro.extend(DISTRO_SETTINGS);
+        distro.extend(recipe_settings.iter().map(String::as_str));
     }
     for (name, entry) in &own.global {
-        if entry.value.value != Node::Null && refused.contains(&name.as_str()) {
+        if entry.value.value == Node::Null {
+            continue;
+        }
+        let name = name.as_str();
+        if refused.contains(&name) || distro.contains(&name) {
             let why = match key {
+                "depends_on" if distro.contains(&name) && !refused.contains(&name) => format!(
+                    "is a setting of a machine's distribution, and this domain's recipes run on its machine's (`depends_on`): its machine's `{name}` holds; remove it here"
+                ),
                 "depends_on" => format!(
                     "is a setting of a machine, and this domain has none of its own (`depends_on`): its machine's `{name}` holds; remove it here"
                 ),
@@ -334,6 +384,96 @@ www.example.test:
             guest.settings.depends_on.as_ref().map(DomainName::as_str),
             Some("web.example.test")
         );
+    }
+
+    /// `www` resolved as a dependent of `machine_own` (the machine's file), over `base`.
+    fn resolve_on_machine(
+        base: &str,
+        own: &str,
+        machine_own: &str,
+        recipe_settings: &[String],
+    ) -> Result<GuestConfig, GuestConfigError> {
+        let recipes_yaml = parse_recipes_yaml(Path::new("recipes.yaml"), base)?;
+        let domain = DomainName::parse("www.example.test").unwrap();
+        let domain_file = parse_domain_file(Path::new("www.example.test.yaml"), &domain, own)?;
+        let machine = DomainName::parse("web.example.test").unwrap();
+        let machine_file =
+            parse_domain_file(Path::new("web.example.test.yaml"), &machine, machine_own)?;
+        resolve_guest_on_machine(
+            &recipes_yaml,
+            &domain_file,
+            Some(&machine_file),
+            recipe_settings,
+        )
+    }
+
+    #[test]
+    fn a_dependent_runs_on_its_machines_distribution_and_package_sources() {
+        let base = BASE.replace(
+            "    memory: 512\n",
+            "    memory: 512\n    release: bookworm\n    mirror: http://base.example.test/debian\n    fallback_mirrors: [http://deb.debian.org/debian]\n    upgrade: true\n",
+        );
+        let machine = "web.example.test:\n  _global:\n    mirror: http://hub.example.test/debian\n    fallback_mirrors: ~\n    upgrade: false\n";
+        let own = "www.example.test:\n  _global:\n    depends_on: web.example.test\n    timezone: Europe/Paris\n";
+        let guest = resolve_on_machine(&base, own, machine, &["upgrade".to_string()]).unwrap();
+        // The machine's own file, then `_base` where the machine says nothing.
+        assert_eq!(
+            guest.settings.mirror.as_deref(),
+            Some("http://hub.example.test/debian")
+        );
+        assert!(guest.settings.fallback_mirrors.is_empty());
+        assert_eq!(guest.settings.release.as_deref(), Some("bookworm"));
+        // What the templates read says the same, and where it was written is the machine's file.
+        assert_eq!(
+            guest.global_as_written["mirror"],
+            "http://hub.example.test/debian"
+        );
+        assert_eq!(guest.global_as_written["upgrade"], false);
+        assert_eq!(
+            guest.origins.locate_setting("mirror").unwrap().to_string(),
+            "web.example.test.yaml:3:5"
+        );
+        // The rest is the dependent's own.
+        assert_eq!(guest.settings.timezone, "Europe/Paris");
+        assert_eq!(guest.settings.admin_user, "someadmin");
+
+        // A domain with a machine of its own is not changed by being given one.
+        let alone = resolve_guest(
+            &parse_recipes_yaml(Path::new("recipes.yaml"), &base).unwrap(),
+            &parse_domain_file(
+                Path::new("www.example.test.yaml"),
+                &DomainName::parse("www.example.test").unwrap(),
+                "www.example.test:\n",
+            )
+            .unwrap(),
+            &["upgrade".to_string()],
+        )
+        .unwrap();
+        assert_eq!(
+            alone.settings.mirror.as_deref(),
+            Some("http://base.example.test/debian")
+        );
+    }
+
+    #[test]
+    fn a_dependent_writing_its_distribution_is_refused_at_each_line() {
+        let own = "www.example.test:\n  _global:\n    depends_on: web.example.test\n    mirror: http://other.example.test/debian\n    release: trixie\n    upgrade: false\n    distro: ~\n";
+        let text = resolve_on_machine(BASE, own, "web.example.test:\n", &["upgrade".to_string()])
+            .unwrap_err()
+            .to_string();
+        for (line, key) in [(4, "mirror"), (5, "release"), (6, "upgrade")] {
+            assert!(
+                text.contains(&format!(
+                    "www.example.test.yaml:{line}:5: `_global.{key}`: is a setting of a machine's distribution"
+                )),
+                "{text}"
+            );
+        }
+        // Unset (`~`), it says nothing, and is refused nowhere.
+        assert!(!text.contains("`_global.distro`"), "{text}");
+        // The same keys are a guest's own when it has a machine of its own.
+        let own = "www.example.test:\n  _global:\n    mirror: http://other.example.test/debian\n    release: trixie\n";
+        resolve(BASE, own).unwrap();
     }
 
     #[test]

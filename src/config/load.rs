@@ -3,9 +3,10 @@
 
 use crate::config::bounded_read::read_text_bounded;
 use crate::config::error::GuestConfigError;
-use crate::config::guest::{resolve_guest, GuestConfig};
+use crate::config::guest::{resolve_guest_on_machine, GuestConfig};
 use crate::config::paths::InstallationPaths;
 use crate::config::recipes_file::{parse_domain_file, parse_recipes_yaml, DomainFile, RecipesYaml};
+use crate::config::yaml::Node;
 use crate::model::names::DomainName;
 use std::path::Path;
 
@@ -67,7 +68,49 @@ pub fn load_guest_with_recipe_settings(
         return Err(error);
     }
     let domain_file = load_domain_file(paths, domain)?;
-    resolve_guest(&recipes_yaml, &domain_file, recipe_settings)
+    let machine_file = machine_file_of(paths, &domain_file)?;
+    resolve_guest_on_machine(
+        &recipes_yaml,
+        &domain_file,
+        machine_file.as_ref(),
+        recipe_settings,
+    )
+}
+
+/// The file of the domain at the end of `file`'s `depends_on` chain: the machine the domain's
+/// recipes run on. `None` for a domain with a machine of its own, and for a chain that cannot be
+/// followed (a domain without a file, a cycle), which the site's graph refuses with the lines
+/// of its `depends_on`s before any machine is asked anything. A machine's file that cannot be
+/// read or parsed is the dependent's error too: its recipes would run with that file's settings.
+fn machine_file_of(
+    paths: &InstallationPaths,
+    file: &DomainFile,
+) -> Result<Option<DomainFile>, GuestConfigError> {
+    let mut followed = vec![file.domain.clone()];
+    let mut machine = None;
+    let mut next = depends_on_in(file);
+    while let Some(wanted) = next {
+        if followed.contains(&wanted) {
+            return Ok(None);
+        }
+        let wanted_file = match load_domain_file(paths, &wanted) {
+            Ok(wanted_file) => wanted_file,
+            Err(GuestConfigError::NoDomainFile { .. }) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        followed.push(wanted);
+        next = depends_on_in(&wanted_file);
+        machine = Some(wanted_file);
+    }
+    Ok(machine)
+}
+
+/// The domain a file's own `depends_on` names, when it names one.
+fn depends_on_in(file: &DomainFile) -> Option<DomainName> {
+    match &file.section.global.get("depends_on")?.value.value {
+        Node::String(name) => DomainName::parse(name).ok(),
+        _ => None,
+    }
 }
 
 /// Every guest the installation describes: each `<fqdn>.yaml` in recipes.d, sorted. Other

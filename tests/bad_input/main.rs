@@ -1551,6 +1551,27 @@ fn sites() -> Vec<Case> {
             GUEST_FILE,
             guest("depends_on: other.test\ndata_volume_size: 1G", "nginx: {}"),
         )),
+        case("mirror beside depends_on", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest(
+                    "depends_on: other.test\nmirror: http://192.0.2.1/debian",
+                    "nginx: {}",
+                ),
+            ))
+            .says("is a setting of a machine's distribution"),
+        case("release beside depends_on", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("depends_on: other.test\nrelease: trixie", "nginx: {}"),
+            ))
+            .says("its machine's `release` holds"),
+        case("upgrade beside depends_on", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest("depends_on: other.test\nupgrade: false", "nginx: {}"),
+            ))
+            .says("its machine's `upgrade` holds"),
         case("depends_on not a domain", DRY, CONFIG)
             .edit(write(GUEST_FILE, guest("depends_on: [a.test]", "nginx: {}"))),
         case("depends_on in _base", DRY, CONFIG)

@@ -249,3 +249,72 @@ fn changeme_is_listed_with_file_and_line_but_does_not_stop_loading() {
     assert_eq!(failure.status.code(), 3);
     insta::assert_snapshot!("changeme", installation.report(failure));
 }
+
+#[test]
+fn a_dependent_takes_the_package_sources_of_the_machine_at_the_end_of_its_chain() {
+    let base = BASE.replace(
+        "    distro: debian\n",
+        "    distro: debian\n    mirror: http://base.example.test/debian\n",
+    );
+    let installation = Installation::new(&base)
+        .with_guest(
+            "db.example.test",
+            "db.example.test:\n  _global:\n    mirror: http://hub.example.test/debian\n",
+        )
+        .with_guest(
+            "web.example.test",
+            "web.example.test:\n  _global:\n    depends_on: db.example.test\n",
+        )
+        .with_guest(
+            "blog.example.test",
+            "blog.example.test:\n  _global:\n    depends_on: web.example.test\n",
+        );
+    for domain in ["db.example.test", "web.example.test", "blog.example.test"] {
+        let guest = installation.load(domain).unwrap();
+        assert_eq!(
+            guest.settings.mirror.as_deref(),
+            Some("http://hub.example.test/debian"),
+            "{domain}"
+        );
+    }
+
+    // A chain that cannot be followed is the site graph's to refuse, with its lines: loading
+    // one domain of it neither loops nor fails, and the domain keeps `_base`'s sources.
+    let broken = Installation::new(&base)
+        .with_guest(
+            "a.example.test",
+            "a.example.test:\n  _global:\n    depends_on: b.example.test\n",
+        )
+        .with_guest(
+            "b.example.test",
+            "b.example.test:\n  _global:\n    depends_on: a.example.test\n",
+        )
+        .with_guest(
+            "c.example.test",
+            "c.example.test:\n  _global:\n    depends_on: gone.example.test\n",
+        );
+    for domain in ["a.example.test", "c.example.test"] {
+        let guest = broken.load(domain).unwrap();
+        assert_eq!(
+            guest.settings.mirror.as_deref(),
+            Some("http://base.example.test/debian"),
+            "{domain}"
+        );
+    }
+
+    // A machine whose file is broken fails its dependents too, naming that file and line.
+    let machine_broken = Installation::new(&base)
+        .with_guest(
+            "web.example.test",
+            "web.example.test:\n  _global:\n    mirror: [unclosed\n",
+        )
+        .with_guest(
+            "blog.example.test",
+            "blog.example.test:\n  _global:\n    depends_on: web.example.test\n",
+        );
+    let report = machine_broken.load_error("blog.example.test");
+    assert!(
+        report.contains("[INSTALL]/recipes.d/web.example.test.yaml:"),
+        "{report}"
+    );
+}

@@ -93,7 +93,37 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     // The machine converges first: without the fixture whose test fails, it can.
     let own = dir.join(format!("recipes.d/{machine}.yaml"));
     let written = std::fs::read_to_string(&own).unwrap();
-    std::fs::write(&own, written.replace("  failing: {}\n", "")).unwrap();
+    // The machine's package sources become its own file's, and `_base`'s point somewhere no
+    // guest reaches: the dependent's Makefile writes its machine's sources, which must stay the
+    // machine's (with `_base`'s, its apt would fail and the machine would be re-pointed).
+    let recipes_yaml = dir.join("recipes.yaml");
+    let base_as_written = std::fs::read_to_string(&recipes_yaml).unwrap();
+    let sources: Vec<&str> = base_as_written
+        .lines()
+        .filter(|line| {
+            line.starts_with("    mirror: ") || line.starts_with("    security_mirror: ")
+        })
+        .collect();
+    assert_eq!(sources.len(), 2, "{base_as_written}");
+    let machine_sources = format!("{}\n", sources.join("\n"));
+    let written = written.replace("  failing: {}\n", "").replacen(
+        "  _global:\n",
+        &format!("  _global:\n{machine_sources}"),
+        1,
+    );
+    std::fs::write(&own, written).unwrap();
+    let unreachable = "http://192.0.2.1/debian";
+    let mut base_elsewhere = String::new();
+    for line in base_as_written.lines() {
+        match line.trim_start().split_once(": ") {
+            Some(("mirror", _)) => base_elsewhere.push_str(&format!("    mirror: {unreachable}\n")),
+            Some(("security_mirror", _)) => {
+                base_elsewhere.push_str(&format!("    security_mirror: {unreachable}-security\n"))
+            }
+            _ => base_elsewhere.push_str(&format!("{line}\n")),
+        }
+    }
+    std::fs::write(&recipes_yaml, base_elsewhere).unwrap();
 
     let site = format!("site2-{}.test", std::process::id());
     std::fs::write(
@@ -124,6 +154,16 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     let machine_at = out.find(&format!("{machine} is on ")).unwrap_or(usize::MAX);
     let site_at = out.find(&format!("{site} on {machine}'s machine")).unwrap();
     assert!(machine_at < site_at, "{}", said(&run));
+
+    // The machine's package sources are its own, not `_base`'s.
+    let mirror = sources[0].trim_start().trim_start_matches("mirror: ");
+    installation.must(
+        address,
+        &format!(
+            "grep -q 'URIs: {mirror}$' /etc/apt/sources.list.d/debian.sources && ! grep -rq 192.0.2.1 /etc/apt/"
+        ),
+        "",
+    );
 
     // Both sites, by name, from one nginx.
     let second = http_get(address, &site);
@@ -222,6 +262,7 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
         said(&drift)
     );
     assert!(http_get(address, machine).contains(PAGE_MARK));
+    std::fs::write(&recipes_yaml, base_as_written).unwrap();
 }
 
 /// The first installation's guest as an existing host of a second installation.
