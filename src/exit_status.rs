@@ -112,7 +112,7 @@ impl ExitStatus {
             }
             ExitStatus::Hypervisor => "a hypervisor could not be reached or libvirt refused",
             ExitStatus::Conflict => {
-                "a same-named resource trog did not create, data would be lost, or a verb about a guest trog built named a domain that has none (a dependent, an existing host)"
+                "a same-named resource trog did not create, data would be lost, a static address a running domain holds a lease on, or a verb about a guest trog built named a domain that has none (a dependent, an existing host)"
             }
             ExitStatus::Guest => "the guest did not boot, answer, or finish",
             ExitStatus::PartialDestroy => "destroy finished but left something behind",

@@ -12,7 +12,9 @@
 //! The steps before a hypervisor is opened (locating the guest, taking its lock) are faked by
 //! `workflow::fake_fleet`, which records into the same list and fails through the same rules.
 
-use super::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
+use super::provisioning::{
+    BuiltArtifacts, GuestResourceError, KeptApart, NetworkLease, PinnedLease,
+};
 use super::{
     DebugEdit, Hypervisor, HypervisorFault, Presence, SnapshotError, VncDisplay, VolumeUse,
 };
@@ -131,6 +133,8 @@ struct State {
     lease_ranges: BTreeMap<String, (Ipv4Addr, Ipv4Addr)>,
     /// Each network's DHCP reservations: (MAC, address).
     networks: BTreeMap<String, Vec<(String, Ipv4Addr)>>,
+    /// Each network's current DHCP leases.
+    leases: BTreeMap<String, Vec<NetworkLease>>,
     /// Each of trog's filters, with the domains that reference it.
     filters: BTreeMap<String, Vec<String>>,
     calls: Vec<String>,
@@ -195,6 +199,24 @@ impl FakeHypervisor {
             .entry(network.to_string())
             .or_default()
             .push((mac.to_string(), address));
+        self
+    }
+
+    /// A lease `network`'s DHCP has given `mac` (a machine trog does not know), ending an hour
+    /// after the fake's clock.
+    pub fn with_lease(self, network: &str, mac: &str, address: Ipv4Addr) -> FakeHypervisor {
+        let mut state = self.state.borrow_mut();
+        let expires_unix = state.now_unix + 3600;
+        state
+            .leases
+            .entry(network.to_string())
+            .or_default()
+            .push(NetworkLease {
+                mac: mac.to_string(),
+                address,
+                expires_unix,
+            });
+        drop(state);
         self
     }
 

@@ -7,7 +7,10 @@
 use super::{FakeHypervisor, Operation};
 use crate::diagnose::Failure;
 use crate::exit_status::ExitStatus;
-use crate::hypervisor::provisioning::{BuiltArtifacts, GuestResourceError, KeptApart, PinnedLease};
+use crate::hypervisor::provisioning::{
+    held_by_a_running_domain, AddressLeased, BuiltArtifacts, GuestResourceError, KeptApart,
+    PinnedLease, RunningDomain,
+};
 use crate::hypervisor::HypervisorFault;
 use crate::model::units::Bytes;
 use crate::plan::{
@@ -370,6 +373,20 @@ impl FakeHypervisor {
         )
         .map_err(FakeHypervisor::failure)?;
         let mut state = self.state.borrow_mut();
+        let leases = state.leases.get(network).cloned().unwrap_or_default();
+        let running: Vec<RunningDomain> = state
+            .domains
+            .iter()
+            .filter(|(_, domain)| domain.running)
+            .map(|(name, domain)| RunningDomain {
+                name: name.clone(),
+                macs: domain
+                    .interfaces
+                    .iter()
+                    .map(|(_, mac)| mac.clone())
+                    .collect(),
+            })
+            .collect();
         let reservations = state.networks.entry(network.to_string()).or_default();
         let wanted = (mac.to_string(), address);
         let clashing: Vec<&(String, Ipv4Addr)> = reservations
@@ -378,6 +395,9 @@ impl FakeHypervisor {
             .collect();
         if clashing == [&wanted] {
             return Ok(false);
+        }
+        if let Some((lease, holder)) = held_by_a_running_domain(&leases, mac, address, &running) {
+            return Err(AddressLeased::new(network, lease, holder).into());
         }
         reservations.retain(|(held_mac, held)| held_mac != mac && *held != address);
         reservations.push(wanted);

@@ -344,13 +344,13 @@ impl Hypervisor for LibvirtHypervisor {
         mac: &str,
         address: Ipv4Addr,
     ) -> Result<bool, Failure> {
-        Ok(crate::libvirt::reservation::reserve_address(
+        crate::libvirt::reservation::reserve_address(
             &self.connection,
             &self.uri,
             network,
             mac,
             address,
-        )?)
+        )
     }
 
     fn pin_lease(

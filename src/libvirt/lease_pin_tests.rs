@@ -15,6 +15,7 @@ fn lease(mac: &str, address: &str) -> NetworkLease {
     NetworkLease {
         mac: mac.into(),
         address: ip(address),
+        expires_unix: 0,
     }
 }
 

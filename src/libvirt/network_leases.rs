@@ -3,16 +3,10 @@
 
 use crate::libvirt::error::LibvirtError;
 use std::ffi::CStr;
-use std::net::Ipv4Addr;
 use virt::network::Network;
 use virt::sys;
 
-/// One current IPv4 lease of a network.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetworkLease {
-    pub mac: String,
-    pub address: Ipv4Addr,
-}
+pub use crate::hypervisor::provisioning::NetworkLease;
 
 /// Every IPv4 lease `network`'s DHCP server holds now.
 pub fn network_leases(network: &Network, uri: &str) -> Result<Vec<NetworkLease>, LibvirtError> {
@@ -33,11 +27,21 @@ pub fn network_leases(network: &Network, uri: &str) -> Result<Vec<NetworkLease>,
         // SAFETY: libvirt returned `count` valid lease pointers; their strings are NUL-terminated
         // or null.
         let lease = unsafe { *leases.add(index) };
-        let (mac, address, family) =
-            unsafe { (text((*lease).mac), text((*lease).ipaddr), (*lease).type_) };
+        let (mac, address, family, expires_unix) = unsafe {
+            (
+                text((*lease).mac),
+                text((*lease).ipaddr),
+                (*lease).type_,
+                (*lease).expirytime,
+            )
+        };
         if family == sys::VIR_IP_ADDR_TYPE_IPV4 as i32 {
             if let (Some(mac), Some(Ok(address))) = (mac, address.map(|text| text.parse())) {
-                found.push(NetworkLease { mac, address });
+                found.push(NetworkLease {
+                    mac,
+                    address,
+                    expires_unix,
+                });
             }
         }
         // SAFETY: each lease is freed once, after its fields were copied.

@@ -2,7 +2,10 @@
 //! live and persistent: dnsmasq then never leases a guest's address to another MAC, and a guest
 //! that asks for a lease is given its own address.
 
+use crate::diagnose::Failure;
+use crate::hypervisor::provisioning::{held_by_a_running_domain, AddressLeased, RunningDomain};
 use crate::libvirt::error::LibvirtError;
+use crate::libvirt::network_leases::network_leases;
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
 use virt::network::Network;
@@ -158,19 +161,31 @@ pub(crate) fn update(
 }
 
 /// Reserves `ip` for `mac` in the libvirt network `network_name`, replacing any other
-/// reservation of that MAC or address. Returns whether anything changed.
+/// reservation of that MAC or address. Returns whether anything changed. Refuses, changing
+/// nothing, an address the network's DHCP has leased to a running domain's other MAC: a
+/// reservation does not end a lease, and the two machines would share the address until it did.
 pub fn reserve_address(
     connection: &Connect,
     uri: &str,
     network_name: &str,
     mac: &str,
     ip: Ipv4Addr,
-) -> Result<bool, LibvirtError> {
+) -> Result<bool, Failure> {
     let network = network(connection, network_name, uri)?;
     let (xml, flags) = definition(&network, uri)?;
     let ReservationChange::Add { replacing } = reservation_change(&xml, mac, ip) else {
         return Ok(false);
     };
+    let leases = network_leases(&network, uri)?;
+    let leased_to_another = leases
+        .iter()
+        .any(|lease| lease.address == ip && !lease.mac.eq_ignore_ascii_case(mac));
+    if leased_to_another {
+        let running = running_domains(connection, uri)?;
+        if let Some((lease, holder)) = held_by_a_running_domain(&leases, mac, ip, &running) {
+            return Err(AddressLeased::new(network_name, lease, holder).into());
+        }
+    }
     for old in &replacing {
         update(
             &network,
@@ -193,6 +208,42 @@ pub fn reserve_address(
         uri,
     )?;
     Ok(true)
+}
+
+/// Every domain running on the hypervisor, with the MACs of all its interfaces (whatever they
+/// are plugged into: a domain bridged onto the network's bridge leases from it too). A domain
+/// that ends while it is read is passed over.
+fn running_domains(connection: &Connect, uri: &str) -> Result<Vec<RunningDomain>, LibvirtError> {
+    let domains = connection
+        .list_all_domains(sys::VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        .map_err(|error| LibvirtError::query(uri, "list the running domains", error))?;
+    Ok(domains
+        .iter()
+        .filter_map(|domain| {
+            Some(RunningDomain {
+                name: domain.name().ok()?,
+                macs: interface_macs(&domain.xml_desc(0).ok()?),
+            })
+        })
+        .collect())
+}
+
+/// The MAC of each of a domain's interfaces, from its XML.
+pub fn interface_macs(domain_xml: &str) -> Vec<String> {
+    let Ok(document) = roxmltree::Document::parse(domain_xml) else {
+        return Vec::new();
+    };
+    document
+        .descendants()
+        .filter(|node| node.has_tag_name("interface"))
+        .filter_map(|interface| {
+            interface
+                .children()
+                .find(|node| node.has_tag_name("mac"))?
+                .attribute("address")
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// Removes every reservation of `ip` from the network. Returns whether one was there.
@@ -243,6 +294,26 @@ mod tests {
             reservation_change(DEFAULT, "52:54:00:AA:BB:CC", ip("192.168.122.100")),
             ReservationChange::Present
         );
+    }
+
+    #[test]
+    fn every_interfaces_mac_is_read_whatever_it_is_plugged_into() {
+        let xml = "<domain type='qemu'><name>g</name><devices>\
+            <interface type='network'><mac address='52:54:00:01:02:03'/><source network='default'/></interface>\
+            <interface type='bridge'><mac address='52:54:00:01:02:04'/><source bridge='virbr0'/></interface>\
+            <interface type='ethernet'><mac address='52:54:00:01:02:05'/></interface>\
+            <interface type='user'/>\
+            <disk type='file'><mac address='not-an-interface'/></disk>\
+            </devices></domain>";
+        assert_eq!(
+            interface_macs(xml),
+            [
+                "52:54:00:01:02:03",
+                "52:54:00:01:02:04",
+                "52:54:00:01:02:05"
+            ]
+        );
+        assert!(interface_macs("<domain").is_empty());
     }
 
     #[test]

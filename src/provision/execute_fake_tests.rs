@@ -9,7 +9,7 @@ use crate::addresses::settle::AddressPolicy;
 use crate::config::paths::InstallationPaths;
 use crate::credentials::{CredentialSource, HandedInCredentials, TerminalPrompter};
 use crate::exit_status::ExitStatus;
-use crate::hypervisor::fake::{FakeHypervisor, Operation};
+use crate::hypervisor::fake::{FakeDomain, FakeHypervisor, Operation};
 use crate::hypervisor::Hypervisor;
 use crate::lock::Locks;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
@@ -411,6 +411,59 @@ fn a_static_address_is_reserved_before_any_step_once_and_a_failed_reservation_ch
     // Reserved already: a rerun says nothing of it.
     let report = guest.run(&fake).unwrap();
     assert!(report.steps.is_empty(), "{:?}", report.steps);
+}
+
+/// A static address that the network's DHCP has leased to a running domain's interface of
+/// another MAC (a machine trog did not build, its address from the network's pool): the run is
+/// refused at the reservation, its first step, with the holder named and what to do, and nothing
+/// is changed on the hypervisor. The same lease whose holder is shut off (a destroyed guest's,
+/// left until it runs out) is no obstacle, nor is the guest's own MAC holding it.
+#[test]
+fn a_static_address_a_running_domain_holds_a_lease_on_is_refused_before_anything_changes() {
+    let guest = static_address();
+    let address = Ipv4Addr::new(192, 168, 122, 50);
+    let holder = "52:54:00:0f:0f:0f";
+    let holding = |running: bool| FakeDomain {
+        running,
+        interfaces: vec![(NETWORK.to_string(), holder.to_string())],
+        ..FakeDomain::default()
+    };
+    let fake = hypervisor()
+        .with_domain("other.example.test", holding(true))
+        .with_lease(NETWORK, holder, address);
+    let failure = guest.run(&fake).unwrap_err();
+    assert_eq!(failure.status, ExitStatus::Conflict);
+    let said = failure.chain().join(": ");
+    assert!(
+        said.contains(&format!(
+            "{address} is leased by network {NETWORK}'s DHCP to other.example.test ({holder}), \
+             which is running, until 2027-01-15 09:00:00 UTC"
+        )),
+        "{said}"
+    );
+    let hint = failure.hint.clone().unwrap_or_default();
+    assert!(
+        hint.contains("shut other.example.test off first")
+            && hint.contains("outside network default's DHCP pool")
+            && hint.contains("nothing was changed"),
+        "{hint}"
+    );
+    assert_eq!(fake.reservations(NETWORK), []);
+    assert!(fake.volumes(POOL).is_empty());
+    assert!(fake.domain(GUEST).is_none());
+    assert!(fake.filters().is_empty());
+
+    // The holder shut off: its lease is left over, and the address is the guest's.
+    let fake = hypervisor()
+        .with_domain("other.example.test", holding(false))
+        .with_lease(NETWORK, holder, address);
+    guest.run(&fake).unwrap();
+    assert_eq!(fake.reservations(NETWORK), [(guest.mac(), address)]);
+
+    // Its own lease (a rebuilt guest of the same MAC) is no obstacle.
+    let fake = hypervisor().with_lease(NETWORK, &guest.mac().to_uppercase(), address);
+    guest.run(&fake).unwrap();
+    assert_eq!(fake.reservations(NETWORK), [(guest.mac(), address)]);
 }
 
 /// A baked image on a hypervisor reached over SSH: the plan uploads the cache's image file under

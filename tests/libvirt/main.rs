@@ -4,6 +4,7 @@
 
 mod extra_disks;
 mod hypervisor_lock;
+mod leased_address;
 mod network_filters_lock;
 mod pinned_host_keys;
 mod prune_pool_copies;
