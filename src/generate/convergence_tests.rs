@@ -228,6 +228,7 @@ fn built_as(desired: &crate::plan::DesiredGuest) -> ObservedGuest {
             snapshots: Vec::new(),
             // Past its first boot, its seed retired.
             seed_attached: false,
+            shares_folders: false,
         }),
         root_volume: volume(desired.root_volume.capacity),
         seed_volume: None,
@@ -285,7 +286,7 @@ fn the_plan_for_a_changed_definition_setting_redefines_and_restarts_without_a_ne
             .actions
             .iter()
             .map(|action| match action {
-                Action::StopDomain => "stop",
+                Action::StopDomain | Action::PowerOffDomain => "stop",
                 Action::DefineDomain { .. } => "define",
                 Action::StartDomain => "start",
                 Action::WaitForSsh => "wait",
@@ -359,7 +360,7 @@ fn step_kinds(steps: &crate::plan::Plan) -> Vec<&'static str> {
         .actions
         .iter()
         .map(|action| match action {
-            Action::StopDomain => "stop",
+            Action::StopDomain | Action::PowerOffDomain => "stop",
             Action::DefineDomain { .. } => "define",
             Action::StartDomain => "start",
             Action::WaitForSsh => "wait",

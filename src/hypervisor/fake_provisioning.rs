@@ -44,6 +44,7 @@ fn step_call(action: &Action) -> (Operation, String) {
         Action::SetAutostart => (Operation::SetAutostart, "set_autostart".into()),
         Action::StartDomain => (Operation::StartDomain, "start_domain".into()),
         Action::StopDomain => (Operation::StopDomain, "stop_domain".into()),
+        Action::PowerOffDomain => (Operation::StopDomain, "power_off_domain".into()),
         Action::DeleteSnapshots { names } => (
             Operation::DeleteSnapshot,
             format!("delete_snapshots {}", names.join(" ")),
@@ -227,7 +228,7 @@ impl FakeHypervisor {
                     .map_err(|fault| self.step_error(&doing, fault))?;
             }
             // Nothing to stop, or no snapshot left to delete, on a domain that is not there.
-            Action::StopDomain => {
+            Action::StopDomain | Action::PowerOffDomain => {
                 let _ = self.with_domain_mut(domain, |found| found.running = false);
             }
             Action::DeleteSnapshots { names } => {
@@ -299,6 +300,7 @@ impl FakeHypervisor {
                     .map(|record| record.name.clone())
                     .collect(),
                 seed_attached: found.seed.as_deref() == Some(desired.seed_volume.as_str()),
+                shares_folders: found.definition.contains("<filesystem"),
             });
         observed
     }

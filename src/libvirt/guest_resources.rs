@@ -238,6 +238,13 @@ impl GuestResources<'_> {
             let (defined, running_disks) = self.observe_extra_disks(&domain, running)?;
             observed.extra_disks.defined = defined;
             observed.extra_disks.running = running_disks;
+            let shares_folders = shares_folders(&definition)
+                || (running
+                    && shares_folders(
+                        &domain
+                            .xml_desc(0)
+                            .map_err(self.fail("read the running guest's definition"))?,
+                    ));
             observed.domain = Some(ObservedDomain {
                 tag,
                 running,
@@ -247,6 +254,7 @@ impl GuestResources<'_> {
                     &definition,
                     &self.desired.seed_volume,
                 ),
+                shares_folders,
             });
         }
         Ok(observed)
@@ -350,7 +358,8 @@ impl GuestResources<'_> {
                     )
                     .map_err(self.fail("tag the guest"))?;
             }
-            Action::StopDomain => self.stop()?,
+            Action::StopDomain => self.stop(SHUTDOWN_GRACE)?,
+            Action::PowerOffDomain => self.stop(Duration::ZERO)?,
             Action::DeleteSnapshots { names } => {
                 let Some(domain) = self.domain()? else {
                     return Ok(());
@@ -509,7 +518,9 @@ impl GuestResources<'_> {
         })
     }
 
-    fn stop(&self) -> Result<(), GuestResourceError> {
+    /// Stops the guest: a polite request first, and a guest that has not stopped once `grace`
+    /// is over is forced off (at once, with no grace).
+    fn stop(&self, grace: Duration) -> Result<(), GuestResourceError> {
         let Some(domain) = self.domain()? else {
             return Ok(());
         };
@@ -519,9 +530,10 @@ impl GuestResources<'_> {
         {
             return Ok(());
         }
-        // A polite request first; a guest that ignores it is cut off after the grace period.
-        let _ = domain.shutdown();
-        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        if !grace.is_zero() {
+            let _ = domain.shutdown();
+        }
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if !domain
                 .is_active()
@@ -835,6 +847,15 @@ impl GuestResources<'_> {
         }
         self.delete_volume(&partial)
     }
+}
+
+/// Whether a domain's XML mounts a folder of the hypervisor in the guest (`<filesystem>`).
+fn shares_folders(domain_xml: &str) -> bool {
+    roxmltree::Document::parse(domain_xml).is_ok_and(|document| {
+        document
+            .descendants()
+            .any(|node| node.has_tag_name("filesystem"))
+    })
 }
 
 #[cfg(test)]

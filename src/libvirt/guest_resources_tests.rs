@@ -154,3 +154,17 @@ fn a_pool_path_xml_cannot_carry_is_refused_before_libvirt_sees_it() {
         .iter()
         .all(|pool| pool.name().unwrap() != "trog-control-character"));
 }
+
+#[test]
+fn a_folder_shared_with_the_guest_is_read_from_its_definition() {
+    let sharing = "<domain type='kvm'><name>g</name><devices>\
+        <disk type='volume' device='disk'><source pool='p' volume='v'/><target dev='vda'/></disk>\
+        <filesystem type='mount' accessmode='passthrough'><driver type='virtiofs'/>\
+        <source dir='/srv/shared'/><target dir='shared'/></filesystem>\
+        </devices></domain>";
+    assert!(shares_folders(sharing));
+    assert!(!shares_folders(
+        "<domain type='kvm'><name>g</name><devices></devices></domain>"
+    ));
+    assert!(!shares_folders("<domain"));
+}

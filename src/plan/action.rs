@@ -43,7 +43,12 @@ pub enum Action {
     /// anything of a finished guest's root disk is changed: the new root disk gets the guest's
     /// files as they are now, not as an older backup had them.
     BackUpBeforeRebuild,
+    /// Asks the guest to shut down, and forces it off when it does not within a grace period.
     StopDomain,
+    /// Forces the guest off at once: its root disk and seed are deleted next and it has no other
+    /// disk or shared folder, so nothing a clean shutdown would write is kept (its files were
+    /// backed up first).
+    PowerOffDomain,
     /// `--force`: deletes the guest's snapshots before its root disk is replaced (their states
     /// live in that disk).
     DeleteSnapshots {
@@ -158,6 +163,10 @@ impl fmt::Display for Action {
                 "back up the guest's files over SSH (its root disk is replaced below)"
             ),
             Action::StopDomain => write!(f, "stop the guest"),
+            Action::PowerOffDomain => write!(
+                f,
+                "power the guest off (its root disk is replaced below; it has no other disk or shared folder)"
+            ),
             Action::DeleteSnapshots { names } => write!(
                 f,
                 "delete snapshots {} (they hold the root disk being replaced; --force)",

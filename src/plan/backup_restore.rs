@@ -105,6 +105,7 @@ mod tests {
                 autostart: true,
                 snapshots: Vec::new(),
                 seed_attached: false,
+                shares_folders: false,
             }),
             ..ObservedGuest::nothing()
         }

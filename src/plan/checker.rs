@@ -90,6 +90,7 @@ pub fn check_plan(
             action,
             Action::DefineDomain { .. }
                 | Action::StopDomain
+                | Action::PowerOffDomain
                 | Action::DeleteSnapshots { .. }
                 | Action::SetAutostart
                 | Action::StartDomain
@@ -166,7 +167,7 @@ pub fn check_plan(
                 }
                 domain_defined = true;
             }
-            Action::StopDomain => {
+            Action::StopDomain | Action::PowerOffDomain => {
                 if !domain_defined {
                     return refuse("only a defined domain is stopped");
                 }

@@ -57,6 +57,7 @@ fn running_guest(snapshots: &[&str]) -> ObservedGuest {
             autostart: true,
             snapshots: snapshots.iter().map(|name| name.to_string()).collect(),
             seed_attached: true,
+            shares_folders: false,
         }),
         root_volume: Some(volume(10)),
         seed_volume: Some(volume(0)),

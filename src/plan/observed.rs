@@ -27,6 +27,9 @@ pub struct ObservedDomain {
     /// volume deleted) once its first boot is over: a domain without it whose root disk is there
     /// has retired its seed, and needs none.
     pub seed_attached: bool,
+    /// Whether it mounts a folder of its hypervisor (`<filesystem>`), as defined or as it runs:
+    /// what it writes there outlives it, so it is shut down cleanly before its disks change.
+    pub shares_folders: bool,
 }
 
 /// A volume of one of the guest's names.

@@ -115,7 +115,18 @@ pub fn plan(
                     });
                 }
                 if running {
-                    domain_steps.push(Action::StopDomain);
+                    // Nothing of the guest outlives its root disk and seed but its other disks and
+                    // the folders it shares: without them, a clean shutdown writes only what is
+                    // deleted next.
+                    let keeps_writes = observed.data_volume.is_some()
+                        || !observed.extra_disks.defined.is_empty()
+                        || !observed.extra_disks.running.is_empty()
+                        || domain.shares_folders;
+                    domain_steps.push(if root_present && !keeps_writes {
+                        Action::PowerOffDomain
+                    } else {
+                        Action::StopDomain
+                    });
                     running = false;
                 }
                 if root_present {

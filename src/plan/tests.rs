@@ -53,6 +53,7 @@ fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
             snapshots: Vec::new(),
             // Past its first boot: the seed is retired.
             seed_attached: false,
+            shares_folders: false,
         }),
         root_volume: Some(ObservedVolume {
             capacity: Bytes::from_gib(10),
@@ -127,6 +128,31 @@ fn scenarios() {
     scenario(
         "boot inputs changed: root disk replaced, data kept",
         &boot,
+        none,
+    );
+
+    let mut boot_alone = boot.clone();
+    boot_alone.data_volume = None;
+    scenario(
+        "boot inputs changed, data volume not made yet: powered off, root disk replaced",
+        &boot_alone,
+        none,
+    );
+    let mut boot_sharing = boot_alone.clone();
+    boot_sharing.domain.as_mut().unwrap().shares_folders = true;
+    scenario(
+        "boot inputs changed, a folder shared: shut down cleanly, root disk replaced",
+        &boot_sharing,
+        none,
+    );
+    let mut boot_with_a_disk = boot_alone.clone();
+    boot_with_a_disk
+        .extra_disks
+        .defined
+        .insert(OLD_DISK.into(), "virtio".into());
+    scenario(
+        "boot inputs changed, an extra disk attached: shut down cleanly, root disk replaced",
+        &boot_with_a_disk,
         none,
     );
 
@@ -281,11 +307,17 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
             Action::RemovePartialBaseImage { .. } => observed.partial_base_image_present = false,
             Action::UploadBaseImage { .. } => observed.base_image_present = true,
             Action::DefineDomain { tag, .. } => {
-                let (running, autostart, snapshots, seed_attached) = observed
+                let (running, autostart, snapshots, seed_attached, shares_folders) = observed
                     .domain
                     .as_ref()
-                    .map_or((false, false, Vec::new(), true), |d| {
-                        (d.running, d.autostart, d.snapshots.clone(), d.seed_attached)
+                    .map_or((false, false, Vec::new(), true, false), |d| {
+                        (
+                            d.running,
+                            d.autostart,
+                            d.snapshots.clone(),
+                            d.seed_attached,
+                            d.shares_folders,
+                        )
                     });
                 // The definition attaches exactly the declared disks.
                 observed.extra_disks.defined = desired
@@ -305,13 +337,14 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                     autostart,
                     snapshots,
                     seed_attached: seed_attached || uploads_seed,
+                    shares_folders,
                 });
             }
             Action::RetireSeed { .. } => {
                 observed.seed_volume = None;
                 observed.domain.as_mut().unwrap().seed_attached = false;
             }
-            Action::StopDomain => {
+            Action::StopDomain | Action::PowerOffDomain => {
                 observed.domain.as_mut().unwrap().running = false;
                 observed.extra_disks.running.clear();
             }
@@ -426,20 +459,24 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
             any::<bool>(),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         )
-            .prop_map(|(tag, running, autostart, has_snapshots, seed_attached)| {
-                ObservedDomain {
-                    tag,
-                    running,
-                    autostart,
-                    snapshots: if has_snapshots {
-                        vec!["20261130T212233Z".into()]
-                    } else {
-                        Vec::new()
-                    },
-                    seed_attached,
-                }
-            }),
+            .prop_map(
+                |(tag, running, autostart, has_snapshots, seed_attached, shares_folders)| {
+                    ObservedDomain {
+                        tag,
+                        running,
+                        autostart,
+                        snapshots: if has_snapshots {
+                            vec!["20261130T212233Z".into()]
+                        } else {
+                            Vec::new()
+                        },
+                        seed_attached,
+                        shares_folders,
+                    }
+                },
+            ),
     );
     let volume = |gib: u64| {
         proptest::option::of(

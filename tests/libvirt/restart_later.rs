@@ -150,3 +150,42 @@ fn a_new_definition_waits_for_the_next_start_when_asked_and_restarts_the_guest_o
     assert!(!said[1].contains("--restart-later"), "{steps}");
     assert_eq!(said[2], "start the guest", "{steps}");
 }
+
+/// A running guest whose root disk is replaced and that has no other disk is powered off at
+/// once: a clean shutdown would write only to the disks deleted next. The guest here has no
+/// operating system and ignores the shutdown request a stop would send, so a stop would wait out
+/// its whole grace period.
+#[test]
+fn a_guest_whose_only_disks_are_replaced_is_powered_off_without_waiting() {
+    virt::error::clear_error_callback();
+    let connection = virt::connect::Connect::open(Some("qemu:///system")).unwrap();
+    let guest = TestGuest::new("poweroff", false);
+    guest.build_without_starting(&connection);
+    let libvirt_domain = connection
+        .lookup_domain_by_name(guest.desired.domain.as_str())
+        .unwrap();
+    libvirt_domain.create().unwrap();
+    let resources = guest.resources(&connection);
+    let rebuilt = DesiredGuest {
+        boot_fingerprint: "boot-2".into(),
+        ..guest.desired.clone()
+    };
+    let observed = resources.observe().unwrap();
+    let steps = plan::plan(&rebuilt, &observed, Resolution::default()).unwrap();
+    plan::check_plan(&steps, &rebuilt, &observed, Resolution::default()).unwrap();
+    assert_eq!(steps.actions[0], Action::PowerOffDomain, "{steps}");
+    let artifacts = BuiltArtifacts {
+        domain_xml: &guest.xml,
+        seed_iso: &guest.seed_iso,
+        base_image_file: &guest.base,
+        extra_disks: &[],
+    };
+    let started = std::time::Instant::now();
+    resources.execute(&steps.actions[0], &artifacts).unwrap();
+    assert!(!libvirt_domain.is_active().unwrap(), "it is off");
+    assert!(
+        started.elapsed() < trog::libvirt::guest_resources::SHUTDOWN_GRACE / 2,
+        "it was not powered off at once: {:?}",
+        started.elapsed()
+    );
+}
