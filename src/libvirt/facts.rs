@@ -1,9 +1,11 @@
-//! What `preflight` asks libvirt: the daemon's version, and the storage pool.
+//! What `preflight` asks libvirt: the daemon's version, the storage pool, and the networks'
+//! DHCP ranges.
 
 use crate::libvirt::connection::connect;
 use crate::libvirt::error::LibvirtError;
+use crate::libvirt::reservation::ipv4_dhcp;
 use crate::model::hypervisor::LibvirtUri;
-use crate::preflight::{LibvirtFacts, PoolFacts};
+use crate::preflight::{DhcpPool, LibvirtFacts, PoolFacts};
 use virt::enumutil::Enum;
 use virt::error::ErrorNumber;
 
@@ -35,10 +37,27 @@ pub fn libvirt_facts(uri: &LibvirtUri, pool_name: &str) -> Result<LibvirtFacts, 
                 })
             }
         };
+        let networks = connection
+            .list_all_networks(0)
+            .map_err(|e| query("list the networks", e))?;
+        let mut dhcp_pools = Vec::new();
+        for network in networks {
+            // A network removed while it is read has no pool to report.
+            let (Ok(name), Ok(xml)) = (network.name(), network.xml_desc(0)) else {
+                continue;
+            };
+            let ranges = ipv4_dhcp(&xml).map(|dhcp| dhcp.ranges).unwrap_or_default();
+            dhcp_pools.extend(ranges.into_iter().map(|(first, last)| DhcpPool {
+                network: name.clone(),
+                first,
+                last,
+            }));
+        }
         Ok(LibvirtFacts {
             daemon_version,
             hypervisor_version,
             pool,
+            dhcp_pools,
         })
     })()
 }

@@ -354,6 +354,94 @@ fn pool_filesystem_check(
     }
 }
 
+/// Whether the addresses trog gives guests itself on `hypervisor`'s networks lie outside those
+/// networks' DHCP pools: a reservation does not end a lease, so a machine that leased such an
+/// address keeps answering at it until its lease ends (docs/NETWORK.md). One note for each pool
+/// and set of addresses, naming the guests; nothing when no guest that may be placed there
+/// has addresses of its own on a network with a pool.
+pub fn own_address_checks(
+    hypervisor: &str,
+    libvirt: &LibvirtFacts,
+    guests: &[OwnAddresses],
+) -> Vec<Check> {
+    let mut overlapping: Vec<(&DhcpPool, String, Vec<&str>)> = Vec::new();
+    let mut outside: Vec<&str> = Vec::new();
+    let here = guests.iter().filter(|guest| {
+        guest
+            .hypervisor
+            .as_deref()
+            .is_none_or(|pinned| pinned == hypervisor)
+    });
+    for guest in here {
+        let pools = libvirt
+            .dhcp_pools
+            .iter()
+            .filter(|pool| pool.network == guest.network);
+        for pool in pools {
+            let in_pool = |address: std::net::Ipv4Addr| (pool.first..=pool.last).contains(&address);
+            let mut held = Vec::new();
+            if let Some(range) = &guest.address_range {
+                if range.first <= pool.last && pool.first <= range.last {
+                    held.push(format!("address_range {}–{}", range.first, range.last));
+                }
+            }
+            let ips: Vec<String> = guest
+                .ips
+                .iter()
+                .filter(|ip| in_pool(**ip))
+                .map(ToString::to_string)
+                .collect();
+            if !ips.is_empty() {
+                held.push(format!("ips {}", ips.join(", ")));
+            }
+            if held.is_empty() {
+                outside.push(&guest.network);
+                continue;
+            }
+            let what = held.join(" and ");
+            match overlapping
+                .iter_mut()
+                .find(|(found, named, _)| *found == pool && *named == what)
+            {
+                Some((_, _, named_guests)) => named_guests.push(&guest.guest),
+                None => overlapping.push((pool, what, vec![&guest.guest])),
+            }
+        }
+    }
+    let mut checks: Vec<Check> = overlapping
+        .into_iter()
+        .map(|(pool, what, named_guests)| {
+            Check::note(
+                format!(
+                    "network {}'s DHCP pool on {hypervisor} ({}–{}) holds addresses trog gives \
+                     guests itself: {what} ({})",
+                    pool.network,
+                    pool.first,
+                    pool.last,
+                    named_guests.join(", ")
+                ),
+                format!(
+                    "narrow the pool so it leaves them out (`virsh net-update {network} delete \
+                     ip-dhcp-range …` then `add`, with --live --config: docs/NETWORK.md, \"DHCP \
+                     reservations\"), or give the guests addresses outside it: a machine that \
+                     leased one of them keeps it until its lease ends, and provision refuses an \
+                     address a running domain holds",
+                    network = pool.network
+                ),
+            )
+        })
+        .collect();
+    if checks.is_empty() && !outside.is_empty() {
+        outside.sort_unstable();
+        outside.dedup();
+        checks.push(Check::ok(format!(
+            "the guests' own addresses on {hypervisor} lie outside the DHCP pool of {}",
+            outside.join(", ")
+        )));
+    }
+    checks
+}
+
 /// The checks of the installation's configuration.
 pub fn configuration_checks(facts: &ConfigurationFacts) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -449,6 +537,7 @@ mod tests {
                     path: "/vms".into(),
                     active: true,
                 }),
+                dhcp_pools: Vec::new(),
             }),
             linked_version: 11_003_002,
             pool_name: "trog".into(),
@@ -628,5 +717,92 @@ mod tests {
     fn findmnt_lines_are_read() {
         assert_eq!(parse_findmnt("garbage"), None);
         assert_eq!(version_text(11_003_000), "11.3.0");
+    }
+}
+
+#[cfg(test)]
+mod own_address_tests {
+    use super::*;
+    use crate::model::address_range::AddressRange;
+
+    fn libvirt(pools: &[(&str, &str, &str)]) -> LibvirtFacts {
+        LibvirtFacts {
+            daemon_version: 11_003_000,
+            hypervisor_version: 0,
+            pool: None,
+            dhcp_pools: pools
+                .iter()
+                .map(|(network, first, last)| DhcpPool {
+                    network: network.to_string(),
+                    first: first.parse().unwrap(),
+                    last: last.parse().unwrap(),
+                })
+                .collect(),
+        }
+    }
+
+    fn guest(name: &str, pinned: Option<&str>, range: Option<&str>, ips: &[&str]) -> OwnAddresses {
+        OwnAddresses {
+            guest: name.into(),
+            hypervisor: pinned.map(str::to_string),
+            network: "default".into(),
+            address_range: range.map(|text| AddressRange::parse(text).unwrap()),
+            ips: ips.iter().map(|ip| ip.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn own_addresses_in_a_networks_dhcp_pool_are_noted_once_per_pool_naming_the_guests() {
+        let facts = libvirt(&[("default", "192.168.122.2", "192.168.122.254")]);
+        let range = Some("192.168.122.100-192.168.122.199/24");
+        let guests = [
+            guest("a.test", None, range, &[]),
+            guest("b.test", Some("hv1"), range, &[]),
+            guest("c.test", None, None, &["192.168.122.50", "10.0.0.5"]),
+            // Pinned elsewhere: not this hypervisor's business.
+            guest("d.test", Some("hv2"), range, &[]),
+        ];
+        let checks = own_address_checks("hv1", &facts, &guests);
+        let said: Vec<String> = checks.iter().map(|check| check.summary.clone()).collect();
+        assert_eq!(
+            said,
+            [
+                "network default's DHCP pool on hv1 (192.168.122.2–192.168.122.254) holds \
+                 addresses trog gives guests itself: address_range \
+                 192.168.122.100–192.168.122.199 (a.test, b.test)",
+                "network default's DHCP pool on hv1 (192.168.122.2–192.168.122.254) holds \
+                 addresses trog gives guests itself: ips 192.168.122.50 (c.test)",
+            ]
+        );
+        assert!(checks.iter().all(|check| check.outcome == Outcome::Note));
+        assert!(checks[0]
+            .advice
+            .as_deref()
+            .unwrap()
+            .contains("virsh net-update default delete ip-dhcp-range"));
+    }
+
+    #[test]
+    fn own_addresses_outside_the_pool_or_on_other_networks_are_fine() {
+        let narrowed = libvirt(&[
+            ("default", "192.168.122.2", "192.168.122.99"),
+            ("other", "192.168.122.2", "192.168.122.254"),
+        ]);
+        let guests = [guest(
+            "a.test",
+            None,
+            Some("192.168.122.100-192.168.122.199/24"),
+            &["192.168.122.200"],
+        )];
+        let checks = own_address_checks("hv1", &narrowed, &guests);
+        assert_eq!(checks.len(), 1);
+        assert_eq!(checks[0].outcome, Outcome::Ok);
+        assert_eq!(
+            checks[0].summary,
+            "the guests' own addresses on hv1 lie outside the DHCP pool of default"
+        );
+        // No guest with addresses of its own, or no pool on its network: nothing to say.
+        assert!(own_address_checks("hv1", &narrowed, &[]).is_empty());
+        assert!(own_address_checks("hv1", &libvirt(&[]), &guests).is_empty());
     }
 }

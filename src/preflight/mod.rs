@@ -93,6 +93,28 @@ pub struct LibvirtFacts {
     pub hypervisor_version: u32,
     /// `None`: no pool of that name.
     pub pool: Option<PoolFacts>,
+    /// Each IPv4 DHCP range of the hypervisor's libvirt networks.
+    pub dhcp_pools: Vec<DhcpPool>,
+}
+
+/// One IPv4 range a libvirt network's DHCP leases from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DhcpPool {
+    pub network: String,
+    pub first: std::net::Ipv4Addr,
+    pub last: std::net::Ipv4Addr,
+}
+
+/// The addresses trog gives one guest itself on a libvirt network (`address_range`, `ips`),
+/// which that network's DHCP should not lease to anyone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnAddresses {
+    pub guest: String,
+    /// The hypervisor it is pinned to, if any: otherwise it may be placed on any.
+    pub hypervisor: Option<String>,
+    pub network: String,
+    pub address_range: Option<crate::model::address_range::AddressRange>,
+    pub ips: Vec<std::net::Ipv4Addr>,
 }
 
 /// Everything found about one hypervisor. `Err` holds why something could not be found out.
@@ -161,6 +183,8 @@ pub struct ConfigurationFacts {
     /// Whether `_global` of `_base` names a mirror and a cache (`None`: recipes.yaml unread).
     pub mirror: Option<bool>,
     pub cache: Option<bool>,
+    /// The addresses each guest that loads is given by trog on a libvirt network.
+    pub own_addresses: Vec<OwnAddresses>,
 }
 
 /// A whole preflight: the configuration, then each hypervisor.

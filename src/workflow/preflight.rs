@@ -2,6 +2,7 @@
 //! its own (so a fleet takes as long as its slowest member), every check made even after one
 //! fails. Never prompts: a sudo password is only used when it was handed in.
 
+use crate::config::guest::GuestConfig;
 use crate::config::hypervisors_conf::{
     fleet_to_build_on, load_installation_fleet, Fleet, HypervisorsConfError,
 };
@@ -24,11 +25,13 @@ use crate::machine::ssh_masters::SharedMasters;
 use crate::machine::MachineError;
 use crate::machine::{Machine, MachineCommand};
 use crate::model::hypervisor::{HypervisorConfig, Transport};
-use crate::preflight::checks::{configuration_checks, hypervisor_checks, parse_findmnt};
+use crate::preflight::checks::{
+    configuration_checks, hypervisor_checks, own_address_checks, parse_findmnt,
+};
 use crate::preflight::existing_hosts::{existing_host_checks, ExistingHostFacts, HostLoginFact};
 use crate::preflight::{
     ConfigurationFacts, FileFact, GuestListingProblem, HypervisorFacts, HypervisorReport,
-    PreflightReport, SudoFact,
+    OwnAddresses, PreflightReport, SudoFact,
 };
 use crate::secrets::{stored_keypair, GuestKeypair, PrivateKeyFile, SecretStore};
 use crate::untrusted::untrusted_str;
@@ -74,6 +77,7 @@ pub fn preflight_report(
             .map(|ask| ask.join().expect("a preflight thread does not panic"))
             .collect()
     });
+    let own_addresses = configuration.own_addresses.clone();
     let mut configuration = configuration_checks(&configuration);
     configuration.extend(
         existing_host_facts(paths, store_credentials)
@@ -85,10 +89,16 @@ pub fn preflight_report(
         configuration,
         hypervisors: facts
             .iter()
-            .map(|facts| HypervisorReport {
-                name: facts.name.clone(),
-                uri: facts.uri.clone(),
-                checks: hypervisor_checks(facts),
+            .map(|facts| {
+                let mut checks = hypervisor_checks(facts);
+                if let Ok(libvirt) = &facts.libvirt {
+                    checks.extend(own_address_checks(&facts.name, libvirt, &own_addresses));
+                }
+                HypervisorReport {
+                    name: facts.name.clone(),
+                    uri: facts.uri.clone(),
+                    checks,
+                }
             })
             .collect(),
     })
@@ -231,6 +241,7 @@ fn configuration_facts(
             Err(error) => (FileFact::Invalid(error.to_string()), None, None),
         }
     };
+    let mut own_addresses = Vec::new();
     let guests = list_domains(paths)
         .map_err(|error| GuestListingProblem {
             why: error.to_string(),
@@ -243,12 +254,15 @@ fn configuration_facts(
                 .unwrap_or_default();
             domains
                 .iter()
-                .map(|domain| {
-                    let error = load_guest_with_recipe_settings(paths, domain, &settings)
-                        .err()
-                        .map(|error| error.to_string());
-                    (domain.to_string(), error)
-                })
+                .map(
+                    |domain| match load_guest_with_recipe_settings(paths, domain, &settings) {
+                        Ok(config) => {
+                            own_addresses.extend(own_addresses_of(&config));
+                            (domain.to_string(), None)
+                        }
+                        Err(error) => (domain.to_string(), Some(error.to_string())),
+                    },
+                )
                 .collect()
         });
     ConfigurationFacts {
@@ -259,7 +273,33 @@ fn configuration_facts(
         guests,
         mirror,
         cache,
+        own_addresses,
     }
+}
+
+/// The addresses trog gives `config`'s guest itself on a libvirt network: none for a guest on a
+/// bridge (libvirt has no DHCP there), one that takes a lease, or a domain without a guest.
+fn own_addresses_of(config: &GuestConfig) -> Option<OwnAddresses> {
+    let settings = &config.settings;
+    let ips: Vec<std::net::Ipv4Addr> = settings
+        .ips
+        .iter()
+        .filter_map(|ip| match ip.address {
+            std::net::IpAddr::V4(address) => Some(address),
+            std::net::IpAddr::V6(_) => None,
+        })
+        .collect();
+    let own_guest = settings.runs_on() == RunsOn::OwnGuest;
+    (own_guest
+        && settings.bridge.is_none()
+        && (settings.address_range.is_some() || !ips.is_empty()))
+    .then(|| OwnAddresses {
+        guest: config.domain.to_string(),
+        hypervisor: settings.hypervisor.as_ref().map(ToString::to_string),
+        network: settings.network.clone(),
+        address_range: settings.address_range,
+        ips,
+    })
 }
 
 /// Asks one hypervisor everything preflight checks. Every question is asked whatever the

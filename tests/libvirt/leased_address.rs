@@ -265,3 +265,24 @@ fn a_reservation_in_a_network_that_is_not_running_is_made_in_its_definition() {
         "{hosts:?}"
     );
 }
+
+/// What preflight reads of the networks: each network's DHCP pool as libvirt has it, here the
+/// default network's, which tests/services/libvirt.sh narrows to end below the tests' address
+/// ranges (.200 and above).
+#[test]
+fn preflight_reads_each_networks_dhcp_pool() {
+    let uri = trog::model::hypervisor::LibvirtUri::parse(URI).unwrap();
+    let facts = trog::libvirt::facts::libvirt_facts(&uri, "no-such-pool").unwrap();
+    let default: Vec<_> = facts
+        .dhcp_pools
+        .iter()
+        .filter(|pool| pool.network == "default")
+        .collect();
+    assert_eq!(default.len(), 1, "{:?}", facts.dhcp_pools);
+    assert_eq!(default[0].first, Ipv4Addr::new(192, 168, 122, 2));
+    assert!(
+        default[0].last < Ipv4Addr::new(192, 168, 122, 200),
+        "{:?}",
+        default[0]
+    );
+}
