@@ -740,6 +740,15 @@ impl Hypervisor for FakeHypervisor {
         self.fake_reserve_address(network, mac, address)
     }
 
+    fn address_leased_elsewhere(
+        &self,
+        network: &str,
+        mac: &str,
+        address: Ipv4Addr,
+    ) -> Result<Option<super::provisioning::AddressLeased>, Failure> {
+        Ok(self.fake_address_leased_elsewhere(network, mac, address))
+    }
+
     fn pin_lease(
         &self,
         network: &str,

@@ -374,7 +374,45 @@ impl FakeHypervisor {
             format!("reserve_address {network} {mac} {address}"),
         )
         .map_err(FakeHypervisor::failure)?;
+        if self.reserved_already(network, mac, address) {
+            return Ok(false);
+        }
+        if let Some(refusal) = self.fake_address_leased_elsewhere(network, mac, address) {
+            return Err(refusal.into());
+        }
         let mut state = self.state.borrow_mut();
+        let reservations = state.networks.entry(network.to_string()).or_default();
+        reservations.retain(|(held_mac, held)| held_mac != mac && *held != address);
+        reservations.push((mac.to_string(), address));
+        Ok(true)
+    }
+
+    /// Whether `address` is reserved for `mac`, and for nothing else, in `network`.
+    fn reserved_already(&self, network: &str, mac: &str, address: Ipv4Addr) -> bool {
+        let state = self.state.borrow();
+        let wanted = (mac.to_string(), address);
+        let clashing: Vec<&(String, Ipv4Addr)> = state
+            .networks
+            .get(network)
+            .into_iter()
+            .flatten()
+            .filter(|(held_mac, held)| held_mac == mac || *held == address)
+            .collect();
+        clashing == [&wanted]
+    }
+
+    /// What `reserve_address` refuses: the lease of `address` a running domain holds under
+    /// another MAC, unless `address` is reserved for `mac` already.
+    pub(super) fn fake_address_leased_elsewhere(
+        &self,
+        network: &str,
+        mac: &str,
+        address: Ipv4Addr,
+    ) -> Option<AddressLeased> {
+        if self.reserved_already(network, mac, address) {
+            return None;
+        }
+        let state = self.state.borrow();
         let leases = state.leases.get(network).cloned().unwrap_or_default();
         let running: Vec<RunningDomain> = state
             .domains
@@ -389,21 +427,8 @@ impl FakeHypervisor {
                     .collect(),
             })
             .collect();
-        let reservations = state.networks.entry(network.to_string()).or_default();
-        let wanted = (mac.to_string(), address);
-        let clashing: Vec<&(String, Ipv4Addr)> = reservations
-            .iter()
-            .filter(|(held_mac, held)| held_mac == mac || *held == address)
-            .collect();
-        if clashing == [&wanted] {
-            return Ok(false);
-        }
-        if let Some((lease, holder)) = held_by_a_running_domain(&leases, mac, address, &running) {
-            return Err(AddressLeased::new(network, lease, holder).into());
-        }
-        reservations.retain(|(held_mac, held)| held_mac != mac && *held != address);
-        reservations.push(wanted);
-        Ok(true)
+        held_by_a_running_domain(&leases, mac, address, &running)
+            .map(|(lease, holder)| AddressLeased::new(network, lease, holder))
     }
 
     pub(super) fn fake_pin_lease(

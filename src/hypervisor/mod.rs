@@ -283,9 +283,19 @@ pub trait Hypervisor {
     /// The caller holds the filters' lock.
     fn define_filters(&self, filters: &[NetworkFilter]) -> Result<(), Failure>;
     /// Reserves `address` for `mac` in `network`'s DHCP, replacing any other reservation of that
-    /// MAC or address; whether anything changed.
+    /// MAC or address; whether anything changed. Refuses, changing nothing, an address a running
+    /// domain holds a lease of under another MAC ([`Hypervisor::address_leased_elsewhere`]).
     fn reserve_address(&self, network: &str, mac: &str, address: Ipv4Addr)
         -> Result<bool, Failure>;
+    /// What [`Hypervisor::reserve_address`] would refuse, asked without changing anything (a
+    /// dry run): the lease of `address` a running domain holds under another MAC than `mac`,
+    /// when `address` is not reserved for `mac` already.
+    fn address_leased_elsewhere(
+        &self,
+        network: &str,
+        mac: &str,
+        address: Ipv4Addr,
+    ) -> Result<Option<provisioning::AddressLeased>, Failure>;
     /// Pins the lease `mac` is to be given in `network` (docs/NETWORK.md, "Pinned leases"),
     /// away from what `kept_apart` holds; `None` when the network leases nothing from a range or
     /// has no address free.

@@ -353,6 +353,21 @@ impl Hypervisor for LibvirtHypervisor {
         )
     }
 
+    fn address_leased_elsewhere(
+        &self,
+        network: &str,
+        mac: &str,
+        address: Ipv4Addr,
+    ) -> Result<Option<crate::hypervisor::provisioning::AddressLeased>, Failure> {
+        Ok(crate::libvirt::reservation::address_leased_elsewhere(
+            &self.connection,
+            &self.uri,
+            network,
+            mac,
+            address,
+        )?)
+    }
+
     fn pin_lease(
         &self,
         network: &str,

@@ -176,15 +176,8 @@ pub fn reserve_address(
     let ReservationChange::Add { replacing } = reservation_change(&xml, mac, ip) else {
         return Ok(false);
     };
-    let leases = network_leases(&network, uri)?;
-    let leased_to_another = leases
-        .iter()
-        .any(|lease| lease.address == ip && !lease.mac.eq_ignore_ascii_case(mac));
-    if leased_to_another {
-        let running = running_domains(connection, uri)?;
-        if let Some((lease, holder)) = held_by_a_running_domain(&leases, mac, ip, &running) {
-            return Err(AddressLeased::new(network_name, lease, holder).into());
-        }
+    if let Some(refusal) = leased_elsewhere(connection, uri, &network, network_name, mac, ip)? {
+        return Err(refusal.into());
     }
     for old in &replacing {
         update(
@@ -208,6 +201,47 @@ pub fn reserve_address(
         uri,
     )?;
     Ok(true)
+}
+
+/// What [`reserve_address`] refuses, asked without changing anything: the lease of `ip` a
+/// running domain holds under another MAC than `mac`, unless `ip` is reserved for `mac` already.
+pub fn address_leased_elsewhere(
+    connection: &Connect,
+    uri: &str,
+    network_name: &str,
+    mac: &str,
+    ip: Ipv4Addr,
+) -> Result<Option<AddressLeased>, LibvirtError> {
+    let network = network(connection, network_name, uri)?;
+    let (xml, _) = definition(&network, uri)?;
+    match reservation_change(&xml, mac, ip) {
+        ReservationChange::Add { .. } => {
+            leased_elsewhere(connection, uri, &network, network_name, mac, ip)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The lease of `ip` in `network` that a running domain holds under another MAC than `mac`. The
+/// running domains are listed only when another MAC holds a lease of it.
+fn leased_elsewhere(
+    connection: &Connect,
+    uri: &str,
+    network: &Network,
+    network_name: &str,
+    mac: &str,
+    ip: Ipv4Addr,
+) -> Result<Option<AddressLeased>, LibvirtError> {
+    let leases = network_leases(network, uri)?;
+    let leased_to_another = leases
+        .iter()
+        .any(|lease| lease.address == ip && !lease.mac.eq_ignore_ascii_case(mac));
+    if !leased_to_another {
+        return Ok(None);
+    }
+    let running = running_domains(connection, uri)?;
+    Ok(held_by_a_running_domain(&leases, mac, ip, &running)
+        .map(|(lease, holder)| AddressLeased::new(network_name, lease, holder)))
 }
 
 /// Every domain running on the hypervisor, with the MACs of all its interfaces (whatever they

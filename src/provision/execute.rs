@@ -14,7 +14,7 @@ use crate::generate::desired;
 use crate::guest::backup::restore_backup;
 use crate::guest::finish::{finish, DEFAULT_FINISH_TIMEOUT};
 use crate::guest::wait::{wait_for_ssh, BootWait, GuestProbe, DEFAULT_BOOT_WAIT};
-use crate::hypervisor::provisioning::{BuiltArtifacts, KeptApart, PinnedLease};
+use crate::hypervisor::provisioning::{AddressLeased, BuiltArtifacts, KeptApart, PinnedLease};
 use crate::lock::{HeldLocks, LockError, LockingHypervisor, Subject};
 use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
@@ -784,6 +784,21 @@ fn reserve_static_address(guest: &GuestOnHypervisor) -> Result<Option<String>, F
     let network = &settings.network;
     let changed = guest.backend.reserve_address(network, &mac, address)?;
     Ok(changed.then(|| format!("reserve {address} for {mac} in network {network}")))
+}
+
+/// What the reservation of the guest's static address would refuse (a running domain holding
+/// a lease of it), asked without changing anything: a dry run refuses what the run would.
+pub(crate) fn static_address_leased_elsewhere(
+    guest: &GuestOnHypervisor,
+) -> Result<Option<AddressLeased>, Failure> {
+    let settings = &guest.inputs.config.settings;
+    let (None, Some(address)) = (&settings.bridge, static_ipv4(guest)) else {
+        return Ok(None);
+    };
+    let mac = guest.inputs.generated.mac_address.to_string();
+    guest
+        .backend
+        .address_leased_elsewhere(&settings.network, &mac, address)
 }
 
 /// The guest's first static IPv4 address, if it has one.

@@ -431,6 +431,12 @@ fn a_static_address_a_running_domain_holds_a_lease_on_is_refused_before_anything
     let fake = hypervisor()
         .with_domain("other.example.test", holding(true))
         .with_lease(NETWORK, holder, address);
+    // What a dry run asks: the same refusal, and nothing changed or even attempted.
+    let asked = super::static_address_leased_elsewhere(&guest.on(&fake))
+        .unwrap()
+        .expect("the running holder is named");
+    assert_eq!(asked.holder_domain, "other.example.test");
+    assert_eq!(fake.calls(), Vec::<String>::new());
     let failure = guest.run(&fake).unwrap_err();
     assert_eq!(failure.status, ExitStatus::Conflict);
     let said = failure.chain().join(": ");
@@ -457,6 +463,10 @@ fn a_static_address_a_running_domain_holds_a_lease_on_is_refused_before_anything
     let fake = hypervisor()
         .with_domain("other.example.test", holding(false))
         .with_lease(NETWORK, holder, address);
+    assert_eq!(
+        super::static_address_leased_elsewhere(&guest.on(&fake)).unwrap(),
+        None
+    );
     guest.run(&fake).unwrap();
     assert_eq!(fake.reservations(NETWORK), [(guest.mac(), address)]);
 
@@ -464,6 +474,17 @@ fn a_static_address_a_running_domain_holds_a_lease_on_is_refused_before_anything
     let fake = hypervisor().with_lease(NETWORK, &guest.mac().to_uppercase(), address);
     guest.run(&fake).unwrap();
     assert_eq!(fake.reservations(NETWORK), [(guest.mac(), address)]);
+
+    // Reserved for the guest already (its earlier run made the reservation): a later lease of
+    // another running domain is not asked about, as the reservation is not made again.
+    let fake = hypervisor()
+        .with_reservation(NETWORK, &guest.mac(), address)
+        .with_domain("other.example.test", holding(true))
+        .with_lease(NETWORK, holder, address);
+    assert_eq!(
+        super::static_address_leased_elsewhere(&guest.on(&fake)).unwrap(),
+        None
+    );
 }
 
 /// A baked image on a hypervisor reached over SSH: the plan uploads the cache's image file under

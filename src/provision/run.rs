@@ -501,6 +501,10 @@ pub(crate) fn converge_one(
         GuestConverged::Changed
     };
     if request.dry_run {
+        // What the run's first step would refuse, the dry run refuses too, after the plan.
+        if let Some(refusal) = execute::static_address_leased_elsewhere(&on_hypervisor)? {
+            return Err(refusal.into());
+        }
         return Ok(changes);
     }
     // Which image the root disk would be made over is unknown: refused before anything changes.

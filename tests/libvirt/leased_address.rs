@@ -10,7 +10,9 @@ use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use trog::libvirt::network_leases::network_leases;
-use trog::libvirt::reservation::{dhcp_hosts, release_reservation, reserve_address};
+use trog::libvirt::reservation::{
+    address_leased_elsewhere, dhcp_hosts, release_reservation, reserve_address,
+};
 
 const URI: &str = "qemu:///system";
 /// A DHCP answer on the bridge takes well under a second; emulated guests may keep dnsmasq busy.
@@ -139,6 +141,43 @@ impl Drop for LeasingMachine {
     }
 }
 
+/// `trog provision --dry-run` of a new guest whose `ips` name `address` on the default network,
+/// in an installation of its own on this machine's libvirtd (its pool is never made).
+fn dry_run_with_address(address: Ipv4Addr) -> std::process::Output {
+    let installation = tempfile::tempdir().unwrap();
+    let dir = installation.path();
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(checkout.join("etc/recipes.yaml"), dir.join("recipes.yaml")).unwrap();
+    std::fs::create_dir(dir.join("recipes.d")).unwrap();
+    let guest = format!("leasecheck-{}.test", std::process::id());
+    std::fs::write(
+        dir.join(format!("recipes.d/{guest}.yaml")),
+        format!(
+            "{guest}:\n  _global:\n    ips: [{address}/24]\n    gateway: 192.168.122.1\n    \
+             resolvers: [192.168.122.1]\n  nginx: {{}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("hypervisors.conf"),
+        format!(
+            "[local]\nlibvirt_uri = {URI}\ndomain_type = qemu\npool_name = trog-leasecheck-{}\n\
+             pool_path = {}\ncpu_overcommit = 100\n",
+            std::process::id(),
+            dir.join("pool").display()
+        ),
+    )
+    .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_trog"))
+        .args(["provision", "--dry-run", &guest])
+        .env("TROG_PROVISIONER_CONFIG", dir)
+        .env("TROG_RECIPES", checkout.join("recipes"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// A diskless domain that runs with one interface of a given MAC, plugged into nothing (type
 /// `ethernet`): its firmware finds nothing to boot and waits. Transient: gone once destroyed,
 /// which dropping it does.
@@ -211,6 +250,33 @@ fn an_address_a_running_domain_holds_a_lease_on_is_not_reserved_and_nothing_chan
             .as_deref()
             .is_some_and(|hint| hint.contains(&format!("shut {} off first", holder.name()))),
         "{refused:?}"
+    );
+    assert_eq!(
+        reservations_of_the_address(),
+        before,
+        "the network was changed"
+    );
+
+    // A dry run asks the same, changes nothing, and is refused the same way, after its plan.
+    let asked = address_leased_elsewhere(&connection, URI, "default", guest_mac, address)
+        .unwrap()
+        .expect("the running holder is named");
+    assert_eq!(asked.holder_domain, holder.name());
+    let dry_run = dry_run_with_address(address);
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&dry_run.stdout),
+        String::from_utf8_lossy(&dry_run.stderr)
+    );
+    assert_eq!(dry_run.status.code(), Some(7), "{said}");
+    assert!(said.contains("define the domain"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "{address} is leased by network default's DHCP to {} ({}), which is running",
+            holder.name(),
+            other.mac
+        )),
+        "{said}"
     );
     assert_eq!(
         reservations_of_the_address(),
