@@ -175,9 +175,12 @@ pub fn guest_by_guest(connection: &Connect, uri: &str) -> Result<Vec<DefinedGues
         let name = domain
             .name()
             .map_err(|e| LibvirtError::query(uri, "read a guest's name", e))?;
-        let info = domain
-            .info()
-            .map_err(|e| LibvirtError::query(uri, "read a guest's size", e))?;
+        // A guest undefined since the domains were listed holds nothing.
+        let info = match domain.info() {
+            Ok(info) => info,
+            Err(e) if matches!(e.code(), Enum::Known(ErrorNumber::NoDomain)) => continue,
+            Err(e) => return Err(LibvirtError::query(uri, "read a guest's size", e)),
+        };
         // The maximum, not the current count: a guest may hot-plug up to it.
         let max_vcpus = domain
             .vcpus_flags(virt::sys::VIR_DOMAIN_VCPU_MAXIMUM)

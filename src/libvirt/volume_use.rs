@@ -32,9 +32,12 @@ pub fn volume_use(
         .list_all_volumes(0)
         .map_err(query("list the pool's volumes"))?
     {
-        let xml = other
-            .xml_desc(0)
-            .map_err(query("read a volume's definition"))?;
+        // A volume deleted since the pool was listed is layered over nothing.
+        let xml = match other.xml_desc(0) {
+            Ok(xml) => xml,
+            Err(error) if error.code().is(ErrorNumber::NoStorageVolume) => continue,
+            Err(error) => return Err(query("read a volume's definition")(error)),
+        };
         if backing_path(&xml).as_deref() == Some(path.as_str()) {
             by.push(format!(
                 "volume {}",
@@ -46,9 +49,13 @@ pub fn volume_use(
         .list_all_domains(0)
         .map_err(query("list the domains"))?
     {
-        let xml = domain
-            .xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE)
-            .map_err(query("read a domain's definition"))?;
+        // A domain undefined since the domains were listed (another run's destroy, a transient
+        // domain that ended) uses nothing.
+        let xml = match domain.xml_desc(virt::sys::VIR_DOMAIN_XML_INACTIVE) {
+            Ok(xml) => xml,
+            Err(error) if error.code().is(ErrorNumber::NoDomain) => continue,
+            Err(error) => return Err(query("read a domain's definition")(error)),
+        };
         let pool_name = pool.name().map_err(query("read the pool's name"))?;
         if disk_sources(&xml)
             .iter()
