@@ -501,8 +501,10 @@ pub(crate) fn converge_one(
         GuestConverged::Changed
     };
     if request.dry_run {
-        // What the run's first step would refuse, the dry run refuses too, after the plan.
-        if let Some(refusal) = execute::static_address_leased_elsewhere(&on_hypervisor)? {
+        // What the run's first step would refuse, the dry run refuses too, after the plan. A
+        // network that cannot be read (one the hypervisor does not have, a driver that keeps no
+        // leases) is left to that step, which names what it could not do when a run gets there.
+        if let Ok(Some(refusal)) = execute::static_address_leased_elsewhere(&on_hypervisor) {
             return Err(refusal.into());
         }
         return Ok(changes);
