@@ -206,15 +206,24 @@ pub fn domain_network_interfaces(connection: &Connect, name: &str) -> Vec<(Strin
         .unwrap_or_default()
 }
 
-/// The (network, MAC) of each of a domain's interfaces on a libvirt network, from its XML.
-pub fn network_interfaces(domain_xml: &str) -> Vec<(String, String)> {
+/// One `<interface>` of a domain's XML: what it is plugged into and its MAC, as written.
+struct Interface {
+    /// `network`, `bridge`, `ethernet`, …
+    kind: Option<String>,
+    /// The libvirt network of a `network` interface.
+    network: Option<String>,
+    mac: Option<String>,
+}
+
+/// Every interface of a domain, from its XML; none when the XML does not parse.
+fn interfaces(domain_xml: &str) -> Vec<Interface> {
     let Ok(document) = roxmltree::Document::parse(domain_xml) else {
         return Vec::new();
     };
     document
         .descendants()
-        .filter(|node| node.has_tag_name("interface") && node.attribute("type") == Some("network"))
-        .filter_map(|interface| {
+        .filter(|node| node.has_tag_name("interface"))
+        .map(|interface| {
             let child = |tag: &str, attribute: &str| {
                 interface
                     .children()
@@ -222,8 +231,29 @@ pub fn network_interfaces(domain_xml: &str) -> Vec<(String, String)> {
                     .attribute(attribute)
                     .map(str::to_string)
             };
-            Some((child("source", "network")?, child("mac", "address")?))
+            Interface {
+                kind: interface.attribute("type").map(str::to_string),
+                network: child("source", "network"),
+                mac: child("mac", "address"),
+            }
         })
+        .collect()
+}
+
+/// The (network, MAC) of each of a domain's interfaces on a libvirt network, from its XML.
+pub fn network_interfaces(domain_xml: &str) -> Vec<(String, String)> {
+    interfaces(domain_xml)
+        .into_iter()
+        .filter(|interface| interface.kind.as_deref() == Some("network"))
+        .filter_map(|interface| Some((interface.network?, interface.mac?)))
+        .collect()
+}
+
+/// The MAC of each of a domain's interfaces, whatever it is plugged into, from its XML.
+pub fn interface_macs(domain_xml: &str) -> Vec<String> {
+    interfaces(domain_xml)
+        .into_iter()
+        .filter_map(|interface| interface.mac)
         .collect()
 }
 

@@ -5,6 +5,7 @@
 use crate::diagnose::Failure;
 use crate::hypervisor::provisioning::{held_by_a_running_domain, AddressLeased, RunningDomain};
 use crate::libvirt::error::LibvirtError;
+use crate::libvirt::lease_pin::interface_macs;
 use crate::libvirt::network_leases::network_leases;
 use std::net::Ipv4Addr;
 use virt::connect::Connect;
@@ -260,24 +261,6 @@ fn running_domains(connection: &Connect, uri: &str) -> Result<Vec<RunningDomain>
             })
         })
         .collect())
-}
-
-/// The MAC of each of a domain's interfaces, from its XML.
-pub fn interface_macs(domain_xml: &str) -> Vec<String> {
-    let Ok(document) = roxmltree::Document::parse(domain_xml) else {
-        return Vec::new();
-    };
-    document
-        .descendants()
-        .filter(|node| node.has_tag_name("interface"))
-        .filter_map(|interface| {
-            interface
-                .children()
-                .find(|node| node.has_tag_name("mac"))?
-                .attribute("address")
-                .map(str::to_string)
-        })
-        .collect()
 }
 
 /// Removes every reservation of `ip` from the network. Returns whether one was there.
