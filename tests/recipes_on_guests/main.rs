@@ -126,7 +126,8 @@ fn installation(mirror_url: &str) -> Installation {
     listen_addresses: '*'
     databases:
       - {{name: blog, owner: blog, password: 'secret:Databases/blog/Password'}}
-  ufw: {{}}
+  ufw:
+    logging: medium
   cron:
     jobs:
       - {{name: heartbeat, schedule: '* * * * *', command: 'date +%s >> /var/lib/trog-heartbeat'}}
@@ -460,11 +461,19 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     );
     assert!(!refused, "mariadb took a wrong password: {said}");
 
-    // ufw is active with the recipes' rules, and drops a port it should: both databases listen on
-    // every address, yet neither answers from here.
-    let rules = installation.must(&address, "sudo ufw status", "");
-    for rule in ["22/tcp", "80/tcp", "443/tcp"] {
-        assert!(rules.contains(rule), "ufw lacks {rule}:\n{rules}");
+    // ufw is active with the recipes' rules, its defaults and the logging level asked for (the
+    // fragment sets only what ufw's files do not hold yet: the defaults are the package's, the
+    // level is not), and drops a port it should: both databases listen on every address, yet
+    // neither answers from here.
+    let rules = installation.must(&address, "sudo ufw status verbose", "");
+    for expected in [
+        "22/tcp",
+        "80/tcp",
+        "443/tcp",
+        "Default: deny (incoming), allow (outgoing)",
+        "Logging: on (medium)",
+    ] {
+        assert!(rules.contains(expected), "ufw lacks {expected}:\n{rules}");
     }
     let listening = installation.must(&address, "ss -ltnH", "");
     for port in [3306, 5432] {
