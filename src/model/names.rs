@@ -3,6 +3,41 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// What every checked name has besides its own `parse`: its text and its display, and for the
+/// names serde reads, the conversions its `try_from`/`into` go through (so a name read from a
+/// file is checked by the same `parse`).
+macro_rules! checked_name {
+    ($name:ident) => {
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+    ($name:ident, read_by_serde) => {
+        checked_name!($name);
+
+        impl TryFrom<String> for $name {
+            type Error = NameError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $name::parse(&value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+    };
+}
+
 /// Why a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
@@ -55,6 +90,7 @@ fn refused_character(bad: char, rule: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct DomainName(String);
+checked_name!(DomainName, read_by_serde);
 
 impl DomainName {
     pub fn parse(name: &str) -> Result<DomainName, NameError> {
@@ -113,32 +149,9 @@ impl DomainName {
         Ok(DomainName(name.to_string()))
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// The first label, which becomes the guest's hostname.
     pub fn host_label(&self) -> &str {
         self.0.split('.').next().unwrap_or(&self.0)
-    }
-}
-
-impl TryFrom<String> for DomainName {
-    type Error = NameError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        DomainName::parse(&value)
-    }
-}
-
-impl From<DomainName> for String {
-    fn from(value: DomainName) -> String {
-        value.0
-    }
-}
-
-impl fmt::Display for DomainName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -146,6 +159,7 @@ impl fmt::Display for DomainName {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct HypervisorName(String);
+checked_name!(HypervisorName, read_by_serde);
 
 impl HypervisorName {
     pub fn parse(name: &str) -> Result<HypervisorName, NameError> {
@@ -169,35 +183,13 @@ impl HypervisorName {
         }
         Ok(HypervisorName(name.to_string()))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for HypervisorName {
-    type Error = NameError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        HypervisorName::parse(&value)
-    }
-}
-
-impl From<HypervisorName> for String {
-    fn from(value: HypervisorName) -> String {
-        value.0
-    }
-}
-
-impl fmt::Display for HypervisorName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// The name of a recipe: the name of its folder under `recipes/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RecipeName(String);
+checked_name!(RecipeName, read_by_serde);
 
 impl RecipeName {
     pub fn parse(name: &str) -> Result<RecipeName, NameError> {
@@ -229,29 +221,6 @@ impl RecipeName {
         }
         Ok(RecipeName(name.to_string()))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for RecipeName {
-    type Error = NameError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        RecipeName::parse(&value)
-    }
-}
-
-impl From<RecipeName> for String {
-    fn from(value: RecipeName) -> String {
-        value.0
-    }
-}
-
-impl fmt::Display for RecipeName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// The name of a snapshot trog takes (`snapshot --name`). It becomes part of libvirt's XML and
@@ -259,6 +228,7 @@ impl fmt::Display for RecipeName {
 /// out of a folder (no `/`, no leading `.`) or pass for an option (no leading `-`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct SnapshotName(String);
+checked_name!(SnapshotName);
 
 impl SnapshotName {
     /// The longest snapshot name: long enough for any date-and-purpose name, short enough to
@@ -295,16 +265,6 @@ impl SnapshotName {
             ));
         }
         Ok(SnapshotName(name.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for SnapshotName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -408,6 +368,7 @@ mod tests {
 /// letters, digits and `-`, starting with a letter.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct TenantName(String);
+checked_name!(TenantName);
 
 impl TenantName {
     /// The longest tenant name: filter names stay well inside what libvirt and ebtables take.
@@ -443,16 +404,6 @@ impl TenantName {
             ));
         }
         Ok(TenantName(name.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for TenantName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
