@@ -1,5 +1,5 @@
 use super::*;
-use crate::machine::{CommandOutput, MachineCommand, MachineError};
+use crate::images::fake_builder::{BuildArgs, FakeBuild, FakeBuilder};
 
 fn inputs(packages: &[&str]) -> BakeInputs {
     let packages: Vec<String> = packages.iter().map(|name| name.to_string()).collect();
@@ -238,50 +238,23 @@ fn prune_takes_exactly_the_images_no_guest_resolves_to() {
     assert!(prunable(&records, &all).is_empty());
 }
 
-/// Writes an image whose bytes are the build's count, so each build has its own digest.
-struct CountingBuilder(std::sync::atomic::AtomicUsize);
-
-impl Machine for CountingBuilder {
-    fn describe(&self) -> String {
-        "this machine".into()
-    }
-
-    fn run_watched(
-        &self,
-        command: &MachineCommand,
-        _watch: crate::machine::Watch,
-    ) -> Result<CommandOutput, MachineError> {
-        let name = command
-            .argv
-            .iter()
-            .position(|arg| arg == "build_debian.sh")
-            .unwrap();
-        let out = Path::new(&command.argv[name + 1]);
-        assert!(command.argv[name + 5].ends_with(",nginx,ufw"));
-        let count = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        std::fs::write(out.join("image.qcow2"), format!("image {count}")).unwrap();
-        std::fs::write(out.join("packages"), "nginx 1\n").unwrap();
-        Ok(CommandOutput {
-            command_line: "bash -c …".into(),
-            host: self.describe(),
-            status: Some(0),
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-        })
-    }
-
-    fn start(
-        &self,
-        _command: &MachineCommand,
-    ) -> Result<crate::machine::HeldCommand, MachineError> {
-        unreachable!("a build keeps no command running")
-    }
+/// A builder whose image bytes are the build's count, so each build has its own digest.
+fn counting_builder() -> FakeBuilder<impl Fn(&BuildArgs) -> FakeBuild> {
+    let builds = std::sync::atomic::AtomicUsize::new(0);
+    FakeBuilder(move |args: &BuildArgs| {
+        assert!(args.packages.ends_with(",nginx,ufw"));
+        let count = builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        FakeBuild::Built {
+            image: format!("image {count}").into_bytes(),
+            packages: "nginx 1\n".into(),
+        }
+    })
 }
 
 #[test]
 fn a_bake_records_its_image_and_a_rebuild_replaces_the_old_one() {
     let cache = tempfile::tempdir().unwrap();
-    let builder = CountingBuilder(Default::default());
+    let builder = counting_builder();
     let resolved_inputs = resolved(inputs(&["ufw", "nginx"]));
     let wanted = resolved_inputs.inputs.clone();
     let first = bake(&builder, &resolved_inputs, cache.path(), NOW - 10 * DAY, 7).unwrap();

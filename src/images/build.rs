@@ -339,89 +339,61 @@ fn last_lines(text: &str, count: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::CommandOutput;
+    use crate::images::fake_builder::{BuildArgs, FakeBuild, FakeBuilder};
 
     fn recipe() -> ImageRecipe {
         ImageRecipe {
             distro: "debian".into(),
             release: "bookworm".into(),
-            mirror: "http://mirror.example.test/debian".into(),
+            mirror: MIRROR.into(),
             fallback_mirrors: Vec::new(),
-            security_mirror: "http://mirror.example.test/debian-security".into(),
+            security_mirror: SECURITY_MIRROR.into(),
             fallback_security_mirrors: Vec::new(),
             extra_packages: vec!["nginx".into(), "sudo".into()],
             overlay: None,
         }
     }
 
-    /// Stands in for mmdebstrap and friends: writes what the script writes, or fails like it.
-    struct FakeBuilder {
+    /// The builder as the script would run for [`recipe`]'s mirrors, or `mirrors` and
+    /// `security_mirrors` when a test lists more: builds, or fails like mmdebstrap with a
+    /// package the mirror lacks.
+    fn builder(
         fail: bool,
-        /// The builder's MIRRORS and SECURITY_MIRRORS arguments it expects.
         mirrors: &'static str,
         security_mirrors: &'static str,
-    }
-
-    impl FakeBuilder {
-        fn new(fail: bool) -> FakeBuilder {
-            FakeBuilder {
-                fail,
-                mirrors: "http://mirror.example.test/debian",
-                security_mirrors: "http://mirror.example.test/debian-security",
+    ) -> FakeBuilder<impl Fn(&BuildArgs) -> FakeBuild> {
+        FakeBuilder(move |args: &BuildArgs| {
+            assert_eq!(args.release, "bookworm");
+            assert_eq!(args.mirrors, mirrors);
+            assert_eq!(args.security_mirrors, security_mirrors);
+            assert!(args.packages.ends_with(",ca-certificates,tzdata,nginx"));
+            assert_eq!(args.overlay, "", "no overlay");
+            if fail {
+                FakeBuild::Failed {
+                    status: 100,
+                    stderr: "noise\nE: Unable to locate package nginx\n".into(),
+                }
+            } else {
+                FakeBuild::Built {
+                    image: b"qcow2 bytes".to_vec(),
+                    packages: "nginx 1.22.1-9\n".into(),
+                }
             }
-        }
+        })
     }
 
-    impl Machine for FakeBuilder {
-        fn describe(&self) -> String {
-            "this machine".into()
-        }
-
-        /// The fake's commands end at once: there is nothing to watch.
-        fn run_watched(
-            &self,
-            command: &MachineCommand,
-            _watch: crate::machine::Watch,
-        ) -> Result<CommandOutput, MachineError> {
-            // The script's arguments follow its name, whoever runs it (root, or an account as
-            // root of a user namespace).
-            let name = command
-                .argv
-                .iter()
-                .position(|arg| arg == "build_debian.sh")
-                .unwrap();
-            let args = &command.argv[name + 1..];
-            let out = Path::new(&args[0]);
-            assert_eq!(args[1], "bookworm");
-            assert_eq!(args[2], self.mirrors);
-            assert_eq!(args[3], self.security_mirrors);
-            assert!(args[4].ends_with(",ca-certificates,tzdata,nginx"));
-            assert_eq!(args[5], "", "no overlay");
-            if !self.fail {
-                std::fs::write(out.join("image.qcow2"), b"qcow2 bytes").unwrap();
-                std::fs::write(out.join("packages"), "nginx 1.22.1-9\n").unwrap();
-            }
-            Ok(CommandOutput {
-                command_line: "bash -c …".into(),
-                host: self.describe(),
-                status: Some(if self.fail { 100 } else { 0 }),
-                stdout: Vec::new(),
-                stderr: b"noise\nE: Unable to locate package nginx\n".to_vec(),
-            })
-        }
-
-        fn start(
-            &self,
-            _command: &MachineCommand,
-        ) -> Result<crate::machine::HeldCommand, MachineError> {
-            unreachable!("building an image keeps no command running")
-        }
-    }
+    const MIRROR: &str = "http://mirror.example.test/debian";
+    const SECURITY_MIRROR: &str = "http://mirror.example.test/debian-security";
 
     #[test]
     fn a_built_image_is_filed_under_its_digest_with_its_package_list() {
         let cache = tempfile::tempdir().unwrap();
-        let built = build_image(&FakeBuilder::new(false), &recipe(), cache.path()).unwrap();
+        let built = build_image(
+            &builder(false, MIRROR, SECURITY_MIRROR),
+            &recipe(),
+            cache.path(),
+        )
+        .unwrap();
         let sha = hex::encode(Sha256::digest(b"qcow2 bytes"));
         assert_eq!(built.sha256, sha);
         assert_eq!(built.path, cache.path().join(format!("sha256-{sha}.img")));
@@ -442,11 +414,11 @@ mod tests {
             "https://mirror.example.org/debian".into(),
         ];
         listed.fallback_security_mirrors = vec!["http://deb.debian.org/debian-security".into()];
-        let builder = FakeBuilder {
-            fail: false,
-            mirrors: "http://mirror.example.test/debian http://deb.debian.org/debian https://mirror.example.org/debian",
-            security_mirrors: "http://mirror.example.test/debian-security http://deb.debian.org/debian-security",
-        };
+        let builder = builder(
+            false,
+            "http://mirror.example.test/debian http://deb.debian.org/debian https://mirror.example.org/debian",
+            "http://mirror.example.test/debian-security http://deb.debian.org/debian-security",
+        );
         build_image(&builder, &listed, cache.path()).unwrap();
     }
 
@@ -470,7 +442,12 @@ mod tests {
     #[test]
     fn a_failed_build_keeps_nothing_and_says_why() {
         let cache = tempfile::tempdir().unwrap();
-        let error = build_image(&FakeBuilder::new(true), &recipe(), cache.path()).unwrap_err();
+        let error = build_image(
+            &builder(true, MIRROR, SECURITY_MIRROR),
+            &recipe(),
+            cache.path(),
+        )
+        .unwrap_err();
         let chain = crate::diagnose::Failure::from(error).chain().join("\n");
         assert!(
             chain.contains("cannot build debian bookworm from http://mirror.example.test/debian"),

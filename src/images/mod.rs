@@ -6,6 +6,8 @@ pub mod archive_index;
 pub mod baked;
 pub mod build;
 pub mod debian_version;
+#[cfg(test)]
+pub mod fake_builder;
 pub mod package_versions;
 
 #[cfg(test)]
