@@ -107,7 +107,8 @@ const MODULES: &[Module] = &[
     // Before apt_configure: the image's own sources go before the mirror's are written.
     module("bootcmd", Stage::Config, false, &["bootcmd"]),
     module("locale", Stage::Config, true, &[]),
-    // Tells the grub-pc package which disk to install to, so a later upgrade does not stop.
+    // Tells the grub-pc package which disk to install to, so a later upgrade does not stop. The
+    // images trog builds have no grub-pc and turn the module off in their own configuration.
     module("grub_dpkg", Stage::Config, true, &[]),
     module("apt_configure", Stage::Config, false, &["apt"]),
     module("timezone", Stage::Config, false, &["timezone"]),
