@@ -24,83 +24,10 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-image=${1:-$("$root/tests/image/ensure-image.sh")}
+bench_name=reprovision
+# shellcheck source=bench/example-site-lib.sh
+source "$root/bench/example-site-lib.sh"
 pairs=${TROG_BENCH_PAIRS:-5}
-memory_mib=${TROG_BENCH_MEMORY_MIB:-1024}
-vcpus=${TROG_BENCH_VCPUS:-1}
-if [[ -z ${TROG_BIN:-} ]]; then
-  cargo build --quiet --manifest-path "$root/Cargo.toml" --bin trog
-  TROG_BIN=$root/target/debug/trog
-fi
-export TROG_RECIPES=${TROG_RECIPES:-$root/recipes}
-
-work=$(mktemp -d /var/tmp/trog-bench-reprovision.XXXXXX)
-chmod 755 "$work"
-logs=${TROG_BENCH_LOGS:-$work/logs}
-mkdir -p "$logs"
-domain=bench-reprovision-$$.test
-pool=trog-bench-reprovision-$$
-uri=qemu:///system
-trog() { printf 'keepass: bench\n\n' | TROG_PROVISIONER_CONFIG=$work XDG_CACHE_HOME=$work/cache "$TROG_BIN" --credentials "$@"; }
-cleanup() {
-  trog destroy --purge --yes "$domain" >/dev/null 2>&1 || true
-  virsh -q -c "$uri" pool-destroy "$pool" >/dev/null 2>&1 || true
-  virsh -q -c "$uri" pool-undefine "$pool" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-mirror=$("$root/tests/services/apt-proxy.sh" start)
-
-cat >"$work/hypervisors.conf" <<CONF
-[local]
-libvirt_uri = $uri
-domain_type = qemu
-pool_name = $pool
-pool_path = $work/pool
-reserve_memory = 512
-cpu_overcommit = 100
-CONF
-# etc/recipes.yaml's _base, with the proxy as the mirror.
-cat >"$work/recipes.yaml" <<CONF
-_base:
-  _global:
-    admin_user: siteadmin
-    contact_email: ops@example.test
-    distro: debian
-    release: bookworm
-    timezone: Etc/UTC
-    mirror: $mirror
-    security_mirror: $mirror-security
-  adminconfig: {}
-CONF
-mkdir -p "$work/recipes.d/$domain"
-cp "$root/etc/recipes.d/example.test/data.tar.gz" "$work/recipes.d/$domain/"
-image_sha256=$(sha256sum "$image" | cut -d' ' -f1)
-# etc/recipes.d/example.test.yaml's guest under this run's name; $1 (`bake_packages`) is true or
-# false, $2 its time zone.
-write_guest() {
-  cat >"$work/recipes.d/$domain.yaml" <<CONF
-$domain:
-  _global:
-    memory: $memory_mib
-    cpus: $vcpus
-    size: 4G
-    bake_packages: $1
-    timezone: $2
-    image:
-      url: file://$image
-      sha256: $image_sha256
-  nginx:
-    server_names: [www.example.test]
-    root: /srv/site/public
-  data:
-    site_dir: /srv/site
-CONF
-}
-write_guest false Etc/UTC
-# The secret store and the guest's key exist before the clock starts.
-trog new_config --new-secret-store "$domain" --out "$work/out" >/dev/null
 
 # The time zone the next rebuild gives the guest: a change of it makes a new root disk.
 zone=Etc/UTC
@@ -108,22 +35,15 @@ next_zone() { if [[ $zone == Etc/UTC ]]; then zone=UTC; else zone=Etc/UTC; fi; }
 
 # Provisions the guest with `bake_packages: $2` and time zone $3; prints the seconds the run
 # took. $1 names it.
-timed_provision() {
-  local name=$1 bake=$2 started
-  write_guest "$bake" "$3"
-  started=$(date +%s.%N)
-  if ! trog provision "$domain" >"$logs/$name.log" 2>&1; then
-    echo "bench reprovision: $name failed:" >&2
-    tail -n 30 "$logs/$name.log" >&2
-    exit 1
-  fi
-  python3 -c "import time; print(round(time.time() - $started, 1))"
+timed_rebuild() {
+  write_guest "$2" "$3" www.example.test
+  timed_provision "$1"
 }
 
-first_plain=$(timed_provision first-plain false "$zone")
+first_plain=$(timed_rebuild first-plain false "$zone")
 echo "{\"run\": \"first_plain\", \"seconds\": $first_plain}"
 next_zone
-first_baked=$(timed_provision first-baked true "$zone")
+first_baked=$(timed_rebuild first-baked true "$zone")
 echo "{\"run\": \"first_baked\", \"seconds\": $first_baked, \"note\": \"image build included\"}"
 grep -q "base image: baked image .*built by this run" "$logs/first-baked.log" || {
   echo "bench reprovision: the first baked run did not build and use a baked image" >&2
@@ -136,7 +56,7 @@ for ((pair = 1; pair <= pairs; pair++)); do
   for bake in "${order[@]}"; do
     next_zone
     if [[ $bake == true ]]; then name=baked-$pair; else name=plain-$pair; fi
-    seconds=$(timed_provision "$name" "$bake" "$zone")
+    seconds=$(timed_rebuild "$name" "$bake" "$zone")
     grep -q "create root disk" "$logs/$name.log" || {
       echo "bench reprovision: $name made no new root disk" >&2
       exit 1
