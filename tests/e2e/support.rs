@@ -168,9 +168,20 @@ impl Drop for MirrorServer {
 /// Runs a `bin/` entry point with the installation and credentials on standard input; what it
 /// printed is recorded for the secret scan.
 pub fn run_verb(verb: &str, installation: &Path, args: &[&str]) -> Output {
+    run_verb_handing_in(verb, installation, args, "")
+}
+
+/// [`run_verb`], with `more_credentials` (lines of `--credentials`, each ending in a newline:
+/// `sudo: PASSWORD\n`) handed in after the passphrase.
+pub fn run_verb_handing_in(
+    verb: &str,
+    installation: &Path,
+    args: &[&str],
+    more_credentials: &str,
+) -> Output {
     let started = std::time::Instant::now();
     let output = root_warning::output_without_root_warning(
-        spawn_verb(verb, installation, args)
+        spawn_verb_handing_in(verb, installation, args, more_credentials)
             .wait_with_output()
             .unwrap(),
     );
@@ -347,6 +358,15 @@ fn command_text(command: &mut Command) -> String {
 }
 
 pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
+    spawn_verb_handing_in(verb, installation, args, "")
+}
+
+fn spawn_verb_handing_in(
+    verb: &str,
+    installation: &Path,
+    args: &[&str],
+    more_credentials: &str,
+) -> Child {
     let entry_point = checkout().join("bin").join(verb);
     let mut command = match verbs_run_as() {
         // setpriv execs (no process stays between): killing the child kills trog itself.
@@ -384,7 +404,7 @@ pub fn spawn_verb(verb: &str, installation: &Path, args: &[&str]) -> Child {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "keepass: {PASSPHRASE}\n").unwrap();
+    write!(stdin, "keepass: {PASSPHRASE}\n{more_credentials}\n").unwrap();
     child
 }
 

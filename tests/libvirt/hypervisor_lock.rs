@@ -230,11 +230,12 @@ pub fn take_turns(prefix: &str, uris: [&str; 2]) {
 /// the hypervisor's system whoever logs in, and a killed run's SSH session lets go.
 #[test]
 fn two_logins_take_turns_with_a_guest_over_ssh() {
-    let value = super::remote_host();
-    let (address, key) = (value("ADDRESS"), value("KEYFILE"));
-    let uri = |user: String| format!("qemu+ssh://{user}@{address}/system?keyfile={key}");
+    let host = crate::remote_host::RemoteHost::set_up();
     take_turns(
         "hvlockssh",
-        [&uri(value("USER_NOPASSWD")), &uri(value("USER_PASSWORD"))],
+        [
+            &host.uri(&host.user_nopasswd, "/system"),
+            &host.uri(&host.user_password, "/system"),
+        ],
     );
 }

@@ -8,6 +8,8 @@ mod leased_address;
 mod network_filters_lock;
 mod pinned_host_keys;
 mod prune_pool_copies;
+#[path = "../support/remote_host.rs"]
+mod remote_host;
 mod restart_later;
 #[path = "../support/root_warning.rs"]
 mod root_warning;
@@ -1090,30 +1092,5 @@ fn leases_pinned_at_once_get_addresses_of_their_own_and_go_when_released() {
             reserved(0, mac).is_empty()
                 && reserved(virt::sys::VIR_NETWORK_XML_INACTIVE, mac).is_empty()
         );
-    }
-}
-
-/// What tests/services/remote-host.sh says (it sets the namespace host up if needed): each
-/// `KEY=VALUE` line it prints, by key.
-pub fn remote_host() -> impl Fn(&str) -> String {
-    let output = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/services/remote-host.sh"
-    ))
-    .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
-    .output()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "remote-host.sh failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    move |key: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("remote-host.sh gave no {key}"))
-            .to_string()
     }
 }

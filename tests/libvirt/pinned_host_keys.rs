@@ -2,6 +2,7 @@
 //! real OpenSSH on both sides (the sshd of tests/services/remote-host.sh, in a network namespace
 //! of its own), connected as trog connects to guests.
 
+use crate::remote_host::RemoteHost;
 use std::path::Path;
 use trog::machine::ssh::{HostKeys, SshMachine, SshTarget};
 use trog::machine::{Machine, MachineCommand, MachineError};
@@ -19,40 +20,40 @@ fn known_hosts(dir: &Path, name: &str, key: &str) -> std::path::PathBuf {
 /// sshd at the same time: this name is this test's alone.
 const UNKNOWN_LOGIN: &str = "trog-pin-check";
 
-fn login(host: &dyn Fn(&str) -> String, host_keys: HostKeys) -> SshMachine {
-    login_as(host, &host("USER_NOPASSWD"), host_keys)
+fn login(host: &RemoteHost, host_keys: HostKeys) -> SshMachine {
+    login_as(host, &host.user_nopasswd, host_keys)
 }
 
-fn login_as(host: &dyn Fn(&str) -> String, user: &str, host_keys: HostKeys) -> SshMachine {
+fn login_as(host: &RemoteHost, user: &str, host_keys: HostKeys) -> SshMachine {
     SshMachine::new(
         SshTarget {
             user: Some(user.to_string()),
-            host: host("ADDRESS"),
+            host: host.address.clone(),
             port: None,
         },
-        Some(host("KEYFILE").into()),
+        Some(host.keyfile.clone().into()),
         host_keys,
     )
     .unwrap()
 }
 
 /// The sshd's log from `offset` on.
-fn log_since(host: &dyn Fn(&str) -> String, offset: u64) -> String {
-    let log = std::fs::read(format!("{}/sshd.log", host("STATE"))).unwrap_or_default();
+fn log_since(host: &RemoteHost, offset: u64) -> String {
+    let log = std::fs::read(format!("{}/sshd.log", host.state)).unwrap_or_default();
     String::from_utf8_lossy(&log[(offset as usize).min(log.len())..]).into_owned()
 }
 
-fn log_size(host: &dyn Fn(&str) -> String) -> u64 {
-    std::fs::metadata(format!("{}/sshd.log", host("STATE")))
+fn log_size(host: &RemoteHost) -> u64 {
+    std::fs::metadata(format!("{}/sshd.log", host.state))
         .map(|metadata| metadata.len())
         .unwrap_or(0)
 }
 
 #[test]
 fn only_the_pinned_key_is_accepted_and_another_gets_no_login_attempt() {
-    let host = super::remote_host();
+    let host = RemoteHost::set_up();
     let dir = tempfile::tempdir().unwrap();
-    let real_key: String = std::fs::read_to_string(format!("{}/host_key.pub", host("STATE")))
+    let real_key: String = std::fs::read_to_string(format!("{}/host_key.pub", host.state))
         .unwrap()
         .split_whitespace()
         .take(2)
@@ -109,7 +110,7 @@ fn only_the_pinned_key_is_accepted_and_another_gets_no_login_attempt() {
     .run(&true_command)
     .unwrap_err();
     assert!(
-        matches!(&refused, MachineError::HostKeyRefused { host: refused_host } if refused_host.ends_with(&host("ADDRESS"))),
+        matches!(&refused, MachineError::HostKeyRefused { host: refused_host } if refused_host.ends_with(&host.address)),
         "{refused:?}"
     );
     assert_eq!(

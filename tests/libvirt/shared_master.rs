@@ -19,8 +19,8 @@ struct Counted {
 
 impl Counted {
     fn new() -> Counted {
-        let host = super::remote_host();
-        let (address, user, key) = (host("ADDRESS"), host("USER_NOPASSWD"), host("KEYFILE"));
+        let host = crate::remote_host::RemoteHost::set_up();
+        let (address, user, key) = (host.address, host.user_nopasswd, host.keyfile);
         let dir = tempfile::tempdir().unwrap();
         let connections = dir.path().join("connections");
         let ssh = dir.path().join("counting-ssh");

@@ -1,16 +1,19 @@
 //! A hypervisor reached over SSH, for real: tests/services/remote-host.sh puts an sshd in a network
 //! namespace of its own in front of this machine's libvirtd, with a login that has passwordless
 //! sudo and one whose sudo wants a password. Through `qemu+ssh://LOGIN@10.213.0.2/system`:
-//! a guest is provisioned and destroyed with each login (the password handed in with
-//! `--credentials`, and never visible in a process listing); without a password and without a
-//! terminal the run fails within seconds with the NOPASSWD hint; preflight reports a healthy and
-//! a broken host.
+//! a guest sharing a folder of the hypervisor is provisioned with the second login (the password
+//! handed in with `--credentials`, and never visible in a process listing) and destroyed with
+//! the first; without a password and without a terminal the run fails within seconds with the
+//! NOPASSWD hint; preflight reports a healthy and a broken host. (A snapshot with memory taken
+//! and restored through such a hypervisor is a check of tests/shared_guests, on its fleet.)
 
+#[path = "../support/remote_host.rs"]
+mod remote_host;
 #[path = "../e2e/support.rs"]
 #[allow(dead_code)]
 mod support;
 
-use std::collections::HashMap;
+use remote_host::RemoteHost;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -29,57 +32,10 @@ const GUEST_ADDRESS: &str = "192.168.122.243";
 const REFUSAL_DEADLINE: Duration = Duration::from_secs(60);
 const REFUSAL_EXPECTED_WITHIN: Duration = Duration::from_secs(30);
 
-/// What remote-host.sh set up.
-struct RemoteHost {
-    address: String,
-    keyfile: String,
-    state: String,
-    user_nopasswd: String,
-    user_password: String,
-}
-
-impl RemoteHost {
-    fn uri(&self, user: &str, path: &str) -> String {
-        format!(
-            "qemu+ssh://{user}@{}{path}?keyfile={}",
-            self.address, self.keyfile
-        )
-    }
-
-    fn sudo_password(&self) -> String {
-        std::fs::read_to_string(Path::new(&self.state).join("sudo-password"))
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-}
-
-/// Sets the second host up once per test binary (the script is idempotent across runs).
+/// The second host, set up once per test binary.
 fn remote_host() -> &'static RemoteHost {
     static HOST: OnceLock<RemoteHost> = OnceLock::new();
-    HOST.get_or_init(|| {
-        let output = Command::new(checkout().join("tests/services/remote-host.sh"))
-            .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "remote-host.sh failed:\n{}",
-            text(&output.stderr)
-        );
-        let values: HashMap<String, String> = text(&output.stdout)
-            .lines()
-            .filter_map(|line| line.split_once('='))
-            .map(|(key, value)| (key.to_string(), value.to_string()))
-            .collect();
-        RemoteHost {
-            address: values["ADDRESS"].clone(),
-            keyfile: values["KEYFILE"].clone(),
-            state: values["STATE"].clone(),
-            user_nopasswd: values["USER_NOPASSWD"].clone(),
-            user_password: values["USER_PASSWORD"].clone(),
-        }
-    })
+    HOST.get_or_init(RemoteHost::set_up)
 }
 
 struct Installation {
@@ -275,31 +231,24 @@ fn keepass_only() -> String {
     format!("keepass: {PASSPHRASE}\n\n")
 }
 
-/// What the guest is checked for between its provision and its destroy.
-enum Between {
-    /// A snapshot of the running guest is taken, restored and listed with its sizes (through
-    /// qemu+ssh, with the same credentials).
-    Snapshot,
-    /// The guest shares this directory of the hypervisor (virtiofs): it reads what the
-    /// hypervisor wrote there and writes a file back, and a snapshot of it running is refused.
-    SharedFolder(PathBuf),
-}
-
-/// Provisions the guest on the remote host, checks it as `between` says and destroys it.
+/// Provisions the guest on the remote host through the login whose sudo wants a password,
+/// handed in with `--credentials` (the guest shares `shared`, a folder of the hypervisor), checks
+/// the shared folder, then destroys the guest through the login that needs no password.
+/// Returns every process listing seen while the provision ran.
 fn provision_and_destroy(
+    host: &RemoteHost,
     installation: &Installation,
-    credentials: &str,
-    between: Between,
+    shared: &Path,
 ) -> Vec<String> {
-    if let Between::SharedFolder(source) = &between {
-        installation.write_guest(&format!(
-            "    shared_folders: [{{name: exchange, source: {}, mount: /srv/exchange}}]\n",
-            source.display()
-        ));
-    }
+    installation.hypervisor(&host.uri(&host.user_password, "/system"));
+    let credentials = format!("keepass: {PASSPHRASE}\nsudo: {}\n\n", host.sudo_password());
+    installation.write_guest(&format!(
+        "    shared_folders: [{{name: exchange, source: {}, mount: /srv/exchange}}]\n",
+        shared.display()
+    ));
     let domain = installation.domain.as_str();
     let listings = ProcessListings::start();
-    let provision = installation.run("provision", &[domain], credentials);
+    let provision = installation.run("provision", &[domain], &credentials);
     let seen = listings.finish();
     let (stdout, stderr) = (text(&provision.stdout), text(&provision.stderr));
     assert!(
@@ -311,43 +260,10 @@ fn provision_and_destroy(
         "{stdout}"
     );
     assert!(domain_exists(domain));
-    if let Between::SharedFolder(source) = &between {
-        shared_folder_works(installation, source, credentials);
-        installation.write_guest("");
-    }
-    if matches!(between, Between::Snapshot) {
-        let taken = installation.run("snapshot", &["--name", "remote-1", domain], credentials);
-        let said = format!("{}\n{}", text(&taken.stdout), text(&taken.stderr));
-        assert!(taken.status.success(), "{said}");
-        assert!(
-            said.contains(&format!(
-                "{domain}: snapshot remote-1 taken on remote (with memory)"
-            )),
-            "{said}"
-        );
-        let restored = installation.run("restore", &["--latest", domain], credentials);
-        let said = format!("{}\n{}", text(&restored.stdout), text(&restored.stderr));
-        assert!(restored.status.success(), "{said}");
-        assert!(
-            said.contains(&format!(
-                "{domain}: running, SSH answers at {GUEST_ADDRESS}"
-            )),
-            "{said}"
-        );
-        // The sizes, read with qemu-img as root over the hypervisor's SSH (sudo as handed in).
-        let listed = installation.run("snapshot", &["--json", "--list", domain], credentials);
-        let said = format!("{}\n{}", text(&listed.stdout), text(&listed.stderr));
-        assert!(listed.status.success(), "{said}");
-        let listing: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
-        assert!(listing["sizes_unread"].is_null(), "{said}");
-        assert!(listing["disk_bytes"].as_u64().unwrap() > 0, "{said}");
-        assert_eq!(listing["snapshots"][0]["name"], "remote-1", "{said}");
-        assert!(
-            listing["snapshots"][0]["memory_bytes"].as_u64().unwrap() > 0,
-            "{said}"
-        );
-    }
+    shared_folder_works(installation, shared, &credentials);
+
     // --purge: the address handed out goes back to its range and its DHCP reservation goes.
+    installation.hypervisor(&host.uri(&host.user_nopasswd, "/system"));
     let destroy = installation.run("destroy", &["--purge", "--yes", domain], &keepass_only());
     assert!(
         destroy.status.success(),
@@ -359,6 +275,10 @@ fn provision_and_destroy(
     seen
 }
 
+/// A guest provisioned through a hypervisor reached over SSH, into a pool of its own (the base
+/// image uploaded and its boot files read as root there), with sudo's password handed in: it
+/// appears in no process listing, nor does the passphrase. A snapshot through such a hypervisor
+/// is a check of tests/shared_guests, on a guest of its fleet.
 #[test]
 fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
     let host = remote_host();
@@ -379,35 +299,19 @@ fn provision_and_destroy_through_ssh_with_and_without_a_sudo_password() {
         domain: installation.domain.clone(),
         pool: installation.pool.clone(),
     };
-
-    // Passwordless sudo.
-    installation.hypervisor(&host.uri(&host.user_nopasswd, "/system"));
-    // Passwordless sudo, and a folder of the hypervisor shared with the guest.
     let shared = tempfile::tempdir_in("/var/tmp").unwrap();
     std::fs::write(
         shared.path().join("from-hypervisor"),
         "written on the hypervisor\n",
     )
     .unwrap();
-    provision_and_destroy(
-        &installation,
-        &keepass_only(),
-        Between::SharedFolder(shared.path().to_path_buf()),
-    );
-
-    // sudo with a password, handed in: it appears in no process listing, nor does the passphrase.
-    installation.hypervisor(&host.uri(&host.user_password, "/system"));
-    let password = host.sudo_password();
-    let seen = provision_and_destroy(
-        &installation,
-        &format!("keepass: {PASSPHRASE}\nsudo: {password}\n\n"),
-        Between::Snapshot,
-    );
+    let seen = provision_and_destroy(host, &installation, shared.path());
     assert!(seen.len() > 100, "too few process listings were taken");
     assert!(
         seen.iter().any(|line| line.contains("ssh ")),
         "no ssh seen in the listings"
     );
+    let password = host.sudo_password();
     for line in &seen {
         assert!(
             !line.contains(&password),

@@ -12,8 +12,8 @@
 //! alone. `own_addresses` checks the rest of what a guest may send as, on the same guests.
 
 use crate::fleet::{Fleet, GATEWAY, UNHELD};
+use crate::second_installation::SecondInstallation;
 use crate::support::*;
-use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 use trog::model::names::DomainName;
 
@@ -121,10 +121,11 @@ fn expect(fleet: &Fleet, from: &(DomainName, String), probes: &[Probe]) {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-fn address_in(stdout: &str, guest: &DomainName) -> String {
+/// The address a provision's summary gives `guest` on the hypervisor named `hypervisor`.
+fn address_in(stdout: &str, guest: &DomainName, hypervisor: &str) -> String {
     stdout
         .lines()
-        .find_map(|line| line.strip_prefix(&format!("{guest} is on local at ")))
+        .find_map(|line| line.strip_prefix(&format!("{guest} is on {hypervisor} at ")))
         .and_then(|rest| rest.split(',').next())
         .unwrap_or_else(|| panic!("no address for {guest} in:\n{stdout}"))
         .to_string()
@@ -212,7 +213,7 @@ pub fn five_at_once_share_one_base_image(fleet: &Fleet, outputs: &[Output]) {
             said.contains("the base image's kernel, started directly"),
             "{guest}:\n{said}"
         );
-        let address = address_in(&text(&output.stdout), guest);
+        let address = address_in(&text(&output.stdout), guest, "local");
         assert!(address.starts_with("192.168.122.23"), "{guest}: {address}");
         addresses.push(address);
     }
@@ -337,65 +338,33 @@ pub fn a_foreign_source_gets_nothing_through(fleet: &Fleet) {
     );
 }
 
-/// A second installation on the same hypervisor and pool that knows only `guest` (given a 5G
-/// root disk): its own ips.db holds that guest's address and tenant and nothing else; it shares
-/// the fleet's secret store (the guest's key) and image cache.
-fn second_installation(fleet: &Fleet, guest: &DomainName) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("trog-shared-second-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    for file in ["hypervisors.conf", "recipes.yaml", "secrets.kdbx"] {
-        std::fs::copy(fleet.config().join(file), dir.path().join(file)).unwrap();
-    }
-    // Copied by SQLite itself: the fleet's ips.db is in WAL mode.
-    rusqlite::Connection::open(fleet.config().join("ips.db"))
-        .unwrap()
-        .execute(
-            "VACUUM INTO ?1",
-            [dir.path().join("ips.db").to_str().unwrap()],
-        )
-        .unwrap();
-    std::os::unix::fs::symlink(fleet.config().join("cache"), dir.path().join("cache")).unwrap();
-    let recipes_d = dir.path().join("recipes.d");
-    std::fs::create_dir_all(&recipes_d).unwrap();
-    let first =
-        std::fs::read_to_string(fleet.config().join(format!("recipes.d/{guest}.yaml"))).unwrap();
-    assert!(first.contains("    size: 4G\n"), "{first}");
-    std::fs::write(
-        recipes_d.join(format!("{guest}.yaml")),
-        first.replace("    size: 4G\n", "    size: 5G\n"),
-    )
-    .unwrap();
-    let ips_db = rusqlite::Connection::open(dir.path().join("ips.db")).unwrap();
-    for table in ["holdings", "tenants"] {
-        ips_db
-            .execute(
-                &format!("DELETE FROM {table} WHERE guest != ?1"),
-                [guest.as_str()],
-            )
-            .unwrap();
-    }
-    dir
-}
-
 /// A root-disk rebuild (a new disk size) keeps shop-a's address, and its isolation. It is run by
-/// a second installation sharing the hypervisor, whose ips.db knows shop-a only: its run rewrites
+/// a second installation sharing the hypervisor (reached over SSH, `second_installation.rs`),
+/// whose ips.db knows shop-a only: its run rewrites
 /// both tenants' filters, and the addresses only the fleet's installation knows (shop-b's,
 /// blog's, the service guests') must stay in them.
-pub fn a_second_installations_rebuild_keeps_tenants_apart(fleet: &Fleet) {
+pub fn a_second_installations_rebuild_keeps_tenants_apart(
+    fleet: &Fleet,
+    second: &SecondInstallation,
+) {
     let [shop_a, shop_b, blog_a] =
         [&fleet.shop_a, &fleet.shop_b, &fleet.blog_a].map(|guest| fleet.ready(guest));
-    let second = second_installation(fleet, &shop_a.0);
-    let rebuilt = run_verb("provision", second.path(), &[shop_a.0.as_str()]);
+    assert_eq!(second.guest, shop_a.0);
+    let rebuilt = second.run("provision", &[shop_a.0.as_str()]);
     let said = format!("{}\n{}", text(&rebuilt.stdout), text(&rebuilt.stderr));
     assert!(rebuilt.status.success(), "{said}");
     assert!(
         said.contains("root"),
         "the plan did not rebuild the root disk:\n{said}"
     );
-    assert_eq!(address_in(&text(&rebuilt.stdout), &shop_a.0), shop_a.1);
+    assert_eq!(
+        address_in(
+            &text(&rebuilt.stdout),
+            &shop_a.0,
+            SecondInstallation::HYPERVISOR
+        ),
+        shop_a.1
+    );
     let after = "after another installation's run";
     expect(
         fleet,

@@ -11,7 +11,9 @@
 //!    back before it ends. Beside them, once the probes that reach every guest are done,
 //!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`);
 //! 3. last, the checks that change or destroy guests: a second installation's rebuild of shop-a,
-//!    and the filters removed with their tenant's last guest.
+//!    through a hypervisor reached over SSH (`second_installation.rs`), a snapshot of shop-a with
+//!    its memory taken and restored through it, and the filters removed with their tenant's last
+//!    guest.
 //!
 //! Each check is named in the log (`[check] NAME: passed after …`, or `FAILED`) and a failed one
 //! does not stop the others; the test fails at the end naming every check that failed. A check
@@ -25,13 +27,18 @@ mod isolation;
 #[path = "../support/local_services.rs"]
 mod local_services;
 mod own_addresses;
+#[path = "../support/remote_host.rs"]
+mod remote_host;
 mod runner;
+mod second_installation;
 mod services;
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
 mod support;
 
 use fleet::Fleet;
+use remote_host::RemoteHost;
+use second_installation::SecondInstallation;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -176,9 +183,26 @@ fn one_fleet_of_real_guests() {
         });
     });
 
+    // Made by the first check that needs it; the next says at once when it could not be.
+    let second = std::sync::OnceLock::new();
     checks.run(
-        "a second installation's rebuild keeps the tenants apart",
-        || isolation::a_second_installations_rebuild_keeps_tenants_apart(fleet),
+        "a second installation's rebuild through a remote hypervisor keeps the tenants apart",
+        || {
+            let host = RemoteHost::set_up();
+            let second = second.get_or_init(|| {
+                SecondInstallation::new(fleet, &fleet.ready(&fleet.shop_a).0, &host)
+            });
+            isolation::a_second_installations_rebuild_keeps_tenants_apart(fleet, second)
+        },
+    );
+    checks.run(
+        "a snapshot with memory through a remote hypervisor, sudo's password handed in",
+        || {
+            let second = second
+                .get()
+                .expect("the second installation was not made: see the check before");
+            second_installation::a_snapshot_with_memory_through_a_remote_hypervisor(fleet, second)
+        },
     );
     checks.run("filters go with their tenant's last guest", || {
         isolation::filters_go_with_their_tenants_last_guest(fleet)

@@ -18,53 +18,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::remote_host::RemoteHost;
 use crate::support::*;
-
-/// What remote-host.sh set up.
-pub struct RemoteHost {
-    pub uri: String,
-    namespace: String,
-}
-
-/// Sets the namespace host up (idempotent; the remote test binary may be doing the same).
-pub fn remote_host() -> RemoteHost {
-    // On a thread of its own, so that a setup that never ends (or a daemon it started that kept
-    // its output open) fails the test instead of holding it.
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(
-            Command::new(checkout().join("tests/services/remote-host.sh"))
-                .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
-                .output()
-                .unwrap(),
-        );
-    });
-    let output = finished
-        .recv_timeout(Duration::from_secs(SETUP_WITHIN_S))
-        .unwrap_or_else(|_| panic!("remote-host.sh did not finish within {SETUP_WITHIN_S}s"));
-    assert!(
-        output.status.success(),
-        "remote-host.sh failed:\n{}",
-        text(&output.stderr)
-    );
-    let stdout = text(&output.stdout);
-    let value = |key: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("remote-host.sh printed no {key}:\n{stdout}"))
-            .to_string()
-    };
-    RemoteHost {
-        uri: format!(
-            "qemu+ssh://{}@{}/system?keyfile={}",
-            value("USER_NOPASSWD"),
-            value("ADDRESS"),
-            value("KEYFILE")
-        ),
-        namespace: value("NAMESPACE"),
-    }
-}
 
 /// Runs `then` with this thread in the network namespace `namespace`, then brings it back.
 fn in_namespace<T>(namespace: &str, then: impl FnOnce() -> T) -> T {
@@ -131,7 +86,7 @@ impl Drop for Interrupted {
 /// the guest's VNC server greets, and holds the tunnel until interrupted; afterwards the address
 /// answers no more.
 pub fn vnc_through_the_remote_host(installation: &Path, domain: &str, display_port: u16) {
-    let host = remote_host();
+    let host = RemoteHost::set_up();
     let _bridge = LoopbackBridge::start(&host, display_port);
     let dir = tempfile::Builder::new()
         .prefix("trog-dbg-remote-")
@@ -142,7 +97,7 @@ pub fn vnc_through_the_remote_host(installation: &Path, domain: &str, display_po
         dir.path().join("hypervisors.conf"),
         format!(
             "# This machine's libvirtd behind the sshd of a network namespace.\n[remote]\nlibvirt_uri = {}\ndomain_type = qemu\npool_name = unused-pool\npool_path = {}\n",
-            host.uri,
+            host.uri(&host.user_nopasswd, "/system"),
             dir.path().join("pool").display()
         ),
     )
@@ -192,9 +147,6 @@ pub fn vnc_through_the_remote_host(installation: &Path, domain: &str, display_po
     }
 }
 
-/// How long remote-host.sh may take: its lock waits up to 120 s for another setup, which takes
-/// seconds.
-const SETUP_WITHIN_S: u64 = 180;
 /// How long the run may take to print its address: locating the guest and opening the tunnel
 /// take seconds; its SSH connections give up after 15.
 const FIRST_LINE_WITHIN_S: u64 = 90;
