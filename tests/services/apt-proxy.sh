@@ -26,6 +26,8 @@ archive=${TROG_APT_PROXY_ARCHIVE:-deb.debian.org/debian}
 port=${TROG_APT_PROXY_PORT:-3142}
 libvirt_uri=qemu:///system
 virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
+# virsh runs without a controlling terminal (setsid): with one, it offers a polkit agent, and on a
+# machine without polkit prints "Authorization not available" although root needs no authorization.
 pid_file=$state_dir/apt-cacher-ng.pid
 # The daemon runs as the package's own unprivileged user when it exists.
 service_user=apt-cacher-ng
@@ -37,7 +39,7 @@ die() { printf '[apt-proxy] error: %s\n' "$*" >&2; exit 1; }
 # The bridge address of libvirt's default network (where guests reach this machine).
 bridge_address() {
   local bridge
-  bridge=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default 2>/dev/null | awk '/^Bridge:/ {print $2}')
+  bridge=$(timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-info default 2>/dev/null | awk '/^Bridge:/ {print $2}')
   [[ -n $bridge ]] || die "libvirt's default network has no bridge (run tests/services/start.sh first)"
   ip -4 -o addr show dev "$bridge" | awk '{print $4}' | cut -d/ -f1 | head -n1
 }

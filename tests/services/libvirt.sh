@@ -23,6 +23,8 @@ set -euo pipefail
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
 libvirt_uri=qemu:///system
 virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
+# virsh runs without a controlling terminal (setsid): with one, it offers a polkit agent, and on a
+# machine without polkit prints "Authorization not available" although root needs no authorization.
 libvirtd_conf=$state_dir/libvirtd.conf
 libvirtd_pid=$state_dir/libvirtd.pid
 virtlogd_pid=$state_dir/virtlogd.pid
@@ -66,7 +68,7 @@ auth_unix_rw = "none"
 EOF
 
 if [[ -d /run/systemd/system ]]; then
-  if ! timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" version >/dev/null 2>&1; then
+  if ! timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" version >/dev/null 2>&1; then
     systemctl enable --now virtlogd libvirtd >/dev/null 2>&1 || die "systemctl could not start libvirtd"
     say "started virtlogd and libvirtd through systemd"
   fi
@@ -102,7 +104,7 @@ else
   # `unknown` when it does not answer.
   running_guests() {
     local names
-    names=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" list --name 2>/dev/null) || { echo unknown; return; }
+    names=$(timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" list --name 2>/dev/null) || { echo unknown; return; }
     grep -c . <<<"$names" || true
   }
   existing=$(running_pid libvirtd)
@@ -127,7 +129,7 @@ else
 fi
 
 deadline=$((SECONDS + socket_wait_s))
-until timeout 5 virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
+until timeout 5 setsid --wait virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
   if ((SECONDS >= deadline)); then
     hung=$(running_pid libvirtd)
     [[ -z $hung ]] || die "libvirtd (pid $hung) runs but did not answer on $libvirt_uri within ${socket_wait_s} s: it is stuck; restart it: kill -9 $hung, then run this again"
@@ -135,16 +137,16 @@ until timeout 5 virsh -c "$libvirt_uri" version >/dev/null 2>&1; do
   fi
   sleep 0.2
 done
-say "libvirt answers: $(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" version 2>/dev/null | grep -i 'running hypervisor' | sed 's/^ *//')"
+say "libvirt answers: $(timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" version 2>/dev/null | grep -i 'running hypervisor' | sed 's/^ *//')"
 
 # --- the default NAT network ---
-if ! timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default >/dev/null 2>&1; then
-  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-define /usr/share/libvirt/networks/default.xml >/dev/null
+if ! timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-info default >/dev/null 2>&1; then
+  timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-define /usr/share/libvirt/networks/default.xml >/dev/null
   touch "$state_dir/defined-network"
   say "defined network default"
 fi
-if [[ $(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default | awk '/^Active:/ {print $2}') != yes ]]; then
-  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-start default >/dev/null
+if [[ $(timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-info default | awk '/^Active:/ {print $2}') != yes ]]; then
+  timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-start default >/dev/null
   touch "$state_dir/started-network"
   say "started network default"
 else
@@ -154,12 +156,12 @@ fi
 # guest the network's DHCP server leased such an address to keeps it while a test started later
 # hands it out again, and two guests answer at one address: the DHCP pool ends below the ranges.
 dhcp_pool_end=192.168.122.199
-network_xml=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-dumpxml default)
+network_xml=$(timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-dumpxml default)
 dhcp_pool=$(grep -o "<range start='[0-9.]*' end='[0-9.]*'" <<<"$network_xml" | head -n 1 || true)
 if [[ -n $dhcp_pool && $dhcp_pool != *"end='$dhcp_pool_end'" ]]; then
   dhcp_pool_start=${dhcp_pool#*start=\'}
   dhcp_pool_start=${dhcp_pool_start%%\'*}
-  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-update default delete ip-dhcp-range "$dhcp_pool/>" --live --config >/dev/null
-  timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-update default add ip-dhcp-range "<range start='$dhcp_pool_start' end='$dhcp_pool_end'/>" --live --config >/dev/null
+  timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-update default delete ip-dhcp-range "$dhcp_pool/>" --live --config >/dev/null
+  timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-update default add ip-dhcp-range "<range start='$dhcp_pool_start' end='$dhcp_pool_end'/>" --live --config >/dev/null
   say "network default's DHCP pool now ends at $dhcp_pool_end, below the tests' address ranges (it was ${dhcp_pool#<range })"
 fi

@@ -12,6 +12,8 @@ set -euo pipefail
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
 libvirt_uri=qemu:///system
 virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
+# virsh runs without a controlling terminal (setsid): with one, it offers a polkit agent, and on a
+# machine without polkit prints "Authorization not available" although root needs no authorization.
 
 say() { printf '[services] %s\n' "$*"; }
 die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
@@ -24,7 +26,7 @@ mkdir -p "$state_dir"
 
 "$(dirname "${BASH_SOURCE[0]}")/libvirt.sh"
 
-bridge=$(timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-info default | awk '/^Bridge:/ {print $2}')
+bridge=$(timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-info default | awk '/^Bridge:/ {print $2}')
 [[ -n $bridge ]] || die "network default has no bridge"
 
 # --- guard rules: guests may talk to the host bridge, nothing beyond ---
