@@ -7,6 +7,7 @@
 //! hypervisor through sudo.
 
 use crate::fleet::Fleet;
+use crate::local_services::hypervisors_conf;
 use crate::remote_host::RemoteHost;
 use crate::support::*;
 use std::os::unix::fs::PermissionsExt;
@@ -34,14 +35,14 @@ impl SecondInstallation {
             .tempdir_in("/var/tmp")
             .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The fleet's libvirtd, behind the sshd of a network namespace.
         std::fs::write(
             dir.path().join("hypervisors.conf"),
-            format!(
-                "# The fleet's libvirtd, behind the sshd of a network namespace.\n[{}]\nlibvirt_uri = {}\ndomain_type = qemu\npool_name = {}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
+            hypervisors_conf(
                 Self::HYPERVISOR,
-                host.uri(&host.user_password, "/system"),
-                fleet.pool,
-                fleet.config().join("pool").display()
+                &host.uri(&host.user_password, "/system"),
+                &fleet.pool,
+                &fleet.config().join("pool"),
             ),
         )
         .unwrap();
@@ -89,7 +90,7 @@ impl SecondInstallation {
     }
 
     /// Runs a verb and returns what it printed, both streams; a failure fails the check.
-    fn must(&self, verb: &str, args: &[&str]) -> (String, String) {
+    fn must_run(&self, verb: &str, args: &[&str]) -> (String, String) {
         let output = self.run(verb, args);
         let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
         assert!(
@@ -109,7 +110,7 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
 ) {
     let (guest, address) = fleet.ready(&second.guest);
     let domain = guest.as_str();
-    let (stdout, stderr) = second.must("snapshot", &["--name", "remote-1", domain]);
+    let (stdout, stderr) = second.must_run("snapshot", &["--name", "remote-1", domain]);
     assert!(
         format!("{stdout}{stderr}").contains(&format!(
             "{domain}: snapshot remote-1 taken on {} (with memory)",
@@ -122,7 +123,7 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
         &address,
         "echo after the snapshot > /tmp/trog-after-snapshot",
     );
-    let (stdout, stderr) = second.must("restore", &["--latest", domain]);
+    let (stdout, stderr) = second.must_run("restore", &["--latest", domain]);
     assert!(
         format!("{stdout}{stderr}")
             .contains(&format!("{domain}: running, SSH answers at {address}")),
@@ -139,7 +140,7 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
             .trim(),
         "absent"
     );
-    let (stdout, stderr) = second.must("snapshot", &["--json", "--list", domain]);
+    let (stdout, stderr) = second.must_run("snapshot", &["--json", "--list", domain]);
     let listing: serde_json::Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|error| panic!("{error}:\n{stdout}\n{stderr}"));
     assert!(listing["sizes_unread"].is_null(), "{listing}");

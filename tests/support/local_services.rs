@@ -25,8 +25,14 @@ pub fn apt_proxy_url() -> String {
 /// emulation (KVM does not work here), its pool `pool` at `pool_path`. Other work on the
 /// libvirtd may hold many defined guests: overcommitting CPUs keeps a test's guests placeable.
 pub fn local_hypervisors_conf(pool: &str, pool_path: &Path) -> String {
+    hypervisors_conf("local", "qemu:///system", pool, pool_path)
+}
+
+/// A hypervisors.conf of one hypervisor, `name`, reached at `uri`: the same machine as
+/// [`local_hypervisors_conf`]'s, however it is reached (over SSH, say).
+pub fn hypervisors_conf(name: &str, uri: &str, pool: &str, pool_path: &Path) -> String {
     format!(
-        "[local]\nlibvirt_uri = qemu:///system\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
+        "[{name}]\nlibvirt_uri = {uri}\ndomain_type = qemu\npool_name = {pool}\npool_path = {}\nreserve_memory = 512\nreserve_disk = 1G\ncpu_overcommit = 100\n",
         pool_path.display()
     )
 }
