@@ -17,6 +17,8 @@
 # Needs libvirtd started by tests/services/start.sh (group-libvirt socket, no polkit).
 set -euo pipefail
 virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
+# virsh runs without a controlling terminal (setsid): with one, it offers a polkit agent, and on a
+# machine without polkit prints "Authorization not available" although root needs no authorization.
 
 namespace=trog-remote
 host_side=trogr-h
@@ -155,7 +157,7 @@ for _ in $(seq 50); do
   ssh -o BatchMode=yes -o ConnectTimeout=2 -i "$state/id_ed25519" "$user_nopasswd@$address" true 2>/dev/null && break
   sleep 0.1
 done
-timeout "$virsh_timeout_s" virsh -c "qemu+ssh://$user_nopasswd@$address/system?keyfile=$state/id_ed25519&no_tty=1" version >/dev/null ||
+timeout "$virsh_timeout_s" setsid --wait virsh -c "qemu+ssh://$user_nopasswd@$address/system?keyfile=$state/id_ed25519&no_tty=1" version >/dev/null ||
   die "libvirt does not answer through qemu+ssh://$user_nopasswd@$address/system"
 say "ready: qemu+ssh://$user_nopasswd@$address/system"
 

@@ -7,6 +7,8 @@ set -euo pipefail
 state_dir=${TROG_SERVICES_STATE:-/run/trog-tests}
 libvirt_uri=qemu:///system
 virsh_timeout_s=30 # a question to libvirt answers in well under a second; a hung libvirtd must not hang this
+# virsh runs without a controlling terminal (setsid): with one, it offers a polkit agent, and on a
+# machine without polkit prints "Authorization not available" although root needs no authorization.
 guard_tag=trog-guard
 
 say() { printf '[services] %s\n' "$*"; }
@@ -34,11 +36,11 @@ if [[ -e $state_dir/added-guards ]]; then
 fi
 
 if [[ -e $state_dir/started-network ]]; then
-  if timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-destroy default >/dev/null 2>&1; then say "stopped network default"; fi
+  if timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-destroy default >/dev/null 2>&1; then say "stopped network default"; fi
   rm -f "$state_dir/started-network"
 fi
 if [[ -e $state_dir/defined-network ]]; then
-  if timeout "$virsh_timeout_s" virsh -c "$libvirt_uri" net-undefine default >/dev/null 2>&1; then say "undefined network default"; fi
+  if timeout "$virsh_timeout_s" setsid --wait virsh -c "$libvirt_uri" net-undefine default >/dev/null 2>&1; then say "undefined network default"; fi
   rm -f "$state_dir/defined-network"
 fi
 

@@ -11,8 +11,10 @@
 set -euo pipefail
 uri=qemu:///system
 virsh_timeout_s=30 # a question to libvirt answers in well under a second
+# virsh runs without a controlling terminal (setsid): with one, it offers a polkit agent, and on a
+# machine without polkit prints "Authorization not available" although root needs no authorization.
 say() { printf '[sweep-leftovers] %s\n' "$*"; }
-v() { timeout "$virsh_timeout_s" virsh -q -c "$uri" "$@"; }
+v() { timeout "$virsh_timeout_s" setsid --wait virsh -q -c "$uri" "$@"; }
 
 # The process id a test's name carries, when the name has the tests' form; nothing otherwise.
 pid_in_name() {
