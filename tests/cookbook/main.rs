@@ -5,6 +5,7 @@
 mod root_warning;
 
 mod hostile_values;
+mod ufw_allow;
 
 use indexmap::IndexMap;
 use serde_json::{json, Value};

@@ -128,6 +128,7 @@ fn installation(mirror_url: &str) -> Installation {
       - {{name: blog, owner: blog, password: 'secret:Databases/blog/Password'}}
   ufw:
     logging: medium
+    allow: ['from 10.0.0.0/8 to any port 8080']
   cron:
     jobs:
       - {{name: heartbeat, schedule: '* * * * *', command: 'date +%s >> /var/lib/trog-heartbeat'}}
@@ -475,6 +476,13 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
     ] {
         assert!(rules.contains(expected), "ufw lacks {expected}:\n{rules}");
     }
+    // A rule of several words reached ufw as its words.
+    assert!(
+        rules.lines().any(|line| line.starts_with("8080 ")
+            && line.contains("ALLOW IN")
+            && line.trim_end().ends_with("10.0.0.0/8")),
+        "ufw lacks the rule for 8080 from 10.0.0.0/8:\n{rules}"
+    );
     let listening = installation.must(&address, "ss -ltnH", "");
     for port in [3306, 5432] {
         assert!(

@@ -2,7 +2,8 @@
 //! another boot:
 //! - a second site of the same installation that `depends_on` it: provisioned onto it (the
 //!   machine converged first, the site's payload, Makefile and tests in a state directory of its
-//!   own there), its page served beside the first by the same nginx; `provision --all` then
+//!   own there; the machine's converge deletes the firewall rule its file dropped and keeps one
+//!   added by hand), its page served beside the first by the same nginx; `provision --all` then
 //!   converges nothing, and after the site's page changed exactly that site; with the files set
 //!   aside, `status --all` reports the guest as made by trog and declared by no file;
 //! - the same guest described as an `existing_host` by a second installation, which did not
@@ -106,11 +107,13 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
         .collect();
     assert_eq!(sources.len(), 2, "{base_as_written}");
     let machine_sources = format!("{}\n", sources.join("\n"));
-    let written = written.replace("  failing: {}\n", "").replacen(
-        "  _global:\n",
-        &format!("  _global:\n{machine_sources}"),
-        1,
-    );
+    // The machine's firewall drops a rule from its list: the converge deletes it, and keeps a
+    // rule added by hand.
+    installation.must(address, "sudo ufw allow 8443/tcp", "");
+    let written = written
+        .replace("    allow: ['from 10.0.0.0/8 to any port 8080']\n", "")
+        .replace("  failing: {}\n", "")
+        .replacen("  _global:\n", &format!("  _global:\n{machine_sources}"), 1);
     std::fs::write(&own, written).unwrap();
     let unreachable = "http://192.0.2.1/debian";
     let mut base_elsewhere = String::new();
@@ -154,6 +157,22 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     let machine_at = out.find(&format!("{machine} is on ")).unwrap_or(usize::MAX);
     let site_at = out.find(&format!("{site} on {machine}'s machine")).unwrap();
     assert!(machine_at < site_at, "{}", said(&run));
+    let rules = installation.must(address, "sudo ufw show added", "");
+    for (rule, kept) in [
+        ("22/tcp", true),
+        ("80/tcp", true),
+        ("8443/tcp", true),
+        ("from 10.0.0.0/8 to any port 8080", false),
+    ] {
+        assert_eq!(
+            rules
+                .lines()
+                .any(|line| line == format!("ufw allow {rule}")),
+            kept,
+            "{rule} should be {}:\n{rules}",
+            if kept { "kept" } else { "deleted" }
+        );
+    }
 
     // The machine's package sources are its own, not `_base`'s.
     let mirror = sources[0].trim_start().trim_start_matches("mirror: ");
