@@ -93,14 +93,16 @@ impl Guest {
             );
         let at = self.path("ufw-allow");
         std::fs::write(&at, script).unwrap();
-        make_executable(&at);
         std::fs::write(self.path("calls"), "").unwrap();
         let path = format!(
             "{}:{}",
             self.path("bin").display(),
             std::env::var("PATH").unwrap()
         );
-        let status = Command::new(&at)
+        // Run by sh rather than executed: a file just written can be "busy" for exec while a
+        // process another test forks at that moment still holds it open.
+        let status = Command::new("sh")
+            .arg(&at)
             .env("PATH", path)
             .env("FAIL_RULE", fail_rule)
             .status()
