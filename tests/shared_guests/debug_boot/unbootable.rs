@@ -62,6 +62,18 @@ fn guestfish(disk: &str, mode: &str, commands: &[&str], input: &[u8]) -> Vec<u8>
     output.stdout
 }
 
+/// The guest's GRUB configuration as libguestfs reads it, replaced by `new` in the same
+/// session: every launch of libguestfs's appliance is a boot under emulation, so the oracle's
+/// read and the next write share one.
+fn read_then_write_grub_config(disk: &str, new: &[u8]) -> Vec<u8> {
+    guestfish(
+        disk,
+        "--rw",
+        &["download", GRUB_CONFIG, "-", ":", "upload", "-", GRUB_CONFIG],
+        new,
+    )
+}
+
 /// `--json --console`, read as it runs: each console line is an event as it comes (the first is
 /// read while the run still captures and before the capture holds its last line), and the last
 /// event is the result, naming how the capture ended. Returns the console's lines.
@@ -109,11 +121,6 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
     let (status, provisioned_grub, stderr) = debug_boot(dir, &[domain, "--cat", GRUB_CONFIG]);
     assert_eq!(status, Some(0), "{stderr}");
     let provisioned_grub = provisioned_grub.into_bytes();
-    assert_eq!(
-        guestfish(&disk, "--ro", &["download", GRUB_CONFIG, "-"], b""),
-        provisioned_grub,
-        "--cat reads what libguestfs reads"
-    );
     let grub = String::from_utf8(provisioned_grub.clone()).unwrap();
     assert!(grub.contains("\nlinux /boot/vmlinuz"), "{grub}");
     // Both inits: initramfs-tools would fall back to /sbin/init for a missing `init=`; without
@@ -123,11 +130,10 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
         " net.ifnames=1 rdinit=/nonexistent init=/nonexistent",
     );
     assert_ne!(broken, grub);
-    guestfish(
-        &disk,
-        "--rw",
-        &["upload", "-", GRUB_CONFIG],
-        broken.as_bytes(),
+    assert_eq!(
+        read_then_write_grub_config(&disk, broken.as_bytes()),
+        provisioned_grub,
+        "--cat reads what libguestfs reads"
     );
 
     // --console: the kernel cannot find its init and panics; the capture ends there.
@@ -166,16 +172,10 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
         "{stderr}"
     );
 
-    // Mended as provision made it.
-    guestfish(
-        &disk,
-        "--rw",
-        &["upload", "-", GRUB_CONFIG],
-        &provisioned_grub,
-    );
     // A --single whose start fails takes its change back: with a directory where the console
     // capture goes (the definition still names it after --console), libvirt cannot start the
-    // guest after --single wrote its GRUB configuration; the disk holds what it held before.
+    // guest after --single wrote its GRUB configuration; the disk holds what it held before
+    // (the broken configuration, read back below as the guest is mended).
     let capture = format!("/var/log/libvirt/qemu/{domain}-debug-console.log");
     let _ = std::fs::remove_file(&capture);
     std::fs::create_dir(&capture).unwrap();
@@ -186,9 +186,10 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
         stderr.contains("did not start with the change for debugging; the change was taken back: its GRUB configuration is as it was"),
         "{stderr}"
     );
+    // Mended as provision made it.
     assert_eq!(
-        guestfish(&disk, "--ro", &["download", GRUB_CONFIG, "-"], b""),
-        provisioned_grub,
+        String::from_utf8(read_then_write_grub_config(&disk, &provisioned_grub)).unwrap(),
+        broken,
         "the GRUB configuration --single wrote was put back"
     );
 
