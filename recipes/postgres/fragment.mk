@@ -2,7 +2,7 @@
 # rather than named), then roles and databases from a file, never from a command line (run from /:
 # postgres cannot read the directory make runs in).
 postgres:
-	install -d -m 0700 -o postgres -g postgres {{ args.dump_dir }}
+	install -d -m 0700 -o postgres -g postgres /var/lib/postgresql-dumps
 	set -e; for conf in /etc/postgresql/*/main/conf.d; do install -m 0644 /etc/trog/postgres/trog.conf "$$conf/60-trog.conf"; done
 	systemctl is-enabled --quiet postgresql || systemctl enable postgresql
 	systemctl restart postgresql

@@ -8,28 +8,26 @@ vm:
 	disk=$$(ls /dev/disk/by-id/*trog-data 2>/dev/null | head -n 1); \
 	if [ -z "$$disk" ]; then echo "vm: no disk with serial trog-data is attached" >&2; exit 1; fi; \
 	if ! blkid "$$disk" >/dev/null 2>&1; then mkfs.ext4 -q -L trog-data "$$disk"; fi; \
-	mkdir -p {{ args.data_mount }}; \
-	grep -q '^LABEL=trog-data ' /etc/fstab || echo 'LABEL=trog-data '{{ args.data_mount }}' ext4 defaults,nofail 0 2' >> /etc/fstab; \
-	mountpoint -q {{ args.data_mount }} || mount {{ args.data_mount }}
+	echo 'LABEL=trog-data '{{ args.data_mount }}' ext4 defaults,nofail 0 2' | /usr/local/lib/trog/converge-mounts vm-data
 {%- endif %}
 {#- The extra disks: found by their serial, formatted ext4 only when blank, mounted by UUID with
-    nofail so a guest whose disk went missing still boots. (A template comment: a guest without
-    extra disks keeps the payload it had.) #}
-{%- for disk in args.disks %}
+    nofail so a guest whose disk went missing still boots. A disk no longer listed is unmounted
+    and its line taken out of fstab (converge-mounts). #}
+{%- if args.disks %}
 	set -e; \
+	lines=$$(mktemp); \
 	udevadm settle 2>/dev/null || true; \
+{%- for disk in args.disks %}
 	disk=$$(ls /dev/disk/by-id/*trog-disk-{{ disk.name }} 2>/dev/null | head -n 1); \
-	if [ -z "$$disk" ]; then echo "vm: no disk with serial trog-disk-"{{ disk.name }}" is attached" >&2; exit 1; fi; \
+	if [ -z "$$disk" ]; then echo "vm: no disk with serial trog-disk-"{{ disk.name }}" is attached" >&2; rm -f "$$lines"; exit 1; fi; \
 	if ! blkid "$$disk" >/dev/null 2>&1; then mkfs.ext4 -q "$$disk"; fi; \
-	uuid=$$(blkid -s UUID -o value "$$disk"); \
-	mkdir -p {{ disk.mount }}; \
-	line="UUID=$$uuid "{{ disk.mount }}" ext4 defaults,nofail 0 2"; \
-	if ! grep -qxF "$$line" /etc/fstab; then \
-	  awk -v mount={{ disk.mount }} '$$2 != mount' /etc/fstab > /etc/fstab.trog; \
-	  echo "$$line" >> /etc/fstab.trog; mv /etc/fstab.trog /etc/fstab; \
-	fi; \
-	mountpoint -q {{ disk.mount }} || mount {{ disk.mount }}
+	echo "UUID=$$(blkid -s UUID -o value "$$disk") "{{ disk.mount }}" ext4 defaults,nofail 0 2" >> "$$lines"; \
 {%- endfor %}
+	status=0; /usr/local/lib/trog/converge-mounts vm-disks < "$$lines" || status=$$?; \
+	rm -f "$$lines"; exit $$status
+{%- else %}
+	/usr/local/lib/trog/converge-mounts vm-disks </dev/null
+{%- endif %}
 {#- The folders shared from the hypervisor, each mounted by its virtiofs tag (kept in fstab by
     tag). A guest without any gets the same Makefile as before they existed. #}
 {%- for folder in args.shared_folders %}

@@ -37,12 +37,10 @@ fn nasty_args(recipe: &str) -> Value {
         }),
         "data" => json!({
             "site_dir": format!("/srv/{NASTY_WORD}"),
-            "archive": NASTY,
             "owner": NASTY,
             "make_target": NASTY,
         }),
-        "mariadb" => json!({"root_pw": NASTY, "dump_dir": format!("/var/{NASTY}")}),
-        "postgres" => json!({"dump_dir": format!("/var/{NASTY}")}),
+        "mariadb" => json!({"root_pw": NASTY}),
         "mounts" => json!({"entries": [format!("/dev/vdb /mnt/{NASTY_WORD}")]}),
         "nginx" => json!({"root": format!("/var/www/{NASTY}")}),
         "ufw" => json!({"allow": ["22/tcp", "from 10.0.0.0/8 to any port 80"]}),
@@ -135,17 +133,42 @@ fn hostile_values_reach_make_and_the_shell_as_one_word() {
         let lines = std::fs::read_to_string(&log).unwrap();
         // What the shell gets: each value quoted once, `$` as it is (make took its `$$`).
         for expected in [
-            r"'ssh-ed25519 AAAAC3Nz it'\''s; $HOME `id` $(id)'",
             r"--shell 'it'\''s; $HOME `id` $(id)'",
             r"'/srv/it'\''s;$HOME`id`$(id)'",
             r"'/var/www/it'\''s; $HOME `id` $(id)'",
             r"'/data/it'\''s; $HOME `id` $(id)'",
-            r"'/mnt/it'\''s;$HOME`id`$(id)'",
             r"'http://mirror.test/it'\''s;$HOME`id`$(id)'",
             r"'http://files.test/it'\''s;$HOME$(id)&x=1'",
         ] {
             assert!(lines.contains(expected), "{expected} not in:\n{lines}");
         }
+        // The admin's keys reach the guest in its key script, each one word for the shell, and
+        // the script is valid sh.
+        let keys = files
+            .iter()
+            .find(|file| file.guest_path == "/usr/local/lib/trog/authorized-keys")
+            .unwrap();
+        let script = String::from_utf8_lossy(&keys.contents);
+        assert!(
+            script.contains(r"'ssh-ed25519 AAAAC3Nz it'\''s; $HOME `id` $(id)'"),
+            "{script}"
+        );
+        let syntax = Command::new("sh")
+            .args(["-n", "-c", script.as_ref()])
+            .output()
+            .unwrap();
+        assert!(syntax.status.success(), "{syntax:?}");
+        // The mounts recipe's entries reach the guest as a file its script reads, never as
+        // words of a command.
+        let entries = files
+            .iter()
+            .find(|file| file.guest_path == "/etc/trog/mounts/fstab")
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&entries.contents),
+            format!("/dev/vdb /mnt/{NASTY_WORD} auto defaults,nofail 0 2\n")
+        );
+        assert!(!makefile.contains(&format!("/mnt/{NASTY_WORD}")), "{makefile}");
         let bashrc = files
             .iter()
             .find(|file| file.guest_path.ends_with("skel/.bashrc"))
@@ -216,7 +239,7 @@ fn a_line_break_in_a_value_on_a_makefile_line_is_refused_naming_the_line() {
     );
     let message = error.to_string();
     assert!(
-        message.contains("recipes/adminconfig/fragment.mk:5:") && !message.contains("rm -rf"),
+        message.contains("recipes/adminconfig/fragment.mk:6:") && !message.contains("rm -rf"),
         "{message}"
     );
 }

@@ -4,6 +4,9 @@
 #[path = "../support/root_warning.rs"]
 mod root_warning;
 
+mod authorized_keys;
+mod converge_mounts;
+mod data_target;
 mod hostile_values;
 mod ufw_allow;
 
@@ -341,4 +344,18 @@ fn unknown_recipe_is_a_configuration_error_listing_the_known_ones() {
     let (_, stderr, status) = trog(&["recipes", "--scaffold", "vm"]);
     assert_eq!(status, 3);
     assert!(stderr.contains("machine recipe"), "{stderr}");
+}
+
+/// A domain without a machine of its own refuses every argument of the machine recipe: one
+/// missing from the list would be accepted there and do nothing.
+#[test]
+fn every_machine_recipe_argument_is_a_machine_setting() {
+    let cookbook = shipped();
+    let vm = cookbook.get_str(trog::cookbook::resolve::MACHINE_RECIPE).unwrap();
+    let arguments = vm.manifest.args["properties"].as_object().unwrap();
+    let missing: Vec<&String> = arguments
+        .keys()
+        .filter(|name| !trog::config::guest::MACHINE_SETTINGS.contains(&name.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "not in MACHINE_SETTINGS: {missing:?}");
 }

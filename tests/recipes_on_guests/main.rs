@@ -1,6 +1,7 @@
-//! Every shipped guest recipe on a real guest: `bin/provision` builds one guest from the offline
-//! test image on this machine's libvirtd, with real Debian packages from the caching apt proxy on
-//! the libvirt bridge (tests/services/apt-proxy.sh), runs the payload's Makefile, then every
+//! Every shipped guest recipe on a real guest: `bin/provision` builds one guest on this machine's
+//! libvirtd over a baked image (`bake_packages`: the image builder's, with every recipe's package
+//! in it, built by the run from the caching apt proxy on the libvirt bridge,
+//! tests/services/apt-proxy.sh), with real Debian packages, runs the payload's Makefile, then every
 //! recipe's own `tests:` on the guest, whose report (`ok   recipe: test`) trog prints. Beside the
 //! shipped recipes the guest carries a fixture recipe whose one test fails: the run must fail with
 //! the guest's exit status, naming that test beside its output, after every shipped recipe's tests
@@ -16,6 +17,8 @@
 //! actually uses: the data recipe restores the site's archive after the databases exist, and its
 //! Makefile loads rows into both, which the database users then read with passwords taken from the
 //! secret store.
+//!
+//! Its guest needs no test image, so tests/run would not know it boots one: it boots real guests.
 
 #[path = "../support/local_services.rs"]
 mod local_services;
@@ -42,6 +45,9 @@ use trog::secrets::{
 const CRON_RUN_TIMEOUT: Duration = Duration::from_secs(150);
 /// A port ufw blocks drops the connection attempt: a few seconds without an answer is the proof.
 const BLOCKED_CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+/// A key the admin's file lists beside the guest's own, until a converge drops it.
+pub const EXTRA_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExtraKeyOfTheRecipesGuestTestOnly extra@recipes.test";
 /// What the site's page carries, so the request is known to reach the restored site.
 const PAGE_MARK: &str = "served from the restored site";
 
@@ -88,7 +94,6 @@ fn installation(mirror_url: &str) -> Installation {
     let unique = std::process::id();
     let domain = DomainName::parse(&format!("recipes-{unique}.test")).unwrap();
     let pool = format!("trog-recipes-{unique}");
-    let image = test_image();
     std::fs::write(
         dir.path().join("hypervisors.conf"),
         local_hypervisors_conf(&pool, &dir.path().join("pool")),
@@ -113,10 +118,8 @@ fn installation(mirror_url: &str) -> Installation {
     size: 6G
     data_volume_size: 1G
     bake_packages: true
-    image:
-      url: file://{image}
-      sha256: {digest}
-  adminconfig: {{}}
+  adminconfig:
+    authorized_keys: ['{EXTRA_KEY}']
   mariadb:
     root_pw: secret:Databases/mariadb-root/Password
     bind_address: 0.0.0.0
@@ -139,8 +142,6 @@ fn installation(mirror_url: &str) -> Installation {
   data: {{}}
   failing: {{}}
 ",
-            image = image.display(),
-            digest = sha256_file(&image)
         ),
     )
     .unwrap();

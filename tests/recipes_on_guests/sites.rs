@@ -110,10 +110,32 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     // The machine's firewall drops a rule from its list: the converge deletes it, and keeps a
     // rule added by hand.
     installation.must(address, "sudo ufw allow 8443/tcp", "");
+    // The data volume and the mounts recipe's entry move: the converge mounts each at its new
+    // path, unmounts the old ones and takes their lines out of fstab. The admin's extra key is
+    // dropped: the converge takes it out of the admin's file (and keeps the guest's own key, which
+    // every later step logs in with).
+    let keys = installation.must(address, "cat ~/.ssh/authorized_keys", "");
+    assert!(keys.contains(super::EXTRA_KEY), "{keys}");
     let written = written
+        .replace(
+            &format!("    authorized_keys: ['{}']\n", super::EXTRA_KEY),
+            "    authorized_keys: []\n",
+        )
         .replace("    allow: ['from 10.0.0.0/8 to any port 8080']\n", "")
         .replace("  failing: {}\n", "")
-        .replacen("  _global:\n", &format!("  _global:\n{machine_sources}"), 1);
+        .replace(
+            "    entries: ['LABEL=trog-data /srv/mounted']\n",
+            "    entries: ['LABEL=trog-data /srv/moved noatime,nofail']\n",
+        )
+        .replacen(
+            "  _global:\n",
+            &format!("  _global:\n{machine_sources}    data_mount: /srv/data-moved\n"),
+            1,
+        );
+    assert!(
+        written.contains("/srv/moved") && !written.contains(super::EXTRA_KEY),
+        "{written}"
+    );
     std::fs::write(&own, written).unwrap();
     let unreachable = "http://192.0.2.1/debian";
     let mut base_elsewhere = String::new();
@@ -173,6 +195,40 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
             if kept { "kept" } else { "deleted" }
         );
     }
+
+    let keys = installation.must(address, "cat ~/.ssh/authorized_keys", "");
+    assert!(!keys.contains(super::EXTRA_KEY), "{keys}");
+    let fstab = installation.must(address, "grep -v '^#' /etc/fstab", "");
+    let mounted = installation.must(
+        address,
+        "findmnt -n -o TARGET,LABEL,OPTIONS -S LABEL=trog-data",
+        "",
+    );
+    for (path, wanted) in [
+        ("/srv/data-moved", true),
+        ("/srv/moved", true),
+        ("/srv/data", false),
+        ("/srv/mounted", false),
+    ] {
+        assert_eq!(
+            fstab.lines().any(|line| line.split_whitespace().nth(1) == Some(path)),
+            wanted,
+            "{path} in fstab:\n{fstab}"
+        );
+        assert_eq!(
+            mounted
+                .lines()
+                .any(|line| line.split_whitespace().next() == Some(path)),
+            wanted,
+            "{path} mounted:\n{mounted}"
+        );
+    }
+    assert!(
+        mounted
+            .lines()
+            .any(|line| line.starts_with("/srv/moved ") && line.contains("noatime")),
+        "{mounted}"
+    );
 
     // The machine's package sources are its own, not `_base`'s.
     let mirror = sources[0].trim_start().trim_start_matches("mirror: ");
