@@ -68,8 +68,13 @@ mkdir -p "$work/recipes.d/$domain"
 cp "$root/etc/recipes.d/example.test/data.tar.gz" "$work/recipes.d/$domain/"
 image_sha256=$(sha256sum "$image" | cut -d' ' -f1)
 # etc/recipes.d/example.test.yaml's guest under this run's name, with `bake_packages: $1`, time
-# zone $2 and nginx's server name $3.
+# zone $2 and nginx's server name $3. Without a baked image it is made over the test image; a baked
+# image is built from the release and the mirror, so a pinned image is refused beside it.
 write_guest() {
+  local pinned=""
+  if [[ $1 == false ]]; then
+    pinned="    image: {url: 'file://$image', sha256: $image_sha256}"
+  fi
   cat >"$work/recipes.d/$domain.yaml" <<CONF
 $domain:
   _global:
@@ -78,9 +83,7 @@ $domain:
     size: 4G
     bake_packages: $1
     timezone: $2
-    image:
-      url: file://$image
-      sha256: $image_sha256
+$pinned
   nginx:
     server_names: [$3]
     root: /srv/site/public

@@ -350,7 +350,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::Boolean,
         Presence::Default("false"),
         Scope::Guest,
-        "`true`: the guest's root disk is made over a baked image, built on this machine by the `trog image build` builder from `release` and `mirror` with every package its recipes install already in it, shared by the guests with the same package set and the same versions of those packages on the mirror (a new version of one makes a new image); the finish still runs apt and the recipes' tests (docs/IMAGES.md).",
+        "`true`: the guest's root disk is made over a baked image, built on this machine by the `trog image build` builder from `release` and `mirror` with every package its recipes install already in it, shared by the guests with the same package set and the same versions of those packages on the mirror (a new version of one makes a new image); the finish still runs apt and the recipes' tests (docs/IMAGES.md). Refused on Debian beside `image`: a baked image is never built over a pinned one.",
     ),
     setting(
         "baked_image_max_age_days",

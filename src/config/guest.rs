@@ -130,9 +130,14 @@ pub fn resolve_guest_on_machine(
 
 /// The settings of a machine, which a domain without a guest of its own (`depends_on`,
 /// `existing_host`) cannot have: its memory, disks, addresses, network and placement are its
-/// machine's. Refused when written in the domain's own file; inherited from `_base`, where they
-/// are the installation's, they are not read for it.
+/// machine's, and so are what only its first boot or its image reads (the time zone, a baked
+/// image). Refused when written in the domain's own file; inherited from `_base`, where they are
+/// the installation's, they are not read for it. Every argument of the machine recipe is one
+/// (tests/cookbook checks).
 pub const MACHINE_SETTINGS: &[&str] = &[
+    "timezone",
+    "bake_packages",
+    "baked_image_max_age_days",
     "memory",
     "cpus",
     "size",
@@ -155,6 +160,8 @@ pub const MACHINE_SETTINGS: &[&str] = &[
     "disk_discard",
     "data_volume_size",
     "data_mount",
+    "disks",
+    "shared_folders",
 ];
 
 /// The settings of a machine's distribution: which one, and where its packages come from. A
@@ -414,7 +421,7 @@ www.example.test:
             "    memory: 512\n    release: bookworm\n    mirror: http://base.example.test/debian\n    fallback_mirrors: [http://deb.debian.org/debian]\n    upgrade: true\n",
         );
         let machine = "web.example.test:\n  _global:\n    mirror: http://hub.example.test/debian\n    fallback_mirrors: ~\n    upgrade: false\n";
-        let own = "www.example.test:\n  _global:\n    depends_on: web.example.test\n    timezone: Europe/Paris\n";
+        let own = "www.example.test:\n  _global:\n    depends_on: web.example.test\n    packages: [htop]\n";
         let guest = resolve_on_machine(&base, own, machine, &["upgrade".to_string()]).unwrap();
         // The machine's own file, then `_base` where the machine says nothing.
         assert_eq!(
@@ -434,7 +441,7 @@ www.example.test:
             "web.example.test.yaml:3:5"
         );
         // The rest is the dependent's own.
-        assert_eq!(guest.settings.timezone, "Europe/Paris");
+        assert_eq!(guest.settings.packages, ["htop"]);
         assert_eq!(guest.settings.admin_user, "someadmin");
 
         // A domain with a machine of its own is not changed by being given one.
@@ -486,6 +493,32 @@ www.example.test:
             ),
             "{text}"
         );
+        // What only a guest's first boot or its image reads, and the machine recipe's disks and
+        // folders, would do nothing there.
+        for line in [
+            "timezone: Europe/Paris",
+            "bake_packages: true",
+            "disks: [{name: pg, size: 2G, mount: /srv/pg}]",
+            "shared_folders: [{name: media, source: /srv/media, mount: /srv/media}]",
+        ] {
+            let own = format!("www.example.test:\n  _global:\n    existing_host: 192.0.2.7\n    {line}\n");
+            let key = line.split(':').next().unwrap();
+            let text = resolve(BASE, &own).unwrap_err().to_string();
+            assert!(
+                text.contains(&format!(
+                    "www.example.test.yaml:4:5: `_global.{key}`: is a setting of a guest trog builds"
+                )),
+                "{text}"
+            );
+            let own = own.replace("existing_host: 192.0.2.7", "depends_on: web.example.test");
+            let text = resolve(BASE, &own).unwrap_err().to_string();
+            assert!(
+                text.contains(&format!(
+                    "www.example.test.yaml:4:5: `_global.{key}`: is a setting of a machine"
+                )),
+                "{text}"
+            );
+        }
         let both = "www.example.test:\n  _global:\n    existing_host: 192.0.2.7\n    depends_on: web.example.test\n";
         let text = resolve(BASE, both).unwrap_err().to_string();
         assert!(

@@ -332,6 +332,37 @@ pub fn settings_from_global(
         }
     }
 
+    // The security suite comes from `security_mirror` only where the other suites come from a
+    // mirror: without one, a guest keeps its image's own sources, the security archive included.
+    if values.contains_key("security_mirror") && !values.contains_key("mirror") {
+        problems.push(SettingProblem {
+            origin: global
+                .get("security_mirror")
+                .map(|entry| entry.key_origin.clone()),
+            key_path: "_global.security_mirror".to_string(),
+            kind: SettingProblemKind::Invalid {
+                why: "serves the security suite beside `mirror`, and `mirror` is set nowhere: set `mirror` too (the mirror of the other suites), or remove this line"
+                    .to_string(),
+            },
+        });
+    }
+
+    // A baked image is built from `release` and `mirror` (the builder cannot add packages to an
+    // image it did not build), so on Debian, where one is built, a pinned image would never be
+    // the guest's disk.
+    let baked = matches!(values.get("bake_packages"), Some(TypedValue::Flag(true)));
+    let on_debian = matches!(values.get("distro"), Some(TypedValue::Text(distro)) if distro == "debian");
+    if baked && on_debian && values.contains_key("image") {
+        problems.push(SettingProblem {
+            origin: global.get("image").map(|entry| entry.key_origin.clone()),
+            key_path: "_global.image".to_string(),
+            kind: SettingProblemKind::Invalid {
+                why: "is not used with `bake_packages: true`: a baked image is built from `release` and `mirror`, not over a pinned image; remove `image`, or set `bake_packages: false` for this guest"
+                    .to_string(),
+            },
+        });
+    }
+
     if !problems.is_empty() {
         return Err(problems);
     }

@@ -278,3 +278,48 @@ fn fallback_mirrors_are_read_in_order_and_need_the_mirror_they_follow() {
         "{said:?}"
     );
 }
+
+#[test]
+fn a_security_mirror_needs_the_mirror_it_serves_beside() {
+    let problems = settings(&format!(
+        "{MINIMAL}security_mirror: http://hub.example.test:3142/deb.debian.org/debian-security\n"
+    ))
+    .unwrap_err();
+    let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with(
+            "g.yaml:3:1: `_global.security_mirror`: serves the security suite beside `mirror`, and `mirror` is set nowhere"
+        ),
+        "{said:?}"
+    );
+
+    let (read, _) = settings(&format!(
+        "{MINIMAL}mirror: http://hub.example.test:3142/deb.debian.org/debian\n\
+         security_mirror: http://hub.example.test:3142/deb.debian.org/debian-security\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        read.security_mirror.as_deref(),
+        Some("http://hub.example.test:3142/deb.debian.org/debian-security")
+    );
+}
+
+#[test]
+fn a_pinned_image_is_refused_beside_a_baked_one_on_debian() {
+    let image = "image: {url: 'https://images.example.test/base.qcow2', sha256: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}\n";
+    let debian = format!("{MINIMAL}distro: debian\n");
+    let problems = settings(&format!("{debian}bake_packages: true\n{image}")).unwrap_err();
+    let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("g.yaml:5:1: `_global.image`: is not used with `bake_packages: true`"),
+        "{said:?}"
+    );
+    // Either alone is fine, and so is an image pinned with bake_packages off, or on a
+    // distribution whose images are not built (its guests keep their declared image).
+    settings(&format!("{debian}bake_packages: true\n")).unwrap();
+    settings(&format!("{debian}{image}")).unwrap();
+    settings(&format!("{debian}bake_packages: false\n{image}")).unwrap();
+    settings(&format!("{MINIMAL}distro: ubuntu\nbake_packages: true\n{image}")).unwrap();
+}
