@@ -173,4 +173,23 @@ mod tests {
             assert!(args.console);
         }
     }
+
+    /// README says every verb is also `bin/VERB` from a checkout: each verb `trog --help` lists
+    /// has its entry there (a link to `bin/trog-verb`, which runs the verb it is named after).
+    #[test]
+    fn every_listed_verb_has_its_checkout_entry() {
+        use clap::CommandFactory;
+        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bin");
+        let command = Cli::command();
+        let verbs: Vec<&str> = command
+            .get_subcommands()
+            .filter(|verb| !verb.is_hide_set())
+            .map(|verb| verb.get_name())
+            .collect();
+        assert!(verbs.contains(&"root-programs"), "{verbs:?}");
+        for verb in verbs {
+            let entry = bin.join(verb);
+            assert!(entry.is_file(), "no {} for `trog {verb}`", entry.display());
+        }
+    }
 }

@@ -27,8 +27,16 @@ pub enum Convergence {
     /// different size is refused (never shrunk; growing is not supported); `destroy --purge`
     /// deletes them.
     ExtraDisks,
-    /// Used when the guest is first built only: an existing guest is not moved or re-addressed.
+    /// Used when the guest is first built only: an existing guest is not re-addressed.
     BuildTime,
+    /// The pin (`hypervisor`): it places the first build, and a built guest is never moved. A
+    /// built guest pinned to another hypervisor than the one holding it is refused on every
+    /// provision until the pin names that one again, or the guest is destroyed.
+    Pin,
+    /// The guest's own `libvirt_uri`, without hypervisors.conf: the one place every verb looks
+    /// for the guest. A changed one is looked at alone: provision builds a second guest there,
+    /// and the first is left where it was, out of every verb's sight.
+    GuestUri,
     /// Used when a root disk is next made (the image it is made over); a guest is not rebuilt
     /// for it, and what it ends up holding is the same.
     NextRootDisk,
@@ -53,6 +61,12 @@ impl Convergence {
                 "made, attached and mounted (no restart); never resized; an unlisted one detached and kept"
             }
             Convergence::BuildTime => "first build only",
+            Convergence::Pin => {
+                "first build only; naming another hypervisor than the guest's fails every provision"
+            }
+            Convergence::GuestUri => {
+                "first build only; a changed one builds a second guest there"
+            }
             Convergence::NextRootDisk => "the next new root disk; nothing rebuilt for it",
             Convergence::Trog => "trog's own; not the guest's",
             Convergence::WhereItRuns => {
@@ -96,8 +110,11 @@ pub fn convergence(key: &str) -> Option<Convergence> {
         "data_volume_size" => DataVolume,
         "disks" => ExtraDisks,
         // Placement and address assignment happen once: a guest stays where it was built, at
-        // the address it was given.
-        "hypervisor" | "libvirt_uri" | "address_range" => BuildTime,
+        // the address it was given. A pin that no longer names where it is fails the run; a
+        // changed URI (without hypervisors.conf) is where the guest is looked for, alone.
+        "address_range" => BuildTime,
+        "hypervisor" => Pin,
+        "libvirt_uri" => GuestUri,
         "keepass_key_file" | "backup_dir" | "backup_retention_days" => Trog,
         // Which image a root disk is made over, not what the guest holds after its finish.
         "bake_packages" | "baked_image_max_age_days" => NextRootDisk,

@@ -191,9 +191,11 @@ fn a_change_of_every_setting_moves_what_its_class_says() {
             Convergence::Finish => payload && !shape,
             Convergence::DataVolume => data_volume && !shape,
             Convergence::ExtraDisks => payload && !shape && !root_disk,
-            Convergence::BuildTime | Convergence::NextRootDisk | Convergence::Trog => {
-                !shape && !payload
-            }
+            Convergence::BuildTime
+            | Convergence::Pin
+            | Convergence::GuestUri
+            | Convergence::NextRootDisk
+            | Convergence::Trog => !shape && !payload,
             // Off its own VM, the guest runs no `vm` recipe: its payload is another.
             Convergence::WhereItRuns => payload,
         };

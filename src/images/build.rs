@@ -150,10 +150,14 @@ impl crate::diagnose::Diagnose for ImageBuildError {
 
     fn hint(&self) -> Option<String> {
         match self {
-            ImageBuildError::UnsupportedDistro { .. } => Some(
-                "use the distro recipe's published image (`bin/recipes ubuntu` shows it), or --distro debian"
-                    .into(),
-            ),
+            ImageBuildError::UnsupportedDistro { .. } => Some(format!(
+                "a guest of another distro needs no built image: it uses the one its distro \
+                 recipe publishes (a url and a sha256 under `distro: releases:` in the recipe's \
+                 recipe.yaml; Ubuntu's is ubuntu/recipe.yaml of trog's recipes, \
+                 /usr/share/trog/recipes when installed), fetched into the image cache when a \
+                 guest is first built; to build an image here, use --distro {}",
+                BUILDABLE_DISTROS.join(" or --distro ")
+            )),
             ImageBuildError::BadPackageName { .. } => {
                 Some("--include takes Debian package names: lower case, digits, + - .".into())
             }
@@ -461,10 +465,17 @@ mod tests {
     fn what_cannot_be_built_is_refused_before_anything_runs() {
         let mut ubuntu = recipe();
         ubuntu.distro = "ubuntu".into();
-        assert!(matches!(
-            check_recipe(&ubuntu),
-            Err(ImageBuildError::UnsupportedDistro { .. })
-        ));
+        let refused = check_recipe(&ubuntu).unwrap_err();
+        assert!(matches!(refused, ImageBuildError::UnsupportedDistro { .. }));
+        // The hint names what exists in an installed trog: no checkout's bin/, and no command
+        // that does not show the image (`trog recipes ubuntu` prints the arguments only).
+        let hint = crate::diagnose::Diagnose::hint(&refused).unwrap();
+        assert!(hint.ends_with("use --distro debian"), "{hint}");
+        assert!(hint.contains("ubuntu/recipe.yaml"), "{hint}");
+        assert!(
+            !hint.contains("bin/") && !hint.contains("trog recipes"),
+            "{hint}"
+        );
         let mut odd = recipe();
         odd.extra_packages = vec!["nginx;reboot".into()];
         assert!(matches!(

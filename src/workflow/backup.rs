@@ -91,7 +91,7 @@ impl Diagnose for BackupError {
             BackupError::TestDriver { .. } => "backups need a real guest on a real hypervisor".into(),
             BackupError::NoKey { .. } => "a guest trog built has its key in secrets.kdbx; check that this is the installation that built it (TROG_PROVISIONER_CONFIG)".into(),
             BackupError::NoAddress { .. } | BackupError::Unreachable { .. } => "`trog status` says whether the guest runs; `trog debug_boot --console` shows why it does not answer".into(),
-            BackupError::Read { .. } | BackupError::Tar { .. } => "check the guest's free space and its backup: paths (`trog recipes NAME` shows a recipe's)".into(),
+            BackupError::Read { .. } | BackupError::Tar { .. } => "check the guest's free space and its backup: paths (`backup:` in each of its recipes' recipe.yaml)".into(),
             BackupError::Setting { why, .. } => why.clone(),
         })
     }

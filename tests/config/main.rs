@@ -1,5 +1,8 @@
-//! The recipes side of an installation, read from real files: the example in `etc/` loads, and
-//! every kind of mistake is reported as a person would read it (file, line, what, hint).
+//! The recipes side of an installation, read from real files: the example in `etc/` and the
+//! documentation's examples load, and every kind of mistake is reported as a person would read it
+//! (file, line, what, hint).
+
+mod docs_examples;
 
 use std::fs;
 use std::path::{Path, PathBuf};
