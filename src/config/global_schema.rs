@@ -206,7 +206,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::Url,
         Presence::Optional,
         Scope::Installation,
-        "Where the guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too.",
+        "Where Debian guests get security updates, when `mirror` does not serve them (Debian keeps them in a separate archive, `…/debian-security`); unset, `mirror` serves them too. Needs `mirror`. Ubuntu guests take every suite, security included, from `mirror`, and do not read this.",
     ),
     setting(
         "fallback_mirrors",
@@ -220,7 +220,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::ListOf(&SettingType::Url),
         Presence::Optional,
         Scope::Installation,
-        "The same for `security_mirror`: tried in this order when it fails a request; needs `security_mirror`.",
+        "The same for `security_mirror`: tried in this order when it fails a request; needs `security_mirror` (Debian guests only).",
     ),
     setting(
         "cache",

@@ -501,7 +501,9 @@ www.example.test:
             "disks: [{name: pg, size: 2G, mount: /srv/pg}]",
             "shared_folders: [{name: media, source: /srv/media, mount: /srv/media}]",
         ] {
-            let own = format!("www.example.test:\n  _global:\n    existing_host: 192.0.2.7\n    {line}\n");
+            let own = format!(
+                "www.example.test:\n  _global:\n    existing_host: 192.0.2.7\n    {line}\n"
+            );
             let key = line.split(':').next().unwrap();
             let text = resolve(BASE, &own).unwrap_err().to_string();
             assert!(

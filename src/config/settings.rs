@@ -351,7 +351,8 @@ pub fn settings_from_global(
     // image it did not build), so on Debian, where one is built, a pinned image would never be
     // the guest's disk.
     let baked = matches!(values.get("bake_packages"), Some(TypedValue::Flag(true)));
-    let on_debian = matches!(values.get("distro"), Some(TypedValue::Text(distro)) if distro == "debian");
+    let on_debian =
+        matches!(values.get("distro"), Some(TypedValue::Text(distro)) if distro == "debian");
     if baked && on_debian && values.contains_key("image") {
         problems.push(SettingProblem {
             origin: global.get("image").map(|entry| entry.key_origin.clone()),

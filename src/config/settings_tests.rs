@@ -321,5 +321,8 @@ fn a_pinned_image_is_refused_beside_a_baked_one_on_debian() {
     settings(&format!("{debian}bake_packages: true\n")).unwrap();
     settings(&format!("{debian}{image}")).unwrap();
     settings(&format!("{debian}bake_packages: false\n{image}")).unwrap();
-    settings(&format!("{MINIMAL}distro: ubuntu\nbake_packages: true\n{image}")).unwrap();
+    settings(&format!(
+        "{MINIMAL}distro: ubuntu\nbake_packages: true\n{image}"
+    ))
+    .unwrap();
 }
