@@ -151,7 +151,10 @@ fn the_admins_keys_follow_the_list_and_only_the_scripts_own_are_taken_back() {
     guest.run(&[KEY_A, KEY_B]);
     let after = std::fs::metadata(guest.keys_file()).unwrap();
     use std::os::unix::fs::MetadataExt;
-    assert_eq!((before.ino(), before.mtime_nsec()), (after.ino(), after.mtime_nsec()));
+    assert_eq!(
+        (before.ino(), before.mtime_nsec()),
+        (after.ino(), after.mtime_nsec())
+    );
 
     // A key added by hand stays; one dropped from the list is taken out; a new one is added.
     std::fs::write(

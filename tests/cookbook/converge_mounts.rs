@@ -74,7 +74,8 @@ echo "systemctl $*" >>"$here/calls"
     ),
 ];
 
-const SYSTEM_LINES: &str = "# /etc/fstab: static file system information.\nUUID=root / ext4 errors=remount-ro 0 1\n";
+const SYSTEM_LINES: &str =
+    "# /etc/fstab: static file system information.\nUUID=root / ext4 errors=remount-ro 0 1\n";
 
 struct Guest {
     dir: tempfile::TempDir,
@@ -93,7 +94,11 @@ impl Guest {
             std::fs::write(dir.path().join(file), "").unwrap();
         }
         std::fs::write(dir.path().join("fstab"), SYSTEM_LINES).unwrap();
-        std::fs::write(dir.path().join("mounted"), "/ UUID=root errors=remount-ro\n").unwrap();
+        std::fs::write(
+            dir.path().join("mounted"),
+            "/ UUID=root errors=remount-ro\n",
+        )
+        .unwrap();
         Guest { dir }
     }
 
@@ -113,7 +118,10 @@ impl Guest {
     /// The rendered script with its paths moved into this directory.
     fn script(&self) -> String {
         rendered_file("/usr/local/lib/trog/converge-mounts")
-            .replace("fstab=/etc/fstab", &format!("fstab={}", self.path("fstab").display()))
+            .replace(
+                "fstab=/etc/fstab",
+                &format!("fstab={}", self.path("fstab").display()),
+            )
             .replace(
                 "record=/var/lib/trog/mounts/",
                 &format!("record={}/", self.path("records").display()),
@@ -201,9 +209,8 @@ fn strings(list: &[&str]) -> Vec<String> {
 fn mounts_follow_their_lines_and_a_dropped_one_is_unmounted() {
     let guest = Guest::new();
     let (a, b, c) = (guest.point("a"), guest.point("b"), guest.point("c"));
-    let line = |source: &str, point: &str, options: &str| {
-        format!("{source} {point} ext4 {options} 0 2")
-    };
+    let line =
+        |source: &str, point: &str, options: &str| format!("{source} {point} ext4 {options} 0 2");
 
     // Nothing wanted and nothing recorded: nothing is touched, nothing recorded.
     let (ok, _, calls) = guest.converge("vm-disks", &[]);
@@ -258,7 +265,10 @@ fn mounts_follow_their_lines_and_a_dropped_one_is_unmounted() {
     );
     assert_eq!(
         guest.read("fstab"),
-        format!("{SYSTEM_LINES}{}\n{}\n{}\n", second[0], second[1], second[2])
+        format!(
+            "{SYSTEM_LINES}{}\n{}\n{}\n",
+            second[0], second[1], second[2]
+        )
     );
     assert_eq!(
         guest.mounted(),
@@ -313,7 +323,7 @@ fn mounts_follow_their_lines_and_a_dropped_one_is_unmounted() {
         ["systemctl daemon-reload".to_string(), format!("mount {c}")]
     );
     let theirs = line("/dev/vdd", &c, "defaults");
-    let (ok, stderr, calls) = guest.converge("mounts", &[theirs.clone()]);
+    let (ok, stderr, calls) = guest.converge("mounts", std::slice::from_ref(&theirs));
     assert!(ok, "{stderr}");
     assert_eq!(
         calls,
@@ -327,7 +337,9 @@ fn mounts_follow_their_lines_and_a_dropped_one_is_unmounted() {
     let (ok, stderr, calls) = guest.converge("vm-disks", &[third[0].clone()]);
     assert!(ok, "{stderr}");
     assert!(
-        stderr.contains(&format!("{b} (LABEL=data) is no longer listed, but is in use")),
+        stderr.contains(&format!(
+            "{b} (LABEL=data) is no longer listed, but is in use"
+        )),
         "{stderr}"
     );
     assert_eq!(
@@ -352,8 +364,7 @@ fn mounts_follow_their_lines_and_a_dropped_one_is_unmounted() {
 fn mounts_target(guest: &Guest, entries: &[&str]) -> String {
     let resolved = mounts_guest(entries);
     let files = render_files(&template_environment(), &facts(), &resolved).unwrap();
-    let makefile =
-        render_makefile(&template_environment(), &facts(), &resolved, &files).unwrap();
+    let makefile = render_makefile(&template_environment(), &facts(), &resolved, &files).unwrap();
     let entries_file = files
         .iter()
         .find(|file| file.guest_path == "/etc/trog/mounts/fstab")
@@ -409,7 +420,10 @@ fn the_mounts_recipe_takes_over_a_guests_marker_block() {
     assert!(ok, "{stderr}");
     assert_eq!(
         calls,
-        ["systemctl daemon-reload".to_string(), format!("umount {old}")]
+        [
+            "systemctl daemon-reload".to_string(),
+            format!("umount {old}")
+        ]
     );
     assert_eq!(
         guest.read("fstab"),

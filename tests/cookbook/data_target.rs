@@ -92,7 +92,11 @@ impl Site {
             .split("\n\n")
             .next()
             .unwrap();
-        std::fs::write(self.path("payload/Makefile"), format!("data:\n{commands}\n")).unwrap();
+        std::fs::write(
+            self.path("payload/Makefile"),
+            format!("data:\n{commands}\n"),
+        )
+        .unwrap();
         let path = format!(
             "{}:{}",
             self.path("bin").display(),
@@ -128,7 +132,10 @@ fn an_archive_is_unpacked_once_and_a_new_owner_or_target_reaches_it() {
     let none = Vec::<String>::new();
 
     // The first archive: unpacked, given to its owner, its Makefile's default target run.
-    assert_eq!(site.run("root", ""), (chown("root"), vec!["all".to_string()]));
+    assert_eq!(
+        site.run("root", ""),
+        (chown("root"), vec!["all".to_string()])
+    );
     assert_eq!(
         std::fs::read_to_string(site.path("site/page.txt")).unwrap(),
         "first"

@@ -168,7 +168,10 @@ fn hostile_values_reach_make_and_the_shell_as_one_word() {
             String::from_utf8_lossy(&entries.contents),
             format!("/dev/vdb /mnt/{NASTY_WORD} auto defaults,nofail 0 2\n")
         );
-        assert!(!makefile.contains(&format!("/mnt/{NASTY_WORD}")), "{makefile}");
+        assert!(
+            !makefile.contains(&format!("/mnt/{NASTY_WORD}")),
+            "{makefile}"
+        );
         let bashrc = files
             .iter()
             .find(|file| file.guest_path.ends_with("skel/.bashrc"))

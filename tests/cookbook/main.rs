@@ -351,7 +351,9 @@ fn unknown_recipe_is_a_configuration_error_listing_the_known_ones() {
 #[test]
 fn every_machine_recipe_argument_is_a_machine_setting() {
     let cookbook = shipped();
-    let vm = cookbook.get_str(trog::cookbook::resolve::MACHINE_RECIPE).unwrap();
+    let vm = cookbook
+        .get_str(trog::cookbook::resolve::MACHINE_RECIPE)
+        .unwrap();
     let arguments = vm.manifest.args["properties"].as_object().unwrap();
     let missing: Vec<&String> = arguments
         .keys()

@@ -106,7 +106,9 @@ impl PlantedSecret {
             match entry.split_once(' ') {
                 Some(("d", name)) if recipes.join(name).is_dir() => {}
                 Some(("f", name)) => files.push(name),
-                _ => panic!("the payload (with the guest's secrets) stayed on the guest: {entry}\n{left}"),
+                _ => panic!(
+                    "the payload (with the guest's secrets) stayed on the guest: {entry}\n{left}"
+                ),
             }
         }
         files.sort();

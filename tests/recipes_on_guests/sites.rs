@@ -211,7 +211,9 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
         ("/srv/mounted", false),
     ] {
         assert_eq!(
-            fstab.lines().any(|line| line.split_whitespace().nth(1) == Some(path)),
+            fstab
+                .lines()
+                .any(|line| line.split_whitespace().nth(1) == Some(path)),
             wanted,
             "{path} in fstab:\n{fstab}"
         );

@@ -69,7 +69,15 @@ fn read_then_write_grub_config(disk: &str, new: &[u8]) -> Vec<u8> {
     guestfish(
         disk,
         "--rw",
-        &["download", GRUB_CONFIG, "-", ":", "upload", "-", GRUB_CONFIG],
+        &[
+            "download",
+            GRUB_CONFIG,
+            "-",
+            ":",
+            "upload",
+            "-",
+            GRUB_CONFIG,
+        ],
         new,
     )
 }
