@@ -965,6 +965,21 @@ fn every_file_at_its_line() -> Vec<Case> {
         case("hv: text after the block", "fleet", CONFIG)
             .edit(write(HV, "[hv1] extra\nlibvirt_uri = qemu:///system\n")),
         case("hv: key without a value name", "fleet", CONFIG).edit(write(HV, hv1("= 3\n"))),
+        case("hv: uri ssh host like an option", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = qemu+ssh://-oProxyCommand=touch${IFS}x/system\n"))
+            .says("starts with `-`"),
+        case("hv: uri ssh login like an option", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                "[hv1]\nlibvirt_uri = qemu+ssh://-oProxyCommand=x@hv1.example.test/system\n",
+            ))
+            .says("the login `-oProxyCommand=x`"),
+        case("hv: uri with a space", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = qemu+ssh://ro ot@hv1.example.test/system\n"))
+            .says("a space"),
+        case("hv: uri with a comment after it", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = test://{ROOT}/node.xml ; the lab\n"))
+            .says("hypervisors.conf:2"),
         case("hv: bad file, backup", "backup example.test", CONFIG)
             .edit(write(HV, hv1("max_guests = x\n"))),
         case("hv: bad file, snapshot", "snapshot example.test", CONFIG)
