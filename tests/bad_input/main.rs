@@ -980,6 +980,12 @@ fn every_file_at_its_line() -> Vec<Case> {
         case("hv: uri with a comment after it", "fleet", CONFIG)
             .edit(write(HV, "[hv1]\nlibvirt_uri = test://{ROOT}/node.xml ; the lab\n"))
             .says("hypervisors.conf:2"),
+        case("hv: byte order mark", "fleet", CONFIG)
+            .edit(write(HV, format!("\u{feff}{}", hv1(""))))
+            .says("byte order mark"),
+        case("hv: a line of escape sequences", "fleet", CONFIG)
+            .edit(write(HV, hv1("\u{1b}]0;title\u{7}\u{1b}[2J\n")))
+            .says("`\\x1b]0;title\\x07\\x1b[2J`"),
         case("hv: bad file, backup", "backup example.test", CONFIG)
             .edit(write(HV, hv1("max_guests = x\n"))),
         case("hv: bad file, snapshot", "snapshot example.test", CONFIG)
