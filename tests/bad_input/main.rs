@@ -1353,6 +1353,24 @@ fn refused_while_parsing() -> Vec<Case> {
         )
         .says("`;`"),
         unreachable_fleet(
+            "debug_boot --keys text: without words",
+            "debug_boot example.test --keys text:",
+            USAGE,
+        )
+        .says("types nothing"),
+        unreachable_fleet(
+            "debug_boot --keys text with a tab",
+            "debug_boot example.test --keys text:a\tb",
+            USAGE,
+        )
+        .says("no key types: `\\t`"),
+        unreachable_fleet(
+            "debug_boot --keys an escape sequence",
+            "debug_boot example.test --keys \u{1b}[2J",
+            USAGE,
+        )
+        .says("unknown key `\\x1b[2J`"),
+        unreachable_fleet(
             "--json snapshot --keep 0",
             "--json snapshot --keep 0 example.test",
             USAGE,
