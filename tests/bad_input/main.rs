@@ -1496,6 +1496,15 @@ fn setting_values() -> Vec<Case> {
                 format!("[hv1]\nlibvirt_uri = test:///{}\n", "u".repeat(5000)),
             ))
             .says("at most 4096"),
+        case("cpu_mode with markup", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("cpu_mode: \"a<b\"")))
+            .says("`_global.cpu_mode`"),
+        case("cpu_mode with a space, store locked", DRY, CONFIG)
+            .with_store()
+            .edit(write(GUEST_FILE, guest_with("cpu_mode: host passthrough"))),
+        case("cpu_mode in _base", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("cpu_mode: \"Sky;lake\"")))
+            .says("cpu-models"),
         case("users.yaml in Latin-1", DRY, CONFIG)
             .edit(write_bytes(USERS, b"- name: j\xfcrgen\n"))
             .says("not UTF-8"),
