@@ -1371,6 +1371,36 @@ fn refused_while_parsing() -> Vec<Case> {
         )
         .says("unknown key `\\x1b[2J`"),
         unreachable_fleet(
+            "inventory --known-hosts a device",
+            "inventory --known-hosts /dev/null",
+            USAGE,
+        )
+        .says("not a regular file"),
+        unreachable_fleet(
+            "inventory --known-hosts a folder",
+            "inventory --known-hosts {ROOT}/home",
+            USAGE,
+        )
+        .says("is a folder"),
+        unreachable_fleet(
+            "inventory --known-hosts in a missing folder",
+            "inventory --known-hosts {ROOT}/nowhere/known_hosts",
+            USAGE,
+        )
+        .says("folder does not exist"),
+        unreachable_fleet(
+            "inventory --identity-file a folder",
+            "inventory --format ansible --identity-file {ROOT}/home example.test",
+            USAGE,
+        )
+        .says("is a folder"),
+        unreachable_fleet(
+            "inventory --identity-file in a missing folder",
+            "inventory --format ansible --identity-file {ROOT}/nowhere/key example.test",
+            USAGE,
+        )
+        .says("folder does not exist"),
+        unreachable_fleet(
             "--json snapshot --keep 0",
             "--json snapshot --keep 0 example.test",
             USAGE,
