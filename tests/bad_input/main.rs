@@ -1086,6 +1086,24 @@ fn more_arguments() -> Vec<Case> {
             "snapshot --hypervisor hv9 example.test",
             USAGE,
         ),
+        case(
+            "assign_ip without any address range",
+            "assign_ip example.test",
+            CONFIG,
+        )
+        .says("address_range"),
+        case(
+            "assign_ip --network without a range",
+            "assign_ip --network bridge:br9 example.test",
+            CONFIG,
+        )
+        .says("bridge:br9"),
+        case(
+            "assign_ip of a guest file gone wrong",
+            "assign_ip example.test",
+            CONFIG,
+        )
+        .edit(write(GUEST_FILE, guest_with("memory: 0"))),
         case("--json, unknown recipe", "--json recipes nosuch", CONFIG),
         case(
             "--json, bad guest file",
