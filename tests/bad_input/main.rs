@@ -1104,6 +1104,22 @@ fn more_arguments() -> Vec<Case> {
             CONFIG,
         )
         .edit(write(GUEST_FILE, guest_with("memory: 0"))),
+        case(
+            "image build --release with ;",
+            "image build --release a;b",
+            USAGE,
+        )
+        .says("`a;b` is not a release"),
+        case(
+            "image build --release empty",
+            "image build --release=",
+            USAGE,
+        ),
+        case(
+            "image build --release climbing",
+            "image build --release ../sid",
+            USAGE,
+        ),
         case("--json, unknown recipe", "--json recipes nosuch", CONFIG),
         case(
             "--json, bad guest file",
