@@ -428,6 +428,20 @@ fn guest_files() -> Vec<Case> {
     ]
 }
 
+/// A site archive (`data.tar.gz`) of one member, its name written as given.
+fn site_archive(name: &str) -> Vec<u8> {
+    let mut header = tar::Header::new_gnu();
+    header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    header.set_size(1);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append(&header, &b"x"[..]).unwrap();
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gzip, &builder.into_inner().unwrap()).unwrap();
+    gzip.finish().unwrap()
+}
+
 fn installation_files() -> Vec<Case> {
     vec![
         case("recipes.yaml missing", DRY, CONFIG).edit(remove(RECIPES)),
@@ -463,6 +477,13 @@ fn installation_files() -> Vec<Case> {
         case("data.tar.gz a folder", DRY, CONFIG).edit(dir(DATA)),
         case("data.tar.gz links to /dev/zero", DRY, CONFIG).edit(link(DATA, "/dev/zero")),
         case("data.tar.gz not an archive", DRY, CONFIG).edit(write(DATA, "not a tarball")).no_line(),
+        case("data.tar.gz a member climbing out", DRY, CONFIG)
+            .edit(write_bytes(DATA, &site_archive("../../etc/evil")))
+            .no_line()
+            .says("`../../etc/evil` climbs out"),
+        case("data.tar.gz a member climbing out midway", DRY, CONFIG)
+            .edit(write_bytes(DATA, &site_archive("public/../../x")))
+            .no_line(),
         case("recipe manifest not YAML", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: [guest\n")),
         case("recipe manifest bad kind", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: gust\n")),
         case("recipe manifest unknown key", DRY, CONFIG)
