@@ -125,8 +125,19 @@ fn parse_users(
             ));
         };
         match entries.get("name") {
-            Some(name) if matches!(&name.value.value, Node::String(text) if !text.trim().is_empty()) =>
-                {}
+            Some(name) if matches!(&name.value.value, Node::String(text) if !text.trim().is_empty()) => {
+                if let Node::String(text) = &name.value.value {
+                    if !is_login_name(text) {
+                        return Err(wrong(
+                            &name.value,
+                            format!(
+                                "`{}` is not a login name useradd makes (letters, digits, `_`, `.`, `-`, not starting with `-`, at most 32)",
+                                crate::untrusted::one_line(text)
+                            ),
+                        ));
+                    }
+                }
+            }
             Some(name) => {
                 return Err(wrong(
                     &name.value,
@@ -140,6 +151,22 @@ fn parse_users(
         }
     }
     Ok(items.iter().map(|item| item.value.to_json()).collect())
+}
+
+/// Whether `name` is a login the guest's useradd makes (cloud-init creates the users with it):
+/// letters, digits, `_`, `.` and `-`, not starting with `-`, an optional `$` at the end, not
+/// `.` or `..` nor only digits, at most 32 characters.
+fn is_login_name(name: &str) -> bool {
+    let stem = name.strip_suffix('$').unwrap_or(name);
+    !stem.is_empty()
+        && name.len() <= 32
+        && !stem.starts_with('-')
+        && stem != "."
+        && stem != ".."
+        && !stem.chars().all(|c| c.is_ascii_digit())
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
 /// The site's archive, in the guest's site folder.
@@ -212,6 +239,26 @@ mod tests {
     }
 
     #[test]
+    fn a_login_name_is_what_useradd_makes() {
+        for name in ["alice", "john.doe", "_svc", "web-1", "Admin", "machine$"] {
+            assert!(is_login_name(name), "{name}");
+        }
+        for name in [
+            "",
+            "a;b",
+            "-x",
+            "..",
+            "123",
+            "a b",
+            "tab\t",
+            &"a".repeat(33),
+            "$",
+        ] {
+            assert!(!is_login_name(name), "{name:?}");
+        }
+    }
+
+    #[test]
     fn users_are_a_list_of_named_mappings() {
         let users = parse_users(
             Path::new("users.yaml"),
@@ -246,6 +293,18 @@ mod tests {
                 "/etc/trog/users.yaml:1:9: a user's `name` is its login, text, not the number `12`",
             ),
             ("- name: a\n  name: b\n", "/etc/trog/users.yaml:2:"),
+            (
+                "- name: alice\n- name: \"a;b\"\n",
+                "/etc/trog/users.yaml:2:9: `a;b` is not a login name",
+            ),
+            (
+                "- name: \"-oops\"\n",
+                "/etc/trog/users.yaml:1:9: `-oops` is not a login name",
+            ),
+            (
+                "- name: \"al ice\"\n",
+                "/etc/trog/users.yaml:1:9: `al ice` is not a login name",
+            ),
         ] {
             let message = refusal(text);
             assert!(message.starts_with(expected), "{text:?}: {message}");

@@ -684,6 +684,15 @@ fn every_file_at_its_line() -> Vec<Case> {
             .at(USERS),
         case("users.yaml binary garbage", DRY, CONFIG)
             .edit(write_bytes(USERS, b"\xff\xfe- name: a\n")),
+        case("users.yaml a name with ;", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n- name: \"a;b\"\n"))
+            .says("users.yaml:2:")
+            .says("not a login name"),
+        case("users.yaml a name like an option", DRY, CONFIG)
+            .edit(write(USERS, "- name: \"-oops\"\n"))
+            .says("not a login name"),
+        case("users.yaml a name with a space", DRY, CONFIG)
+            .edit(write(USERS, "- name: al ice\n")),
         case("users.yaml links to /dev/zero", DRY, CONFIG).edit(link(USERS, "/dev/zero")),
         // recipe manifests
         case("manifest requires itself", DRY, CONFIG)
