@@ -1631,6 +1631,18 @@ fn more_credentials() -> Vec<Case> {
                 STORE,
                 &store_bytes()[..store_bytes().len() - 16],
             )),
+        case(
+            "store: key file missing, named in the guest's file",
+            DRY,
+            CREDENTIALS,
+        )
+        .with_store()
+        .edit(write(
+            GUEST_FILE,
+            guest_with("keepass_key_file: nowhere.key"),
+        ))
+        .no_line()
+        .says("of the guest's file in recipes.d"),
         case("store: key file readable by others", DRY, CREDENTIALS)
             .credentials()
             .edit(write(STORE, "garbage"))
