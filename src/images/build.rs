@@ -215,7 +215,10 @@ pub fn check_recipe(recipe: &ImageRecipe) -> Result<(), ImageBuildError> {
     }
     // The builder takes each suite's mirrors as one argument, separated by spaces.
     let mirror_url = |url: &str| {
-        (url.starts_with("http://") || url.starts_with("https://"))
+        let host = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        host.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
             && !url.chars().any(|c| c.is_whitespace() || c.is_control())
     };
     if let Some(url) = mirrors(recipe)
@@ -448,6 +451,8 @@ mod tests {
             "http://a.test/debian http://b.test/debian",
             "ftp://a.test/debian",
             "",
+            "http://",
+            "https:///debian",
         ] {
             let mut odd = recipe();
             odd.fallback_security_mirrors = vec![url.into()];

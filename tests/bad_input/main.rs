@@ -1150,6 +1150,18 @@ fn more_arguments() -> Vec<Case> {
             "image build --release ../sid",
             USAGE,
         ),
+        case(
+            "image build --mirror without a host",
+            "image build --mirror http://",
+            USAGE,
+        )
+        .says("`http://` is not a mirror"),
+        case(
+            "image build --fallback-mirror without a host",
+            "image build --fallback-mirror https:///debian",
+            USAGE,
+        )
+        .says("`https:///debian`"),
         case("--json, unknown recipe", "--json recipes nosuch", CONFIG),
         case(
             "--json, bad guest file",
