@@ -1611,6 +1611,21 @@ fn setting_values() -> Vec<Case> {
         case("cpu_mode in _base", DRY, CONFIG)
             .edit(write(RECIPES, base_with("cpu_mode: \"Sky;lake\"")))
             .says("cpu-models"),
+        case("address_range without gateway", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("address_range: 192.0.2.10-192.0.2.20/24"),
+            ))
+            .says("without `gateway`"),
+        case("address_range in _base without gateway", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with("address_range: 192.0.2.10-192.0.2.20/24"),
+            ))
+            .says("set `gateway`"),
+        case("tenant without an address", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("tenant: shop")))
+            .says("has no static address"),
         case("users.yaml in Latin-1", DRY, CONFIG)
             .edit(write_bytes(USERS, b"- name: j\xfcrgen\n"))
             .says("not UTF-8"),
