@@ -825,8 +825,19 @@ fn every_file_at_its_line() -> Vec<Case> {
             .edit(write(GUEST_FILE, guest_with("ips: [\"10.0.0.1/99\"]"))),
         case("guest gateway outside its network", DRY, CONFIG).edit(write(
             GUEST_FILE,
-            guest_with("ips: [10.0.0.5/24]\n    gateway: 192.168.9.1"),
-        )),
+            guest_with("ips: [10.0.0.5/24]\ngateway: 192.168.9.1"),
+        ))
+        .says("outside the subnet"),
+        case("guest gateway outside its address_range's subnet", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("address_range: 10.0.0.10-10.0.0.20/24\ngateway: 10.0.1.1"),
+            ))
+            .says("outside the subnet of `address_range`"),
+        case("recipes.yaml gateway outside a guest's addresses", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("gateway: 192.168.9.1")))
+            .edit(write(GUEST_FILE, guest_with("ips: [10.0.0.5/24]")))
+            .says("recipes.yaml:"),
         case("guest image url not http", DRY, CONFIG).edit(write(
             GUEST_FILE,
             guest_with(&format!(
