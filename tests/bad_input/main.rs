@@ -1892,6 +1892,211 @@ fn verbs_about_a_guest_without_one() -> Vec<Case> {
     cases
 }
 
+/// Settings of addresses, tenants, mirrors, backups and the machine recipe, and verbs the other
+/// groups do not reach (`inventory`, `assign_ip`, `image`, `root-programs`, `provision --all`).
+fn more_settings_and_verbs() -> Vec<Case> {
+    let setting = |name: &str, line: &str| {
+        case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
+    };
+    vec![
+        // Addresses and tenants.
+        setting(
+            "address_range ends before it starts",
+            "address_range: 192.0.2.20-192.0.2.10/24\ngateway: 192.0.2.1",
+        )
+        .says("ends before it starts"),
+        setting(
+            "address_range across subnets",
+            "address_range: 192.0.2.10-192.0.3.20/24\ngateway: 192.0.2.1",
+        )
+        .says("more than one /24"),
+        setting(
+            "address_range prefix 33",
+            "address_range: 192.0.2.10-192.0.2.20/33\ngateway: 192.0.2.1",
+        ),
+        setting(
+            "address_range with the broadcast address",
+            "address_range: 192.0.2.0-192.0.2.255/24\ngateway: 192.0.2.1",
+        )
+        .says("broadcast"),
+        setting(
+            "address_range IPv6",
+            "address_range: 2001:db8::1-2001:db8::9/64\ngateway: 2001:db8::ff",
+        )
+        .says("not an IPv4 address"),
+        setting("tenant empty", "tenant: \"\""),
+        setting("tenant upper case", "tenant: Shop"),
+        setting(
+            "tenant of 300 characters",
+            &format!("tenant: {}", "t".repeat(300)),
+        )
+        .says("at most 64"),
+        // Mirrors and caches.
+        setting(
+            "security_mirror ftp",
+            "security_mirror: ftp://mirror.example.test/",
+        ),
+        setting(
+            "fallback_mirrors without mirror",
+            "fallback_mirrors: [http://a.example.test/debian]",
+        )
+        .says("`mirror` is set nowhere"),
+        setting(
+            "fallback_mirrors text",
+            "fallback_mirrors: http://a.example.test/debian",
+        )
+        .says("expected a list"),
+        setting(
+            "fallback_security_mirrors without security_mirror",
+            "fallback_security_mirrors: [http://b.example.test/debian-security]",
+        ),
+        setting("cache without a host", "cache: http://"),
+        setting("cache with a space", "cache: \"http://a b\""),
+        // Backups, the store, baked images.
+        setting(
+            "backup_retention_days negative",
+            "backup_retention_days: -1",
+        ),
+        setting(
+            "backup_retention_days past a century",
+            "backup_retention_days: 36501",
+        ),
+        setting(
+            "backup_retention_days a fraction",
+            "backup_retention_days: 1.5",
+        ),
+        setting("backup_dir empty", "backup_dir: \"\""),
+        setting("keepass_key_file empty", "keepass_key_file: \"\""),
+        setting("bake_packages yes", "bake_packages: yes"),
+        setting("bake_packages 1", "bake_packages: 1"),
+        setting("baked_image_max_age_days 0", "baked_image_max_age_days: 0"),
+        setting(
+            "baked_image_max_age_days past ten years",
+            "baked_image_max_age_days: 3651",
+        ),
+        // The network and the machine recipe's settings.
+        setting("network empty", "network: \"\""),
+        setting("bridge empty", "bridge: \"\""),
+        setting("cpu_mode empty", "cpu_mode: \"\""),
+        setting("firmware efi", "firmware: efi"),
+        setting("disk_cache sometimes", "disk_cache: sometimes"),
+        setting("disk_discard yes", "disk_discard: yes"),
+        setting("data_mount relative", "data_mount: srv/data"),
+        setting("timezone with a NUL", "timezone: \"Europe/Paris\\0x\"").says("control character"),
+        setting("a package with a NUL", "packages: [\"vim\\0\"]"),
+        // hypervisors.conf values at their bounds.
+        case("hv: reserve_memory past u64", "fleet", CONFIG)
+            .edit(write(HV, hv1("reserve_memory = 18446744073709551615T\n"))),
+        case("hv: reserve_disk past any disk", "fleet", CONFIG)
+            .edit(write(HV, hv1("reserve_disk = 999999999T\n"))),
+        case("hv: max_guests in hex", "fleet", CONFIG).edit(write(HV, hv1("max_guests = 0x10\n"))),
+        case("hv: partition /machine/ itself", "fleet", CONFIG)
+            .edit(write(HV, hv1("partition = /machine/\n"))),
+        case("hv: uri ssh port past u16", "fleet", CONFIG).edit(write(
+            HV,
+            "[hv1]\nlibvirt_uri = qemu+ssh://root@hv1.example.test:99999/system\n",
+        )),
+        // Verbs.
+        case(
+            "inventory, unknown --format",
+            "inventory --format yaml",
+            USAGE,
+        )
+        .no_hint(),
+        case("inventory, no --known-hosts", "inventory", USAGE).says("--known-hosts FILE"),
+        case(
+            "inventory, a domain without a file",
+            "inventory --format ansible nosuch.example.test",
+            CONFIG,
+        )
+        .says("nosuch.example.test"),
+        case(
+            "inventory, --identity-file for two domains",
+            "inventory --format ansible --identity-file {ROOT}/home/key example.test other.test",
+            USAGE,
+        ),
+        case(
+            "inventory, --known-hosts a file trog did not write",
+            "inventory --known-hosts {ROOT}/home/known_hosts",
+            CONFLICT,
+        )
+        .edit(write(
+            "home/known_hosts",
+            "github.com ssh-ed25519 AAAAtheirs\n",
+        ))
+        .no_line(),
+        case(
+            "assign_ip, --network empty",
+            "assign_ip --network= example.test",
+            USAGE,
+        ),
+        case(
+            "assign_ip, --network bridge without a name",
+            "assign_ip --network bridge: example.test",
+            USAGE,
+        ),
+        case(
+            "provision --all --parallel 0",
+            "provision --all --parallel 0 --dry-run",
+            USAGE,
+        )
+        .says("from 1 to 32"),
+        case(
+            "provision --parallel without --all",
+            "provision --parallel 3 --dry-run example.test",
+            USAGE,
+        )
+        .says("add --all"),
+        case(
+            "provision --all with a domain",
+            "provision --all --dry-run example.test",
+            USAGE,
+        )
+        .no_hint(),
+        case(
+            "image build --distro windows",
+            "image build --distro windows",
+            USAGE,
+        ),
+        case(
+            "image build --mirror ftp",
+            "image build --mirror ftp://x",
+            USAGE,
+        ),
+        case(
+            "image build --include with ;",
+            "image build --include a;b",
+            USAGE,
+        ),
+        case(
+            "image build --overlay missing",
+            "image build --overlay {ROOT}/nowhere",
+            USAGE,
+        ),
+        case("image prune, extra argument", "image prune extra", USAGE).no_hint(),
+        case(
+            "root-programs sudoers --user with ;",
+            "root-programs sudoers --user a;b",
+            USAGE,
+        )
+        .says("not an account name"),
+        case(
+            "root-programs install-script --user empty",
+            "root-programs install-script --user=",
+            USAGE,
+        ),
+        case(
+            "backup --sweep with --hypervisor",
+            "backup --sweep --hypervisor hv1",
+            USAGE,
+        )
+        .no_hint(),
+        case("credentials: a byte order mark", DRY, CREDENTIALS)
+            .input("\u{feff}keepass: x\n\n")
+            .with_store(),
+    ]
+}
+
 /// The guest's file with `disks` as its extra disks (a YAML flow list).
 fn guest_with_disks(disks: &str) -> String {
     guest_with(&format!("disks: {disks}"))
@@ -2000,6 +2205,7 @@ fn every_bad_input_is_refused_cleanly() {
         setting_values(),
         sites(),
         extra_disks(),
+        more_settings_and_verbs(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();
