@@ -1476,6 +1476,12 @@ fn refused_while_parsing() -> Vec<Case> {
         )
         .says("folder does not exist"),
         unreachable_fleet(
+            "inventory --known-hosts with a quote",
+            "inventory --known-hosts {ROOT}/home/a\"b",
+            USAGE,
+        )
+        .says("`/"),
+        unreachable_fleet(
             "inventory --identity-file a folder",
             "inventory --format ansible --identity-file {ROOT}/home example.test",
             USAGE,
@@ -2153,6 +2159,10 @@ fn extra_disks() -> Vec<Case> {
         disks("mount point with ..", &one("db", "1G", "/srv/../usr")),
         disks("mount point with a space", &one("db", "1G", "\"/srv/my db\"")),
         disks("mount point missing", "[{name: db, size: 1G}]"),
+        disks("mount point with a quote", &one("db", "1G", "'/srv/my\"db'"))
+            .says("`/srv/my\"db` is not a plain path"),
+        disks("mount point with a tab", &one("db", "1G", "\"/srv/a\\tb\""))
+            .says("`/srv/a\\tb`"),
         case("disks: mount point of the data volume", DRY, CONFIG)
             .edit(write(
                 GUEST_FILE,
