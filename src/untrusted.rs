@@ -40,9 +40,23 @@ pub fn untrusted_str(text: &str) -> String {
     untrusted_text(text.as_bytes())
 }
 
+/// `text` for quoting on one line of a message: [`untrusted_str`], with a tab and a newline shown
+/// as `\t` and `\n` too.
+pub fn one_line(text: &str) -> String {
+    untrusted_str(text)
+        .replace('\t', "\\t")
+        .replace('\n', "\\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_shows_tabs_newlines_and_controls() {
+        assert_eq!(one_line("a\tb\nc\u{1b}[2J é"), r"a\tb\nc\x1b[2J é");
+        assert_eq!(one_line("\"quoted\" 'x'"), "\"quoted\" 'x'");
+    }
 
     #[test]
     fn a_clear_screen_and_a_window_title_are_shown_not_done() {

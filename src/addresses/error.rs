@@ -67,9 +67,17 @@ pub enum AddressError {
         path: PathBuf,
     },
     #[error("{guest} ({file}) declares `address_range` without `gateway`: a static address needs its default route")]
-    RangeWithoutGateway { guest: String, file: String },
+    RangeWithoutGateway {
+        guest: String,
+        /// Where `address_range` was written (`file:line:column`).
+        file: String,
+    },
     #[error("{guest} ({file}) sets `tenant` but has no static address: guests of other tenants are kept from it by its address")]
-    TenantWithoutAddress { guest: String, file: String },
+    TenantWithoutAddress {
+        guest: String,
+        /// Where `tenant` was written (`file:line:column`).
+        file: String,
+    },
 }
 
 impl Diagnose for AddressError {

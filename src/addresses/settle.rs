@@ -30,6 +30,15 @@ pub fn network_key(settings: &GuestSettings) -> String {
     }
 }
 
+/// Where `config`'s setting `key` was written (`file:line:column`: the guest's file or
+/// recipes.yaml), else the guest's file.
+fn written_at(config: &GuestConfig, key: &str) -> String {
+    config.origins.locate_setting(key).map_or_else(
+        || config.domain_file.display().to_string(),
+        ToString::to_string,
+    )
+}
+
 /// The range `config` declares for its network, if it declares one.
 pub fn declared_range(config: &GuestConfig) -> Result<Option<RangeRecord>, AddressError> {
     let settings = &config.settings;
@@ -39,7 +48,7 @@ pub fn declared_range(config: &GuestConfig) -> Result<Option<RangeRecord>, Addre
     let Some(IpAddr::V4(gateway)) = settings.gateway else {
         return Err(AddressError::RangeWithoutGateway {
             guest: config.domain.to_string(),
-            file: config.domain_file.display().to_string(),
+            file: written_at(config, "address_range"),
         });
     };
     let declared_in = config
@@ -79,7 +88,7 @@ pub fn settle_addresses(
     if tenant.is_some() && config.settings.ips.is_empty() && !will_have_one {
         return Err(AddressError::TenantWithoutAddress {
             guest: config.domain.to_string(),
-            file: config.domain_file.display().to_string(),
+            file: written_at(config, "tenant"),
         });
     }
     if policy == AddressPolicy::Record {

@@ -157,6 +157,16 @@ fn copy_line(copy: &PoolCopy, dry_run: bool) -> String {
     }
 }
 
+/// `url` without the slashes that end its path: `http://m.test/debian/` is
+/// `http://m.test/debian`; the `//` after the scheme stays, so a URL without a host is refused
+/// as written.
+fn without_trailing_slashes(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://{}", rest.trim_end_matches('/')),
+        None => url.trim_end_matches('/').to_string(),
+    }
+}
+
 /// Where the security suite of `mirror` is: Debian's own archive keeps it in one beside it; any
 /// other mirror is taken to serve it too.
 fn security_suite_of(mirror: &str) -> String {
@@ -190,11 +200,11 @@ fn security_mirrors(
 }
 
 fn run_build(global: &GlobalArgs, args: BuildArgs) -> Result<ExitStatus, Failure> {
-    let mirror = args.mirror.trim_end_matches('/').to_string();
+    let mirror = without_trailing_slashes(&args.mirror);
     let fallback_mirrors: Vec<String> = args
         .fallback_mirrors
         .iter()
-        .map(|fallback| fallback.trim_end_matches('/').to_string())
+        .map(|fallback| without_trailing_slashes(fallback))
         .collect();
     let (security_mirror, fallback_security_mirrors) = security_mirrors(
         &mirror,
@@ -291,5 +301,15 @@ mod tests {
                 vec!["http://security.example.test/debian-security".to_string()]
             )
         );
+    }
+
+    #[test]
+    fn a_mirror_loses_the_slashes_ending_its_path_but_not_those_after_its_scheme() {
+        assert_eq!(
+            without_trailing_slashes("http://m.test/debian//"),
+            "http://m.test/debian"
+        );
+        assert_eq!(without_trailing_slashes("http://"), "http://");
+        assert_eq!(without_trailing_slashes("m.test/"), "m.test");
     }
 }

@@ -71,6 +71,12 @@ pub enum InventoryError {
     NotTrogsKnownHosts { path: PathBuf },
     #[error("{} exists and does not hold {domain}'s login key: it is left as it is", path.display())]
     IdentityFileTaken { path: PathBuf, domain: String },
+    #[error("{flag} {}: {why}", path.display())]
+    OutputPath {
+        flag: &'static str,
+        path: PathBuf,
+        why: &'static str,
+    },
     #[error("cannot write {}", path.display())]
     Write {
         path: PathBuf,
@@ -84,7 +90,8 @@ impl Diagnose for InventoryError {
         match self {
             InventoryError::NoKnownHosts
             | InventoryError::IdentityForSeveral { .. }
-            | InventoryError::Path(_) => ExitStatus::Usage,
+            | InventoryError::Path(_)
+            | InventoryError::OutputPath { .. } => ExitStatus::Usage,
             InventoryError::UnknownDomain { .. } => ExitStatus::Configuration,
             InventoryError::NotTrogsKnownHosts { .. }
             | InventoryError::IdentityFileTaken { .. } => ExitStatus::Conflict,
@@ -113,7 +120,17 @@ impl Diagnose for InventoryError {
             InventoryError::IdentityFileTaken { .. } => {
                 "name a new file with --identity-file, or remove that one first".into()
             }
-            InventoryError::Write { .. } => return None,
+            InventoryError::OutputPath { flag, .. } => format!(
+                "give {flag} a file in a folder that exists, e.g. {flag} {}",
+                if *flag == "--known-hosts" {
+                    "~/.ssh/trog_known_hosts"
+                } else {
+                    "~/.ssh/DOMAIN_key"
+                }
+            ),
+            InventoryError::Write { .. } => {
+                "check that this user may write in the file's folder, and that it has room".into()
+            }
         })
     }
 }
@@ -124,9 +141,16 @@ pub fn run(global: &GlobalArgs, args: InventoryArgs) -> Result<ExitStatus, Failu
     if args.format == InventoryFormat::SshConfig && known_hosts_path.is_none() {
         return Err(InventoryError::NoKnownHosts.into());
     }
+    if let Some(path) = &known_hosts_path {
+        check_output_path("--known-hosts", path)?;
+    }
     let identity = match &args.identity_file {
         Some(path) => match args.domains.as_slice() {
-            [domain] => Some((domain, absolute(path)?)),
+            [domain] => {
+                let path = absolute(path)?;
+                check_output_path("--identity-file", &path)?;
+                Some((domain, path))
+            }
             several => {
                 return Err(InventoryError::IdentityForSeveral {
                     count: several.len(),
@@ -245,6 +269,30 @@ fn absolute(path: &Path) -> Result<PathBuf, InventoryError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Refuses a file `flag` names that could not be written, before anything is read or asked: a
+/// folder, something that is not a regular file (a device, a pipe), or a file in a folder that
+/// does not exist. A link is left to the writer, which replaces or refuses it without following.
+fn check_output_path(flag: &'static str, path: &Path) -> Result<(), InventoryError> {
+    let refuse = |why| {
+        Err(InventoryError::OutputPath {
+            flag,
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return refuse("it is a folder"),
+        Ok(meta) if !meta.is_file() && !meta.file_type().is_symlink() => {
+            return refuse("it is not a regular file (a device, a pipe or a socket)")
+        }
+        _ => {}
+    }
+    if !path.parent().is_some_and(Path::is_dir) {
+        return refuse("its folder does not exist");
+    }
+    Ok(())
 }
 
 /// Replaces `path` with the known_hosts `lines` (behind [`KNOWN_HOSTS_HEADER`]): through a new

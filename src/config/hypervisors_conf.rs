@@ -339,6 +339,15 @@ impl BuildFleet {
 
 /// Parses the text of `hypervisors.conf`; `path` is only used in messages.
 pub fn parse_fleet(text: &str, path: &Path) -> Result<Fleet, HypervisorsConfError> {
+    if text.starts_with('\u{feff}') {
+        return Err(HypervisorsConfError::Syntax {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 1,
+            what: "the file starts with a byte order mark (U+FEFF), an invisible character that is no part of a `[block]` header".into(),
+            hint: "save the file as UTF-8 without a byte order mark (BOM)".into(),
+        });
+    }
     let mut blocks: Vec<BlockDraft> = Vec::new();
     for (index, raw_line) in text.lines().enumerate() {
         let line = index + 1;
@@ -387,7 +396,10 @@ pub fn parse_fleet(text: &str, path: &Path) -> Result<Fleet, HypervisorsConfErro
         let Some((key, value)) = content.split_once('=') else {
             return Err(syntax(
                 indent + 1,
-                format!("`{content}` is neither a `[block]` header nor a `key = value` line"),
+                format!(
+                    "`{}` is neither a `[block]` header nor a `key = value` line",
+                    crate::untrusted::one_line(content)
+                ),
                 "write one `key = value` per line; comments start with `#` or `;`",
             ));
         };

@@ -139,6 +139,11 @@ fn structural_mistakes_are_located() {
             "hypervisors.conf describes no hypervisor",
         ),
         ("", "hypervisors.conf describes no hypervisor"),
+        (
+            "\u{feff}[hv1]\nlibvirt_uri = qemu:///system\n",
+            "1:1: the file starts with a byte order mark (U+FEFF)",
+        ),
+        ("[hv1]\n\u{1b}[2J\n", "2:1: `\\x1b[2J` is neither"),
     ];
     for (text, expected) in cases {
         let (message, hint) = error_text(text);

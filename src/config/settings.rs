@@ -364,10 +364,85 @@ pub fn settings_from_global(
         });
     }
 
+    if let Some(TypedValue::Ip(gateway)) = values.get("gateway") {
+        if let Some(why) = gateway_problem(*gateway, values.get("ips"), values.get("address_range"))
+        {
+            problems.push(SettingProblem {
+                origin: global
+                    .get("gateway")
+                    .map(|entry| entry.value.origin.clone()),
+                key_path: "_global.gateway".into(),
+                kind: SettingProblemKind::Invalid { why },
+            });
+        }
+    }
+
     if !problems.is_empty() {
         return Err(problems);
     }
     Ok((assemble(values), deprecations))
+}
+
+/// Why `gateway` cannot be the default route of a guest with the static addresses `ips`, or,
+/// without them, with an address `address_range` hands out: a gateway is reached on the subnet
+/// of one of its addresses (the guest's network configuration has no on-link route to one
+/// elsewhere).
+fn gateway_problem(
+    gateway: IpAddr,
+    ips: Option<&TypedValue>,
+    address_range: Option<&TypedValue>,
+) -> Option<String> {
+    let written_by_hand = matches!(ips, Some(TypedValue::List(items)) if !items.is_empty());
+    if let (Some(TypedValue::Range(range)), false) = (address_range, written_by_hand) {
+        let inside = match gateway {
+            IpAddr::V4(gateway) => range.in_subnet(gateway),
+            IpAddr::V6(_) => false,
+        };
+        if !inside {
+            return Some(format!(
+                "{gateway} is outside the subnet of `address_range` {range}: the guests it hands addresses to could not reach it"
+            ));
+        }
+    }
+    if let Some(TypedValue::List(items)) = ips {
+        let cidrs: Vec<&IpCidr> = items
+            .iter()
+            .filter_map(|item| match item {
+                TypedValue::Cidr(cidr) => Some(cidr),
+                _ => None,
+            })
+            .collect();
+        if !cidrs.is_empty() && !cidrs.iter().any(|cidr| in_subnet_of(cidr, gateway)) {
+            let written: Vec<String> = cidrs
+                .iter()
+                .map(|cidr| format!("{}/{}", cidr.address, cidr.prefix_len))
+                .collect();
+            return Some(format!(
+                "{gateway} is outside the subnet of every address in `ips` ({}): the guest could not reach it",
+                written.join(", ")
+            ));
+        }
+    }
+    None
+}
+
+/// Whether `address` is on the subnet of `cidr` (the same family, the same leading bits).
+fn in_subnet_of(cidr: &IpCidr, address: IpAddr) -> bool {
+    match (cidr.address, address) {
+        (IpAddr::V4(own), IpAddr::V4(other)) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(cidr.prefix_len))
+                .unwrap_or(0);
+            u32::from(own) & mask == u32::from(other) & mask
+        }
+        (IpAddr::V6(own), IpAddr::V6(other)) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(cidr.prefix_len))
+                .unwrap_or(0);
+            u128::from(own) & mask == u128::from(other) & mask
+        }
+        _ => false,
+    }
 }
 
 fn is_placeholder(node: &LocatedNode) -> bool {

@@ -325,4 +325,40 @@ fn a_pinned_image_is_refused_beside_a_baked_one_on_debian() {
         "{MINIMAL}distro: ubuntu\nbake_packages: true\n{image}"
     ))
     .unwrap();
+fn a_gateway_is_on_the_subnet_of_the_addresses_it_routes_for() {
+    for written in [
+        "ips: [10.0.0.5/24]\ngateway: 10.0.0.1\n",
+        "ips: [10.0.0.5/24, 192.0.2.5/24]\ngateway: 192.0.2.1\n",
+        "ips: [2001:db8::5/64]\ngateway: 2001:db8::1\n",
+        "ips: [10.0.0.5/0]\ngateway: 192.0.2.1\n",
+        "address_range: 10.0.0.10-10.0.0.20/24\ngateway: 10.0.0.1\n",
+        "address_range: 10.0.0.10-10.0.0.20/24\nips: [192.0.2.5/24]\ngateway: 192.0.2.1\n",
+        "gateway: 10.0.0.1\n",
+    ] {
+        assert!(
+            settings(&format!("{MINIMAL}{written}")).is_ok(),
+            "{written}"
+        );
+    }
+    for (written, why) in [
+        (
+            "ips: [10.0.0.5/24]\ngateway: 192.168.9.1\n",
+            "g.yaml:4:10: `_global.gateway`: 192.168.9.1 is outside the subnet of every address in `ips` (10.0.0.5/24)",
+        ),
+        (
+            "ips: [2001:db8::5/64]\ngateway: 10.0.0.1\n",
+            "is outside the subnet of every address in `ips`",
+        ),
+        (
+            "address_range: 10.0.0.10-10.0.0.20/24\ngateway: 10.0.1.1\n",
+            "g.yaml:4:10: `_global.gateway`: 10.0.1.1 is outside the subnet of `address_range` 10.0.0.10-10.0.0.20/24",
+        ),
+    ] {
+        let said: Vec<String> = settings(&format!("{MINIMAL}{written}"))
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(said.len() == 1 && said[0].contains(why), "{written}: {said:?}");
+    }
 }

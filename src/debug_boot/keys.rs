@@ -64,10 +64,16 @@ pub struct KeyEvent {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
-    #[error("unknown key `{0}`")]
+    #[error("unknown key `{}`", crate::untrusted::one_line(.0))]
     Unknown(String),
-    #[error("`{text}` has a character no key types: {character:?}")]
+    #[error(
+        "`{}` has a character no key types: `{}`",
+        crate::untrusted::one_line(text),
+        crate::untrusted::one_line(&character.to_string())
+    )]
     Untypable { text: String, character: char },
+    #[error("`text:` has no words after it: it types nothing")]
+    EmptyText,
     #[error("--keys needs at least one key")]
     Empty,
 }
@@ -111,6 +117,9 @@ pub fn parse_keys(arguments: &[String]) -> Result<Vec<KeyEvent>, KeyError> {
     let mut events = Vec::new();
     for argument in arguments {
         if let Some(text) = argument.strip_prefix("text:") {
+            if text.is_empty() {
+                return Err(KeyError::EmptyText);
+            }
             for c in text.chars() {
                 events.push(event_for_character(c.to_string(), c).ok_or_else(|| {
                     KeyError::Untypable {
@@ -179,5 +188,18 @@ mod tests {
                 character: 'é', ..
             }
         ));
+    }
+
+    #[test]
+    fn refusals_show_characters_escaped_and_text_without_words_is_refused() {
+        assert_eq!(
+            keys(&["text:a\tb"]).unwrap_err().to_string(),
+            "`a\\tb` has a character no key types: `\\t`"
+        );
+        assert_eq!(
+            keys(&["a\u{1b}b"]).unwrap_err().to_string(),
+            "unknown key `a\\x1bb`"
+        );
+        assert_eq!(keys(&["esc", "text:"]).unwrap_err(), KeyError::EmptyText);
     }
 }

@@ -131,6 +131,13 @@ pub enum GenerateError {
     Fingerprint(#[from] FingerprintError),
     #[error(transparent)]
     DomainXml(#[from] DomainXmlError),
+    /// A `cpu_mode` that is none of the modes nor a model's name, where it was written.
+    #[error("{at}: `_global.cpu_mode`: {problem}")]
+    CpuMode {
+        /// Where it was written (`file:line:column`), or the guest's file.
+        at: String,
+        problem: DomainXmlError,
+    },
     #[error("{at}: {source}")]
     SharedFolder {
         /// Where the entry was written (`file:line:column`), or the guest's file.
@@ -203,6 +210,8 @@ impl crate::diagnose::Diagnose for GenerateError {
                 "correct each `disks` entry at the line named (`trog recipes vm` shows what an entry takes)"
                     .into(),
             ),
+            GenerateError::DomainXml(error) => error.hint(),
+            GenerateError::CpuMode { problem, .. } => problem.hint(),
             _ => None,
         }
     }
@@ -293,7 +302,24 @@ pub fn resolve_guest_recipes(
     // unlocked.
     let definition = machine_definition(config, &resolved)?;
     declared_disks(config, &machine_args(&resolved), definition.disk_bus)?;
+    cpu_mode_of(config, &machine_args(&resolved))?;
     Ok(resolved)
+}
+
+/// The guest's `cpu_mode` (the machine recipe's argument, else the setting), or where it was
+/// written and why it is not one.
+fn cpu_mode_of(config: &GuestConfig, machine: &Value) -> Result<CpuMode, GenerateError> {
+    let declared = machine
+        .get("cpu_mode")
+        .and_then(Value::as_str)
+        .unwrap_or(&config.settings.cpu_mode);
+    CpuMode::parse(declared).map_err(|problem| GenerateError::CpuMode {
+        at: config.origins.locate_setting("cpu_mode").map_or_else(
+            || config.domain_file.display().to_string(),
+            ToString::to_string,
+        ),
+        problem,
+    })
 }
 
 /// The `vm` recipe's effective arguments, `Null` when the guest runs none.
@@ -570,12 +596,7 @@ pub fn generate(
         ),
     };
     let machine = machine_args(&resolved);
-    let cpu_mode = CpuMode::parse(
-        machine
-            .get("cpu_mode")
-            .and_then(Value::as_str)
-            .unwrap_or(&settings.cpu_mode),
-    )?;
+    let cpu_mode = cpu_mode_of(config, &machine)?;
     let machine_definition = machine_definition(config, &resolved)?;
     let extra_disks = declared_disks(config, &machine, machine_definition.disk_bus)?;
     let fingerprint = provision_fingerprint(&BootInputs {

@@ -125,8 +125,19 @@ fn parse_users(
             ));
         };
         match entries.get("name") {
-            Some(name) if matches!(&name.value.value, Node::String(text) if !text.trim().is_empty()) =>
-                {}
+            Some(name) if matches!(&name.value.value, Node::String(text) if !text.trim().is_empty()) => {
+                if let Node::String(text) = &name.value.value {
+                    if !is_login_name(text) {
+                        return Err(wrong(
+                            &name.value,
+                            format!(
+                                "`{}` is not a login name useradd makes (letters, digits, `_`, `.`, `-`, not starting with `-`, at most 32)",
+                                crate::untrusted::one_line(text)
+                            ),
+                        ));
+                    }
+                }
+            }
             Some(name) => {
                 return Err(wrong(
                     &name.value,
@@ -142,6 +153,22 @@ fn parse_users(
     Ok(items.iter().map(|item| item.value.to_json()).collect())
 }
 
+/// Whether `name` is a login the guest's useradd makes (cloud-init creates the users with it):
+/// letters, digits, `_`, `.` and `-`, not starting with `-`, an optional `$` at the end, not
+/// `.` or `..` nor only digits, at most 32 characters.
+fn is_login_name(name: &str) -> bool {
+    let stem = name.strip_suffix('$').unwrap_or(name);
+    !stem.is_empty()
+        && name.len() <= 32
+        && !stem.starts_with('-')
+        && stem != "."
+        && stem != ".."
+        && !stem.chars().all(|c| c.is_ascii_digit())
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
 /// The site's archive, in the guest's site folder.
 const DATA_ARCHIVE: &str = "data.tar.gz";
 
@@ -149,14 +176,22 @@ const DATA_ARCHIVE: &str = "data.tar.gz";
 /// site's bulk data belongs on its data volume, not in every rebuild's upload.
 pub const MAX_DATA_ARCHIVE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 
-/// Whether `archive` is a gzip-compressed tar archive that reads to its end: a file that is not
-/// would otherwise be found out only on the guest, minutes into a build.
+/// Whether `archive` is a gzip-compressed tar archive that reads to its end, none of whose
+/// members climbs out of the folder it is restored into (`..`, which tar on the guest refuses):
+/// a file that is not would otherwise be found out only on the guest, minutes into a build.
 fn check_data_archive(archive: &[u8]) -> Result<(), String> {
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
     let entries = tar.entries().map_err(|error| error.to_string())?;
     for entry in entries {
         let mut entry =
             entry.map_err(|error| format!("it is not a gzip-compressed tar archive: {error}"))?;
+        let name = entry.path_bytes();
+        if name.split(|byte| *byte == b'/').any(|part| part == b"..") {
+            return Err(format!(
+                "its member `{}` climbs out of the folder it is restored into (`..`), which tar on the guest refuses",
+                crate::untrusted::one_line(&String::from_utf8_lossy(&name))
+            ));
+        }
         std::io::copy(&mut entry, &mut std::io::sink())
             .map_err(|error| format!("it is not a gzip-compressed tar archive: {error}"))?;
     }
@@ -171,6 +206,56 @@ mod tests {
     fn refusal(text: &str) -> String {
         let error = parse_users(Path::new("/etc/trog/users.yaml"), text).unwrap_err();
         error.to_string()
+    }
+
+    /// A gzip-compressed tar archive of `members` (name, contents), names written as given.
+    fn archive(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, contents) in members {
+            let mut header = tar::Header::new_gnu();
+            header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            header.set_size(contents.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append(&header, *contents).unwrap();
+        }
+        let tar = builder.into_inner().unwrap();
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gzip, &tar).unwrap();
+        gzip.finish().unwrap()
+    }
+
+    #[test]
+    fn a_data_archive_member_that_climbs_out_is_refused() {
+        assert!(check_data_archive(&archive(&[("public/index.html", b"hi")])).is_ok());
+        assert!(check_data_archive(&archive(&[("a..b/x", b"")])).is_ok());
+        for name in ["../../etc/evil", "public/../../x", ".."] {
+            let message = check_data_archive(&archive(&[("ok", b""), (name, b"x")])).unwrap_err();
+            assert!(
+                message.contains(&format!("`{name}` climbs out")),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_login_name_is_what_useradd_makes() {
+        for name in ["alice", "john.doe", "_svc", "web-1", "Admin", "machine$"] {
+            assert!(is_login_name(name), "{name}");
+        }
+        for name in [
+            "",
+            "a;b",
+            "-x",
+            "..",
+            "123",
+            "a b",
+            "tab\t",
+            &"a".repeat(33),
+            "$",
+        ] {
+            assert!(!is_login_name(name), "{name:?}");
+        }
     }
 
     #[test]
@@ -208,6 +293,18 @@ mod tests {
                 "/etc/trog/users.yaml:1:9: a user's `name` is its login, text, not the number `12`",
             ),
             ("- name: a\n  name: b\n", "/etc/trog/users.yaml:2:"),
+            (
+                "- name: alice\n- name: \"a;b\"\n",
+                "/etc/trog/users.yaml:2:9: `a;b` is not a login name",
+            ),
+            (
+                "- name: \"-oops\"\n",
+                "/etc/trog/users.yaml:1:9: `-oops` is not a login name",
+            ),
+            (
+                "- name: \"al ice\"\n",
+                "/etc/trog/users.yaml:1:9: `al ice` is not a login name",
+            ),
         ] {
             let message = refusal(text);
             assert!(message.starts_with(expected), "{text:?}: {message}");

@@ -113,6 +113,8 @@ pub enum ImageBuildError {
     UnsupportedDistro { distro: String },
     #[error("`{name}` is not a package name")]
     BadPackageName { name: String },
+    #[error("`{release}` is not a release's name")]
+    BadRelease { release: String },
     #[error("`{url}` is not a mirror's URL")]
     BadMirror { url: String },
     #[error("the overlay {} is not a directory", path.display())]
@@ -142,6 +144,7 @@ impl crate::diagnose::Diagnose for ImageBuildError {
         match self {
             ImageBuildError::UnsupportedDistro { .. }
             | ImageBuildError::BadPackageName { .. }
+            | ImageBuildError::BadRelease { .. }
             | ImageBuildError::BadMirror { .. }
             | ImageBuildError::Overlay { .. } => crate::exit_status::ExitStatus::Usage,
             _ => crate::exit_status::ExitStatus::Failure,
@@ -161,6 +164,10 @@ impl crate::diagnose::Diagnose for ImageBuildError {
             ImageBuildError::BadPackageName { .. } => {
                 Some("--include takes Debian package names: lower case, digits, + - .".into())
             }
+            ImageBuildError::BadRelease { .. } => Some(
+                "--release takes a Debian release's code name or suite, as the mirror's dists/ names it: lower case, digits, + - . (bookworm, trixie, stable)"
+                    .into(),
+            ),
             ImageBuildError::BadMirror { .. } => Some(
                 "a mirror is an http:// or https:// URL without spaces (http://deb.debian.org/debian)"
                     .into(),
@@ -194,12 +201,28 @@ pub fn check_recipe(recipe: &ImageRecipe) -> Result<(), ImageBuildError> {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
     };
+    // The release names a folder of the mirror's dists/ and goes into the sources the builder
+    // is given, words separated by spaces.
+    let release = &recipe.release;
+    if release.is_empty()
+        || !release.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        || !release
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
+    {
+        return Err(ImageBuildError::BadRelease {
+            release: release.clone(),
+        });
+    }
     if let Some(name) = recipe.extra_packages.iter().find(|name| !valid(name)) {
         return Err(ImageBuildError::BadPackageName { name: name.clone() });
     }
     // The builder takes each suite's mirrors as one argument, separated by spaces.
     let mirror_url = |url: &str| {
-        (url.starts_with("http://") || url.starts_with("https://"))
+        let host = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        host.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
             && !url.chars().any(|c| c.is_whitespace() || c.is_control())
     };
     if let Some(url) = mirrors(recipe)
@@ -432,6 +455,8 @@ mod tests {
             "http://a.test/debian http://b.test/debian",
             "ftp://a.test/debian",
             "",
+            "http://",
+            "https:///debian",
         ] {
             let mut odd = recipe();
             odd.fallback_security_mirrors = vec![url.into()];
@@ -482,6 +507,19 @@ mod tests {
             check_recipe(&odd),
             Err(ImageBuildError::BadPackageName { .. })
         ));
+        for release in ["", "a;b", "book worm", "Bookworm", "-x", "../sid"] {
+            let mut odd = recipe();
+            odd.release = release.into();
+            assert!(
+                matches!(check_recipe(&odd), Err(ImageBuildError::BadRelease { .. })),
+                "{release:?}"
+            );
+        }
+        for release in ["bookworm", "bookworm-backports", "sid", "13"] {
+            let mut named = recipe();
+            named.release = release.into();
+            assert!(check_recipe(&named).is_ok(), "{release}");
+        }
         let file = tempfile::NamedTempFile::new().unwrap();
         for missing in [file.path().to_path_buf(), file.path().join("absent")] {
             let mut overlaid = recipe();

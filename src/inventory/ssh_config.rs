@@ -6,7 +6,10 @@ use super::{SiteMachine, SshFiles};
 
 /// A path ssh_config cannot carry unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path:?} cannot be written into an ssh_config: it {why}")]
+#[error(
+    "`{}` cannot be written into an ssh_config: it {why}",
+    crate::untrusted::one_line(path)
+)]
 pub struct PathNotExpressible {
     pub path: String,
     pub why: &'static str,

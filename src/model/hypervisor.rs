@@ -74,6 +74,17 @@ pub enum UriError {
     UnknownTransport { uri: String, transport: String },
     #[error("`{uri}` names no host to reach over SSH")]
     NoHost { uri: String },
+    #[error("`{uri}` holds a space or a control character, which no URI does")]
+    Blank { uri: String },
+    #[error(
+        "`{uri}` names the {part} `{value}`, which starts with `-`: ssh would read it as an option"
+    )]
+    LikeAnOption {
+        uri: String,
+        /// `login` or `host`.
+        part: &'static str,
+        value: String,
+    },
 }
 
 /// A libvirt connection URI that trog accepts: local, over SSH, or the test driver.
@@ -88,6 +99,11 @@ impl LibvirtUri {
         let malformed = || UriError::Malformed {
             uri: uri.to_string(),
         };
+        if uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(UriError::Blank {
+                uri: uri.to_string(),
+            });
+        }
         let (scheme, rest) = uri.split_once("://").ok_or_else(malformed)?;
         let (driver, transport_name) = match scheme.split_once('+') {
             Some((driver, transport)) => (driver, Some(transport)),
@@ -121,6 +137,17 @@ impl LibvirtUri {
                     return Err(UriError::NoHost {
                         uri: uri.to_string(),
                     });
+                }
+                // trog's own ssh takes the login as an argument: one that starts with `-` would
+                // be an option (`-oProxyCommand=…`) rather than where to connect.
+                for (part, value) in [("login", user.as_deref()), ("host", Some(host))] {
+                    if let Some(value) = value.filter(|value| value.starts_with('-')) {
+                        return Err(UriError::LikeAnOption {
+                            uri: uri.to_string(),
+                            part,
+                            value: value.to_string(),
+                        });
+                    }
                 }
                 Transport::Ssh {
                     user,
@@ -296,5 +323,35 @@ mod tests {
             LibvirtUri::parse("qemu+ssh:///system"),
             Err(UriError::NoHost { .. })
         ));
+    }
+
+    #[test]
+    fn a_login_or_host_ssh_would_take_for_an_option_is_refused() {
+        for (uri, part) in [
+            ("qemu+ssh://-oProxyCommand=x/system", "host"),
+            ("qemu+ssh://-oProxyCommand=x@hv1/system", "login"),
+            ("qemu+libssh2://root@-p2222/system", "host"),
+        ] {
+            match LibvirtUri::parse(uri) {
+                Err(UriError::LikeAnOption { part: found, .. }) => assert_eq!(found, part, "{uri}"),
+                other => panic!("{uri}: {other:?}"),
+            }
+        }
+        assert!(LibvirtUri::parse("qemu+ssh://ad-min@hv-1/system").is_ok());
+    }
+
+    #[test]
+    fn a_space_or_control_character_is_refused() {
+        for uri in [
+            "qemu+ssh://ro ot@hv1/system",
+            "test:///default ; comment",
+            "qemu+ssh://hv1/system\tx",
+            "qemu:///system\u{7f}",
+        ] {
+            assert!(
+                matches!(LibvirtUri::parse(uri), Err(UriError::Blank { .. })),
+                "{uri}"
+            );
+        }
     }
 }

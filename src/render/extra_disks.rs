@@ -8,6 +8,7 @@
 
 use crate::model::units::Bytes;
 use crate::render::domain_xml::DiskBus;
+use crate::untrusted::one_line;
 use serde_json::Value;
 
 /// The smallest extra disk: room for an ext4 filesystem's journal and metadata with files left
@@ -224,14 +225,15 @@ fn size_of(value: Option<&Value>) -> Result<Bytes, String> {
 /// digits, `.`, `_`, `-` between slashes, no `.` or `..` segment), and no system directory.
 fn mount_problem(mount: &str) -> Option<String> {
     if !mount.starts_with('/') {
-        return Some(format!("{mount:?} is not an absolute path"));
+        return Some(format!("`{}` is not an absolute path", one_line(mount)));
     }
     let plain = mount
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'));
     if !plain || mount.len() > 255 {
         return Some(format!(
-            "{mount:?} is not a plain path (letters, digits, `.`, `_`, `-` between slashes, at most 255 bytes)"
+            "`{}` is not a plain path (letters, digits, `.`, `_`, `-` between slashes, at most 255 bytes)",
+            one_line(mount)
         ));
     }
     let segments: Vec<&str> = mount.split('/').skip(1).collect();

@@ -3,7 +3,10 @@
 
 /// A value that no XML 1.0 document can carry.
 #[derive(Debug, thiserror::Error)]
-#[error("the value {value:?} holds a control character, which XML cannot carry")]
+#[error(
+    "the value `{}` holds a control character, which XML cannot carry",
+    crate::untrusted::one_line(value)
+)]
 pub struct ControlCharacter {
     pub value: String,
 }

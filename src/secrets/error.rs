@@ -152,8 +152,10 @@ impl Diagnose for SecretsError {
             SecretsError::Credentials(error) => error.hint(),
             SecretsError::Locked(error) => error.hint(),
             SecretsError::ReadKeyFile { .. } => Some(
-                "the `keepass_key_file` setting in recipes.yaml names it; check the path, that it \
-                 is a regular file (not a pipe or a device) and that this user may read it"
+                "the `keepass_key_file` setting (in `_global` of recipes.yaml or of the guest's \
+                 file in recipes.d) names it, relative to the configuration directory; check the \
+                 path, that it is a regular file (not a pipe or a device) and that this user may \
+                 read it"
                     .to_string(),
             ),
             SecretsError::KeyFileNotPrivate { path, .. } => Some(format!(

@@ -3,7 +3,7 @@
 
 use crate::addresses::settle::{declared_range, network_key};
 use crate::addresses::store::free_addresses;
-use crate::addresses::{AddressBook, Claimant, Holding, RangeRecord};
+use crate::addresses::{AddressBook, AddressError, Claimant, Holding, RangeRecord};
 use crate::config::guest::load_guest_with_recipe_settings;
 use crate::config::paths::InstallationPaths;
 use crate::config::values::IpCidr;
@@ -34,10 +34,6 @@ pub fn assign_address(
     locks: &Locks,
     reporter: &dyn Reporter,
 ) -> Result<AssignedAddresses, Failure> {
-    // ips.db's own transactions keep concurrent assignments apart; the guest's lock keeps this
-    // one from racing a run of this installation that is changing the guest. Only this
-    // installation's records change, so the hypervisor's lock is not taken.
-    let _guest_lock = take_local_guest_lock(locks, domain, &mut |text| reporter.say(text))?;
     let cookbook = load_cookbook(&recipes_dir()?)?;
     let config = load_guest_with_recipe_settings(paths, domain, &recipe_settings(&cookbook))?;
     let guest = domain.to_string();
@@ -49,6 +45,20 @@ pub fn assign_address(
     let own_network = network_key(&config.settings);
     let network = network.map_or(own_network.clone(), str::to_string);
     let declared = declared_range(&config)?.filter(|range| range.network == network);
+    // A range comes from the guest's files or from ips.db: with neither, the refusal leaves
+    // nothing behind (no ips.db made, no lock taken).
+    if config.settings.ips.is_empty() && declared.is_none() && !paths.ips_db.exists() {
+        return Err(AddressError::NoRange {
+            guest,
+            network,
+            path: paths.ips_db.clone(),
+        }
+        .into());
+    }
+    // ips.db's own transactions keep concurrent assignments apart; the guest's lock keeps this
+    // one from racing a run of this installation that is changing the guest. Only this
+    // installation's records change, so the hypervisor's lock is not taken.
+    let _guest_lock = take_local_guest_lock(locks, domain, &mut |text| reporter.say(text))?;
     let mut book = AddressBook::open(&paths.ips_db)?;
     if !config.settings.ips.is_empty() {
         let addresses: Vec<Ipv4Addr> = config

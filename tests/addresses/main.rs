@@ -99,25 +99,33 @@ fn hand_written_addresses_are_checked_naming_both_guests_and_files() {
     assert!(run(dir.path(), &["assign_ip", "a.example.test"])
         .status
         .success());
+    // The guest outside every range routes through a gateway of its own subnet.
     let cases = [
         (
             "held.example.test",
             "192.168.122.100/24",
+            "",
             "which a.example.test (",
         ),
         (
             "gateway.example.test",
             "192.168.122.1/24",
+            "",
             "the gateway of default",
         ),
         (
             "outside.example.test",
             "10.1.2.3/24",
+            "    gateway: 10.1.2.1\n",
             "outside every address range",
         ),
     ];
-    for (guest, address, says) in cases {
-        add_guest(dir.path(), guest, &format!("    ips: [{address}]\n"));
+    for (guest, address, gateway, says) in cases {
+        add_guest(
+            dir.path(),
+            guest,
+            &format!("    ips: [{address}]\n{gateway}"),
+        );
         let output = run(dir.path(), &["assign_ip", guest]);
         let shown = text(&output);
         assert_eq!(output.status.code(), Some(3), "{shown}");

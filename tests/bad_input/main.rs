@@ -428,6 +428,20 @@ fn guest_files() -> Vec<Case> {
     ]
 }
 
+/// A site archive (`data.tar.gz`) of one member, its name written as given.
+fn site_archive(name: &str) -> Vec<u8> {
+    let mut header = tar::Header::new_gnu();
+    header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    header.set_size(1);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append(&header, &b"x"[..]).unwrap();
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gzip, &builder.into_inner().unwrap()).unwrap();
+    gzip.finish().unwrap()
+}
+
 fn installation_files() -> Vec<Case> {
     vec![
         case("recipes.yaml missing", DRY, CONFIG).edit(remove(RECIPES)),
@@ -463,6 +477,13 @@ fn installation_files() -> Vec<Case> {
         case("data.tar.gz a folder", DRY, CONFIG).edit(dir(DATA)),
         case("data.tar.gz links to /dev/zero", DRY, CONFIG).edit(link(DATA, "/dev/zero")),
         case("data.tar.gz not an archive", DRY, CONFIG).edit(write(DATA, "not a tarball")).no_line(),
+        case("data.tar.gz a member climbing out", DRY, CONFIG)
+            .edit(write_bytes(DATA, &site_archive("../../etc/evil")))
+            .no_line()
+            .says("`../../etc/evil` climbs out"),
+        case("data.tar.gz a member climbing out midway", DRY, CONFIG)
+            .edit(write_bytes(DATA, &site_archive("public/../../x")))
+            .no_line(),
         case("recipe manifest not YAML", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: [guest\n")),
         case("recipe manifest bad kind", DRY, CONFIG).edit(write("recipes/nginx/recipe.yaml", "kind: gust\n")),
         case("recipe manifest unknown key", DRY, CONFIG)
@@ -663,6 +684,15 @@ fn every_file_at_its_line() -> Vec<Case> {
             .at(USERS),
         case("users.yaml binary garbage", DRY, CONFIG)
             .edit(write_bytes(USERS, b"\xff\xfe- name: a\n")),
+        case("users.yaml a name with ;", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n- name: \"a;b\"\n"))
+            .says("users.yaml:2:")
+            .says("not a login name"),
+        case("users.yaml a name like an option", DRY, CONFIG)
+            .edit(write(USERS, "- name: \"-oops\"\n"))
+            .says("not a login name"),
+        case("users.yaml a name with a space", DRY, CONFIG)
+            .edit(write(USERS, "- name: al ice\n")),
         case("users.yaml links to /dev/zero", DRY, CONFIG).edit(link(USERS, "/dev/zero")),
         // recipe manifests
         case("manifest requires itself", DRY, CONFIG)
@@ -795,8 +825,19 @@ fn every_file_at_its_line() -> Vec<Case> {
             .edit(write(GUEST_FILE, guest_with("ips: [\"10.0.0.1/99\"]"))),
         case("guest gateway outside its network", DRY, CONFIG).edit(write(
             GUEST_FILE,
-            guest_with("ips: [10.0.0.5/24]\n    gateway: 192.168.9.1"),
-        )),
+            guest_with("ips: [10.0.0.5/24]\ngateway: 192.168.9.1"),
+        ))
+        .says("outside the subnet"),
+        case("guest gateway outside its address_range's subnet", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("address_range: 10.0.0.10-10.0.0.20/24\ngateway: 10.0.1.1"),
+            ))
+            .says("outside the subnet of `address_range`"),
+        case("recipes.yaml gateway outside a guest's addresses", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("gateway: 192.168.9.1")))
+            .edit(write(GUEST_FILE, guest_with("ips: [10.0.0.5/24]")))
+            .says("recipes.yaml:"),
         case("guest image url not http", DRY, CONFIG).edit(write(
             GUEST_FILE,
             guest_with(&format!(
@@ -965,6 +1006,27 @@ fn every_file_at_its_line() -> Vec<Case> {
         case("hv: text after the block", "fleet", CONFIG)
             .edit(write(HV, "[hv1] extra\nlibvirt_uri = qemu:///system\n")),
         case("hv: key without a value name", "fleet", CONFIG).edit(write(HV, hv1("= 3\n"))),
+        case("hv: uri ssh host like an option", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = qemu+ssh://-oProxyCommand=touch${IFS}x/system\n"))
+            .says("starts with `-`"),
+        case("hv: uri ssh login like an option", "fleet", CONFIG)
+            .edit(write(
+                HV,
+                "[hv1]\nlibvirt_uri = qemu+ssh://-oProxyCommand=x@hv1.example.test/system\n",
+            ))
+            .says("the login `-oProxyCommand=x`"),
+        case("hv: uri with a space", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = qemu+ssh://ro ot@hv1.example.test/system\n"))
+            .says("a space"),
+        case("hv: uri with a comment after it", "fleet", CONFIG)
+            .edit(write(HV, "[hv1]\nlibvirt_uri = test://{ROOT}/node.xml ; the lab\n"))
+            .says("hypervisors.conf:2"),
+        case("hv: byte order mark", "fleet", CONFIG)
+            .edit(write(HV, format!("\u{feff}{}", hv1(""))))
+            .says("byte order mark"),
+        case("hv: a line of escape sequences", "fleet", CONFIG)
+            .edit(write(HV, hv1("\u{1b}]0;title\u{7}\u{1b}[2J\n")))
+            .says("`\\x1b]0;title\\x07\\x1b[2J`"),
         case("hv: bad file, backup", "backup example.test", CONFIG)
             .edit(write(HV, hv1("max_guests = x\n"))),
         case("hv: bad file, snapshot", "snapshot example.test", CONFIG)
@@ -1065,6 +1127,52 @@ fn more_arguments() -> Vec<Case> {
             "snapshot --hypervisor hv9 example.test",
             USAGE,
         ),
+        case(
+            "assign_ip without any address range",
+            "assign_ip example.test",
+            CONFIG,
+        )
+        .says("address_range"),
+        case(
+            "assign_ip --network without a range",
+            "assign_ip --network bridge:br9 example.test",
+            CONFIG,
+        )
+        .says("bridge:br9"),
+        case(
+            "assign_ip of a guest file gone wrong",
+            "assign_ip example.test",
+            CONFIG,
+        )
+        .edit(write(GUEST_FILE, guest_with("memory: 0"))),
+        case(
+            "image build --release with ;",
+            "image build --release a;b",
+            USAGE,
+        )
+        .says("`a;b` is not a release"),
+        case(
+            "image build --release empty",
+            "image build --release=",
+            USAGE,
+        ),
+        case(
+            "image build --release climbing",
+            "image build --release ../sid",
+            USAGE,
+        ),
+        case(
+            "image build --mirror without a host",
+            "image build --mirror http://",
+            USAGE,
+        )
+        .says("`http://` is not a mirror"),
+        case(
+            "image build --fallback-mirror without a host",
+            "image build --fallback-mirror https:///debian",
+            USAGE,
+        )
+        .says("`https:///debian`"),
         case("--json, unknown recipe", "--json recipes nosuch", CONFIG),
         case(
             "--json, bad guest file",
@@ -1332,6 +1440,60 @@ fn refused_while_parsing() -> Vec<Case> {
         )
         .says("`;`"),
         unreachable_fleet(
+            "debug_boot --keys text: without words",
+            "debug_boot example.test --keys text:",
+            USAGE,
+        )
+        .says("types nothing"),
+        unreachable_fleet(
+            "debug_boot --keys text with a tab",
+            "debug_boot example.test --keys text:a\tb",
+            USAGE,
+        )
+        .says("no key types: `\\t`"),
+        unreachable_fleet(
+            "debug_boot --keys an escape sequence",
+            "debug_boot example.test --keys \u{1b}[2J",
+            USAGE,
+        )
+        .says("unknown key `\\x1b[2J`"),
+        unreachable_fleet(
+            "inventory --known-hosts a device",
+            "inventory --known-hosts /dev/null",
+            USAGE,
+        )
+        .says("not a regular file"),
+        unreachable_fleet(
+            "inventory --known-hosts a folder",
+            "inventory --known-hosts {ROOT}/home",
+            USAGE,
+        )
+        .says("is a folder"),
+        unreachable_fleet(
+            "inventory --known-hosts in a missing folder",
+            "inventory --known-hosts {ROOT}/nowhere/known_hosts",
+            USAGE,
+        )
+        .says("folder does not exist"),
+        unreachable_fleet(
+            "inventory --known-hosts with a quote",
+            "inventory --known-hosts {ROOT}/home/a\"b",
+            USAGE,
+        )
+        .says("`/"),
+        unreachable_fleet(
+            "inventory --identity-file a folder",
+            "inventory --format ansible --identity-file {ROOT}/home example.test",
+            USAGE,
+        )
+        .says("is a folder"),
+        unreachable_fleet(
+            "inventory --identity-file in a missing folder",
+            "inventory --format ansible --identity-file {ROOT}/nowhere/key example.test",
+            USAGE,
+        )
+        .says("folder does not exist"),
+        unreachable_fleet(
             "--json snapshot --keep 0",
             "--json snapshot --keep 0 example.test",
             USAGE,
@@ -1457,6 +1619,30 @@ fn setting_values() -> Vec<Case> {
                 format!("[hv1]\nlibvirt_uri = test:///{}\n", "u".repeat(5000)),
             ))
             .says("at most 4096"),
+        case("cpu_mode with markup", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("cpu_mode: \"a<b\"")))
+            .says("`_global.cpu_mode`"),
+        case("cpu_mode with a space, store locked", DRY, CONFIG)
+            .with_store()
+            .edit(write(GUEST_FILE, guest_with("cpu_mode: host passthrough"))),
+        case("cpu_mode in _base", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("cpu_mode: \"Sky;lake\"")))
+            .says("cpu-models"),
+        case("address_range without gateway", DRY, CONFIG)
+            .edit(write(
+                GUEST_FILE,
+                guest_with("address_range: 192.0.2.10-192.0.2.20/24"),
+            ))
+            .says("without `gateway`"),
+        case("address_range in _base without gateway", DRY, CONFIG)
+            .edit(write(
+                RECIPES,
+                base_with("address_range: 192.0.2.10-192.0.2.20/24"),
+            ))
+            .says("set `gateway`"),
+        case("tenant without an address", DRY, CONFIG)
+            .edit(write(GUEST_FILE, guest_with("tenant: shop")))
+            .says("has no static address"),
         case("users.yaml in Latin-1", DRY, CONFIG)
             .edit(write_bytes(USERS, b"- name: j\xfcrgen\n"))
             .says("not UTF-8"),
@@ -1489,6 +1675,18 @@ fn more_credentials() -> Vec<Case> {
                 STORE,
                 &store_bytes()[..store_bytes().len() - 16],
             )),
+        case(
+            "store: key file missing, named in the guest's file",
+            DRY,
+            CREDENTIALS,
+        )
+        .with_store()
+        .edit(write(
+            GUEST_FILE,
+            guest_with("keepass_key_file: nowhere.key"),
+        ))
+        .no_line()
+        .says("of the guest's file in recipes.d"),
         case("store: key file readable by others", DRY, CREDENTIALS)
             .credentials()
             .edit(write(STORE, "garbage"))
@@ -1700,6 +1898,211 @@ fn verbs_about_a_guest_without_one() -> Vec<Case> {
     cases
 }
 
+/// Settings of addresses, tenants, mirrors, backups and the machine recipe, and verbs the other
+/// groups do not reach (`inventory`, `assign_ip`, `image`, `root-programs`, `provision --all`).
+fn more_settings_and_verbs() -> Vec<Case> {
+    let setting = |name: &str, line: &str| {
+        case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
+    };
+    vec![
+        // Addresses and tenants.
+        setting(
+            "address_range ends before it starts",
+            "address_range: 192.0.2.20-192.0.2.10/24\ngateway: 192.0.2.1",
+        )
+        .says("ends before it starts"),
+        setting(
+            "address_range across subnets",
+            "address_range: 192.0.2.10-192.0.3.20/24\ngateway: 192.0.2.1",
+        )
+        .says("more than one /24"),
+        setting(
+            "address_range prefix 33",
+            "address_range: 192.0.2.10-192.0.2.20/33\ngateway: 192.0.2.1",
+        ),
+        setting(
+            "address_range with the broadcast address",
+            "address_range: 192.0.2.0-192.0.2.255/24\ngateway: 192.0.2.1",
+        )
+        .says("broadcast"),
+        setting(
+            "address_range IPv6",
+            "address_range: 2001:db8::1-2001:db8::9/64\ngateway: 2001:db8::ff",
+        )
+        .says("not an IPv4 address"),
+        setting("tenant empty", "tenant: \"\""),
+        setting("tenant upper case", "tenant: Shop"),
+        setting(
+            "tenant of 300 characters",
+            &format!("tenant: {}", "t".repeat(300)),
+        )
+        .says("at most 64"),
+        // Mirrors and caches.
+        setting(
+            "security_mirror ftp",
+            "security_mirror: ftp://mirror.example.test/",
+        ),
+        setting(
+            "fallback_mirrors without mirror",
+            "fallback_mirrors: [http://a.example.test/debian]",
+        )
+        .says("`mirror` is set nowhere"),
+        setting(
+            "fallback_mirrors text",
+            "fallback_mirrors: http://a.example.test/debian",
+        )
+        .says("expected a list"),
+        setting(
+            "fallback_security_mirrors without security_mirror",
+            "fallback_security_mirrors: [http://b.example.test/debian-security]",
+        ),
+        setting("cache without a host", "cache: http://"),
+        setting("cache with a space", "cache: \"http://a b\""),
+        // Backups, the store, baked images.
+        setting(
+            "backup_retention_days negative",
+            "backup_retention_days: -1",
+        ),
+        setting(
+            "backup_retention_days past a century",
+            "backup_retention_days: 36501",
+        ),
+        setting(
+            "backup_retention_days a fraction",
+            "backup_retention_days: 1.5",
+        ),
+        setting("backup_dir empty", "backup_dir: \"\""),
+        setting("keepass_key_file empty", "keepass_key_file: \"\""),
+        setting("bake_packages yes", "bake_packages: yes"),
+        setting("bake_packages 1", "bake_packages: 1"),
+        setting("baked_image_max_age_days 0", "baked_image_max_age_days: 0"),
+        setting(
+            "baked_image_max_age_days past ten years",
+            "baked_image_max_age_days: 3651",
+        ),
+        // The network and the machine recipe's settings.
+        setting("network empty", "network: \"\""),
+        setting("bridge empty", "bridge: \"\""),
+        setting("cpu_mode empty", "cpu_mode: \"\""),
+        setting("firmware efi", "firmware: efi"),
+        setting("disk_cache sometimes", "disk_cache: sometimes"),
+        setting("disk_discard yes", "disk_discard: yes"),
+        setting("data_mount relative", "data_mount: srv/data"),
+        setting("timezone with a NUL", "timezone: \"Europe/Paris\\0x\"").says("control character"),
+        setting("a package with a NUL", "packages: [\"vim\\0\"]"),
+        // hypervisors.conf values at their bounds.
+        case("hv: reserve_memory past u64", "fleet", CONFIG)
+            .edit(write(HV, hv1("reserve_memory = 18446744073709551615T\n"))),
+        case("hv: reserve_disk past any disk", "fleet", CONFIG)
+            .edit(write(HV, hv1("reserve_disk = 999999999T\n"))),
+        case("hv: max_guests in hex", "fleet", CONFIG).edit(write(HV, hv1("max_guests = 0x10\n"))),
+        case("hv: partition /machine/ itself", "fleet", CONFIG)
+            .edit(write(HV, hv1("partition = /machine/\n"))),
+        case("hv: uri ssh port past u16", "fleet", CONFIG).edit(write(
+            HV,
+            "[hv1]\nlibvirt_uri = qemu+ssh://root@hv1.example.test:99999/system\n",
+        )),
+        // Verbs.
+        case(
+            "inventory, unknown --format",
+            "inventory --format yaml",
+            USAGE,
+        )
+        .no_hint(),
+        case("inventory, no --known-hosts", "inventory", USAGE).says("--known-hosts FILE"),
+        case(
+            "inventory, a domain without a file",
+            "inventory --format ansible nosuch.example.test",
+            CONFIG,
+        )
+        .says("nosuch.example.test"),
+        case(
+            "inventory, --identity-file for two domains",
+            "inventory --format ansible --identity-file {ROOT}/home/key example.test other.test",
+            USAGE,
+        ),
+        case(
+            "inventory, --known-hosts a file trog did not write",
+            "inventory --known-hosts {ROOT}/home/known_hosts",
+            CONFLICT,
+        )
+        .edit(write(
+            "home/known_hosts",
+            "github.com ssh-ed25519 AAAAtheirs\n",
+        ))
+        .no_line(),
+        case(
+            "assign_ip, --network empty",
+            "assign_ip --network= example.test",
+            USAGE,
+        ),
+        case(
+            "assign_ip, --network bridge without a name",
+            "assign_ip --network bridge: example.test",
+            USAGE,
+        ),
+        case(
+            "provision --all --parallel 0",
+            "provision --all --parallel 0 --dry-run",
+            USAGE,
+        )
+        .says("from 1 to 32"),
+        case(
+            "provision --parallel without --all",
+            "provision --parallel 3 --dry-run example.test",
+            USAGE,
+        )
+        .says("add --all"),
+        case(
+            "provision --all with a domain",
+            "provision --all --dry-run example.test",
+            USAGE,
+        )
+        .no_hint(),
+        case(
+            "image build --distro windows",
+            "image build --distro windows",
+            USAGE,
+        ),
+        case(
+            "image build --mirror ftp",
+            "image build --mirror ftp://x",
+            USAGE,
+        ),
+        case(
+            "image build --include with ;",
+            "image build --include a;b",
+            USAGE,
+        ),
+        case(
+            "image build --overlay missing",
+            "image build --overlay {ROOT}/nowhere",
+            USAGE,
+        ),
+        case("image prune, extra argument", "image prune extra", USAGE).no_hint(),
+        case(
+            "root-programs sudoers --user with ;",
+            "root-programs sudoers --user a;b",
+            USAGE,
+        )
+        .says("not an account name"),
+        case(
+            "root-programs install-script --user empty",
+            "root-programs install-script --user=",
+            USAGE,
+        ),
+        case(
+            "backup --sweep with --hypervisor",
+            "backup --sweep --hypervisor hv1",
+            USAGE,
+        )
+        .no_hint(),
+        case("credentials: a byte order mark", DRY, CREDENTIALS)
+            .input("\u{feff}keepass: x\n\n")
+            .with_store(),
+    ]
+}
+
 /// The guest's file with `disks` as its extra disks (a YAML flow list).
 fn guest_with_disks(disks: &str) -> String {
     guest_with(&format!("disks: {disks}"))
@@ -1756,6 +2159,10 @@ fn extra_disks() -> Vec<Case> {
         disks("mount point with ..", &one("db", "1G", "/srv/../usr")),
         disks("mount point with a space", &one("db", "1G", "\"/srv/my db\"")),
         disks("mount point missing", "[{name: db, size: 1G}]"),
+        disks("mount point with a quote", &one("db", "1G", "'/srv/my\"db'"))
+            .says("`/srv/my\"db` is not a plain path"),
+        disks("mount point with a tab", &one("db", "1G", "\"/srv/a\\tb\""))
+            .says("`/srv/a\\tb`"),
         case("disks: mount point of the data volume", DRY, CONFIG)
             .edit(write(
                 GUEST_FILE,
@@ -1808,6 +2215,7 @@ fn every_bad_input_is_refused_cleanly() {
         setting_values(),
         sites(),
         extra_disks(),
+        more_settings_and_verbs(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();
