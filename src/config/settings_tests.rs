@@ -325,6 +325,9 @@ fn a_pinned_image_is_refused_beside_a_baked_one_on_debian() {
         "{MINIMAL}distro: ubuntu\nbake_packages: true\n{image}"
     ))
     .unwrap();
+}
+
+#[test]
 fn a_gateway_is_on_the_subnet_of_the_addresses_it_routes_for() {
     for written in [
         "ips: [10.0.0.5/24]\ngateway: 10.0.0.1\n",
