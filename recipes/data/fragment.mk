@@ -10,7 +10,7 @@ data:
 	run_target=false; \
 	if [ "$$(cat {{ args.site_dir }}/.trog-data-sha256 2>/dev/null)" = "$$digest" ]; then \
 	  echo "data: "{{ args.site_dir }}" already holds this archive"; \
-	  [ "$$(stat -c %U {{ args.site_dir }})" = {{ args.owner }} ] || chown -R {{ args.owner }}: {{ args.site_dir }}; \
+	  [ "$$(stat -c %U {{ args.site_dir }})" = {{ args.owner }} ] || [ "$$(stat -c %u {{ args.site_dir }})" = {{ args.owner }} ] || chown -R {{ args.owner }}: {{ args.site_dir }}; \
 	  if [ -f {{ args.site_dir }}/.trog-data-target ] && [ "$$(cat {{ args.site_dir }}/.trog-data-target)" != {{ args.make_target }} ]; then run_target=true; fi; \
 	else \
 	  mkdir -p {{ args.site_dir }}; \
