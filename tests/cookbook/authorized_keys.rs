@@ -3,13 +3,9 @@
 //! (which keep the admin's home in this test's directory): the keys it adds, the ones it takes
 //! back, and the ones it leaves. A real guest runs it in `tests/recipes_on_guests`.
 
-use super::{facts, guest, shipped, template_environment};
+use super::stand_ins::{rendered_file, StandIns};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use trog::cookbook::resolve::resolve_recipes;
-use trog::model::names::RecipeName;
-use trog::render::files::render_files;
 
 /// `getent passwd` and `id -gn` answer for the admin, whose home is `$here/home`; `install`
 /// copies as the real one does, without the owner (the test is no root).
@@ -45,25 +41,18 @@ const KEY_C: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhKeyC carol@desk";
 const BY_HAND: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIByHand added@by.hand";
 
 struct Guest {
-    dir: tempfile::TempDir,
+    stand_ins: StandIns,
 }
 
 impl Guest {
     fn new() -> Guest {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("bin")).unwrap();
-        for (name, text) in FAKES {
-            let path = dir.path().join("bin").join(name);
-            std::fs::write(&path, text).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        std::fs::create_dir(dir.path().join("home")).unwrap();
-        Guest { dir }
+        let stand_ins = StandIns::new(FAKES);
+        std::fs::create_dir(stand_ins.path("home")).unwrap();
+        Guest { stand_ins }
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.stand_ins.path(name)
     }
 
     fn keys_file(&self) -> PathBuf {
@@ -79,45 +68,24 @@ impl Guest {
 
     /// Runs the script rendered for `keys`, its record moved into this directory.
     fn run(&self, keys: &[&str]) {
-        let script = rendered_script(keys).replace(
+        let script = rendered_file(
+            "adminconfig",
+            json!({ "authorized_keys": keys }),
+            "/usr/local/lib/trog/authorized-keys",
+        )
+        .replace(
             "/var/lib/trog/adminconfig/authorized_keys",
             &self.path("record/authorized_keys").display().to_string(),
         );
-        let at = self.path("authorized-keys");
-        std::fs::write(&at, script).unwrap();
-        let path = format!(
-            "{}:{}",
-            self.path("bin").display(),
-            std::env::var("PATH").unwrap()
-        );
-        // Run by sh rather than executed: a file just written can be "busy" for exec while a
-        // process another test forks at that moment still holds it open.
-        let output = Command::new("sh")
-            .arg(&at)
-            .env("PATH", path)
-            .output()
-            .unwrap();
+        let output = self
+            .stand_ins
+            .sh_script("authorized-keys", &script, &[], b"");
         assert!(
             output.status.success(),
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
-}
-
-fn rendered_script(keys: &[&str]) -> String {
-    let mut wanted = guest(&["adminconfig"], "debian");
-    wanted.recipes.insert(
-        RecipeName::parse("adminconfig").unwrap(),
-        json!({ "authorized_keys": keys }),
-    );
-    let resolved = resolve_recipes(&shipped(), &wanted).unwrap();
-    let files = render_files(&template_environment(), &facts(), &resolved).unwrap();
-    let script = files
-        .iter()
-        .find(|file| file.guest_path == "/usr/local/lib/trog/authorized-keys")
-        .expect("the adminconfig recipe installs its key script");
-    String::from_utf8(script.contents.clone()).unwrap()
 }
 
 fn lines(list: &[&str]) -> Vec<String> {

@@ -6,14 +6,9 @@
 //! guests run both in `tests/e2e` (the data volume and an extra disk moved) and
 //! `tests/recipes_on_guests` (the mounts recipe's entry moved).
 
-use super::{facts, guest, shipped, template_environment};
+use super::stand_ins::{rendered_file, target_alone, StandIns};
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use trog::cookbook::resolve::resolve_recipes;
-use trog::model::names::RecipeName;
-use trog::render::files::render_files;
-use trog::render::makefile::render_makefile;
+use std::path::PathBuf;
 
 /// The stand-ins. `$here/mounted` is the kernel's table, a line `POINT SOURCE OPTIONS` a mount,
 /// the source as the fstab line named it; `$here/busy` lists the points something uses. Every
@@ -78,32 +73,22 @@ const SYSTEM_LINES: &str =
     "# /etc/fstab: static file system information.\nUUID=root / ext4 errors=remount-ro 0 1\n";
 
 struct Guest {
-    dir: tempfile::TempDir,
+    stand_ins: StandIns,
 }
 
 impl Guest {
     fn new() -> Guest {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("bin")).unwrap();
-        for (name, text) in FAKES {
-            let path = dir.path().join("bin").join(name);
-            std::fs::write(&path, text).unwrap();
-            make_executable(&path);
+        let stand_ins = StandIns::new(FAKES);
+        for file in ["busy", "calls"] {
+            std::fs::write(stand_ins.path(file), "").unwrap();
         }
-        for file in ["mounted", "busy", "calls"] {
-            std::fs::write(dir.path().join(file), "").unwrap();
-        }
-        std::fs::write(dir.path().join("fstab"), SYSTEM_LINES).unwrap();
-        std::fs::write(
-            dir.path().join("mounted"),
-            "/ UUID=root errors=remount-ro\n",
-        )
-        .unwrap();
-        Guest { dir }
+        std::fs::write(stand_ins.path("fstab"), SYSTEM_LINES).unwrap();
+        std::fs::write(stand_ins.path("mounted"), "/ UUID=root errors=remount-ro\n").unwrap();
+        Guest { stand_ins }
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.stand_ins.path(name)
     }
 
     /// A mount point in this directory.
@@ -112,12 +97,12 @@ impl Guest {
     }
 
     fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.path(name)).unwrap()
+        self.stand_ins.read(name)
     }
 
     /// The rendered script with its paths moved into this directory.
     fn script(&self) -> String {
-        rendered_file("/usr/local/lib/trog/converge-mounts")
+        rendered_file("mounts", json!({}), "/usr/local/lib/trog/converge-mounts")
             .replace(
                 "fstab=/etc/fstab",
                 &format!("fstab={}", self.path("fstab").display()),
@@ -128,77 +113,47 @@ impl Guest {
             )
     }
 
-    /// Runs `sh COMMAND...` with the stand-ins first on PATH; returns whether it succeeded, what
-    /// it said on stderr, and the calls that changed something.
-    fn sh(&self, args: &[&str], input: &str) -> (bool, String, Vec<String>) {
-        std::fs::write(self.path("calls"), "").unwrap();
-        let path = format!(
-            "{}:{}",
-            self.path("bin").display(),
-            std::env::var("PATH").unwrap()
-        );
-        let mut child = Command::new("sh")
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("PATH", path)
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        let calls = self.read("calls").lines().map(str::to_string).collect();
+    /// What a run returned: whether it succeeded, what it said on stderr, and the calls that
+    /// changed something.
+    fn outcome(&self, output: std::process::Output) -> (bool, String, Vec<String>) {
         (
             output.status.success(),
             String::from_utf8_lossy(&output.stderr).into_owned(),
-            calls,
+            self.stand_ins.lines("calls"),
         )
     }
 
     /// Runs the script as `owner`, wanting `lines`.
     fn converge(&self, owner: &str, lines: &[String]) -> (bool, String, Vec<String>) {
-        // Run by sh rather than executed: a file just written can be "busy" for exec while a
-        // process another test forks at that moment still holds it open.
-        let at = self.path("converge-mounts");
-        std::fs::write(&at, self.script()).unwrap();
+        std::fs::write(self.path("calls"), "").unwrap();
         let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
-        self.sh(&[at.to_str().unwrap(), owner], &input)
+        let output = self.stand_ins.sh_script(
+            "converge-mounts",
+            &self.script(),
+            &[owner],
+            input.as_bytes(),
+        );
+        self.outcome(output)
+    }
+
+    /// Runs `make mounts` with the Makefile written here.
+    fn make_mounts(&self) -> (bool, String, Vec<String>) {
+        std::fs::write(self.path("calls"), "").unwrap();
+        let output = self.stand_ins.run("make", &["-s", "mounts"], b"");
+        self.outcome(output)
     }
 
     /// The kernel's table, without the root filesystem.
     fn mounted(&self) -> Vec<String> {
         let mut mounted: Vec<String> = self
-            .read("mounted")
-            .lines()
+            .stand_ins
+            .lines("mounted")
+            .into_iter()
             .filter(|line| !line.starts_with("/ "))
-            .map(str::to_string)
             .collect();
         mounted.sort();
         mounted
     }
-}
-
-fn make_executable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn mounts_guest(entries: &[&str]) -> trog::cookbook::resolve::ResolvedRecipes {
-    let mut wanted = guest(&["mounts"], "debian");
-    wanted.recipes.insert(
-        RecipeName::parse("mounts").unwrap(),
-        json!({ "entries": entries }),
-    );
-    resolve_recipes(&shipped(), &wanted).unwrap()
-}
-
-fn rendered_file(guest_path: &str) -> String {
-    let files = render_files(&template_environment(), &facts(), &mounts_guest(&[])).unwrap();
-    let file = files
-        .iter()
-        .find(|file| file.guest_path == guest_path)
-        .unwrap_or_else(|| panic!("no {guest_path} among the rendered files"));
-    String::from_utf8(file.contents.clone()).unwrap()
 }
 
 fn strings(list: &[&str]) -> Vec<String> {
@@ -360,26 +315,17 @@ fn mounts_follow_their_lines_and_a_dropped_one_is_unmounted() {
     );
 }
 
-/// The mounts recipe's Makefile target, its paths moved into `guest`'s directory.
+/// The mounts recipe's Makefile target, its paths moved into `guest`'s directory (its entries
+/// file written there too).
 fn mounts_target(guest: &Guest, entries: &[&str]) -> String {
-    let resolved = mounts_guest(entries);
-    let files = render_files(&template_environment(), &facts(), &resolved).unwrap();
-    let makefile = render_makefile(&template_environment(), &facts(), &resolved, &files).unwrap();
+    let (target, files) = target_alone("mounts", json!({ "entries": entries }));
     let entries_file = files
         .iter()
         .find(|file| file.guest_path == "/etc/trog/mounts/fstab")
         .unwrap();
     std::fs::write(guest.path("entries"), &entries_file.contents).unwrap();
     std::fs::write(guest.path("converge-mounts"), guest.script()).unwrap();
-    // The target's commands (its prerequisites, the other targets, are a line of their own).
-    let commands = makefile
-        .split("\nmounts:\n")
-        .nth(1)
-        .expect("the Makefile has the mounts target's commands")
-        .split("\n\n")
-        .next()
-        .unwrap();
-    format!("mounts:\n{commands}\n")
+    target
         .replace("/etc/fstab", &guest.path("fstab").display().to_string())
         .replace(
             "/var/lib/trog/mounts",
@@ -416,7 +362,7 @@ fn the_mounts_recipe_takes_over_a_guests_marker_block() {
     std::fs::write(guest.path("Makefile"), mounts_target(&guest, &[&entry])).unwrap();
 
     // The entry still listed stays mounted as it was; the one dropped is unmounted; the markers go.
-    let (ok, stderr, calls) = guest.sh(&["-c", "make -s mounts"], "");
+    let (ok, stderr, calls) = guest.make_mounts();
     assert!(ok, "{stderr}");
     assert_eq!(
         calls,
@@ -435,7 +381,7 @@ fn the_mounts_recipe_takes_over_a_guests_marker_block() {
     );
 
     // Finished again: nothing to do.
-    let (ok, stderr, calls) = guest.sh(&["-c", "make -s mounts"], "");
+    let (ok, stderr, calls) = guest.make_mounts();
     assert!(ok, "{stderr}");
     assert_eq!(calls, strings(&[]));
 }

@@ -3,14 +3,10 @@
 //! Makefile run once per archive, and on an archive unpacked before, a new `owner` given the files
 //! and a new `make_target` run once. A real guest runs it in `tests/recipes_on_guests`.
 
-use super::{facts, guest, shipped, template_environment};
+use super::stand_ins::{target_alone, StandIns};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::Command;
-use trog::cookbook::resolve::resolve_recipes;
-use trog::model::names::RecipeName;
-use trog::render::files::render_files;
-use trog::render::makefile::render_makefile;
 
 /// `chown -R OWNER: DIR` records the call and the owner; `stat -c %U DIR` answers it.
 const FAKES: &[(&str, &str)] = &[
@@ -28,27 +24,20 @@ const FAKES: &[(&str, &str)] = &[
 const SITE_MAKEFILE: &str = "all:\n\techo all >> ../ran\nother:\n\techo other >> ../ran\n";
 
 struct Site {
-    dir: tempfile::TempDir,
+    stand_ins: StandIns,
 }
 
 impl Site {
     fn new() -> Site {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("bin")).unwrap();
-        for (name, text) in FAKES {
-            let path = dir.path().join("bin").join(name);
-            std::fs::write(&path, text).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        std::fs::create_dir(dir.path().join("payload")).unwrap();
-        let site = Site { dir };
+        let stand_ins = StandIns::new(FAKES);
+        std::fs::create_dir(stand_ins.path("payload")).unwrap();
+        let site = Site { stand_ins };
         site.archive("first", 1_000_000_000);
         site
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.stand_ins.path(name)
     }
 
     /// A new archive in the payload: the site's Makefile and a page saying `text`, its files
@@ -75,52 +64,20 @@ impl Site {
         for file in ["calls", "ran"] {
             std::fs::write(self.path(file), "").unwrap();
         }
-        let site_dir = self.path("site");
-        let mut wanted = guest(&["data"], "debian");
-        wanted.recipes.insert(
-            RecipeName::parse("data").unwrap(),
-            json!({"site_dir": site_dir, "owner": owner, "make_target": make_target}),
+        let (target, _) = target_alone(
+            "data",
+            json!({"site_dir": self.path("site"), "owner": owner, "make_target": make_target}),
         );
-        let resolved = resolve_recipes(&shipped(), &wanted).unwrap();
-        let files = render_files(&template_environment(), &facts(), &resolved).unwrap();
-        let makefile =
-            render_makefile(&template_environment(), &facts(), &resolved, &files).unwrap();
-        let commands = makefile
-            .split("\ndata:\n")
-            .nth(1)
-            .expect("the Makefile has the data target's commands")
-            .split("\n\n")
-            .next()
-            .unwrap();
-        std::fs::write(
-            self.path("payload/Makefile"),
-            format!("data:\n{commands}\n"),
-        )
-        .unwrap();
-        let path = format!(
-            "{}:{}",
-            self.path("bin").display(),
-            std::env::var("PATH").unwrap()
-        );
-        let output = Command::new("make")
-            .args(["-s", "data"])
-            .current_dir(self.path("payload"))
-            .env("PATH", path)
-            .output()
-            .unwrap();
+        std::fs::write(self.path("payload/Makefile"), target).unwrap();
+        let output = self
+            .stand_ins
+            .run("make", &["-s", "-C", "payload", "data"], b"");
         assert!(
             output.status.success(),
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        let lines = |file: &str| {
-            std::fs::read_to_string(self.path(file))
-                .unwrap()
-                .lines()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        };
-        (lines("calls"), lines("ran"))
+        (self.stand_ins.lines("calls"), self.stand_ins.lines("ran"))
     }
 }
 

@@ -8,6 +8,7 @@ mod authorized_keys;
 mod converge_mounts;
 mod data_target;
 mod hostile_values;
+mod stand_ins;
 mod ufw_allow;
 
 use indexmap::IndexMap;

@@ -3,17 +3,12 @@
 //! takes back, which it leaves, and how many times it starts ufw (each a Python start on a guest).
 //! The real ufw runs it on a real guest in `tests/recipes_on_guests`.
 
-use super::{facts, guest, shipped, template_environment};
+use super::stand_ins::{rendered_file, StandIns};
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use trog::cookbook::resolve::resolve_recipes;
-use trog::model::names::RecipeName;
-use trog::render::files::render_files;
 
 /// A `ufw` that records each call in `calls`, lists `rules` as `ufw show added` does, adds and
 /// deletes lines there (and a tuple line in `user.rules`, which the script reads), and fails an
-/// `allow` of `FAIL_RULE`.
+/// `allow` of the rule in `fail_rule`.
 const FAKE_UFW: &str = r####"#!/bin/sh
 set -eu
 here=$(dirname "$0")/..
@@ -21,7 +16,7 @@ echo "$*" >>"$here/calls"
 case "$1" in
   show) echo "Added user rules (see 'ufw status' for running firewall):"; sed 's/^/ufw allow /' "$here/rules" ;;
   allow) shift
-    [ "$*" != "${FAIL_RULE:-}" ] || { echo "ERROR: Bad port" >&2; exit 1; }
+    [ "$*" != "$(cat "$here/fail_rule")" ] || { echo "ERROR: Bad port" >&2; exit 1; }
     echo "$*" >>"$here/rules"; echo "### tuple ### allow $*" >>"$here/user.rules" ;;
   --force) shift 3
     grep -vxF "$*" "$here/rules" >"$here/rules.new" || true; mv "$here/rules.new" "$here/rules" ;;
@@ -30,113 +25,72 @@ esac
 "####;
 
 struct Guest {
-    dir: tempfile::TempDir,
+    stand_ins: StandIns,
 }
 
 impl Guest {
     fn new() -> Guest {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("bin")).unwrap();
-        let ufw = dir.path().join("bin/ufw");
-        std::fs::write(&ufw, FAKE_UFW).unwrap();
-        make_executable(&ufw);
-        for file in ["rules", "user.rules", "calls"] {
-            std::fs::write(dir.path().join(file), "").unwrap();
+        let stand_ins = StandIns::new(&[("ufw", FAKE_UFW)]);
+        for file in ["rules", "user.rules", "calls", "fail_rule"] {
+            std::fs::write(stand_ins.path(file), "").unwrap();
         }
-        Guest { dir }
+        Guest { stand_ins }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.stand_ins.path(name)
     }
 
     /// A rule added by hand, as `ufw allow RULE` on the guest adds it.
     fn add_by_hand(&self, rule: &str) {
         std::fs::write(
             self.path("rules"),
-            std::fs::read_to_string(self.path("rules")).unwrap() + rule + "\n",
+            self.stand_ins.read("rules") + rule + "\n",
         )
         .unwrap();
         std::fs::write(
             self.path("user.rules"),
-            std::fs::read_to_string(self.path("user.rules")).unwrap()
-                + &format!("### tuple ### allow {rule}\n"),
+            self.stand_ins.read("user.rules") + &format!("### tuple ### allow {rule}\n"),
         )
         .unwrap();
     }
 
     fn delete_by_hand(&self, rule: &str) {
-        let kept: String = std::fs::read_to_string(self.path("rules"))
-            .unwrap()
-            .lines()
-            .filter(|line| *line != rule)
+        let kept: String = self
+            .stand_ins
+            .lines("rules")
+            .into_iter()
+            .filter(|line| line != rule)
             .map(|line| format!("{line}\n"))
             .collect();
         std::fs::write(self.path("rules"), kept).unwrap();
     }
 
     fn rules(&self) -> Vec<String> {
-        lines(&self.path("rules"))
+        self.stand_ins.lines("rules")
     }
 
-    /// Runs the script rendered for `ssh` and `allow`, its paths moved into this directory;
-    /// returns whether it succeeded and the `ufw` calls it made.
+    /// Runs the script rendered for `ssh` and `allow`, its paths moved into this directory, ufw
+    /// refusing `fail_rule`; returns whether it succeeded and the `ufw` calls it made.
     fn run(&self, ssh: bool, allow: &[&str], fail_rule: &str) -> (bool, Vec<String>) {
-        let script = rendered_script(ssh, allow)
-            .replace(
-                "/etc/ufw/user.rules",
-                &self.path("user.rules").display().to_string(),
-            )
-            .replace(
-                "/var/lib/trog/ufw/allowed",
-                &self.path("state/allowed").display().to_string(),
-            );
-        let at = self.path("ufw-allow");
-        std::fs::write(&at, script).unwrap();
-        std::fs::write(self.path("calls"), "").unwrap();
-        let path = format!(
-            "{}:{}",
-            self.path("bin").display(),
-            std::env::var("PATH").unwrap()
+        let script = rendered_file(
+            "ufw",
+            json!({"ssh": ssh, "allow": allow}),
+            "/usr/local/lib/trog/ufw-allow",
+        )
+        .replace(
+            "/etc/ufw/user.rules",
+            &self.path("user.rules").display().to_string(),
+        )
+        .replace(
+            "/var/lib/trog/ufw/allowed",
+            &self.path("state/allowed").display().to_string(),
         );
-        // Run by sh rather than executed: a file just written can be "busy" for exec while a
-        // process another test forks at that moment still holds it open.
-        let status = Command::new("sh")
-            .arg(&at)
-            .env("PATH", path)
-            .env("FAIL_RULE", fail_rule)
-            .status()
-            .unwrap();
-        (status.success(), lines(&self.path("calls")))
+        std::fs::write(self.path("calls"), "").unwrap();
+        std::fs::write(self.path("fail_rule"), fail_rule).unwrap();
+        let output = self.stand_ins.sh_script("ufw-allow", &script, &[], b"");
+        (output.status.success(), self.stand_ins.lines("calls"))
     }
-}
-
-fn make_executable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-fn rendered_script(ssh: bool, allow: &[&str]) -> String {
-    let mut wanted = guest(&["ufw"], "debian");
-    wanted.recipes.insert(
-        RecipeName::parse("ufw").unwrap(),
-        json!({"ssh": ssh, "allow": allow}),
-    );
-    let resolved = resolve_recipes(&shipped(), &wanted).unwrap();
-    let files = render_files(&template_environment(), &facts(), &resolved).unwrap();
-    let script = files
-        .iter()
-        .find(|file| file.guest_path == "/usr/local/lib/trog/ufw-allow")
-        .expect("the ufw recipe installs its rule script");
-    String::from_utf8(script.contents.clone()).unwrap()
 }
 
 #[test]
