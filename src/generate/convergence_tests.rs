@@ -231,6 +231,7 @@ fn built_as(desired: &crate::plan::DesiredGuest) -> ObservedGuest {
             // Past its first boot, its seed retired.
             seed_attached: false,
             shares_folders: false,
+            disk_pools: Vec::new(),
         }),
         root_volume: volume(desired.root_volume.capacity),
         seed_volume: None,

@@ -106,6 +106,7 @@ mod tests {
                 snapshots: Vec::new(),
                 seed_attached: false,
                 shares_folders: false,
+                disk_pools: Vec::new(),
             }),
             ..ObservedGuest::nothing()
         }

@@ -58,6 +58,7 @@ fn running_guest(snapshots: &[&str]) -> ObservedGuest {
             snapshots: snapshots.iter().map(|name| name.to_string()).collect(),
             seed_attached: true,
             shares_folders: false,
+            disk_pools: Vec::new(),
         }),
         root_volume: Some(volume(10)),
         seed_volume: Some(volume(0)),

@@ -41,6 +41,13 @@ pub enum Conflict {
         observed_gib: u64,
         declared_gib: u64,
     },
+    /// The guest's definition keeps its disks in another pool than its hypervisor's `pool_name`
+    /// now names: trog looks for its volumes in the new pool only, and would make them there anew
+    /// (an empty data volume among them), so only the declaration can change.
+    PoolRenamed {
+        defined_in: Vec<String>,
+        declared: String,
+    },
     /// An extra disk's volume is of another size than declared: never shrunk, and not grown
     /// (yet), so only the declaration can change.
     ExtraDiskResized {
@@ -62,7 +69,9 @@ impl Conflict {
             Conflict::ForeignVolume { .. } | Conflict::DataVolumeTooSmall { .. } => {
                 "--destroy-data"
             }
-            Conflict::ExtraDiskResized { .. } => "no flag: a change of the declaration",
+            Conflict::ExtraDiskResized { .. } | Conflict::PoolRenamed { .. } => {
+                "no flag: a change of the declaration"
+            }
         }
     }
 }
@@ -90,6 +99,12 @@ impl fmt::Display for Conflict {
             Conflict::DataVolumeTooSmall { volume, observed_gib, declared_gib } => write!(
                 f,
                 "data volume {volume} holds {observed_gib}GB but {declared_gib}GB is declared; declare {observed_gib}GB, or --destroy-data recreates it empty"
+            ),
+            Conflict::PoolRenamed { defined_in, declared } => write!(
+                f,
+                "the guest's disks are in pool {}, but hypervisors.conf's pool_name now says {declared}; trog does not move a guest's volumes between pools, and would make them anew in {declared}, its data volume empty; set pool_name back to {}, or, to move the guest, back it up (`trog backup`), copy what its data volume and extra disks hold, and `trog destroy` it before provisioning it again",
+                defined_in.join(", "),
+                defined_in[0]
             ),
             Conflict::ExtraDiskResized { disk, volume, observed, declared, declared_at } => {
                 let at = declared_at.as_deref().map(|at| format!(" at {at}")).unwrap_or_default();

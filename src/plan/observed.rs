@@ -30,6 +30,8 @@ pub struct ObservedDomain {
     /// Whether it mounts a folder of its hypervisor (`<filesystem>`), as defined or as it runs:
     /// what it writes there outlives it, so it is shut down cleanly before its disks change.
     pub shares_folders: bool,
+    /// The storage pools its definition's disks are volumes of, each once, sorted.
+    pub disk_pools: Vec<String>,
 }
 
 /// A volume of one of the guest's names.

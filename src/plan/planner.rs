@@ -409,6 +409,18 @@ fn find_conflicts(
                 domain: desired.domain.to_string(),
             });
         }
+        let elsewhere: Vec<String> = domain
+            .disk_pools
+            .iter()
+            .filter(|pool| **pool != desired.pool_name)
+            .cloned()
+            .collect();
+        if domain.tag.is_some() && !elsewhere.is_empty() {
+            conflicts.push(Conflict::PoolRenamed {
+                defined_in: elsewhere,
+                declared: desired.pool_name.clone(),
+            });
+        }
         let boot_changed = domain
             .tag
             .as_ref()

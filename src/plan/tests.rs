@@ -54,6 +54,7 @@ fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
             // Past its first boot: the seed is retired.
             seed_attached: false,
             shares_folders: false,
+            disk_pools: Vec::new(),
         }),
         root_volume: Some(ObservedVolume {
             capacity: Bytes::from_gib(10),
@@ -260,6 +261,53 @@ fn scenarios() {
 
 /// A guest as it was before seeds were retired: built, finished, its seed (of `sha256`) attached
 /// and in the pool.
+/// A guest whose disks are in another pool than `pool_name` names now is refused whatever the
+/// flags, naming both pools: its volumes would be made anew in the new pool, its data volume
+/// empty. Disks in the named pool, or a definition without pool disks, plan as before.
+#[test]
+fn a_guest_whose_disks_are_in_another_pool_is_refused() {
+    let desired = desired();
+    let mut observed = converged_observation(&desired);
+    observed.root_volume = None;
+    observed.data_volume = None;
+    observed.domain.as_mut().unwrap().disk_pools = vec!["old-pool".into(), "trog".into()];
+    for resolution in [
+        Resolution::default(),
+        Resolution {
+            force: true,
+            destroy_data: true,
+            restart_later: false,
+        },
+    ] {
+        let said = planned(&desired, &observed, resolution);
+        assert!(
+            said.starts_with("refused: ")
+                && said.contains("the guest's disks are in pool old-pool, but hypervisors.conf's pool_name now says trog")
+                && said.contains("set pool_name back to old-pool"),
+            "{said}"
+        );
+    }
+    // Where the guest's disks are is not a stranger's domain's business.
+    observed.domain.as_mut().unwrap().tag = None;
+    let said = planned(
+        &desired,
+        &observed,
+        Resolution {
+            force: true,
+            ..Resolution::default()
+        },
+    );
+    assert!(!said.contains("pool_name now says"), "{said}");
+
+    let converged = converged_observation(&desired);
+    let mut in_the_pool = converged.clone();
+    in_the_pool.domain.as_mut().unwrap().disk_pools = vec!["trog".into()];
+    assert_eq!(
+        planned(&desired, &in_the_pool, Resolution::default()),
+        planned(&desired, &converged, Resolution::default())
+    );
+}
+
 fn with_seed_attached(desired: &DesiredGuest, sha256: &str) -> ObservedGuest {
     let mut observed = converged_observation(desired);
     observed.domain.as_mut().unwrap().seed_attached = true;
@@ -338,6 +386,7 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                     snapshots,
                     seed_attached: seed_attached || uploads_seed,
                     shares_folders,
+                    disk_pools: Vec::new(),
                 });
             }
             Action::RetireSeed { .. } => {
@@ -474,6 +523,7 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
                         },
                         seed_attached,
                         shares_folders,
+                        disk_pools: Vec::new(),
                     }
                 },
             ),

@@ -253,6 +253,35 @@ fn a_new_guests_steps_leave_it_defined_running_and_pinned_and_a_rerun_has_only_t
     assert!(only_the_guests_steps_left(&guest.plan(&fake).plan));
 }
 
+/// A built guest whose hypervisor's `pool_name` is renamed is refused, naming both pools, and
+/// nothing is planned in the new pool: its data volume would be made there anew, empty.
+#[test]
+fn a_renamed_pool_refuses_a_built_guest_and_plans_nothing_there() {
+    let mut guest = leased();
+    let fake = hypervisor();
+    guest.run(&fake).unwrap();
+    guest.hypervisor.pool_name = "elsewhere".into();
+    let Err(refused) = prepare(
+        &guest.on(&fake),
+        Resolution {
+            force: true,
+            ..Resolution::default()
+        },
+        None,
+        &guest.root.path().join("cache"),
+    ) else {
+        panic!("a guest whose pool was renamed was planned");
+    };
+    assert_eq!(refused.status, ExitStatus::Conflict);
+    let said = refused.render();
+    assert!(
+        said.contains("the guest's disks are in pool trog, but hypervisors.conf's pool_name now says elsewhere"),
+        "{said}"
+    );
+    assert!(!fake.pool_is_active("elsewhere"));
+    assert_eq!(fake.volumes("elsewhere"), Vec::<String>::new());
+}
+
 /// How a failed run ends: the step that failed, as the run names it.
 enum Ends {
     /// At the plan's step of this label, numbered, with those before it done.
