@@ -1,5 +1,5 @@
 //! The pure parts of reading and changing a shut-off guest's disks with libguestfs: which disks
-//! a domain has, a path in the guest as libguestfs takes it, `single` on the kernel command lines
+//! a domain has (and in which pools), a path in the guest as libguestfs takes it, `single` on the kernel command lines
 //! of a GRUB configuration, and what libguestfs answered.
 
 /// The guest's own GRUB configuration: where Debian's GRUB and trog's images (whose core image
@@ -64,6 +64,18 @@ pub fn domain_disks(xml: &str) -> Result<Vec<DomainDisk>, GuestPathError> {
         return Err(GuestPathError::NoDisk);
     }
     Ok(disks)
+}
+
+/// The storage pools a domain's definition takes its disks from, each once, sorted (none for a
+/// definition that does not parse or has no disk of a pool): what the planner compares with the
+/// pool its hypervisor's `pool_name` names now. The libvirt backend and the fake read it alike.
+pub fn disk_pools(xml: &str) -> Vec<String> {
+    let pools: std::collections::BTreeSet<String> = domain_disks(xml)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|disk| disk.pool)
+        .collect();
+    pools.into_iter().collect()
 }
 
 /// A path in the guest as libguestfs takes it: absolute, and one word of its command line.
@@ -131,6 +143,20 @@ mod tests {
     use super::*;
 
     const PROVISIONED: &str = "set timeout=0\nlinux /boot/vmlinuz root=LABEL=r ro console=ttyS0\ninitrd /boot/initrd.img\nboot\n";
+
+    #[test]
+    fn the_pools_of_a_definitions_disks_each_once() {
+        let xml = "<domain><devices>\
+            <disk type='volume' device='disk'><source pool='trog' volume='a-root.qcow2'/></disk>\
+            <disk type='volume' device='disk'><source pool='trog' volume='a-data.qcow2'/></disk>\
+            <disk type='volume' device='disk'><source pool='fast' volume='a-disk-pg.qcow2'/></disk>\
+            <disk type='file' device='cdrom'><source file='/var/lib/x.iso'/></disk>\
+            <filesystem><source dir='/srv/media'/></filesystem>\
+            </devices></domain>";
+        assert_eq!(disk_pools(xml), ["fast", "trog"]);
+        assert_eq!(disk_pools("<domain/>"), Vec::<String>::new());
+        assert_eq!(disk_pools("not xml"), Vec::<String>::new());
+    }
 
     #[test]
     fn single_goes_on_every_kernel_line_and_nothing_else_changes() {

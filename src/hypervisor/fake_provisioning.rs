@@ -301,7 +301,7 @@ impl FakeHypervisor {
                     .collect(),
                 seed_attached: found.seed.as_deref() == Some(desired.seed_volume.as_str()),
                 shares_folders: found.definition.contains("<filesystem"),
-                disk_pools: crate::render::domain_xml::disk_pools::disk_pools(&found.definition),
+                disk_pools: crate::debug_boot::guest_disk::disk_pools(&found.definition),
             });
         observed
     }

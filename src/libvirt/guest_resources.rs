@@ -255,7 +255,7 @@ impl GuestResources<'_> {
                     &self.desired.seed_volume,
                 ),
                 shares_folders,
-                disk_pools: crate::render::domain_xml::disk_pools::disk_pools(&definition),
+                disk_pools: crate::debug_boot::guest_disk::disk_pools(&definition),
             });
         }
         Ok(observed)

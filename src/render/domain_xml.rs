@@ -39,7 +39,6 @@ use std::fmt;
 /// The template trog ships; an installation may pass its own text instead.
 pub const DEFAULT_DOMAIN_TEMPLATE: &str = include_str!("../../templates/domain.xml.j2");
 
-pub mod disk_pools;
 pub mod metadata;
 use metadata::{OWNER, TAG_NAMESPACE, TAG_PREFIX};
 
