@@ -179,7 +179,8 @@ fn volumes(pool: &str) -> Vec<String> {
     names
 }
 
-/// The base image's volume and its boot files: what the pool keeps once every guest is gone.
+/// The base image's volume and its boot files: what the pool keeps of the test image once every
+/// guest is gone.
 fn boot_files() -> Vec<String> {
     let digest = sha256_file(&test_image());
     let base = trog::plan::resource_names::base_image_volume(&digest);
@@ -190,6 +191,25 @@ fn boot_files() -> Vec<String> {
         format!("{base}.kernel"),
         format!("{base}.network-stage"),
     ]
+}
+
+/// The base volumes the fleet's baked images were uploaded as: kept in the pool, with their boot
+/// files, for the next guest of the same package set.
+fn baked_bases(fleet: &Fleet) -> Vec<String> {
+    let images = fleet.config().join("cache/trog/images");
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(&images).into_iter().flatten() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("baked-") && name.ends_with(".json") {
+            let record: trog::images::baked::BakedRecord =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            bases.push(trog::plan::resource_names::base_image_volume(
+                &record.image_sha256,
+            ));
+        }
+    }
+    bases
 }
 
 /// Right after the five provisions (`outputs`, in [`Fleet::five_at_once`]'s order): each
@@ -387,6 +407,14 @@ pub fn a_second_installations_rebuild_keeps_tenants_apart(
     );
 }
 
+fn domain_defined(guest: &DomainName) -> bool {
+    virt::error::clear_error_callback();
+    virt::connect::Connect::open(Some("qemu:///system"))
+        .unwrap()
+        .lookup_domain_by_name(guest.as_str())
+        .is_ok()
+}
+
 /// Destroys `guest` with its volumes: its disks go from the pool. Returns what the destroy
 /// printed on standard output (what it removed, kept and left).
 fn destroy(fleet: &Fleet, guest: &DomainName) -> String {
@@ -412,7 +440,7 @@ fn destroy(fleet: &Fleet, guest: &DomainName) -> String {
 /// The fleet's end. The two guests with data volumes besides the hub (blog-b, the leaf) go
 /// first, with their disks, and their tenants' filters stay for the guests left. Then
 /// the rest: the tenants' filters go with their last guests, and the pool keeps only the shared
-/// base image and its boot files.
+/// base image, the recipes' guest's baked image, and their boot files.
 pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
     for guest in fleet.all() {
         fleet.ready(guest);
@@ -427,11 +455,24 @@ pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
             "{filter} went while its tenant still has a guest: {filters:?}"
         );
     }
-    let said: Vec<String> = [&fleet.hub, &fleet.shop_a, &fleet.shop_b, &fleet.blog_a]
+    // shop-a is gone already, destroyed by the second installation, unless that check failed.
+    let mut rest = vec![&fleet.hub, &fleet.shop_b, &fleet.blog_a, &fleet.recipes];
+    if domain_defined(&fleet.shop_a) {
+        rest.push(&fleet.shop_a);
+    }
+    let said: Vec<String> = rest
         .into_iter()
         .map(|guest| destroy(fleet, guest))
         .collect();
-    assert_eq!(volumes(&fleet.pool), boot_files());
+    // What is left: the test image's base and boot files, and the baked image's.
+    let bases = baked_bases(fleet);
+    let (baked, rest): (Vec<String>, Vec<String>) = volumes(&fleet.pool)
+        .into_iter()
+        .partition(|volume| bases.iter().any(|base| volume.starts_with(base.as_str())));
+    assert_eq!(rest, boot_files());
+    for base in &bases {
+        assert!(baked.contains(base), "{base} is not in the pool: {baked:?}");
+    }
     let filters = network_filters();
     // The fleet's tenants have no guest left here, other work's included.
     for filter in ["trog-tenant-shop", "trog-tenant-blog"] {

@@ -4,14 +4,20 @@
 //! with `--credentials` as cron would. The same libvirtd and the same pool, so its runs act on the
 //! fleet's own guest: a root-disk rebuild (`isolation.rs`), then a snapshot of the running guest
 //! with its memory, restored, and the list of snapshots with their sizes, read as root on the
-//! hypervisor through sudo.
+//! hypervisor through sudo; then a folder of the hypervisor shared with the guest (its sudo
+//! password seen in no process listing meanwhile), and last the guest destroyed through the login
+//! whose sudo needs no password.
 
 use crate::fleet::Fleet;
 use crate::local_services::hypervisors_conf;
 use crate::remote_host::RemoteHost;
 use crate::support::*;
 use std::os::unix::fs::PermissionsExt;
-use std::process::Output;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use trog::model::names::DomainName;
 
 pub struct SecondInstallation {
@@ -20,6 +26,10 @@ pub struct SecondInstallation {
     pub guest: DomainName,
     /// The `sudo:` line of its credentials.
     sudo_credentials: String,
+    /// The fleet's hypervisor through the login whose sudo needs no password.
+    nopasswd_uri: String,
+    pool: String,
+    pool_path: std::path::PathBuf,
 }
 
 impl SecondInstallation {
@@ -81,12 +91,22 @@ impl SecondInstallation {
             dir,
             guest: guest.clone(),
             sudo_credentials: format!("sudo: {}\n", host.sudo_password()),
+            nopasswd_uri: host.uri(&host.user_nopasswd, "/system"),
+            pool: fleet.pool.clone(),
+            pool_path: fleet.config().join("pool"),
         }
     }
 
     /// Runs a verb of this installation, the passphrase and the sudo password handed in.
     pub fn run(&self, verb: &str, args: &[&str]) -> Output {
         run_verb_handing_in(verb, self.dir.path(), args, &self.sudo_credentials)
+    }
+
+    /// The sudo password its runs hand in.
+    fn sudo_password(&self) -> &str {
+        self.sudo_credentials
+            .trim_start_matches("sudo: ")
+            .trim_end_matches('\n')
     }
 
     /// Runs a verb and returns what it printed, both streams; a failure fails the check.
@@ -150,4 +170,173 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
         listing["snapshots"][0]["memory_bytes"].as_u64().unwrap() > 0,
         "{listing}"
     );
+}
+
+/// Samples `ps -eo args` until stopped, keeping every line seen.
+struct ProcessListings {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Vec<String>>>,
+    sampler: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProcessListings {
+    fn start() -> ProcessListings {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (stop_flag, lines) = (stop.clone(), seen.clone());
+        let sampler = std::thread::spawn(move || {
+            while !stop_flag.load(Ordering::Relaxed) {
+                let listing = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+                lines
+                    .lock()
+                    .unwrap()
+                    .extend(text(&listing.stdout).lines().map(str::to_string));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        ProcessListings {
+            stop,
+            seen,
+            sampler: Some(sampler),
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.sampler.take().unwrap().join().unwrap();
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+fn domain_exists(name: &str) -> bool {
+    virt::error::clear_error_callback();
+    virt::connect::Connect::open(Some("qemu:///system"))
+        .unwrap()
+        .lookup_domain_by_name(name)
+        .is_ok()
+}
+
+/// Through the hypervisor reached over SSH, with sudo's password handed in: the guest is given a
+/// folder of the hypervisor (a converge that restarts it); neither that password nor the store's
+/// passphrase shows in any process listing while the run lasts. The guest reads the
+/// hypervisor's file there and its own write shows on the hypervisor; a snapshot of the running
+/// guest is now refused before libvirt is asked to take it. Last, the guest is destroyed through
+/// the login whose sudo needs no password, the passphrase alone handed in.
+pub fn a_shared_folder_then_a_destroy_without_a_password(
+    fleet: &Fleet,
+    second: &SecondInstallation,
+) {
+    let (guest, address) = fleet.ready(&second.guest);
+    let domain = guest.as_str();
+    let shared = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(
+        shared.path().join("from-hypervisor"),
+        "written on the hypervisor\n",
+    )
+    .unwrap();
+    let file = second.dir.path().join(format!("recipes.d/{domain}.yaml"));
+    let written = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        written.replacen(
+            "  _global:\n",
+            &format!(
+                "  _global:\n    shared_folders: [{{name: exchange, source: {}, mount: /srv/exchange}}]\n",
+                shared.path().display()
+            ),
+            1,
+        ),
+    )
+    .unwrap();
+    let listings = ProcessListings::start();
+    let (stdout, stderr) = second.must_run("provision", &[domain]);
+    let seen = listings.finish();
+    assert!(
+        stdout.contains(&format!(
+            "{domain} is on {} at {address}",
+            SecondInstallation::HYPERVISOR
+        )),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        seen.iter().any(|line| line.contains("ssh ")),
+        "no ssh seen in the listings"
+    );
+    for line in &seen {
+        assert!(
+            !line.contains(second.sudo_password()),
+            "the sudo password is visible: {line}"
+        );
+        assert!(
+            !line.contains(PASSPHRASE),
+            "the passphrase is visible: {line}"
+        );
+    }
+    shared_folder_works(fleet, second, &guest, &address, shared.path());
+
+    // --purge: the address goes back to the installation's range, its DHCP reservation goes.
+    std::fs::write(
+        second.dir.path().join("hypervisors.conf"),
+        hypervisors_conf(
+            SecondInstallation::HYPERVISOR,
+            &second.nopasswd_uri,
+            &second.pool,
+            &second.pool_path,
+        ),
+    )
+    .unwrap();
+    let destroy = run_verb("destroy", second.dir.path(), &["--purge", "--yes", domain]);
+    assert!(
+        destroy.status.success(),
+        "{}\n{}",
+        text(&destroy.stdout),
+        text(&destroy.stderr)
+    );
+    assert!(!domain_exists(domain));
+}
+
+fn shared_folder_works(
+    fleet: &Fleet,
+    second: &SecondInstallation,
+    guest: &DomainName,
+    address: &str,
+    source: &Path,
+) {
+    assert_eq!(
+        fleet
+            .must(guest, address, "findmnt -n -o FSTYPE,SOURCE /srv/exchange")
+            .trim(),
+        "virtiofs exchange"
+    );
+    assert_eq!(
+        fleet.must(guest, address, "cat /srv/exchange/from-hypervisor"),
+        "written on the hypervisor\n"
+    );
+    fleet.must(
+        guest,
+        address,
+        "echo written on the guest | sudo tee /srv/exchange/from-guest >/dev/null",
+    );
+    assert_eq!(
+        std::fs::read_to_string(source.join("from-guest")).unwrap(),
+        "written on the guest\n"
+    );
+    let domain = guest.as_str();
+    let refused = second.run("snapshot", &["--name", "shared-1", domain]);
+    let said = format!("{}\n{}", text(&refused.stdout), text(&refused.stderr));
+    assert_eq!(refused.status.code(), Some(7), "{said}");
+    assert!(
+        said.contains("runs with shared folders (virtiofs)"),
+        "{said}"
+    );
+    assert!(said.contains("hint: shut the guest down"), "{said}");
+    let (stdout, _) = second.must_run("snapshot", &["--json", "--list", domain]);
+    let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = listing["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|snapshot| snapshot["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"shared-1"), "{listing}");
 }

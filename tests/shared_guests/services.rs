@@ -225,21 +225,24 @@ pub fn the_hubs_recipes_pass_their_tests(fleet: &Fleet) {
     );
 }
 
-fn put_secret(fleet: &Fleet, group: &str, entry: &str, value: &str) {
+/// Puts a password into the fleet's store under its writer lock, as a run of trog would: a
+/// provision running meanwhile loses nothing it adds.
+pub fn put_secret(fleet: &Fleet, group: &str, entry: &str, value: &str) {
     let mut store = SecretStore::open(
         &fleet.config().join("secrets.kdbx"),
         &Secret::new(PASSPHRASE),
     )
     .unwrap();
     store
-        .put(
-            &EntryPath::new([group], entry),
-            &FieldName::Password,
-            &Secret::new(value),
-            Protection::Protected,
-        )
+        .update(|store| {
+            store.put(
+                &EntryPath::new([group], entry),
+                &FieldName::Password,
+                &Secret::new(value),
+                Protection::Protected,
+            )
+        })
         .unwrap();
-    store.save().unwrap();
 }
 
 /// The leaf: everything it installs comes through the hub, its downloads through the hub's
@@ -248,7 +251,6 @@ fn put_secret(fleet: &Fleet, group: &str, entry: &str, value: &str) {
 /// recorded as a fixture; its recipes pass their own tests.
 pub fn provision_the_leaf(fleet: &Fleet, services: &Services) {
     let (_, hub_address) = fleet.ready(&fleet.hub);
-    // Before the leaf's provision, the only run that could write the store meanwhile.
     put_secret(
         fleet,
         "Runner",
