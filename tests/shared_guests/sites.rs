@@ -4,12 +4,12 @@
 //!   machine converged first, the site's payload, Makefile and tests in a state directory of its
 //!   own there; the machine's converge deletes the firewall rule its file dropped and keeps one
 //!   added by hand), its page served beside the first by the same nginx; `provision --all` then
-//!   converges nothing across the whole fleet, and after the site's page changed exactly that
-//!   site; with the files set aside, `status --all` reports the guest as made by trog and
-//!   declared by no file;
-//! - the same guest described as an `existing_host` by a second installation, which did not
+//!   starts the one guest of the whole fleet found shut off and leaves every other as it is, and
+//!   after the site's page changed finishes exactly that site; with the files set aside,
+//!   `status --all` reports the guest as made by trog and declared by no file;
+//! - the same guest described as an `existing_host` by another installation, which did not
 //!   build it: its key authorized for a non-root admin with passwordless sudo (through the
-//!   first installation's SSH), its host key refused until adopted explicitly, then provisioned
+//!   fleet's SSH), its host key refused until adopted explicitly, then provisioned
 //!   there as that admin; `status` says converged and `destroy` refuses it.
 
 use crate::fleet::Fleet;
@@ -24,8 +24,8 @@ const SECOND_MARK: &str = "served from the dependent site";
 /// The dependent site's page after it changed.
 const CHANGED_MARK: &str = "changed and converged by provision --all";
 /// What the existing host's site page carries.
-const THIRD_MARK: &str = "served to the second installation";
-/// The admin the second installation finishes the existing host as.
+const THIRD_MARK: &str = "served to another installation";
+/// The admin the other installation finishes the existing host as.
 const HOST_ADMIN: &str = "hostadmin";
 
 /// `trog --credentials ARGS…` on installation `dir` with `recipes`, the passphrase handed in.
@@ -88,7 +88,7 @@ fn site_recipes(site_dir: &str) -> String {
     format!("  nginx:\n    root: {site_dir}/www\n  data:\n    site_dir: {site_dir}\n")
 }
 
-/// A site that depends on the first installation's guest, provisioned onto it.
+/// A site that depends on the recipes' guest, provisioned onto it.
 pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
     let (machine, address) = fleet.ready(&fleet.recipes);
     let (machine, address) = (machine.as_str(), address.as_str());
@@ -374,7 +374,7 @@ fn declared_guests(dir: &Path) -> usize {
         .count()
 }
 
-/// The first installation's guest as an existing host of a second installation.
+/// The recipes' guest as an existing host of another installation.
 pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet) {
     let (machine, address) = fleet.ready(&fleet.recipes);
     let address = address.as_str();
@@ -417,7 +417,7 @@ pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet) {
         THIRD_MARK,
     );
 
-    // The key the host's admin authorizes, printed (and made) by the second installation.
+    // The key the host's admin authorizes, printed (and made) by the other installation.
     let key = trog(dir, &recipes, &["authorized-key", &host]);
     assert!(key.status.success(), "{}", said(&key));
     let key = text(&key.stdout);
