@@ -10,14 +10,15 @@
 //!    start once the leaf is defined (its provision rewrites the tenants' filters while they run
 //!    otherwise). A check that changes a guest for a moment (an address added by hand) puts it
 //!    back before it ends. Beside them, once the probes that reach every guest are done,
-//!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`), and the
-//!    recipes' work is looked at from outside once their guest is up;
-//! 3. last, the checks that change or destroy guests: the recipes' guest converged as the machine
-//!    of a dependent site, `provision --all` across the whole fleet, the same guest finished as an
-//!    existing host by another installation (`sites.rs`); a second installation's rebuild of shop-a,
-//!    through a hypervisor reached over SSH (`second_installation.rs`), a snapshot of shop-a with
-//!    its memory taken and restored through it, a folder of the hypervisor shared with shop-a and
-//!    shop-a destroyed through the login that needs no password, and the filters removed with
+//!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`); and the
+//!    recipes' guest, once up, is looked at from outside, converged as the machine of a dependent
+//!    site and finished as an existing host by another installation (`sites.rs`), all of which
+//!    touch no other guest;
+//! 3. last, the checks that change or destroy guests: blog-b retired; `provision --all` across the
+//!    whole fleet and `status --all`'s drift (`sites.rs`); through a hypervisor reached over SSH
+//!    (`second_installation.rs`), a snapshot of shop-a with its memory taken, restored and deleted,
+//!    a second installation's rebuild of shop-a that gives it a folder of the hypervisor, and
+//!    shop-a destroyed through the login that needs no password; and the filters removed with
 //!    their tenant's last guest.
 //!
 //! Each check is named in the log (`[check] NAME: passed after …`, or `FAILED`) and a failed one
@@ -191,6 +192,14 @@ fn one_fleet_of_real_guests() {
             checks.run("the recipes' work seen from outside", || {
                 recipes::the_recipes_work_seen_from_outside(fleet)
             });
+            checks.run(
+                "a dependent site on the recipes' guest, served beside its own",
+                || sites::a_dependent_site_is_served_beside_the_first(fleet),
+            );
+            checks.run(
+                "the recipes' guest finished as an existing host by another installation",
+                || sites::a_second_installation_finishes_it_as_an_existing_host(fleet),
+            );
         });
         side_by_side.spawn(move || {
             // Ends when the probes are done with blog-b, or gave up (the sender is dropped).
@@ -206,43 +215,37 @@ fn one_fleet_of_real_guests() {
         });
     });
 
+    checks.run("blog-b retired: destroyed, its file removed", || {
+        isolation::blog_b_is_retired(fleet)
+    });
     checks.run(
-        "a dependent site on the recipes' guest, and provision --all across the fleet",
-        || sites::a_dependent_site_is_served_beside_the_first(fleet),
+        "provision --all across the fleet, then status --all's drift",
+        || sites::the_whole_fleet_in_one_command(fleet),
     );
-    checks.run(
-        "the recipes' guest finished as an existing host by another installation",
-        || sites::a_second_installation_finishes_it_as_an_existing_host(fleet),
-    );
-    // Made by the first check that needs it; the next says at once when it could not be.
+    // Made by the first check that needs it; the next say at once when it could not be.
     let second = std::sync::OnceLock::new();
     checks.run(
-        "a second installation's rebuild through a remote hypervisor keeps the tenants apart",
+        "a snapshot with memory through a remote hypervisor, sudo's password handed in",
         || {
             let host = RemoteHost::set_up();
             let second = second.get_or_init(|| {
                 SecondInstallation::new(fleet, &fleet.ready(&fleet.shop_a).0, &host)
             });
-            isolation::a_second_installations_rebuild_keeps_tenants_apart(fleet, second)
-        },
-    );
-    checks.run(
-        "a snapshot with memory through a remote hypervisor, sudo's password handed in",
-        || {
-            let second = second
-                .get()
-                .expect("the second installation was not made: see the check before");
             second_installation::a_snapshot_with_memory_through_a_remote_hypervisor(fleet, second)
         },
     );
+    let made = || {
+        second
+            .get()
+            .expect("the second installation was not made: see the checks before")
+    };
+    checks.run(
+        "a second installation's rebuild through a remote hypervisor keeps the tenants apart",
+        || isolation::a_second_installations_rebuild_keeps_tenants_apart(fleet, made()),
+    );
     checks.run(
         "a shared folder through a remote hypervisor, then a destroy through the login that needs no password",
-        || {
-            let second = second
-                .get()
-                .expect("the second installation was not made: see the checks before");
-            second_installation::a_shared_folder_then_a_destroy_without_a_password(fleet, second)
-        },
+        || second_installation::a_shared_folder_then_a_destroy_without_a_password(fleet, made()),
     );
     checks.run("filters go with their tenant's last guest", || {
         isolation::filters_go_with_their_tenants_last_guest(fleet)

@@ -2,11 +2,11 @@
 //! shop-a, and reaches the fleet's hypervisor not as the fleet does (`qemu:///system`) but over
 //! SSH, through the login of tests/services/remote-host.sh whose sudo wants a password, handed in
 //! with `--credentials` as cron would. The same libvirtd and the same pool, so its runs act on the
-//! fleet's own guest: a root-disk rebuild (`isolation.rs`), then a snapshot of the running guest
-//! with its memory, restored, and the list of snapshots with their sizes, read as root on the
-//! hypervisor through sudo; then a folder of the hypervisor shared with the guest (its sudo
-//! password seen in no process listing meanwhile), and last the guest destroyed through the login
-//! whose sudo needs no password.
+//! fleet's own guest: a snapshot of the running guest with its memory, restored, the list of
+//! snapshots with their sizes read as root on the hypervisor through sudo, and the snapshot
+//! deleted; then a root-disk rebuild (`isolation.rs`) that also gives the guest a folder of the
+//! hypervisor, the sudo password seen in no process listing meanwhile; and last the guest
+//! destroyed through the login whose sudo needs no password.
 
 use crate::fleet::Fleet;
 use crate::local_services::hypervisors_conf;
@@ -30,6 +30,8 @@ pub struct SecondInstallation {
     nopasswd_uri: String,
     pool: String,
     pool_path: std::path::PathBuf,
+    /// The hypervisor's folder the rebuilt guest shares, holding a file written there.
+    pub shared: tempfile::TempDir,
 }
 
 impl SecondInstallation {
@@ -37,7 +39,7 @@ impl SecondInstallation {
     pub const HYPERVISOR: &'static str = "remote";
 
     /// An installation on the fleet's pool, through `host`, that knows only `guest` (given a
-    /// 5G root disk): its own ips.db holds that guest's address and tenant and nothing else; it
+    /// 5G root disk and a shared folder): its own ips.db holds that guest's address and tenant and nothing else; it
     /// shares the fleet's secret store (the guest's key) and image cache.
     pub fn new(fleet: &Fleet, guest: &DomainName, host: &RemoteHost) -> SecondInstallation {
         let dir = tempfile::Builder::new()
@@ -73,9 +75,21 @@ impl SecondInstallation {
         let first = std::fs::read_to_string(fleet.config().join(format!("recipes.d/{guest}.yaml")))
             .unwrap();
         assert!(first.contains("    size: 4G\n"), "{first}");
+        let shared = tempfile::tempdir_in("/var/tmp").unwrap();
+        std::fs::write(
+            shared.path().join("from-hypervisor"),
+            "written on the hypervisor\n",
+        )
+        .unwrap();
         std::fs::write(
             recipes_d.join(format!("{guest}.yaml")),
-            first.replace("    size: 4G\n", "    size: 5G\n"),
+            first.replace(
+                "    size: 4G\n",
+                &format!(
+                    "    size: 5G\n    shared_folders: [{{name: exchange, source: {}, mount: /srv/exchange}}]\n",
+                    shared.path().display()
+                ),
+            ),
         )
         .unwrap();
         let ips_db = rusqlite::Connection::open(dir.path().join("ips.db")).unwrap();
@@ -94,6 +108,7 @@ impl SecondInstallation {
             nopasswd_uri: host.uri(&host.user_nopasswd, "/system"),
             pool: fleet.pool.clone(),
             pool_path: fleet.config().join("pool"),
+            shared,
         }
     }
 
@@ -107,6 +122,29 @@ impl SecondInstallation {
         self.sudo_credentials
             .trim_start_matches("sudo: ")
             .trim_end_matches('\n')
+    }
+
+    /// Provisions its guest while sampling every process listing of this machine: neither the
+    /// sudo password nor the store's passphrase shows in any of them.
+    pub fn provision_watching_process_listings(&self) -> Output {
+        let listings = ProcessListings::start();
+        let output = self.run("provision", &[self.guest.as_str()]);
+        let seen = listings.finish();
+        assert!(
+            seen.iter().any(|line| line.contains("ssh ")),
+            "no ssh seen in the listings"
+        );
+        for line in &seen {
+            assert!(
+                !line.contains(self.sudo_password()),
+                "the sudo password is visible: {line}"
+            );
+            assert!(
+                !line.contains(PASSPHRASE),
+                "the passphrase is visible: {line}"
+            );
+        }
+        output
     }
 
     /// Runs a verb and returns what it printed, both streams; a failure fails the check.
@@ -170,6 +208,15 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
         listing["snapshots"][0]["memory_bytes"].as_u64().unwrap() > 0,
         "{listing}"
     );
+    // Deleted through it too: the rebuild after would otherwise have to take it along.
+    second.must_run("snapshot", &["--delete", "remote-1", domain]);
+    let (stdout, _) = second.must_run("snapshot", &["--json", "--list", domain]);
+    let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        listing["snapshots"].as_array().map(Vec::len),
+        Some(0),
+        "{listing}"
+    );
 }
 
 /// Samples `ps -eo args` until stopped, keeping every line seen.
@@ -216,63 +263,17 @@ fn domain_exists(name: &str) -> bool {
         .is_ok()
 }
 
-/// Through the hypervisor reached over SSH, with sudo's password handed in: the guest is given a
-/// folder of the hypervisor (a converge that restarts it); neither that password nor the store's
-/// passphrase shows in any process listing while the run lasts. The guest reads the
-/// hypervisor's file there and its own write shows on the hypervisor; a snapshot of the running
-/// guest is now refused before libvirt is asked to take it. Last, the guest is destroyed through
-/// the login whose sudo needs no password, the passphrase alone handed in.
+/// The rebuilt guest reads the hypervisor's file in its shared folder and its own write shows on
+/// the hypervisor; a snapshot of the running guest is refused before libvirt is asked to take
+/// it. Last, the guest is destroyed through the login whose sudo needs no password, the
+/// passphrase alone handed in.
 pub fn a_shared_folder_then_a_destroy_without_a_password(
     fleet: &Fleet,
     second: &SecondInstallation,
 ) {
     let (guest, address) = fleet.ready(&second.guest);
     let domain = guest.as_str();
-    let shared = tempfile::tempdir_in("/var/tmp").unwrap();
-    std::fs::write(
-        shared.path().join("from-hypervisor"),
-        "written on the hypervisor\n",
-    )
-    .unwrap();
-    let file = second.dir.path().join(format!("recipes.d/{domain}.yaml"));
-    let written = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        written.replacen(
-            "  _global:\n",
-            &format!(
-                "  _global:\n    shared_folders: [{{name: exchange, source: {}, mount: /srv/exchange}}]\n",
-                shared.path().display()
-            ),
-            1,
-        ),
-    )
-    .unwrap();
-    let listings = ProcessListings::start();
-    let (stdout, stderr) = second.must_run("provision", &[domain]);
-    let seen = listings.finish();
-    assert!(
-        stdout.contains(&format!(
-            "{domain} is on {} at {address}",
-            SecondInstallation::HYPERVISOR
-        )),
-        "{stdout}\n{stderr}"
-    );
-    assert!(
-        seen.iter().any(|line| line.contains("ssh ")),
-        "no ssh seen in the listings"
-    );
-    for line in &seen {
-        assert!(
-            !line.contains(second.sudo_password()),
-            "the sudo password is visible: {line}"
-        );
-        assert!(
-            !line.contains(PASSPHRASE),
-            "the passphrase is visible: {line}"
-        );
-    }
-    shared_folder_works(fleet, second, &guest, &address, shared.path());
+    shared_folder_works(fleet, second, &guest, &address, second.shared.path());
 
     // --purge: the address goes back to the installation's range, its DHCP reservation goes.
     std::fs::write(
@@ -332,11 +333,9 @@ fn shared_folder_works(
     assert!(said.contains("hint: shut the guest down"), "{said}");
     let (stdout, _) = second.must_run("snapshot", &["--json", "--list", domain]);
     let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let names: Vec<&str> = listing["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|snapshot| snapshot["name"].as_str())
-        .collect();
-    assert!(!names.contains(&"shared-1"), "{listing}");
+    assert_eq!(
+        listing["snapshots"].as_array().map(Vec::len),
+        Some(0),
+        "{listing}"
+    );
 }
