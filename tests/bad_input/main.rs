@@ -2200,6 +2200,39 @@ fn extra_disks() -> Vec<Case> {
     ]
 }
 
+/// Places the guest's own system needs: a data volume or shared folder mounted over them.
+fn places_addresses_users_and_volumes() -> Vec<Case> {
+    let setting = |name: &str, line: &str| {
+        case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
+    };
+    vec![
+        // Where the data volume and shared folders are mounted.
+        setting("data_mount /etc", "data_volume_size: 2G\ndata_mount: /etc")
+            .says("`_global.data_mount`")
+            .says("own system"),
+        setting("data_mount / without a data volume", "data_mount: /").says("own system"),
+        setting(
+            "data_mount /var/ written with a slash",
+            "data_volume_size: 2G\ndata_mount: /var/",
+        )
+        .says("/var is the guest's own system"),
+        setting(
+            "data_mount through ..",
+            "data_volume_size: 2G\ndata_mount: /srv/../boot",
+        )
+        .says("`..`"),
+        case("data_mount /usr in _base", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("data_mount: /usr")))
+            .says("recipes.yaml:")
+            .says("own system"),
+        setting(
+            "shared folder over /lib32",
+            "shared_folders: [{name: libs, source: /srv/libs, mount: /lib32}]",
+        )
+        .says("the guest's system needs"),
+    ]
+}
+
 #[test]
 fn every_bad_input_is_refused_cleanly() {
     let cases: Vec<Case> = [
@@ -2216,6 +2249,7 @@ fn every_bad_input_is_refused_cleanly() {
         sites(),
         extra_disks(),
         more_settings_and_verbs(),
+        places_addresses_users_and_volumes(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();
