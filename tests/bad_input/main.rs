@@ -2200,7 +2200,8 @@ fn extra_disks() -> Vec<Case> {
     ]
 }
 
-/// Places the guest's own system needs: a data volume or shared folder mounted over them.
+/// Places the guest's own system needs (a data volume or shared folder mounted over them), and
+/// addresses a guest cannot have.
 fn places_addresses_users_and_volumes() -> Vec<Case> {
     let setting = |name: &str, line: &str| {
         case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
@@ -2230,6 +2231,50 @@ fn places_addresses_users_and_volumes() -> Vec<Case> {
             "shared_folders: [{name: libs, source: /srv/libs, mount: /lib32}]",
         )
         .says("the guest's system needs"),
+        // A guest's fixed addresses and its gateway.
+        setting(
+            "ips the same address twice",
+            "ips: [192.0.2.5/24, 192.0.2.5/24]",
+        )
+        .says("`_global.ips[1]`")
+        .says("twice"),
+        setting(
+            "ips the same address under two prefixes",
+            "ips: [192.0.2.5/24, 10.0.0.5/8, 192.0.2.5/25]",
+        )
+        .says("`_global.ips[2]`")
+        .says("twice"),
+        setting("ips the subnet's own address", "ips: [192.0.2.0/24]")
+            .says("the address of the subnet"),
+        setting(
+            "ips the broadcast address",
+            "ips: [192.0.2.5/24, 192.0.2.255/24]",
+        )
+        .says("`_global.ips[1]`")
+        .says("broadcast"),
+        setting(
+            "gateway one of the guest's own addresses",
+            "ips: [192.0.2.5/24]\ngateway: 192.0.2.5",
+        )
+        .says("`_global.ips[0]`")
+        .says("is the guest's `gateway` too (")
+        .says("example.test.yaml:6:"),
+        case(
+            "gateway of _base one of the guest's own addresses",
+            DRY,
+            CONFIG,
+        )
+        .edit(write(RECIPES, base_with("gateway: 192.0.2.1")))
+        .edit(write(GUEST_FILE, guest_with("ips: [192.0.2.1/24]")))
+        .at(GUEST_FILE)
+        .says("`_global.ips[0]`")
+        .says("recipes.yaml:"),
+        setting(
+            "gateway the guest's own IPv6 address",
+            "ips: [192.0.2.5/24, 2001:db8::5/64]\ngateway: 2001:db8::5",
+        )
+        .says("`_global.ips[1]`")
+        .says("`gateway` too"),
     ]
 }
 
