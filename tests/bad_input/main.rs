@@ -2200,8 +2200,8 @@ fn extra_disks() -> Vec<Case> {
     ]
 }
 
-/// Places the guest's own system needs (a data volume or shared folder mounted over them), and
-/// addresses a guest cannot have.
+/// Places the guest's own system needs (a data volume or shared folder mounted over them),
+/// addresses a guest cannot have, and users trog makes itself or no one logs in as.
 fn places_addresses_users_and_volumes() -> Vec<Case> {
     let setting = |name: &str, line: &str| {
         case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
@@ -2275,6 +2275,15 @@ fn places_addresses_users_and_volumes() -> Vec<Case> {
         )
         .says("`_global.ips[1]`")
         .says("`gateway` too"),
+        // users.yaml: users trog makes itself, or that no login may be.
+        case("users.yaml names root", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n- name: root\n"))
+            .says("users.yaml:2:")
+            .says("root"),
+        case("users.yaml names the admin_user", DRY, CONFIG)
+            .edit(write(USERS, "- name: siteadmin\n  groups: [www-data]\n"))
+            .says("users.yaml:1:")
+            .says("admin_user"),
     ]
 }
 
