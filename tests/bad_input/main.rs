@@ -2200,8 +2200,9 @@ fn extra_disks() -> Vec<Case> {
     ]
 }
 
-/// Places the guest's own system needs (a data volume or shared folder mounted over them),
-/// addresses a guest cannot have, and users trog makes itself or no one logs in as.
+/// Places a system needs for itself (the guest's, for a data volume or shared folder mounted
+/// over them; the hypervisor's, for a pool), addresses a guest cannot have, and users trog makes
+/// itself or no one logs in as.
 fn places_addresses_users_and_volumes() -> Vec<Case> {
     let setting = |name: &str, line: &str| {
         case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
@@ -2284,6 +2285,22 @@ fn places_addresses_users_and_volumes() -> Vec<Case> {
             .edit(write(USERS, "- name: siteadmin\n  groups: [www-data]\n"))
             .says("users.yaml:1:")
             .says("admin_user"),
+        // hypervisors.conf: a pool over the hypervisor's own system.
+        case("hv: pool_path /", "fleet", CONFIG)
+            .edit(write(HV, hv1("pool_path = /\n")))
+            .says("`/` is a directory of the hypervisor's own system"),
+        case("hv: pool_path /etc/", "fleet", CONFIG)
+            .edit(write(HV, hv1("pool_path = /etc/\n")))
+            .says("/etc"),
+        case("hv: pool_path /usr in a second block", DRY, CONFIG)
+            .edit(write(
+                HV,
+                format!(
+                    "{}[hv2]\nlibvirt_uri = test:///default\npool_path = /usr\n",
+                    hv1("")
+                ),
+            ))
+            .says("[hv2]"),
     ]
 }
 
