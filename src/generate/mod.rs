@@ -71,6 +71,8 @@ pub struct GeneratedGuest {
     /// The extra disks the `vm` recipe declares, checked: volumes of their own, kept across
     /// root-disk rebuilds, attached by serial and mounted by the finish.
     pub extra_disks: Vec<ExtraDisk>,
+    /// Where `data_volume_size` was written (`file:line:column`), when it was.
+    pub data_volume_declared_at: Option<String>,
 }
 
 impl std::fmt::Debug for GeneratedGuest {
@@ -91,6 +93,7 @@ impl std::fmt::Debug for GeneratedGuest {
             .field("machine", &self.machine)
             .field("machine_definition", &self.machine_definition)
             .field("extra_disks", &self.extra_disks)
+            .field("data_volume_declared_at", &self.data_volume_declared_at)
             .finish()
     }
 }
@@ -660,6 +663,10 @@ pub fn generate(
         machine,
         machine_definition,
         extra_disks,
+        data_volume_declared_at: config
+            .origins
+            .locate_setting("data_volume_size")
+            .map(ToString::to_string),
     })
 }
 

@@ -2200,9 +2200,17 @@ fn extra_disks() -> Vec<Case> {
     ]
 }
 
+/// A test-driver node holding the guest as trog built it, with a data volume of 4 GiB.
+const NODE_WITH_A_DATA_VOLUME: &str = "<node><cpu><active>8</active></cpu><memory>16777216</memory>\
+    <domain type='test'><name>example.test</name><memory unit='MiB'>512</memory><vcpu>1</vcpu><os><type>hvm</type></os>\
+    <metadata><trog:guest xmlns:trog='urn:x-trog:guest:1' owner='trog' domain='example.test' boot='b' shape='s' payload=''/></metadata>\
+    <devices><disk type='volume' device='disk'><source pool='trog' volume='example.test-data.qcow2'/><target dev='vdb' bus='virtio'/></disk></devices></domain>\
+    <pool type='dir'><name>trog</name><target><path>/vms</path></target>\
+    <volume><name>example.test-data.qcow2</name><capacity unit='G'>4</capacity></volume></pool></node>\n";
+
 /// Places a system needs for itself (the guest's, for a data volume or shared folder mounted
-/// over them; the hypervisor's, for a pool), addresses a guest cannot have, and users trog makes
-/// itself or no one logs in as.
+/// over them; the hypervisor's, for a pool), addresses a guest cannot have, users trog makes
+/// itself or no one logs in as, and a built guest's data volume declared smaller than it is.
 fn places_addresses_users_and_volumes() -> Vec<Case> {
     let setting = |name: &str, line: &str| {
         case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
@@ -2301,6 +2309,22 @@ fn places_addresses_users_and_volumes() -> Vec<Case> {
                 ),
             ))
             .says("[hv2]"),
+        // A built guest's data volume declared smaller than it is.
+        case("data volume of a built guest shrunk", DRY, CONFLICT)
+            .with_store()
+            .credentials()
+            .edit(write("node.xml", NODE_WITH_A_DATA_VOLUME))
+            .edit(write(GUEST_FILE, guest_with("data_volume_size: 2G")))
+            .says("holds 4GB but 2GB is declared")
+            .says("recipes.d/example.test.yaml:")
+            .says("never shrunk"),
+        case("data volume of a built guest shrunk, in MiB", DRY, CONFLICT)
+            .with_store()
+            .credentials()
+            .edit(write("node.xml", NODE_WITH_A_DATA_VOLUME))
+            .edit(write(GUEST_FILE, guest_with("data_volume_size: 3584M")))
+            .says("holds 4GB but 3584MB is declared")
+            .says("data_volume_size: 4G"),
     ]
 }
 
