@@ -18,8 +18,8 @@ pub enum Convergence {
     /// a restart.
     Finish,
     /// The data volume: made and attached by a redefinition and a restart when it is declared;
-    /// never shrunk, deleted or detached by a run (a bigger size is refused unless the run says
-    /// `--destroy-data`; `destroy --purge` deletes it).
+    /// never resized, deleted or detached by a run (a size other than its own, bigger or
+    /// smaller, is refused unless the run says `--destroy-data`; `destroy --purge` deletes it).
     DataVolume,
     /// The extra disks (`disks`): a disk new to the list is made and attached to the running guest
     /// and its definition, then formatted (when blank) and mounted by the finish, without a
@@ -56,7 +56,7 @@ impl Convergence {
             }
             Convergence::RootDisk => "new root disk (data volume kept)",
             Convergence::Finish => "finish again",
-            Convergence::DataVolume => "made and attached (restart); never shrunk or removed",
+            Convergence::DataVolume => "made and attached (restart); never resized or removed",
             Convergence::ExtraDisks => {
                 "made, attached and mounted (no restart); never resized; an unlisted one detached and kept"
             }

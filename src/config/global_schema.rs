@@ -276,7 +276,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::IpAddress,
         Presence::Optional,
         Scope::Installation,
-        "The default route for static addresses (`ips`, or those `address_range` hands out).",
+        "The default route for static addresses (`ips`, or those `address_range` hands out): on the subnet of one of them, and not one of the guest's own.",
     ),
     setting(
         "address_range",
@@ -312,7 +312,7 @@ pub const GLOBAL_SETTINGS: &[SettingDeclaration] = &[
         SettingType::ListOf(&SettingType::CidrAddress),
         Presence::Optional,
         Scope::Guest,
-        "Static addresses by hand; unset, the guest is given one from `address_range`, or takes a lease.",
+        "Static addresses by hand, each once, none its subnet's own or broadcast address; unset, the guest is given one from `address_range`, or takes a lease.",
     ),
     setting(
         "size",

@@ -20,6 +20,7 @@ use crate::model::hypervisor::{
     DomainType, HypervisorConfig, LibvirtUri, LOCAL_HYPERVISOR_NAME, LOCAL_LIBVIRT_URI,
 };
 use crate::model::names::HypervisorName;
+use crate::model::system_directory::system_directory;
 use crate::model::units::{Bytes, MiB};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -221,7 +222,10 @@ fn value_hint(key: &str) -> &'static str {
         "cpu_overcommit" => {
             "write virtual CPUs per physical CPU as a number above 0, e.g. 4 or 1.5"
         }
-        "pool_path" => "write an absolute path, e.g. /srv/vm-disks/runner",
+        "pool_path" => {
+            "write the absolute path of a folder of the pool's own, e.g. /vms or \
+             /srv/vm-disks/runner"
+        }
         "pool_name" => "write a libvirt pool name: letters, digits, `-`, `_` and `.`",
         "partition" => "write a cgroup partition below /machine, e.g. /machine/runner",
         "domain_type" => "write kvm, or qemu where hardware virtualisation does not work",
@@ -587,6 +591,18 @@ fn apply(config: &mut HypervisorConfig, entry: &ValueDraft) -> Result<(), Cause>
             // the path reads.
             if value.split('/').any(|part| part == "..") {
                 return Err(why(format!("`{value}` climbs out of itself with `..`")));
+            }
+            // libvirt would make the pool's folder there and trog write volumes into it as root,
+            // among the files the hypervisor's own system runs from.
+            if let Some(directory) = system_directory(value) {
+                let written_otherwise = if directory == value {
+                    String::new()
+                } else {
+                    format!(" ({directory})")
+                };
+                return Err(why(format!(
+                    "`{value}`{written_otherwise} is a directory of the hypervisor's own system: the guests' disks would be written among its files"
+                )));
             }
             config.pool_path = PathBuf::from(value);
         }

@@ -91,6 +91,12 @@ fn refused_values_name_file_line_column_and_why() {
         ("pool_path = /srv/../etc", "climbs out of itself"),
         ("pool_name = a\tb", "control character \\t"),
         ("pool_path = vms", "`vms` is not an absolute path"),
+        (
+            "pool_path = /",
+            "`/` is a directory of the hypervisor's own system",
+        ),
+        ("pool_path = /etc/", "`/etc/` (/etc) is a directory of"),
+        ("pool_path = /./usr", "`/./usr` (/usr) is a directory of"),
         ("pool_name = my pool", "`my pool` is not a pool name"),
         (
             "partition = /runner",

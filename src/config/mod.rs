@@ -6,7 +6,8 @@
 //! - `yaml`: YAML into a tree that knows the file, line and column of every key and value;
 //! - `recipes_file`: the shape of recipes.yaml and recipes.d/<fqdn>.yaml;
 //! - `merge`: `_base` then the domain, deep, with the origin of every leaf kept;
-//! - `global_schema`, `values`, `settings`: `_global` checked and typed;
+//! - `global_schema`, `values`, `settings`: `_global` checked and typed (`static_addresses`:
+//!   `ips` and `gateway` beside each other);
 //! - `guest`: the merged [`guest::GuestConfig`]; `load`: the thin file-reading part;
 //! - `changeme`: placeholders still waiting for a value;
 //! - `convergence`: what a change of each setting costs a guest that is built;
@@ -27,5 +28,6 @@ pub mod paths;
 pub mod recipes_file;
 pub mod settings;
 pub mod site_graph;
+pub mod static_addresses;
 pub mod values;
 pub mod yaml;

@@ -6,6 +6,7 @@
 
 use crate::config::changeme::PLACEHOLDER;
 use crate::config::global_schema::{self, Presence, SettingType, GLOBAL_SETTINGS};
+use crate::config::static_addresses;
 use crate::config::values::{check_value, ImageSource, IpCidr, TypedValue};
 use crate::config::yaml::{LocatedEntry, LocatedNode, Node, Origin};
 use crate::model::hypervisor::LibvirtUri;
@@ -364,9 +365,37 @@ pub fn settings_from_global(
         });
     }
 
-    if let Some(TypedValue::Ip(gateway)) = values.get("gateway") {
-        if let Some(why) = gateway_problem(*gateway, values.get("ips"), values.get("address_range"))
+    if let (Some(TypedValue::List(items)), Some(entry)) = (values.get("ips"), global.get("ips")) {
+        let mut found = static_addresses::ips_problems(items);
+        if let (Some(TypedValue::Ip(gateway)), Some(gateway_entry)) =
+            (values.get("gateway"), global.get("gateway"))
         {
+            let written_at = gateway_entry.value.origin.to_string();
+            found.extend(static_addresses::gateway_among_ips(
+                *gateway,
+                values.get("ips"),
+                &written_at,
+            ));
+        }
+        for (index, why) in found {
+            problems.push(SettingProblem {
+                origin: match &entry.value.value {
+                    Node::Sequence(nodes) => nodes.get(index).map(|node| node.origin.clone()),
+                    _ => None,
+                }
+                .or_else(|| Some(entry.value.origin.clone())),
+                key_path: format!("_global.ips[{index}]"),
+                kind: SettingProblemKind::Invalid { why },
+            });
+        }
+    }
+
+    if let Some(TypedValue::Ip(gateway)) = values.get("gateway") {
+        if let Some(why) = static_addresses::gateway_problem(
+            *gateway,
+            values.get("ips"),
+            values.get("address_range"),
+        ) {
             problems.push(SettingProblem {
                 origin: global
                     .get("gateway")
@@ -381,68 +410,6 @@ pub fn settings_from_global(
         return Err(problems);
     }
     Ok((assemble(values), deprecations))
-}
-
-/// Why `gateway` cannot be the default route of a guest with the static addresses `ips`, or,
-/// without them, with an address `address_range` hands out: a gateway is reached on the subnet
-/// of one of its addresses (the guest's network configuration has no on-link route to one
-/// elsewhere).
-fn gateway_problem(
-    gateway: IpAddr,
-    ips: Option<&TypedValue>,
-    address_range: Option<&TypedValue>,
-) -> Option<String> {
-    let written_by_hand = matches!(ips, Some(TypedValue::List(items)) if !items.is_empty());
-    if let (Some(TypedValue::Range(range)), false) = (address_range, written_by_hand) {
-        let inside = match gateway {
-            IpAddr::V4(gateway) => range.in_subnet(gateway),
-            IpAddr::V6(_) => false,
-        };
-        if !inside {
-            return Some(format!(
-                "{gateway} is outside the subnet of `address_range` {range}: the guests it hands addresses to could not reach it"
-            ));
-        }
-    }
-    if let Some(TypedValue::List(items)) = ips {
-        let cidrs: Vec<&IpCidr> = items
-            .iter()
-            .filter_map(|item| match item {
-                TypedValue::Cidr(cidr) => Some(cidr),
-                _ => None,
-            })
-            .collect();
-        if !cidrs.is_empty() && !cidrs.iter().any(|cidr| in_subnet_of(cidr, gateway)) {
-            let written: Vec<String> = cidrs
-                .iter()
-                .map(|cidr| format!("{}/{}", cidr.address, cidr.prefix_len))
-                .collect();
-            return Some(format!(
-                "{gateway} is outside the subnet of every address in `ips` ({}): the guest could not reach it",
-                written.join(", ")
-            ));
-        }
-    }
-    None
-}
-
-/// Whether `address` is on the subnet of `cidr` (the same family, the same leading bits).
-fn in_subnet_of(cidr: &IpCidr, address: IpAddr) -> bool {
-    match (cidr.address, address) {
-        (IpAddr::V4(own), IpAddr::V4(other)) => {
-            let mask = u32::MAX
-                .checked_shl(32 - u32::from(cidr.prefix_len))
-                .unwrap_or(0);
-            u32::from(own) & mask == u32::from(other) & mask
-        }
-        (IpAddr::V6(own), IpAddr::V6(other)) => {
-            let mask = u128::MAX
-                .checked_shl(128 - u32::from(cidr.prefix_len))
-                .unwrap_or(0);
-            u128::from(own) & mask == u128::from(other) & mask
-        }
-        _ => false,
-    }
 }
 
 fn is_placeholder(node: &LocatedNode) -> bool {

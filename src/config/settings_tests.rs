@@ -365,3 +365,28 @@ fn a_gateway_is_on_the_subnet_of_the_addresses_it_routes_for() {
         assert!(said.len() == 1 && said[0].contains(why), "{written}: {said:?}");
     }
 }
+
+#[test]
+fn an_address_of_ips_is_refused_at_its_own_line_naming_the_gateway_it_equals() {
+    for (written, why) in [
+        (
+            "ips:\n  - 192.0.2.5/24\n  - 192.0.2.5/24\n",
+            "g.yaml:5:5: `_global.ips[1]`: 192.0.2.5 is listed twice (the first is ips[0])",
+        ),
+        (
+            "ips: [192.0.2.255/24]\n",
+            "g.yaml:3:7: `_global.ips[0]`: 192.0.2.255 is the broadcast address of the subnet 192.0.2.0/24",
+        ),
+        (
+            "ips: [192.0.2.5/24]\ngateway: 192.0.2.5\n",
+            "g.yaml:3:7: `_global.ips[0]`: 192.0.2.5 is the guest's `gateway` too (g.yaml:4:10)",
+        ),
+    ] {
+        let said: Vec<String> = settings(&format!("{MINIMAL}{written}"))
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(said.len() == 1 && said[0].contains(why), "{written}: {said:?}");
+    }
+}

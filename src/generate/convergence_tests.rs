@@ -601,6 +601,38 @@ fn every_disk_problem_names_its_file_line_and_path_together() {
     );
 }
 
+#[test]
+fn a_data_mount_over_the_guests_system_is_refused_where_it_is_written() {
+    let cookbook = shipped_cookbook();
+    for (own, says) in [
+        (
+            "data_volume_size: 2G\n    data_mount: /etc",
+            "www.example.test.yaml:4:5: `_global.data_mount`: /etc is the guest's own system",
+        ),
+        (
+            "data_mount: /usr/",
+            "www.example.test.yaml:3:5: `_global.data_mount`: /usr is the guest's own system",
+        ),
+        ("data_mount: /", "/ is the guest's own system"),
+        ("data_mount: /srv/../var", "`..`"),
+        ("data_mount: \"/srv/my data\"", "not a plain path"),
+    ] {
+        let error = resolve_guest_recipes(&config(&cookbook, own), &cookbook).unwrap_err();
+        assert!(error.to_string().contains(says), "{own}: {error}");
+        assert!(matches!(error, GenerateError::DataMount { .. }), "{own}");
+        assert_eq!(
+            crate::diagnose::Diagnose::exit_status(&error),
+            crate::exit_status::ExitStatus::Configuration
+        );
+    }
+    for fine in ["data_mount: /srv/data", "data_mount: /var/lib/site"] {
+        assert!(
+            resolve_guest_recipes(&config(&cookbook, fine), &cookbook).is_ok(),
+            "{fine}"
+        );
+    }
+}
+
 /// Over a baked image cloud-init has nothing to install, so such a guest's seed leaves out its
 /// package pass; turning `bake_packages` on or off still makes no new root disk, and a guest
 /// whose seed stays attached (under snapshots) keeps the one it was built from.

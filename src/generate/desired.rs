@@ -62,6 +62,7 @@ pub fn desired_guest(
         root_volume: DesiredVolume {
             name: resource_names::root_volume(domain),
             capacity: settings.size,
+            declared_at: None,
         },
         seed_volume: resource_names::seed_volume(domain),
         seed_sha256: generated.seed_iso.sha256_hex.clone(),
@@ -69,6 +70,7 @@ pub fn desired_guest(
         data_volume: data_volume_size(&generated.machine).map(|capacity| DesiredVolume {
             name: resource_names::data_volume(domain),
             capacity,
+            declared_at: generated.data_volume_declared_at.clone(),
         }),
         extra_disks: generated
             .extra_disks

@@ -23,7 +23,7 @@ use crate::model::digest::{DigestAlgorithm, ImageDigest};
 use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput};
 use crate::render::domain_xml::DiskBus;
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
-use crate::render::extra_disks::{extra_disks, DiskProblem, ExtraDisk};
+use crate::render::extra_disks::{extra_disks, mount_problem, DiskProblem, ExtraDisk};
 use crate::render::files::{render_files_with_secrets, RenderedFile};
 use crate::render::fingerprint::{
     provision_fingerprint, BootInputs, FingerprintError, ProvisionFingerprint,
@@ -71,6 +71,8 @@ pub struct GeneratedGuest {
     /// The extra disks the `vm` recipe declares, checked: volumes of their own, kept across
     /// root-disk rebuilds, attached by serial and mounted by the finish.
     pub extra_disks: Vec<ExtraDisk>,
+    /// Where `data_volume_size` was written (`file:line:column`), when it was.
+    pub data_volume_declared_at: Option<String>,
 }
 
 impl std::fmt::Debug for GeneratedGuest {
@@ -91,6 +93,7 @@ impl std::fmt::Debug for GeneratedGuest {
             .field("machine", &self.machine)
             .field("machine_definition", &self.machine_definition)
             .field("extra_disks", &self.extra_disks)
+            .field("data_volume_declared_at", &self.data_volume_declared_at)
             .finish()
     }
 }
@@ -144,6 +147,13 @@ pub enum GenerateError {
         at: String,
         #[source]
         source: SharedFolderError,
+    },
+    /// A `data_mount` the data volume cannot be mounted at, where it was written.
+    #[error("{at}: `_global.data_mount`: {why}")]
+    DataMount {
+        /// Where it was written (`file:line:column`), or the guest's file.
+        at: String,
+        why: String,
     },
     #[error("the extra disks of {domain} cannot be made as written:{}", located_list(.problems))]
     Disks {
@@ -204,6 +214,10 @@ impl crate::diagnose::Diagnose for GenerateError {
             }
             GenerateError::SharedFolder { .. } => Some(
                 "give each shared folder a name and a mount point of its own, outside the guest's system directories (/etc, /usr, /var, …)"
+                    .into(),
+            ),
+            GenerateError::DataMount { .. } => Some(
+                "set `data_mount` to a directory of the site's own, such as the default /srv/data or /var/lib/<service>"
                     .into(),
             ),
             GenerateError::Disks { .. } => Some(
@@ -302,8 +316,29 @@ pub fn resolve_guest_recipes(
     // unlocked.
     let definition = machine_definition(config, &resolved)?;
     declared_disks(config, &machine_args(&resolved), definition.disk_bus)?;
+    check_data_mount(config, &machine_args(&resolved))?;
     cpu_mode_of(config, &machine_args(&resolved))?;
     Ok(resolved)
+}
+
+/// Refuses a `data_mount` that is no place for a disk, by the rule of the extra disks' mount
+/// points: the data volume is mounted by the same finish, over whatever is there. It is checked
+/// without a data volume too: the value is wrong either way, and a volume declared later would
+/// otherwise find it out on a built guest.
+fn check_data_mount(config: &GuestConfig, machine: &Value) -> Result<(), GenerateError> {
+    let Some(mount) = machine.get("data_mount").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    match mount_problem(mount) {
+        None => Ok(()),
+        Some(why) => Err(GenerateError::DataMount {
+            at: config.origins.locate_setting("data_mount").map_or_else(
+                || config.domain_file.display().to_string(),
+                ToString::to_string,
+            ),
+            why,
+        }),
+    }
 }
 
 /// The guest's `cpu_mode` (the machine recipe's argument, else the setting), or where it was
@@ -628,6 +663,10 @@ pub fn generate(
         machine,
         machine_definition,
         extra_disks,
+        data_volume_declared_at: config
+            .origins
+            .locate_setting("data_volume_size")
+            .map(ToString::to_string),
     })
 }
 

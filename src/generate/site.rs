@@ -29,10 +29,41 @@ pub enum SiteFilesError {
     /// users.yaml is YAML of the wrong shape.
     #[error("{at}: {message}")]
     Users { at: Origin, message: String },
+    /// users.yaml names a user trog makes itself, or one that is no login of a guest.
+    #[error("{at}: {}", reserved.why(name))]
+    ReservedUser {
+        at: Origin,
+        name: String,
+        reserved: ReservedUser,
+    },
     #[error("{}: {message}", path.display())]
     UsersNotText { path: PathBuf, message: String },
     #[error("{}: {message}", path.display())]
     DataArchive { path: PathBuf, message: String },
+}
+
+/// A user users.yaml may not name, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservedUser {
+    /// `root`: the system's own account, which no one logs into on a trog guest (the seed sets
+    /// cloud-init's `disable_root`); an entry would only change it behind that.
+    Root,
+    /// The installation's `admin_user`, which the seed makes on every guest with passwordless
+    /// sudo and trog's key: a second entry of that name would change its groups and keys.
+    AdminUser,
+}
+
+impl ReservedUser {
+    fn why(self, name: &str) -> String {
+        match self {
+            ReservedUser::Root => format!(
+                "`{name}` is the guest's root account, which no one logs into on a trog guest; users.yaml lists the site's other logins"
+            ),
+            ReservedUser::AdminUser => format!(
+                "`{name}` is the installation's admin_user, which trog makes on every guest itself (with passwordless sudo and trog's key); users.yaml lists the site's other logins"
+            ),
+        }
+    }
 }
 
 impl crate::diagnose::Diagnose for SiteFilesError {
@@ -44,16 +75,20 @@ impl crate::diagnose::Diagnose for SiteFilesError {
         match self {
             SiteFilesError::UsersSyntax(error) => Some(error.hint()),
             SiteFilesError::Users { .. } | SiteFilesError::UsersNotText { .. } => Some("users.yaml is a list of cloud-init users: `- name: alice` with groups, ssh_authorized_keys, …".into()),
+            SiteFilesError::ReservedUser { reserved: ReservedUser::Root, .. } => Some("remove the entry: log in as admin_user and use sudo, or give the person a login of their own".into()),
+            SiteFilesError::ReservedUser { reserved: ReservedUser::AdminUser, .. } => Some("remove the entry: the adminconfig recipe's `authorized_keys` gives the admin more keys; or list the person under a login of their own".into()),
             SiteFilesError::DataArchive { .. } => Some("make it with `tar -czf data.tar.gz -C SITE_DIR .` (the data recipe restores it into site_dir)".into()),
             SiteFilesError::Read { .. } => Some("the site files are regular files in recipes.d/<fqdn>/: users.yaml and data.tar.gz; remove or replace what is there".into()),
         }
     }
 }
 
-/// Reads the site files of `domain`; absent files are simply not there.
+/// Reads the site files of `domain`, whose `admin_user` (empty when it has none of its own) its
+/// users.yaml may not name; absent files are simply not there.
 pub fn load_site_files(
     paths: &InstallationPaths,
     domain: &DomainName,
+    admin_user: &str,
 ) -> Result<SiteFiles, SiteFilesError> {
     let dir = paths.site_dir(domain);
     let read = |name: &str| -> Result<Option<Vec<u8>>, SiteFilesError> {
@@ -77,7 +112,7 @@ pub fn load_site_files(
                 path: path.clone(),
                 message: "it is not UTF-8 text".into(),
             })?;
-            parse_users(&path, &text)?
+            parse_users(&path, &text, admin_user)?
         }
     };
     let data_archive = read(DATA_ARCHIVE)?;
@@ -93,11 +128,13 @@ pub fn load_site_files(
     })
 }
 
-/// Reads users.yaml's text: a list of mappings, each with a `name`; an empty file is no users.
-/// Every problem is reported at the file, line and column it was written at.
+/// Reads users.yaml's text: a list of mappings, each with a `name` that is a login, not `root`
+/// nor `admin_user`; an empty file is no users. Every problem is reported at the file, line and
+/// column it was written at.
 fn parse_users(
     path: &std::path::Path,
     text: &str,
+    admin_user: &str,
 ) -> Result<Vec<serde_json::Value>, SiteFilesError> {
     let document = parse_located(path, text).map_err(SiteFilesError::UsersSyntax)?;
     let wrong = |node: &LocatedNode, message: String| SiteFilesError::Users {
@@ -135,6 +172,20 @@ fn parse_users(
                                 crate::untrusted::one_line(text)
                             ),
                         ));
+                    }
+                    let reserved = if text == "root" {
+                        Some(ReservedUser::Root)
+                    } else if !admin_user.is_empty() && text == admin_user {
+                        Some(ReservedUser::AdminUser)
+                    } else {
+                        None
+                    };
+                    if let Some(reserved) = reserved {
+                        return Err(SiteFilesError::ReservedUser {
+                            at: name.value.origin.clone(),
+                            name: text.clone(),
+                            reserved,
+                        });
                     }
                 }
             }
@@ -204,7 +255,7 @@ mod tests {
     use std::path::Path;
 
     fn refusal(text: &str) -> String {
-        let error = parse_users(Path::new("/etc/trog/users.yaml"), text).unwrap_err();
+        let error = parse_users(Path::new("/etc/trog/users.yaml"), text, "siteadmin").unwrap_err();
         error.to_string()
     }
 
@@ -263,13 +314,62 @@ mod tests {
         let users = parse_users(
             Path::new("users.yaml"),
             "- name: alice\n  groups: sudo\n- name: bob\n",
+            "siteadmin",
         )
         .unwrap();
         assert_eq!(users.len(), 2);
         assert_eq!(users[1]["name"], "bob");
-        assert!(parse_users(Path::new("users.yaml"), "# none yet\n")
+        assert!(
+            parse_users(Path::new("users.yaml"), "# none yet\n", "siteadmin")
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn root_and_the_admin_user_are_refused_at_their_name() {
+        let refused = |text: &str, admin_user: &str| {
+            parse_users(Path::new("/etc/trog/users.yaml"), text, admin_user).unwrap_err()
+        };
+        let root = refused("- name: alice\n- name: root\n", "siteadmin");
+        assert!(matches!(
+            root,
+            SiteFilesError::ReservedUser {
+                reserved: ReservedUser::Root,
+                ..
+            }
+        ));
+        assert!(
+            root.to_string()
+                .starts_with("/etc/trog/users.yaml:2:9: `root` is the guest's root account"),
+            "{root}"
+        );
+        let admin = refused("- name: siteadmin\n  groups: [www-data]\n", "siteadmin");
+        assert!(
+            admin.to_string().starts_with(
+                "/etc/trog/users.yaml:1:9: `siteadmin` is the installation's admin_user"
+            ),
+            "{admin}"
+        );
+        assert_eq!(
+            crate::diagnose::Diagnose::exit_status(&admin),
+            crate::exit_status::ExitStatus::Configuration
+        );
+        assert!(crate::diagnose::Diagnose::hint(&admin)
             .unwrap()
-            .is_empty());
+            .contains("authorized_keys"));
+        // Logins are case-sensitive, and a guest without an admin of its own (a dependent) has
+        // none to refuse.
+        for (text, admin_user) in [
+            ("- name: Root\n", "siteadmin"),
+            ("- name: SiteAdmin\n", "siteadmin"),
+            ("- name: siteadmin\n", ""),
+        ] {
+            assert!(
+                parse_users(Path::new("users.yaml"), text, admin_user).is_ok(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -258,6 +258,15 @@ impl FakeHypervisor {
             .unwrap_or_default()
     }
 
+    /// The size a plan's step gave the volume `name`, if one made it.
+    pub fn volume_capacity(&self, name: &str) -> Option<crate::model::units::Bytes> {
+        self.state
+            .borrow()
+            .volume_details
+            .get(name)
+            .map(|volume| volume.capacity)
+    }
+
     pub fn reservations(&self, network: &str) -> Vec<(String, Ipv4Addr)> {
         self.state
             .borrow()

@@ -20,6 +20,7 @@ fn desired(pool: &str) -> DesiredGuest {
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),
             capacity: Bytes::from_gib(10),
+            declared_at: None,
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "cd".repeat(32),

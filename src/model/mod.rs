@@ -1,4 +1,5 @@
-//! Plain data shared by every layer: names, sizes, and the typed settings of a hypervisor.
+//! Plain data shared by every layer: names, sizes, the typed settings of a hypervisor, and the
+//! system directories no setting may name.
 //! Nothing here does I/O.
 
 pub mod address_range;
@@ -6,4 +7,5 @@ pub mod digest;
 pub mod direct_boot;
 pub mod hypervisor;
 pub mod names;
+pub mod system_directory;
 pub mod units;

@@ -20,6 +20,7 @@ fn desired() -> DesiredGuest {
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),
             capacity: Bytes::from_gib(10),
+            declared_at: None,
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "5eed".into(),
@@ -27,6 +28,7 @@ fn desired() -> DesiredGuest {
         data_volume: Some(DesiredVolume {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),
+            declared_at: None,
         }),
         extra_disks: Vec::new(),
         boot_fingerprint: "b00t".into(),

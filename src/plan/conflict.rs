@@ -41,6 +41,14 @@ pub enum Conflict {
         observed_gib: u64,
         declared_gib: u64,
     },
+    /// The data volume is bigger than declared: it is never shrunk (its filesystem and files
+    /// fill it), so keeping it would leave the declaration saying what is not there.
+    DataVolumeShrunk {
+        volume: String,
+        observed: crate::model::units::Bytes,
+        declared: crate::model::units::Bytes,
+        declared_at: Option<String>,
+    },
     /// The guest's definition keeps its disks in another pool than its hypervisor's `pool_name`
     /// now names: trog looks for its volumes in the new pool only, and would make them there anew
     /// (an empty data volume among them), so only the declaration can change.
@@ -66,9 +74,9 @@ impl Conflict {
             Conflict::ForeignDomain { .. }
             | Conflict::ForeignDataVolume { .. }
             | Conflict::SnapshotsOfReplacedRoot { .. } => "--force",
-            Conflict::ForeignVolume { .. } | Conflict::DataVolumeTooSmall { .. } => {
-                "--destroy-data"
-            }
+            Conflict::ForeignVolume { .. }
+            | Conflict::DataVolumeTooSmall { .. }
+            | Conflict::DataVolumeShrunk { .. } => "--destroy-data",
             Conflict::ExtraDiskResized { .. } | Conflict::PoolRenamed { .. } => {
                 "no flag: a change of the declaration"
             }
@@ -100,6 +108,17 @@ impl fmt::Display for Conflict {
                 f,
                 "data volume {volume} holds {observed_gib}GB but {declared_gib}GB is declared; declare {observed_gib}GB, or --destroy-data recreates it empty"
             ),
+            Conflict::DataVolumeShrunk { volume, observed, declared, declared_at } => {
+                let at = declared_at.as_deref().map(|at| format!(" at {at}")).unwrap_or_default();
+                let as_it_is = written_as_data_volume_size(*observed).map_or_else(
+                    || format!("declare {observed} again"),
+                    |written| format!("declare `data_volume_size: {written}` again"),
+                );
+                write!(
+                    f,
+                    "data volume {volume} holds {observed} but {declared} is declared{at}; a data volume is never shrunk (its filesystem and files fill it): {as_it_is}, or back up what it holds (`trog backup`) and --destroy-data recreates it empty at {declared}"
+                )
+            }
             Conflict::PoolRenamed { defined_in, declared } => write!(
                 f,
                 "the guest's disks are in pool {}, but hypervisors.conf's pool_name now says {declared}; trog does not move a guest's volumes between pools, and would make them anew in {declared}, its data volume empty; set pool_name back to {}, or, to move the guest, back it up (`trog backup`), copy what its data volume and extra disks hold, and `trog destroy` it before provisioning it again",
@@ -119,6 +138,19 @@ impl fmt::Display for Conflict {
                 )
             }
         }
+    }
+}
+
+/// `size` as `data_volume_size` takes it (a number with `G` or `M`), when it is a whole number of
+/// either: the size to write back for a volume that keeps its own.
+fn written_as_data_volume_size(size: crate::model::units::Bytes) -> Option<String> {
+    const MIB: u64 = 1024 * 1024;
+    const GIB: u64 = 1024 * MIB;
+    match size.0 {
+        0 => None,
+        bytes if bytes % GIB == 0 => Some(format!("{}G", bytes / GIB)),
+        bytes if bytes % MIB == 0 => Some(format!("{}M", bytes / MIB)),
+        _ => None,
     }
 }
 

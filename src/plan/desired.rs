@@ -24,6 +24,10 @@ pub struct GuestTag {
 pub struct DesiredVolume {
     pub name: String,
     pub capacity: Bytes,
+    /// Where its size was written (`file:line:column`), for a conflict to point at: the data
+    /// volume's `data_volume_size`; `None` for the root disk, which no conflict names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_at: Option<String>,
 }
 
 /// An extra disk the guest needs: its volume, and the name the plan calls it by.

@@ -213,7 +213,7 @@ pub fn plan(
                 capacity: data.capacity,
             }),
             // Only reachable with --destroy-data: find_conflicts refused the run otherwise.
-            Some(volume) if volume.capacity < data.capacity || (!claimed && !resolution.force) => {
+            Some(volume) if volume.capacity != data.capacity || (!claimed && !resolution.force) => {
                 // The guest has the volume attached: it stops before the volume goes.
                 if running {
                     actions.push(Action::StopDomain);
@@ -464,6 +464,16 @@ fn find_conflicts(
                 volume: declared.name.clone(),
                 observed_gib: volume.capacity.whole_gib(),
                 declared_gib: declared.capacity.whole_gib(),
+            });
+        }
+        // A volume is never shrunk (its filesystem and files fill it): kept without a word, a
+        // bigger one would leave the declaration saying what is not there.
+        if volume.capacity > declared.capacity && !resolution.destroy_data {
+            conflicts.push(Conflict::DataVolumeShrunk {
+                volume: declared.name.clone(),
+                observed: volume.capacity,
+                declared: declared.capacity,
+                declared_at: declared.declared_at.clone(),
             });
         }
     }

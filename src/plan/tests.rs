@@ -20,6 +20,7 @@ fn desired() -> DesiredGuest {
         root_volume: DesiredVolume {
             name: resource_names::root_volume(&domain),
             capacity: Bytes::from_gib(10),
+            declared_at: None,
         },
         seed_volume: resource_names::seed_volume(&domain),
         seed_sha256: "5eed5eed5eed5eed".into(),
@@ -27,6 +28,7 @@ fn desired() -> DesiredGuest {
         data_volume: Some(DesiredVolume {
             name: resource_names::data_volume(&domain),
             capacity: Bytes::from_gib(20),
+            declared_at: None,
         }),
         extra_disks: Vec::new(),
         boot_fingerprint: "b00tb00tb00tb00t".into(),
@@ -256,7 +258,91 @@ fn scenarios() {
     scenario("data volume too small", &small, none);
     scenario("data volume too small, --destroy-data", &small, destroy);
 
+    let mut big = converged.clone();
+    big.data_volume = Some(ObservedVolume {
+        capacity: Bytes::from_gib(40),
+        sha256: None,
+    });
+    scenario("data volume bigger than declared", &big, none);
+    scenario("data volume bigger than declared, --force", &big, force);
+    scenario(
+        "data volume bigger than declared, --destroy-data",
+        &big,
+        destroy,
+    );
+
     insta::assert_snapshot!(text);
+}
+
+/// A data volume bigger than declared (the declaration made smaller) is never shrunk: a plain or
+/// `--force` run is refused naming both sizes, where the size is written and the line to write
+/// back; `--destroy-data` recreates it empty at the declared size. A bigger declaration stays
+/// refused as before.
+#[test]
+fn a_data_volume_declared_smaller_than_it_is_is_refused() {
+    let mut desired = desired();
+    let data = desired.data_volume.as_mut().unwrap();
+    data.capacity = Bytes(3584 * 1024 * 1024);
+    data.declared_at = Some("www.example.test.yaml:4:5".into());
+    let mut observed = converged_observation(&desired);
+    observed.data_volume = Some(ObservedVolume {
+        capacity: Bytes::from_gib(4),
+        sha256: None,
+    });
+    for resolution in [
+        Resolution::default(),
+        Resolution {
+            force: true,
+            restart_later: true,
+            ..Resolution::default()
+        },
+    ] {
+        let conflicts = plan(&desired, &observed, resolution).unwrap_err();
+        assert_eq!(
+            conflicts.conflicts,
+            [Conflict::DataVolumeShrunk {
+                volume: "www.example.test-data.qcow2".into(),
+                observed: Bytes::from_gib(4),
+                declared: Bytes(3584 * 1024 * 1024),
+                declared_at: Some("www.example.test.yaml:4:5".into()),
+            }]
+        );
+        assert_eq!(
+            conflicts.conflicts[0].to_string(),
+            "data volume www.example.test-data.qcow2 holds 4GB but 3584MB is declared at \
+             www.example.test.yaml:4:5; a data volume is never shrunk (its filesystem and files \
+             fill it): declare `data_volume_size: 4G` again, or back up what it holds (`trog \
+             backup`) and --destroy-data recreates it empty at 3584MB"
+        );
+        assert_eq!(conflicts.conflicts[0].resolving_flag(), "--destroy-data");
+        assert_eq!(
+            crate::diagnose::Diagnose::exit_status(&conflicts),
+            crate::exit_status::ExitStatus::Conflict
+        );
+    }
+    let destroy = Resolution {
+        destroy_data: true,
+        ..Resolution::default()
+    };
+    let recreated = plan(&desired, &observed, destroy).unwrap();
+    assert!(check_plan(&recreated, &desired, &observed, destroy).is_ok());
+    assert!(recreated.actions.iter().any(|action| matches!(
+        action,
+        Action::CreateDataVolume { capacity, .. } if *capacity == Bytes(3584 * 1024 * 1024)
+    )));
+    let after = simulate(&desired, observed.clone(), &recreated);
+    assert!(plan(&desired, &after, Resolution::default())
+        .unwrap()
+        .is_converged());
+    // An odd size a volume made elsewhere may have is named, though it cannot be written back.
+    observed.data_volume.as_mut().unwrap().capacity = Bytes(4 * 1024 * 1024 * 1024 + 512);
+    let odd = plan(&desired, &observed, Resolution::default()).unwrap_err();
+    assert!(
+        odd.conflicts[0]
+            .to_string()
+            .contains("declare 4294967808B again"),
+        "{odd}"
+    );
 }
 
 /// A guest as it was before seeds were retired: built, finished, its seed (of `sha256`) attached
@@ -536,6 +622,14 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
             }),
         )
     };
+    // The data volume as declared (20 GiB), smaller, or bigger.
+    let data_volume =
+        proptest::option::of(prop_oneof![Just(20), Just(10), Just(40)].prop_map(|gib| {
+            ObservedVolume {
+                capacity: Bytes::from_gib(gib),
+                sha256: None,
+            }
+        }));
     let seed = proptest::option::of(
         prop_oneof![
             Just("5eed5eed5eed5eed".to_string()),
@@ -558,7 +652,7 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
         domain,
         volume(10),
         seed,
-        volume(20),
+        data_volume,
         any_extra_disks(),
     )
         .prop_map(
@@ -694,18 +788,19 @@ proptest! {
         }
     }
 
-    /// A plain run refuses exactly when something foreign or too small is there.
+    /// A plain run refuses exactly when something foreign, or a data volume of another size than
+    /// declared, is there.
     #[test]
     fn plain_runs_refuse_foreign_resources(observed in any_observation()) {
         let desired = desired();
         let foreign_domain = observed.domain.as_ref().is_some_and(|domain| domain.tag.is_none());
         let unclaimed_volumes = observed.domain.is_none() && (observed.root_volume.is_some() || observed.seed_volume.is_some() || observed.data_volume.is_some());
-        let small_data = observed.data_volume.as_ref().is_some_and(|volume| volume.capacity < Bytes::from_gib(20));
+        let data_resized = observed.data_volume.as_ref().is_some_and(|volume| volume.capacity != Bytes::from_gib(20));
         let snapshots_over_replaced_root = observed.root_volume.is_some() && observed.domain.as_ref().is_some_and(|domain| {
             !domain.snapshots.is_empty() && domain.tag.as_ref().is_some_and(|tag| tag.boot_fingerprint != desired.boot_fingerprint)
         });
         let refused = plan(&desired, &observed, Resolution::default()).is_err();
-        prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || small_data || snapshots_over_replaced_root);
+        prop_assert_eq!(refused, foreign_domain || unclaimed_volumes || data_resized || snapshots_over_replaced_root);
     }
 }
 

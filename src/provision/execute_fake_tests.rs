@@ -14,6 +14,7 @@ use crate::hypervisor::Hypervisor;
 use crate::lock::Locks;
 use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
+use crate::model::units::Bytes;
 use crate::plan::Resolution;
 use crate::provision::{prepare, ready_to_execute};
 use crate::workflow::fake_fleet::RecordedReport;
@@ -280,6 +281,81 @@ fn a_renamed_pool_refuses_a_built_guest_and_plans_nothing_there() {
     );
     assert!(!fake.pool_is_active("elsewhere"));
     assert_eq!(fake.volumes("elsewhere"), Vec::<String>::new());
+}
+
+/// A built guest whose `data_volume_size` was made smaller is refused (exit 7) naming both
+/// sizes and the line, with its volume left as it is; made bigger, it is refused as before;
+/// with `--destroy-data` the volume is recreated at the declared size, and a rerun converges.
+#[test]
+fn a_data_volume_declared_smaller_than_it_is_is_refused_and_kept() {
+    const DATA: &str = "www.example.test-data.qcow2";
+    let fake = hypervisor();
+    installation("    data_volume_size: 4G\n")
+        .run(&fake)
+        .unwrap();
+    assert_eq!(fake.volume_capacity(DATA), Some(Bytes::from_gib(4)));
+
+    let smaller = installation("    data_volume_size: 2G\n");
+    let prepared = |guest: &Installation, resolution| {
+        prepare(
+            &guest.on(&fake),
+            resolution,
+            None,
+            &guest.root.path().join("cache"),
+        )
+    };
+    for resolution in [
+        Resolution::default(),
+        Resolution {
+            force: true,
+            ..Resolution::default()
+        },
+    ] {
+        let Err(refused) = prepared(&smaller, resolution) else {
+            panic!("a data volume declared smaller was planned");
+        };
+        assert_eq!(refused.status, ExitStatus::Conflict);
+        let said = refused.render();
+        assert!(
+            said.contains(&format!(
+                "data volume {DATA} holds 4GB but 2GB is declared at {}:4:5",
+                smaller
+                    .root
+                    .path()
+                    .join(format!("etc/recipes.d/{GUEST}.yaml"))
+                    .display()
+            )),
+            "{said}"
+        );
+        assert!(
+            said.contains("declare `data_volume_size: 4G` again"),
+            "{said}"
+        );
+        assert!(said.contains("hint: "), "{said}");
+    }
+    assert_eq!(fake.volume_capacity(DATA), Some(Bytes::from_gib(4)));
+
+    let Err(bigger) = prepared(
+        &installation("    data_volume_size: 8G\n"),
+        Resolution::default(),
+    ) else {
+        panic!("a data volume declared bigger was planned");
+    };
+    assert!(
+        bigger.render().contains("holds 4GB but 8GB is declared"),
+        "{}",
+        bigger.render()
+    );
+
+    let destroy = Resolution {
+        destroy_data: true,
+        ..Resolution::default()
+    };
+    let mut recreating = prepared(&smaller, destroy).unwrap();
+    recreating.base_image = Some(smaller.base_image.clone());
+    smaller.run_prepared(&fake, &recreating).unwrap();
+    assert_eq!(fake.volume_capacity(DATA), Some(Bytes::from_gib(2)));
+    assert!(only_the_guests_steps_left(&smaller.plan(&fake).plan));
 }
 
 /// How a failed run ends: the step that failed, as the run names it.

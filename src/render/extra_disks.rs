@@ -6,6 +6,7 @@
 //! words); what a schema cannot say is checked here, each problem with the JSON pointer of the
 //! value at fault so the configuration layer can name the file and line it was written at.
 
+use crate::model::system_directory::system_directory;
 use crate::model::units::Bytes;
 use crate::render::domain_xml::DiskBus;
 use crate::untrusted::one_line;
@@ -22,12 +23,6 @@ pub const LARGEST_EXTRA_DISK: Bytes = Bytes(64 * 1024 * 1024 * 1024 * 1024);
 /// Device letters a bus names its disks with (`vda`…`vdz`, `sda`…`sdz`): libvirt's target names,
 /// which the domain's disks on one bus may not share.
 const LETTERS_PER_BUS: usize = 26;
-
-/// Where mounting an empty disk would hide the guest's own system.
-const SYSTEM_PATHS: &[&str] = &[
-    "/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/run", "/sbin",
-    "/sys", "/usr", "/var",
-];
 
 /// One extra disk as declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,8 +217,10 @@ fn size_of(value: Option<&Value>) -> Result<Bytes, String> {
 }
 
 /// Why `mount` cannot be a disk's mount point, if it cannot: it must be absolute, plain (letters,
-/// digits, `.`, `_`, `-` between slashes, no `.` or `..` segment), and no system directory.
-fn mount_problem(mount: &str) -> Option<String> {
+/// digits, `.`, `_`, `-` between slashes, no `.` or `..` segment), and no system directory
+/// (mounting an empty disk there would hide the guest's own system). The rule of every disk the
+/// finish mounts: the extra disks' `mount` and the data volume's `data_mount`.
+pub fn mount_problem(mount: &str) -> Option<String> {
     if !mount.starts_with('/') {
         return Some(format!("`{}` is not an absolute path", one_line(mount)));
     }
@@ -251,13 +248,11 @@ fn mount_problem(mount: &str) -> Option<String> {
             "{mount} has an empty, `.` or `..` part; write the path plainly"
         ));
     }
-    let normal = normalised(mount);
-    if SYSTEM_PATHS.contains(&normal.as_str()) {
-        return Some(format!(
-            "{normal} is the guest's own system; mount the disk somewhere of its own (/srv/…, /var/lib/…)"
-        ));
-    }
-    None
+    system_directory(mount).map(|directory| {
+        format!(
+            "{directory} is the guest's own system; mount the disk somewhere of its own (/srv/…, /var/lib/…)"
+        )
+    })
 }
 
 /// `mount` without a trailing slash (`/srv/db/` is `/srv/db`; `/` stays `/`).

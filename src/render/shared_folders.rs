@@ -3,6 +3,7 @@
 //! schema cannot say (a name or a mount point used twice), then laid out in the domain XML and
 //! mounted by the recipe's Makefile under the same tag. Pure.
 
+use crate::model::system_directory::system_directory;
 use serde_json::Value;
 
 /// One folder: the hypervisor's `source` directory, seen by the guest at `mount` under the tag
@@ -52,12 +53,6 @@ impl SharedFolderError {
     }
 }
 
-/// Mount points a shared folder would hide the guest's own system under.
-const SYSTEM_MOUNTS: &[&str] = &[
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
-    "/var",
-];
-
 /// The folders `machine` (the `vm` recipe's effective arguments) declares, in their order.
 /// Entries the schema already refused never get here; a value of another shape reads as none.
 pub fn shared_folders(machine: &Value) -> Result<Vec<SharedFolder>, SharedFolderError> {
@@ -84,7 +79,8 @@ pub fn shared_folders(machine: &Value) -> Result<Vec<SharedFolder>, SharedFolder
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
-        if SYSTEM_MOUNTS.contains(&folder.mount.as_str()) {
+        // Mounted over a system directory, the folder would hide the guest's own system.
+        if system_directory(&folder.mount).is_some() {
             return Err(SharedFolderError::SystemMount {
                 name: folder.name,
                 mount: folder.mount,
@@ -175,10 +171,15 @@ mod tests {
             {"name": "b", "source": "/y", "mount": "/m"},
         ]});
         assert_eq!(shared_folders(&twice_mounted).unwrap_err().entry(), 1);
-        let over_etc = json!({"shared_folders": [{"name": "a", "source": "/x", "mount": "/etc"}]});
-        assert!(matches!(
-            shared_folders(&over_etc),
-            Err(SharedFolderError::SystemMount { .. })
-        ));
+        for system in ["/etc", "/lib32", "/usr/"] {
+            let over = json!({"shared_folders": [{"name": "a", "source": "/x", "mount": system}]});
+            assert!(
+                matches!(
+                    shared_folders(&over),
+                    Err(SharedFolderError::SystemMount { .. })
+                ),
+                "{system}"
+            );
+        }
     }
 }

@@ -227,7 +227,7 @@ pub fn load_guest_configured(
     // Everything that can be refused without the store is, before it is unlocked: a first run
     // would otherwise create the store and a key for a configuration that is then refused.
     resolve_guest_recipes(&config, &cookbook)?;
-    let site = load_site_files(&paths, domain)?;
+    let site = load_site_files(&paths, domain, &config.settings.admin_user)?;
     Ok(GuestConfigured {
         paths,
         cookbook,

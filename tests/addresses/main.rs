@@ -107,10 +107,12 @@ fn hand_written_addresses_are_checked_naming_both_guests_and_files() {
             "",
             "which a.example.test (",
         ),
+        // Without the range and with a `gateway` of its own (its own address as its gateway is
+        // refused before ips.db is read), the gateway ips.db records for the range is refused.
         (
             "gateway.example.test",
             "192.168.122.1/24",
-            "",
+            "    address_range: null\n    gateway: 192.168.122.254\n",
             "the gateway of default",
         ),
         (

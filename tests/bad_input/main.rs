@@ -2200,6 +2200,134 @@ fn extra_disks() -> Vec<Case> {
     ]
 }
 
+/// A test-driver node holding the guest as trog built it, with a data volume of 4 GiB.
+const NODE_WITH_A_DATA_VOLUME: &str = "<node><cpu><active>8</active></cpu><memory>16777216</memory>\
+    <domain type='test'><name>example.test</name><memory unit='MiB'>512</memory><vcpu>1</vcpu><os><type>hvm</type></os>\
+    <metadata><trog:guest xmlns:trog='urn:x-trog:guest:1' owner='trog' domain='example.test' boot='b' shape='s' payload=''/></metadata>\
+    <devices><disk type='volume' device='disk'><source pool='trog' volume='example.test-data.qcow2'/><target dev='vdb' bus='virtio'/></disk></devices></domain>\
+    <pool type='dir'><name>trog</name><target><path>/vms</path></target>\
+    <volume><name>example.test-data.qcow2</name><capacity unit='G'>4</capacity></volume></pool></node>\n";
+
+/// Places a system needs for itself (the guest's, for a data volume or shared folder mounted
+/// over them; the hypervisor's, for a pool), addresses a guest cannot have, users trog makes
+/// itself or no one logs in as, and a built guest's data volume declared smaller than it is.
+fn places_addresses_users_and_volumes() -> Vec<Case> {
+    let setting = |name: &str, line: &str| {
+        case(&format!("setting: {name}"), DRY, CONFIG).edit(write(GUEST_FILE, guest_with(line)))
+    };
+    vec![
+        // Where the data volume and shared folders are mounted.
+        setting("data_mount /etc", "data_volume_size: 2G\ndata_mount: /etc")
+            .says("`_global.data_mount`")
+            .says("own system"),
+        setting("data_mount / without a data volume", "data_mount: /").says("own system"),
+        setting(
+            "data_mount /var/ written with a slash",
+            "data_volume_size: 2G\ndata_mount: /var/",
+        )
+        .says("/var is the guest's own system"),
+        setting(
+            "data_mount through ..",
+            "data_volume_size: 2G\ndata_mount: /srv/../boot",
+        )
+        .says("`..`"),
+        case("data_mount /usr in _base", DRY, CONFIG)
+            .edit(write(RECIPES, base_with("data_mount: /usr")))
+            .says("recipes.yaml:")
+            .says("own system"),
+        setting(
+            "shared folder over /lib32",
+            "shared_folders: [{name: libs, source: /srv/libs, mount: /lib32}]",
+        )
+        .says("the guest's system needs"),
+        // A guest's fixed addresses and its gateway.
+        setting(
+            "ips the same address twice",
+            "ips: [192.0.2.5/24, 192.0.2.5/24]",
+        )
+        .says("`_global.ips[1]`")
+        .says("twice"),
+        setting(
+            "ips the same address under two prefixes",
+            "ips: [192.0.2.5/24, 10.0.0.5/8, 192.0.2.5/25]",
+        )
+        .says("`_global.ips[2]`")
+        .says("twice"),
+        setting("ips the subnet's own address", "ips: [192.0.2.0/24]")
+            .says("the address of the subnet"),
+        setting(
+            "ips the broadcast address",
+            "ips: [192.0.2.5/24, 192.0.2.255/24]",
+        )
+        .says("`_global.ips[1]`")
+        .says("broadcast"),
+        setting(
+            "gateway one of the guest's own addresses",
+            "ips: [192.0.2.5/24]\ngateway: 192.0.2.5",
+        )
+        .says("`_global.ips[0]`")
+        .says("is the guest's `gateway` too (")
+        .says("example.test.yaml:6:"),
+        case(
+            "gateway of _base one of the guest's own addresses",
+            DRY,
+            CONFIG,
+        )
+        .edit(write(RECIPES, base_with("gateway: 192.0.2.1")))
+        .edit(write(GUEST_FILE, guest_with("ips: [192.0.2.1/24]")))
+        .at(GUEST_FILE)
+        .says("`_global.ips[0]`")
+        .says("recipes.yaml:"),
+        setting(
+            "gateway the guest's own IPv6 address",
+            "ips: [192.0.2.5/24, 2001:db8::5/64]\ngateway: 2001:db8::5",
+        )
+        .says("`_global.ips[1]`")
+        .says("`gateway` too"),
+        // users.yaml: users trog makes itself, or that no login may be.
+        case("users.yaml names root", DRY, CONFIG)
+            .edit(write(USERS, "- name: alice\n- name: root\n"))
+            .says("users.yaml:2:")
+            .says("root"),
+        case("users.yaml names the admin_user", DRY, CONFIG)
+            .edit(write(USERS, "- name: siteadmin\n  groups: [www-data]\n"))
+            .says("users.yaml:1:")
+            .says("admin_user"),
+        // hypervisors.conf: a pool over the hypervisor's own system.
+        case("hv: pool_path /", "fleet", CONFIG)
+            .edit(write(HV, hv1("pool_path = /\n")))
+            .says("`/` is a directory of the hypervisor's own system"),
+        case("hv: pool_path /etc/", "fleet", CONFIG)
+            .edit(write(HV, hv1("pool_path = /etc/\n")))
+            .says("/etc"),
+        case("hv: pool_path /usr in a second block", DRY, CONFIG)
+            .edit(write(
+                HV,
+                format!(
+                    "{}[hv2]\nlibvirt_uri = test:///default\npool_path = /usr\n",
+                    hv1("")
+                ),
+            ))
+            .says("[hv2]"),
+        // A built guest's data volume declared smaller than it is.
+        case("data volume of a built guest shrunk", DRY, CONFLICT)
+            .with_store()
+            .credentials()
+            .edit(write("node.xml", NODE_WITH_A_DATA_VOLUME))
+            .edit(write(GUEST_FILE, guest_with("data_volume_size: 2G")))
+            .says("holds 4GB but 2GB is declared")
+            .says("recipes.d/example.test.yaml:")
+            .says("never shrunk"),
+        case("data volume of a built guest shrunk, in MiB", DRY, CONFLICT)
+            .with_store()
+            .credentials()
+            .edit(write("node.xml", NODE_WITH_A_DATA_VOLUME))
+            .edit(write(GUEST_FILE, guest_with("data_volume_size: 3584M")))
+            .says("holds 4GB but 3584MB is declared")
+            .says("data_volume_size: 4G"),
+    ]
+}
+
 #[test]
 fn every_bad_input_is_refused_cleanly() {
     let cases: Vec<Case> = [
@@ -2216,6 +2344,7 @@ fn every_bad_input_is_refused_cleanly() {
         sites(),
         extra_disks(),
         more_settings_and_verbs(),
+        places_addresses_users_and_volumes(),
     ]
     .concat();
     let mut names: Vec<&str> = cases.iter().map(|case| case.name.as_str()).collect();

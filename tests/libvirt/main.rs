@@ -122,6 +122,7 @@ impl TestGuest {
             root_volume: DesiredVolume {
                 name: resource_names::root_volume(&domain),
                 capacity: Bytes(128 * 1024 * 1024),
+                declared_at: None,
             },
             seed_volume: resource_names::seed_volume(&domain),
             seed_sha256: hex::encode(Sha256::digest(&seed_iso)),
@@ -129,6 +130,7 @@ impl TestGuest {
             data_volume: data_volume.then(|| DesiredVolume {
                 name: resource_names::data_volume(&domain),
                 capacity: Bytes(32 * 1024 * 1024),
+                declared_at: None,
             }),
             extra_disks: Vec::new(),
             boot_fingerprint: "boot-1".into(),
