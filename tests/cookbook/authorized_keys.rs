@@ -1,7 +1,7 @@
 //! The adminconfig recipe's key script (`/usr/local/lib/trog/authorized-keys`, from
 //! authorized-keys.sh.j2), rendered and run against stand-ins for `getent`, `id` and `install`
 //! (which keep the admin's home in this test's directory): the keys it adds, the ones it takes
-//! back, and the ones it leaves. A real guest runs it in `tests/shared_guests` (`sites.rs`).
+//! back, and the ones it leaves. A real guest runs it in `tests/recipes_on_guests`.
 
 use super::stand_ins::{rendered_file, StandIns};
 use serde_json::json;

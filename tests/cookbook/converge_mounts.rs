@@ -4,7 +4,7 @@
 //! writes to fstab, what it mounts, remounts and unmounts, and what it leaves. The mounts recipe's
 //! target, which feeds it and moves a guest's older marker block over, runs here too. Real
 //! guests run both in `tests/e2e` (the data volume and an extra disk moved) and
-//! `tests/shared_guests` (`sites.rs`: the mounts recipe's entry moved).
+//! `tests/recipes_on_guests` (the mounts recipe's entry moved).
 
 use super::stand_ins::{rendered_file, target_alone, StandIns};
 use serde_json::json;

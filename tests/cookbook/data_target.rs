@@ -1,7 +1,7 @@
 //! The data recipe's Makefile target, rendered and run by make in a directory of this test's, with
 //! stand-ins for `chown` and `stat` (the owner is a name in a file): the archive unpacked and its
 //! Makefile run once per archive, and on an archive unpacked before, a new `owner` given the files
-//! and a new `make_target` run once. A real guest runs it in `tests/shared_guests` (`recipes.rs`).
+//! and a new `make_target` run once. A real guest runs it in `tests/recipes_on_guests`.
 
 use super::stand_ins::{target_alone, StandIns};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! The `ufw` recipe's rule script (`/usr/local/lib/trog/ufw-allow`, from allow.sh.j2), rendered
 //! and run against a stand-in `ufw` that keeps its rules in a file: which rules it adds, which it
 //! takes back, which it leaves, and how many times it starts ufw (each a Python start on a guest).
-//! The real ufw runs it on a real guest in `tests/shared_guests` (the recipes' guest, `recipes.rs` and `sites.rs`).
+//! The real ufw runs it on a real guest in `tests/recipes_on_guests`.
 
 use super::stand_ins::{rendered_file, StandIns};
 use serde_json::json;

@@ -230,20 +230,6 @@ pub fn verbs_run_as() -> Option<&'static TestAccount> {
     RUN_AS.get()
 }
 
-/// The recipe folder every verb of this test binary reads (`TROG_RECIPES`), once
-/// [`read_recipes_from`] named one; unset, trog finds the checkout's own.
-static RECIPES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// From now on, every verb of this test binary reads its recipes from `dir`: a copy of the
-/// shipped ones with a fixture of the test's beside them. (Only the fleet's binary has one.)
-#[allow(dead_code)]
-pub fn read_recipes_from(dir: &Path) {
-    assert!(
-        RECIPES.set(dir.to_path_buf()).is_ok(),
-        "the recipe folder verbs read is named once"
-    );
-}
-
 /// An ordinary local account as a site makes one for trog: a system user in group `libvirt`
 /// and nothing else, no login shell, allowed through sudo exactly what
 /// `trog root-programs sudoers --user NAME` prints.
@@ -406,16 +392,12 @@ fn spawn_verb_handing_in(
             command
         }
     };
-    command
+    let mut child = command
         .arg("--credentials")
         .args(args)
         .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
         .env("TROG_PROVISIONER_CONFIG", installation)
-        .env("XDG_CACHE_HOME", installation.join("cache"));
-    if let Some(recipes) = RECIPES.get() {
-        command.env("TROG_RECIPES", recipes);
-    }
-    let mut child = command
+        .env("XDG_CACHE_HOME", installation.join("cache"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,7 +1,6 @@
-//! The fleet: one installation (one pool, one secret store, one ips.db, one recipe folder) and
-//! its guests, each provisioned once. Five are provisioned at once, by five processes started
-//! together; then the leaf, whose mirror and cache are the hub, and the recipes' guest, which
-//! carries every shipped recipe over an image baked for it. What each provision ended in is kept
+//! The fleet: one installation (one pool, one secret store, one ips.db) and its guests, each
+//! provisioned once. Five are provisioned at once, by five processes started together; the leaf,
+//! whose mirror and cache are the hub, once the hub is up. What each provision ended in is kept
 //! (its address and what it printed, or why it failed), so that a check needing a guest that
 //! failed fails at once, naming it, instead of waiting out a timeout against a guest that is not
 //! there.
@@ -16,7 +15,7 @@ use std::sync::Mutex;
 use trog::model::names::DomainName;
 
 /// The addresses the fleet hands out: kept apart from the other tests' ranges on the shared
-/// default network. Seven guests take the first seven; [`UNHELD`] stays free.
+/// default network. Six guests take the first six; [`UNHELD`] stays free.
 pub const RANGE: &str = "192.168.122.230-192.168.122.237/24";
 /// An address of the range no guest holds: what a guest pretending to be another sends from.
 pub const UNHELD: &str = "192.168.122.237";
@@ -44,9 +43,6 @@ pub struct Fleet {
     /// Tenant `blog`: blog-b asks for a data volume, and is the tenant's first to be destroyed.
     pub blog_a: DomainName,
     pub blog_b: DomainName,
-    /// Tenant `recipes`, of its own: every shipped recipe and a fixture whose test fails
-    /// (`recipes.rs`), then the machine of a dependent site (`sites.rs`).
-    pub recipes: DomainName,
     fixtures: Mutex<HashMap<DomainName, Fixture>>,
 }
 
@@ -86,7 +82,6 @@ impl Fleet {
             shop_b: name("shop-b"),
             blog_a: name("blog-a"),
             blog_b: name("blog-b"),
-            recipes: name("recipes"),
             fixtures: Mutex::new(HashMap::new()),
         };
         for guest in [&fleet.shop_a, &fleet.shop_b, &fleet.blog_a] {
@@ -95,7 +90,6 @@ impl Fleet {
         fleet.write_guest(&fleet.blog_b, 640, "4G", "    data_volume_size: 1G\n", "");
         let (global, recipes) = crate::services::hub_recipes(host_mirror);
         fleet.write_guest(&fleet.hub, 1024, "5G", &global, &recipes);
-        crate::recipes::write_the_recipes_guest(&fleet, host_mirror);
         fleet
     }
 
@@ -115,28 +109,14 @@ impl Fleet {
     }
 
     /// Every guest of the fleet.
-    pub fn all(&self) -> [&DomainName; 7] {
+    pub fn all(&self) -> [&DomainName; 6] {
         let [hub, shop_a, shop_b, blog_a, blog_b] = self.five_at_once();
-        [
-            hub,
-            shop_a,
-            shop_b,
-            blog_a,
-            blog_b,
-            &self.leaf,
-            &self.recipes,
-        ]
+        [hub, shop_a, shop_b, blog_a, blog_b, &self.leaf]
     }
 
     /// The guests that ask for a data volume.
     pub fn has_data_volume(&self, guest: &DomainName) -> bool {
-        [&self.hub, &self.leaf, &self.blog_b, &self.recipes].contains(&guest)
-    }
-
-    /// The recipe folder every verb of the fleet reads: the shipped recipes and the recipes'
-    /// guest's fixture.
-    pub fn recipes_dir(&self) -> std::path::PathBuf {
-        self.config().join("recipes")
+        [&self.hub, &self.leaf, &self.blog_b].contains(&guest)
     }
 
     /// Writes a guest's file; its tenant is its name's first word. `global` and `recipes` are
@@ -185,18 +165,6 @@ impl Fleet {
             .unwrap()
             .insert(guest.clone(), fixture.clone());
         fixture
-    }
-
-    /// Records that `guest` is ready at `address`, for a provision whose failure was the one its
-    /// check expects (the recipes' guest's fixture).
-    pub fn record_ready(&self, guest: &DomainName, address: &str, said: String) {
-        self.fixtures.lock().unwrap().insert(
-            guest.clone(),
-            Fixture::Ready {
-                address: address.to_string(),
-                said,
-            },
-        );
     }
 
     /// Records that `guest` will not be provisioned, and why, unless its provision has ended:

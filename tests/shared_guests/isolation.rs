@@ -179,8 +179,7 @@ fn volumes(pool: &str) -> Vec<String> {
     names
 }
 
-/// The base image's volume and its boot files: what the pool keeps of the test image once every
-/// guest is gone.
+/// The base image's volume and its boot files: what the pool keeps once every guest is gone.
 fn boot_files() -> Vec<String> {
     let digest = sha256_file(&test_image());
     let base = trog::plan::resource_names::base_image_volume(&digest);
@@ -191,25 +190,6 @@ fn boot_files() -> Vec<String> {
         format!("{base}.kernel"),
         format!("{base}.network-stage"),
     ]
-}
-
-/// The base volumes the fleet's baked images were uploaded as: kept in the pool, with their boot
-/// files, for the next guest of the same package set.
-fn baked_bases(fleet: &Fleet) -> Vec<String> {
-    let images = fleet.config().join("cache/trog/images");
-    let mut bases = Vec::new();
-    for entry in std::fs::read_dir(&images).into_iter().flatten() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("baked-") && name.ends_with(".json") {
-            let record: trog::images::baked::BakedRecord =
-                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            bases.push(trog::plan::resource_names::base_image_volume(
-                &record.image_sha256,
-            ));
-        }
-    }
-    bases
 }
 
 /// Right after the five provisions (`outputs`, in [`Fleet::five_at_once`]'s order): each
@@ -438,38 +418,17 @@ fn destroy(fleet: &Fleet, guest: &DomainName) -> String {
     format!("destroy {guest}:\n{}", text(&purge.stdout))
 }
 
-/// blog-b, done with once debug_boot has put it back: destroyed with its data volume and its
-/// file removed, as a site retires a guest, before the whole fleet is converged in one command.
-/// Its tenant's filter stays for blog-a.
-pub fn blog_b_is_retired(fleet: &Fleet) {
-    fleet.ready(&fleet.blog_b);
-    destroy(fleet, &fleet.blog_b);
-    std::fs::remove_file(
-        fleet
-            .config()
-            .join(format!("recipes.d/{}.yaml", fleet.blog_b)),
-    )
-    .unwrap();
-    let filters = network_filters();
-    assert!(
-        filters.contains(&"trog-tenant-blog".to_string()),
-        "trog-tenant-blog went while blog-a still uses it: {filters:?}"
-    );
-}
-
-/// The fleet's end. The leaf, whose data volume goes with it, first (blog-b is gone already,
-/// shop-a too, unless the checks that remove them failed: then they go here), and the tenants'
-/// filters stay for the guests left. Then the rest: the tenants' filters go with their last
-/// guests, and the pool keeps only the shared base image, the recipes' guest's baked image, and
-/// their boot files.
+/// The fleet's end. The two guests with data volumes besides the hub (blog-b, the leaf) go
+/// first, with their disks, and their tenants' filters stay for the guests left. Then
+/// the rest (shop-a is gone already, destroyed by the second installation, unless that check
+/// failed): the tenants' filters go with their last guests, and the pool keeps only the shared
+/// base image and its boot files.
 pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
     for guest in fleet.all() {
         fleet.ready(guest);
     }
     for guest in [&fleet.blog_b, &fleet.leaf] {
-        if domain_defined(guest) {
-            destroy(fleet, guest);
-        }
+        destroy(fleet, guest);
     }
     let filters = network_filters();
     for filter in ["trog-tenant-shop", "trog-tenant-blog"] {
@@ -478,7 +437,7 @@ pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
             "{filter} went while its tenant still has a guest: {filters:?}"
         );
     }
-    let mut rest = vec![&fleet.hub, &fleet.shop_b, &fleet.blog_a, &fleet.recipes];
+    let mut rest = vec![&fleet.hub, &fleet.shop_b, &fleet.blog_a];
     if domain_defined(&fleet.shop_a) {
         rest.push(&fleet.shop_a);
     }
@@ -486,15 +445,7 @@ pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
         .into_iter()
         .map(|guest| destroy(fleet, guest))
         .collect();
-    // What is left: the test image's base and boot files, and the baked image's.
-    let bases = baked_bases(fleet);
-    let (baked, rest): (Vec<String>, Vec<String>) = volumes(&fleet.pool)
-        .into_iter()
-        .partition(|volume| bases.iter().any(|base| volume.starts_with(base.as_str())));
-    assert_eq!(rest, boot_files());
-    for base in &bases {
-        assert!(baked.contains(base), "{base} is not in the pool: {baked:?}");
-    }
+    assert_eq!(volumes(&fleet.pool), boot_files());
     let filters = network_filters();
     // The fleet's tenants have no guest left here, other work's included.
     for filter in ["trog-tenant-shop", "trog-tenant-blog"] {

@@ -3,23 +3,18 @@
 //!
 //! 1. the fleet's creation: five guests provisioned at once, by five processes, sharing one base
 //!    image's upload (`isolation.rs`); then the leaf, whose mirror, cache and log collector is the
-//!    hub, once the hub is up (`services.rs`), and beside it the recipes' guest, every shipped
-//!    recipe over an image the run bakes for it (`recipes.rs`);
+//!    hub, once the hub is up (`services.rs`);
 //! 2. side by side: the service checks on the hub and the leaf (`services.rs`, `runner.rs`), and
 //!    the isolation probes on shop-a, shop-b and blog-a (`isolation.rs`, `own_addresses.rs`), which
 //!    start once the leaf is defined (its provision rewrites the tenants' filters while they run
 //!    otherwise). A check that changes a guest for a moment (an address added by hand) puts it
 //!    back before it ends. Beside them, once the probes that reach every guest are done,
-//!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`); and the
-//!    recipes' guest, once up, is looked at from outside, converged as the machine of a dependent
-//!    site and finished as an existing host by another installation (`sites.rs`), all of which
-//!    touch no other guest;
-//! 3. last, the checks that change or destroy guests: blog-b retired; `provision --all` across the
-//!    whole fleet and `status --all`'s drift (`sites.rs`); through a hypervisor reached over SSH
-//!    (`second_installation.rs`), a snapshot of shop-a with its memory taken, restored and deleted,
-//!    a second installation's rebuild of shop-a that gives it a folder of the hypervisor, and
-//!    shop-a destroyed through the login that needs no password; and the filters removed with
-//!    their tenant's last guest.
+//!    `debug_boot` takes blog-b through every action and puts it back (`debug_boot/`);
+//! 3. last, the checks that change or destroy guests, through a hypervisor reached over SSH
+//!    (`second_installation.rs`): a snapshot of shop-a with its memory taken, restored and
+//!    deleted, a second installation's rebuild of shop-a that gives it a folder of the
+//!    hypervisor, and shop-a destroyed through the login that needs no password; then the
+//!    filters removed with their tenant's last guest.
 //!
 //! Each check is named in the log (`[check] NAME: passed after …`, or `FAILED`) and a failed one
 //! does not stop the others; the test fails at the end naming every check that failed. A check
@@ -33,13 +28,11 @@ mod isolation;
 #[path = "../support/local_services.rs"]
 mod local_services;
 mod own_addresses;
-mod recipes;
 #[path = "../support/remote_host.rs"]
 mod remote_host;
 mod runner;
 mod second_installation;
 mod services;
-mod sites;
 #[allow(dead_code)]
 #[path = "../e2e/support.rs"]
 mod support;
@@ -177,30 +170,6 @@ fn one_fleet_of_real_guests() {
                 own_addresses::displays_need_a_password(fleet, &fleet.ready(&fleet.shop_b).0)
             });
         });
-        side_by_side.spawn(|| {
-            checks.run(
-                "every shipped recipe passes its tests on a guest over a baked image",
-                || {
-                    recipes::put_the_databases_passwords(fleet);
-                    recipes::provision_the_recipes_guest(fleet)
-                },
-            );
-            fleet.never_provisioned(
-                &fleet.recipes,
-                "its provision did not end as its check expects: see that check",
-            );
-            checks.run("the recipes' work seen from outside", || {
-                recipes::the_recipes_work_seen_from_outside(fleet)
-            });
-            checks.run(
-                "a dependent site on the recipes' guest, served beside its own",
-                || sites::a_dependent_site_is_served_beside_the_first(fleet),
-            );
-            checks.run(
-                "the recipes' guest finished as an existing host by another installation",
-                || sites::a_second_installation_finishes_it_as_an_existing_host(fleet),
-            );
-        });
         side_by_side.spawn(move || {
             // Ends when the probes are done with blog-b, or gave up (the sender is dropped).
             let _ = blog_b_free.recv();
@@ -215,13 +184,6 @@ fn one_fleet_of_real_guests() {
         });
     });
 
-    checks.run("blog-b retired: destroyed, its file removed", || {
-        isolation::blog_b_is_retired(fleet)
-    });
-    checks.run(
-        "provision --all across the fleet, then status --all's drift",
-        || sites::the_whole_fleet_in_one_command(fleet),
-    );
     // Made by the first check that needs it; the next say at once when it could not be.
     let second = std::sync::OnceLock::new();
     checks.run(

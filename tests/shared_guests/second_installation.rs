@@ -161,7 +161,8 @@ impl SecondInstallation {
 
 /// Through the hypervisor reached over SSH, with sudo's password handed in: a snapshot of the
 /// running guest takes its memory; restoring it brings the guest back running where it was, SSH
-/// answering at its address; the list reads each snapshot's size and the disk's as root there.
+/// answering at its address; the list reads each snapshot's size and the disk's as root there;
+/// the snapshot is deleted (the rebuild after replaces the root disk it belongs to).
 pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
     fleet: &Fleet,
     second: &SecondInstallation,
@@ -208,7 +209,8 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
         listing["snapshots"][0]["memory_bytes"].as_u64().unwrap() > 0,
         "{listing}"
     );
-    // Deleted through it too: the rebuild after would otherwise have to take it along.
+    // Deleted through it too: the rebuild after replaces the root disk, which a snapshot would
+    // make a conflict (--force).
     second.must_run("snapshot", &["--delete", "remote-1", domain]);
     let (stdout, _) = second.must_run("snapshot", &["--json", "--list", domain]);
     let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();

@@ -1,34 +1,45 @@
-//! The recipes' guest: every shipped guest recipe on one guest of the fleet. `bin/provision`
-//! builds it over a baked image (`bake_packages`: the image builder's, with every recipe's
-//! package in it, built by the run from the caching apt proxy on the libvirt bridge,
+//! Every shipped guest recipe on a real guest: `bin/provision` builds one guest on this machine's
+//! libvirtd over a baked image (`bake_packages`: the image builder's, with every recipe's package
+//! in it, built by the run from the caching apt proxy on the libvirt bridge,
 //! tests/services/apt-proxy.sh), with real Debian packages, runs the payload's Makefile, then every
 //! recipe's own `tests:` on the guest, whose report (`ok   recipe: test`) trog prints. Beside the
 //! shipped recipes the guest carries a fixture recipe whose one test fails: the run must fail with
 //! the guest's exit status, naming that test beside its output, after every shipped recipe's tests
-//! passed. The checks here then look from outside at what those tests cannot see.
+//! passed. This test then checks from outside what those tests cannot see.
 //!
 //! Grouping: one guest carries debian, vm, adminconfig, nginx, mariadb, postgres, ufw, cron,
 //! mounts, data and the failing fixture (`ubuntu`, the other distro recipe, needs an Ubuntu image
 //! the tests do not build). None of them conflicts with another (mariadb and postgres listen on
 //! different ports, nginx alone on 80), and a guest boots in about a minute under software
-//! emulation while its packages install in several more, so one guest keeps CI short: the
-//! failing fixture runs last, after the Makefile has built everything, so the guest the failed
-//! run leaves is complete. It also proves the combination a web site actually uses: the data
-//! recipe restores the site's archive after the databases exist, and its Makefile loads rows into
-//! both, which the database users then read with passwords taken from the secret store.
+//! emulation while its packages install in several more, so one guest and one run instead of two
+//! or more keeps CI short: the failing fixture runs last, after the Makefile has built everything,
+//! so the guest the failed run leaves is complete. It also proves the combination a web site
+//! actually uses: the data recipe restores the site's archive after the databases exist, and its
+//! Makefile loads rows into both, which the database users then read with passwords taken from the
+//! secret store.
 //!
-//! It is a tenant of its own (`recipes`): its provision, which runs beside the isolation probes,
-//! rewrites no filter the probes rely on.
+//! Its guest needs no test image, so tests/run would not know it boots one: it boots real guests.
 
-use crate::fleet::Fleet;
-use crate::support::*;
+#[path = "../support/local_services.rs"]
+mod local_services;
+mod sites;
+#[path = "../e2e/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use local_services::{apt_proxy_url, local_hypervisors_conf};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::*;
 use trog::credentials::Secret;
-use trog::secrets::{guest_keypair, PrivateKeyFile, SecretStore};
+use trog::model::names::DomainName;
+use trog::secrets::{
+    guest_keypair, EntryPath, FieldName, PrivateKeyFile, Protection, SecretStore, StoreKdf,
+};
 
 /// The cron job runs every minute: two minutes and a margin see it run at least once.
 const CRON_RUN_TIMEOUT: Duration = Duration::from_secs(150);
@@ -38,14 +49,13 @@ const BLOCKED_CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 pub const EXTRA_KEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExtraKeyOfTheRecipesGuestTestOnly extra@recipes.test";
 /// What the site's page carries, so the request is known to reach the restored site.
-pub const PAGE_MARK: &str = "served from the restored site";
+const PAGE_MARK: &str = "served from the restored site";
 
-/// The passwords the guest's databases take, put into the fleet's store before its provision.
-const DATABASE_PASSWORDS: [(&str, &str); 3] = [
-    ("mariadb-root", "root-pw-from-the-store"),
-    ("shop", "shop-pw-from-the-store"),
-    ("blog", "blog-pw-from-the-store"),
-];
+struct Installation {
+    dir: tempfile::TempDir,
+    domain: DomainName,
+    pool: String,
+}
 
 /// The site's archive: a page for nginx and a Makefile that loads a row into each database.
 fn site_archive(path: &Path) {
@@ -74,24 +84,35 @@ fn site_archive(path: &Path) {
     assert!(status.success());
 }
 
-/// Writes the recipes' guest's file and site archive, and the fleet's recipe folder (the shipped
-/// recipes and the fixture) that every verb of the fleet reads from now on. The guest takes its
-/// packages from `host_mirror` (this machine's caching apt proxy): its file names its own package
-/// sources, as the hub's does.
-pub fn write_the_recipes_guest(fleet: &Fleet, host_mirror: &str) {
-    recipes_with_a_failing_fixture(&fleet.recipes_dir());
-    read_recipes_from(&fleet.recipes_dir());
-    let domain = &fleet.recipes;
-    let recipes_d = fleet.config().join("recipes.d");
+fn installation(mirror_url: &str) -> Installation {
+    let dir = tempfile::Builder::new()
+        .prefix("trog-recipes-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    // qemu runs as its own user and must reach the pool's directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let unique = std::process::id();
+    let domain = DomainName::parse(&format!("recipes-{unique}.test")).unwrap();
+    let pool = format!("trog-recipes-{unique}");
+    std::fs::write(
+        dir.path().join("hypervisors.conf"),
+        local_hypervisors_conf(&pool, &dir.path().join("pool")),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("recipes.yaml"),
+        format!(
+            "_base:\n  _global:\n    admin_user: trogadmin\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror_url}\n    security_mirror: {mirror_url}-security\n    upgrade: false\n"
+        ),
+    )
+    .unwrap();
+    let recipes_d = dir.path().join("recipes.d");
     std::fs::create_dir_all(recipes_d.join(domain.as_str())).unwrap();
     std::fs::write(
         recipes_d.join(format!("{domain}.yaml")),
         format!(
             "{domain}:
   _global:
-    tenant: recipes
-    mirror: {host_mirror}
-    security_mirror: {host_mirror}-security
     memory: 1536
     cpus: 1
     size: 6G
@@ -125,63 +146,85 @@ pub fn write_the_recipes_guest(fleet: &Fleet, host_mirror: &str) {
     )
     .unwrap();
     site_archive(&recipes_d.join(domain.as_str()).join("data.tar.gz"));
-}
+    recipes_with_a_failing_fixture(&dir.path().join("recipes"));
 
-/// Puts the databases' passwords into the fleet's store (made by the five provisions).
-pub fn put_the_databases_passwords(fleet: &Fleet) {
-    for (entry, password) in DATABASE_PASSWORDS {
-        crate::services::put_secret(fleet, "Databases", entry, password);
-    }
-}
-
-fn password(entry: &str) -> &'static str {
-    DATABASE_PASSWORDS
-        .iter()
-        .find(|(name, _)| *name == entry)
-        .map(|(_, password)| *password)
-        .unwrap()
-}
-
-/// Runs a shell command on the recipes' guest as its admin, `input` on its standard input (how a
-/// password reaches it: never on a command line); returns its status and output.
-pub fn on_guest(fleet: &Fleet, address: &str, command: &str, input: &str) -> (bool, String) {
-    let mut store = SecretStore::open(
-        &fleet.config().join("secrets.kdbx"),
+    let mut store = SecretStore::create(
+        &dir.path().join("secrets.kdbx"),
         &Secret::new(PASSPHRASE),
+        StoreKdf::RECOMMENDED,
     )
     .unwrap();
-    let keypair = guest_keypair(&mut store, &fleet.recipes, &mut rand::rngs::OsRng).unwrap();
-    let key = PrivateKeyFile::write(&keypair).unwrap();
-    let mut child = Command::new("ssh")
-        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"])
-        .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
-        .args(["-o", "ConnectTimeout=20", "-i"])
-        .arg(key.path())
-        .arg(format!("trogadmin@{address}"))
-        .arg(command)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    (
-        output.status.success(),
-        format!("{}{}", text(&output.stdout), text(&output.stderr)),
-    )
+    for (entry, password) in [
+        ("mariadb-root", "root-pw-from-the-store"),
+        ("shop", "shop-pw-from-the-store"),
+        ("blog", "blog-pw-from-the-store"),
+    ] {
+        store
+            .put(
+                &EntryPath::new(["Databases"], entry),
+                &FieldName::Password,
+                &Secret::new(password),
+                Protection::Protected,
+            )
+            .unwrap();
+    }
+    store.save().unwrap();
+    Installation { dir, domain, pool }
 }
 
-/// [`on_guest`], which must succeed; returns its output.
-pub fn must(fleet: &Fleet, address: &str, command: &str, input: &str) -> String {
-    let (ok, said) = on_guest(fleet, address, command, input);
-    assert!(ok, "`{command}` on {} failed:\n{said}", fleet.recipes);
-    said
+impl Installation {
+    fn store(&self) -> SecretStore {
+        SecretStore::open(
+            &self.dir.path().join("secrets.kdbx"),
+            &Secret::new(PASSPHRASE),
+        )
+        .unwrap()
+    }
+
+    fn password(&self, entry: &str) -> String {
+        self.store()
+            .get(&EntryPath::new(["Databases"], entry), &FieldName::Password)
+            .unwrap()
+            .expose()
+            .to_string()
+    }
+
+    /// Runs a shell command on the guest as its admin, `input` on its standard input (how a
+    /// password reaches it: never on a command line); returns its status and output.
+    fn on_guest(&self, address: &str, command: &str, input: &str) -> (bool, String) {
+        let keypair =
+            guest_keypair(&mut self.store(), &self.domain, &mut rand::rngs::OsRng).unwrap();
+        let key = PrivateKeyFile::write(&keypair).unwrap();
+        let mut child = Command::new("ssh")
+            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"])
+            .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+            .args(["-o", "ConnectTimeout=20", "-i"])
+            .arg(key.path())
+            .arg(format!("trogadmin@{address}"))
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status.success(),
+            format!("{}{}", text(&output.stdout), text(&output.stderr)),
+        )
+    }
+
+    fn must(&self, address: &str, command: &str, input: &str) -> String {
+        let (ok, said) = self.on_guest(address, command, input);
+        assert!(ok, "`{command}` on the guest failed:\n{said}");
+        said
+    }
 }
 
 /// The guest's address, from the `trogadmin@ADDRESS` a finish step's error names.
@@ -216,7 +259,7 @@ fn recipes_with_a_failing_fixture(recipes: &Path) {
 }
 
 /// An HTTP GET from this machine to the guest, with the guest's name as Host.
-pub fn http_get(address: &str, host: &str) -> String {
+fn http_get(address: &str, host: &str) -> String {
     use std::io::Read;
     let socket: SocketAddr = format!("{address}:80").parse().unwrap();
     let mut stream = TcpStream::connect_timeout(&socket, Duration::from_secs(10))
@@ -233,8 +276,8 @@ pub fn http_get(address: &str, host: &str) -> String {
 /// The packages the baked image's record lists are installed on the guest, and its dpkg log
 /// (which the image builder leaves empty) shows no unpack of any of them: cloud-init and the
 /// finish found them in the image.
-fn baked_packages_are_not_unpacked_again(fleet: &Fleet, address: &str) {
-    let images = fleet.config().join("cache/trog/images");
+fn baked_packages_are_not_unpacked_again(installation: &Installation, address: &str) {
+    let images = installation.dir.path().join("cache/trog/images");
     let records: Vec<serde_json::Value> = std::fs::read_dir(&images)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -260,8 +303,7 @@ fn baked_packages_are_not_unpacked_again(fleet: &Fleet, address: &str) {
             "{expected} is not among the baked packages: {packages:?}"
         );
     }
-    let installed = must(
-        fleet,
+    let installed = installation.must(
         address,
         &format!(
             "dpkg-query -W -f '${{Package}} ${{db:Status-Abbrev}}\\n' {}",
@@ -277,8 +319,7 @@ fn baked_packages_are_not_unpacked_again(fleet: &Fleet, address: &str) {
             "{package} is not installed on the guest:\n{installed}"
         );
     }
-    let unpacked = must(
-        fleet,
+    let unpacked = installation.must(
         address,
         "sudo sh -c 'cat /var/log/dpkg.log 2>/dev/null' | awk '$3 == \"unpack\" {print $4}'",
         "",
@@ -308,24 +349,49 @@ const SHIPPED: [&str; 10] = [
     "data",
 ];
 
-/// Provisions the recipes' guest: its baked image built first, every shipped recipe's tests
-/// passed, the fixture's failed and named. Records the guest as ready for the checks after.
-pub fn provision_the_recipes_guest(fleet: &Fleet) {
-    let domain = fleet.recipes.as_str();
-    let run = run_verb("provision", fleet.config(), &[domain]);
+#[test]
+fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
+    let installation = installation(&apt_proxy_url());
+    let _leftovers = LibvirtLeftovers {
+        domain: installation.domain.to_string(),
+        pool: installation.pool.clone(),
+    };
+    let domain = installation.domain.as_str();
+
+    let started = Instant::now();
+    let mut child = Command::new(checkout().join("bin/provision"))
+        .arg("--credentials")
+        .arg(domain)
+        .env("TROG_BIN", env!("CARGO_BIN_EXE_trog"))
+        .env("TROG_RUN_AS_CALLER", "1")
+        .env("TROG_PROVISIONER_CONFIG", installation.dir.path())
+        .env("XDG_CACHE_HOME", installation.dir.path().join("cache"))
+        .env("TROG_RECIPES", installation.dir.path().join("recipes"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "keepass: {PASSPHRASE}\n").unwrap();
+    let run = child.wait_with_output().unwrap();
+    eprintln!(
+        "[verb] provision {domain} (its baked image built first): exit {:?} after {:.0?}",
+        run.status.code(),
+        started.elapsed()
+    );
     let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
     let address = address_from(&stderr);
     let tests_failed = stderr.contains("the recipes' tests failed on");
     if run.status.code() != Some(trog::exit_status::ExitStatus::Guest.code()) || !tests_failed {
         // What the guest's own logs say is what explains a failed package install or finish.
         let logs = address.map(|address| {
-            on_guest(
-                fleet,
-                &address,
-                "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 40 /var/lib/trog/finish.log",
-                "",
-            )
-            .1
+            installation
+                .on_guest(
+                    &address,
+                    "sudo tail -n 40 /var/log/cloud-init-output.log; sudo tail -n 40 /var/lib/trog/finish.log",
+                    "",
+                )
+                .1
         });
         panic!(
             "provision did not fail on the fixture's test with the guest's exit status ({:?}):\n{stdout}\n{stderr}\nthe guest's logs:\n{}",
@@ -341,7 +407,7 @@ pub fn provision_the_recipes_guest(fleet: &Fleet) {
             && stdout.contains("built by this run: there was none for this package set"),
         "the plan does not name a baked image built for the guest:\n{stdout}"
     );
-    baked_packages_are_not_unpacked_again(fleet, address.as_deref().unwrap_or_default());
+    baked_packages_are_not_unpacked_again(&installation, address.as_deref().unwrap_or_default());
 
     // The report: every shipped recipe's tests passed, the fixture's failed, named beside its
     // output.
@@ -370,14 +436,6 @@ pub fn provision_the_recipes_guest(fleet: &Fleet) {
         "the failed test's output does not follow its name:\n{stderr}"
     );
     let address = address.unwrap_or_else(|| panic!("no address in:\n{stderr}"));
-    fleet.record_ready(&fleet.recipes, &address, format!("{stdout}\n{stderr}"));
-}
-
-/// What the recipes did, seen from outside: the restored site served, the databases taking
-/// the stored passwords, the firewall, the mount and the cron job.
-pub fn the_recipes_work_seen_from_outside(fleet: &Fleet) {
-    let (guest, address) = fleet.ready(&fleet.recipes);
-    let domain = guest.as_str();
 
     // nginx serves the restored site's page to a request from this machine (ufw lets 80 in).
     let page = http_get(&address, domain);
@@ -386,22 +444,19 @@ pub fn the_recipes_work_seen_from_outside(fleet: &Fleet) {
 
     // The databases take a login with the password from the secret store and hold the
     // rows the site's Makefile (run by the data recipe) loaded.
-    let shop = must(
-        fleet,
+    let shop = installation.must(
         &address,
         "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -u shop shop -Nse 'SELECT body FROM notes'; s=$?; rm -f \"$f\"; exit $s",
-        &format!("[client]\npassword={}\n", password("shop")),
+        &format!("[client]\npassword={}\n", installation.password("shop")),
     );
     assert_eq!(shop.trim(), "restored into mariadb");
-    let blog = must(
-        fleet,
+    let blog = installation.must(
         &address,
         "f=$(mktemp) && cat > \"$f\" && PGPASSFILE=\"$f\" psql -w -h 127.0.0.1 -U blog -d blog -tAc 'SELECT body FROM notes'; s=$?; rm -f \"$f\"; exit $s",
-        &format!("127.0.0.1:5432:blog:blog:{}\n", password("blog")),
+        &format!("127.0.0.1:5432:blog:blog:{}\n", installation.password("blog")),
     );
     assert_eq!(blog.trim(), "restored into postgres");
-    let (refused, said) = on_guest(
-        fleet,
+    let (refused, said) = installation.on_guest(
         &address,
         "f=$(mktemp) && cat > \"$f\" && mysql --defaults-extra-file=\"$f\" -u shop shop -Nse 'SELECT 1'; s=$?; rm -f \"$f\"; exit $s",
         "[client]\npassword=not-the-stored-one\n",
@@ -412,7 +467,7 @@ pub fn the_recipes_work_seen_from_outside(fleet: &Fleet) {
     // fragment sets only what ufw's files do not hold yet: the defaults are the package's, the
     // level is not), and drops a port it should: both databases listen on every address, yet
     // neither answers from here.
-    let rules = must(fleet, &address, "sudo ufw status verbose", "");
+    let rules = installation.must(&address, "sudo ufw status verbose", "");
     for expected in [
         "22/tcp",
         "80/tcp",
@@ -429,7 +484,7 @@ pub fn the_recipes_work_seen_from_outside(fleet: &Fleet) {
             && line.trim_end().ends_with("10.0.0.0/8")),
         "ufw lacks the rule for 8080 from 10.0.0.0/8:\n{rules}"
     );
-    let listening = must(fleet, &address, "ss -ltnH", "");
+    let listening = installation.must(&address, "ss -ltnH", "");
     for port in [3306, 5432] {
         assert!(
             listening.contains(&format!("0.0.0.0:{port}")),
@@ -443,22 +498,29 @@ pub fn the_recipes_work_seen_from_outside(fleet: &Fleet) {
     }
 
     // mounts: the entry is mounted where it says.
-    let mounted = must(
-        fleet,
-        &address,
-        "findmnt -n -o SOURCE,FSTYPE /srv/mounted",
-        "",
-    );
+    let mounted = installation.must(&address, "findmnt -n -o SOURCE,FSTYPE /srv/mounted", "");
     assert!(mounted.contains("ext4"), "{mounted}");
 
     // The cron job runs (by now the guest has been up for minutes: the wait is a bound, not a
     // pause).
     let deadline = Instant::now() + CRON_RUN_TIMEOUT;
-    while !on_guest(fleet, &address, "test -s /var/lib/trog-heartbeat", "").0 {
+    while !installation
+        .on_guest(&address, "test -s /var/lib/trog-heartbeat", "")
+        .0
+    {
         assert!(
             Instant::now() < deadline,
             "the cron job did not run within {CRON_RUN_TIMEOUT:?}"
         );
         std::thread::sleep(Duration::from_secs(10));
     }
+
+    eprintln!(
+        "[step] the recipes' work checked from outside, {:.0?} after the provision began",
+        started.elapsed()
+    );
+    // The same guest, without another boot, as the machine of a second site of this
+    // installation, and as an existing host of another installation.
+    sites::a_dependent_site_is_served_beside_the_first(&installation, &address);
+    sites::a_second_installation_finishes_it_as_an_existing_host(&installation, &address);
 }

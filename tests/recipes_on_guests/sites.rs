@@ -1,20 +1,18 @@
-//! The recipes' guest (`recipes.rs`), once its recipes ran, as the machine of other domains,
-//! without another boot:
+//! The guest of `main.rs`, once its recipes ran, as the machine of other domains, without
+//! another boot:
 //! - a second site of the same installation that `depends_on` it: provisioned onto it (the
 //!   machine converged first, the site's payload, Makefile and tests in a state directory of its
 //!   own there; the machine's converge deletes the firewall rule its file dropped and keeps one
-//!   added by hand), its page served beside the first by the same nginx; once the side-by-side
-//!   checks are over, `provision --all` converges nothing across the whole fleet, and after the
-//!   site's page changed exactly that site; with the files set aside, `status --all` reports the
-//!   guest as made by trog and declared by no file;
-//! - the same guest described as an `existing_host` by another installation, which did not
+//!   added by hand), its page served beside the first by the same nginx; `provision --all` then
+//!   converges nothing, and after the site's page changed exactly that site; with the files set
+//!   aside, `status --all` reports the guest as made by trog and declared by no file;
+//! - the same guest described as an `existing_host` by a second installation, which did not
 //!   build it: its key authorized for a non-root admin with passwordless sudo (through the
-//!   fleet's SSH), its host key refused until adopted explicitly, then provisioned
+//!   first installation's SSH), its host key refused until adopted explicitly, then provisioned
 //!   there as that admin; `status` says converged and `destroy` refuses it.
 
-use crate::fleet::Fleet;
-use crate::recipes::{http_get, must, EXTRA_KEY, PAGE_MARK};
-use crate::support::*;
+use super::support::*;
+use super::{http_get, Installation, PAGE_MARK};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -24,8 +22,8 @@ const SECOND_MARK: &str = "served from the dependent site";
 /// The dependent site's page after it changed.
 const CHANGED_MARK: &str = "changed and converged by provision --all";
 /// What the existing host's site page carries.
-const THIRD_MARK: &str = "served to another installation";
-/// The admin the other installation finishes the existing host as.
+const THIRD_MARK: &str = "served to the second installation";
+/// The admin the second installation finishes the existing host as.
 const HOST_ADMIN: &str = "hostadmin";
 
 /// `trog --credentials ARGS…` on installation `dir` with `recipes`, the passphrase handed in.
@@ -88,36 +86,39 @@ fn site_recipes(site_dir: &str) -> String {
     format!("  nginx:\n    root: {site_dir}/www\n  data:\n    site_dir: {site_dir}\n")
 }
 
-/// A site that depends on the recipes' guest, provisioned onto it.
-pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
-    let (machine, address) = fleet.ready(&fleet.recipes);
-    let (machine, address) = (machine.as_str(), address.as_str());
-    let dir = fleet.config();
-    let recipes = fleet.recipes_dir();
+/// A site that depends on the first installation's guest, provisioned onto it.
+pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, address: &str) {
+    let dir = installation.dir.path();
+    let recipes = dir.join("recipes");
+    let machine = installation.domain.as_str();
     // The machine converges first: without the fixture whose test fails, it can.
     let own = dir.join(format!("recipes.d/{machine}.yaml"));
     let written = std::fs::read_to_string(&own).unwrap();
-    // The machine's package sources are its own file's; `_base`'s (the fleet's empty archive)
-    // are what the dependent inherits. Its Makefile writes its machine's sources, which must
-    // stay the machine's.
-    let machine_mirror = source_in(&written, "mirror");
-    let base_mirror = source_in(
-        &std::fs::read_to_string(dir.join("recipes.yaml")).unwrap(),
-        "mirror",
-    );
-    assert_ne!(machine_mirror, base_mirror);
+    // The machine's package sources become its own file's, and `_base`'s point somewhere no
+    // guest reaches: the dependent's Makefile writes its machine's sources, which must stay the
+    // machine's (with `_base`'s, its apt would fail and the machine would be re-pointed).
+    let recipes_yaml = dir.join("recipes.yaml");
+    let base_as_written = std::fs::read_to_string(&recipes_yaml).unwrap();
+    let sources: Vec<&str> = base_as_written
+        .lines()
+        .filter(|line| {
+            line.starts_with("    mirror: ") || line.starts_with("    security_mirror: ")
+        })
+        .collect();
+    assert_eq!(sources.len(), 2, "{base_as_written}");
+    let machine_sources = format!("{}\n", sources.join("\n"));
     // The machine's firewall drops a rule from its list: the converge deletes it, and keeps a
     // rule added by hand.
-    must(fleet, address, "sudo ufw allow 8443/tcp", "");
+    installation.must(address, "sudo ufw allow 8443/tcp", "");
     // The data volume and the mounts recipe's entry move: the converge mounts each at its new
     // path, unmounts the old ones and takes their lines out of fstab. The admin's extra key is
     // dropped: the converge takes it out of the admin's file (and keeps the guest's own key, which
     // every later step logs in with).
-    let keys = must(fleet, address, "cat ~/.ssh/authorized_keys", "");
-    assert!(keys.contains(EXTRA_KEY), "{keys}");
+    let keys = installation.must(address, "cat ~/.ssh/authorized_keys", "");
+    assert!(keys.contains(super::EXTRA_KEY), "{keys}");
     let written = written
         .replace(
-            &format!("    authorized_keys: ['{EXTRA_KEY}']\n"),
+            &format!("    authorized_keys: ['{}']\n", super::EXTRA_KEY),
             "    authorized_keys: []\n",
         )
         .replace("    allow: ['from 10.0.0.0/8 to any port 8080']\n", "")
@@ -128,16 +129,28 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
         )
         .replacen(
             "  _global:\n",
-            "  _global:\n    data_mount: /srv/data-moved\n",
+            &format!("  _global:\n{machine_sources}    data_mount: /srv/data-moved\n"),
             1,
         );
     assert!(
-        written.contains("/srv/moved") && !written.contains(EXTRA_KEY),
+        written.contains("/srv/moved") && !written.contains(super::EXTRA_KEY),
         "{written}"
     );
     std::fs::write(&own, written).unwrap();
+    let unreachable = "http://192.0.2.1/debian";
+    let mut base_elsewhere = String::new();
+    for line in base_as_written.lines() {
+        match line.trim_start().split_once(": ") {
+            Some(("mirror", _)) => base_elsewhere.push_str(&format!("    mirror: {unreachable}\n")),
+            Some(("security_mirror", _)) => {
+                base_elsewhere.push_str(&format!("    security_mirror: {unreachable}-security\n"))
+            }
+            _ => base_elsewhere.push_str(&format!("{line}\n")),
+        }
+    }
+    std::fs::write(&recipes_yaml, base_elsewhere).unwrap();
 
-    let site = dependent_site();
+    let site = format!("site2-{}.test", std::process::id());
     std::fs::write(
         dir.join(format!("recipes.d/{site}.yaml")),
         format!(
@@ -166,7 +179,7 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
     let machine_at = out.find(&format!("{machine} is on ")).unwrap_or(usize::MAX);
     let site_at = out.find(&format!("{site} on {machine}'s machine")).unwrap();
     assert!(machine_at < site_at, "{}", said(&run));
-    let rules = must(fleet, address, "sudo ufw show added", "");
+    let rules = installation.must(address, "sudo ufw show added", "");
     for (rule, kept) in [
         ("22/tcp", true),
         ("80/tcp", true),
@@ -183,11 +196,10 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
         );
     }
 
-    let keys = must(fleet, address, "cat ~/.ssh/authorized_keys", "");
-    assert!(!keys.contains(EXTRA_KEY), "{keys}");
-    let fstab = must(fleet, address, "grep -v '^#' /etc/fstab", "");
-    let mounted = must(
-        fleet,
+    let keys = installation.must(address, "cat ~/.ssh/authorized_keys", "");
+    assert!(!keys.contains(super::EXTRA_KEY), "{keys}");
+    let fstab = installation.must(address, "grep -v '^#' /etc/fstab", "");
+    let mounted = installation.must(
         address,
         "findmnt -n -o TARGET,LABEL,OPTIONS -S LABEL=trog-data",
         "",
@@ -221,11 +233,11 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
     );
 
     // The machine's package sources are its own, not `_base`'s.
-    must(
-        fleet,
+    let mirror = sources[0].trim_start().trim_start_matches("mirror: ");
+    installation.must(
         address,
         &format!(
-            "grep -q 'URIs: {machine_mirror}$' /etc/apt/sources.list.d/debian.sources && ! grep -rq '{base_mirror}' /etc/apt/"
+            "grep -q 'URIs: {mirror}$' /etc/apt/sources.list.d/debian.sources && ! grep -rq 192.0.2.1 /etc/apt/"
         ),
         "",
     );
@@ -238,8 +250,7 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
     assert!(first.contains(PAGE_MARK), "{first}");
     // Its records are in a directory of its own, the machine's own beside them (each payload
     // removed once its finish was over: it holds rendered secrets).
-    must(
-        fleet,
+    installation.must(
         address,
         &format!("sudo test -s /var/lib/trog/dependents/{site}/converged.digest && sudo test -s /var/lib/trog/finish.digest"),
         "",
@@ -259,24 +270,13 @@ pub fn a_dependent_site_is_served_beside_the_first(fleet: &Fleet) {
         "{}",
         said(&again)
     );
-}
 
-/// The whole fleet in one command, once the dependent site is on the recipes' guest: every
-/// guest converged already, nothing done; after the site's page changed, exactly that site is
-/// finished again. Then the site's destroy, and `status --all`'s drift.
-pub fn the_whole_fleet_in_one_command(fleet: &Fleet) {
-    let (machine, address) = fleet.ready(&fleet.recipes);
-    let (machine, address) = (machine.as_str(), address.as_str());
-    let dir = fleet.config();
-    let recipes = fleet.recipes_dir();
-    let site = dependent_site();
-    let declared = declared_guests(dir);
+    // The whole site in one command: converged, nothing to do; after the site's page changed,
+    // exactly that site is finished again.
     let all = trog(dir, &recipes, &["provision", "--all"]);
     assert!(all.status.success(), "{}", said(&all));
     assert!(
-        text(&all.stdout).contains(&format!(
-            "{declared} guests: 0 changed, {declared} converged already, 0 failed"
-        )),
+        text(&all.stdout).contains("2 guests: 0 changed, 2 converged already, 0 failed"),
         "{}",
         said(&all)
     );
@@ -288,10 +288,8 @@ pub fn the_whole_fleet_in_one_command(fleet: &Fleet) {
     assert!(all.status.success(), "{}", said(&all));
     let summary = text(&all.stdout);
     assert!(
-        summary.contains(&format!(
-            "{declared} guests: 1 changed, {} converged already, 0 failed",
-            declared - 1
-        )) && summary.contains(&format!("  {:<18} {site}", "changed"))
+        summary.contains("2 guests: 1 changed, 1 converged already, 0 failed")
+            && summary.contains(&format!("  {:<18} {site}", "changed"))
             && summary.contains(&format!("  {:<18} {machine}", "converged already")),
         "{}",
         said(&all)
@@ -311,8 +309,7 @@ pub fn the_whole_fleet_in_one_command(fleet: &Fleet) {
         "{}",
         said(&destroyed)
     );
-    must(
-        fleet,
+    installation.must(
         address,
         &format!(
             "sudo test ! -e /var/lib/trog/dependents/{site} && sudo test -s /var/lib/trog/finish.digest"
@@ -327,7 +324,6 @@ pub fn the_whole_fleet_in_one_command(fleet: &Fleet) {
     // installation made (its tag names the installation) that no file declares; `status --all`
     // names it with the command that removes it, and removes nothing itself.
     std::fs::remove_file(dir.join(format!("recipes.d/{site}.yaml"))).unwrap();
-    let own = dir.join(format!("recipes.d/{machine}.yaml"));
     let aside = dir.join("machine-file-set-aside.yaml");
     std::fs::rename(&own, &aside).unwrap();
     let drift = trog(dir, &recipes, &["status", "--all"]);
@@ -343,55 +339,26 @@ pub fn the_whole_fleet_in_one_command(fleet: &Fleet) {
         said(&drift)
     );
     assert!(http_get(address, machine).contains(PAGE_MARK));
+    std::fs::write(&recipes_yaml, base_as_written).unwrap();
 }
 
-/// The value of the first `KEY: VALUE` line of a recipes file whose key is `key`.
-fn source_in(file: &str, key: &str) -> String {
-    file.lines()
-        .find_map(|line| line.trim_start().strip_prefix(&format!("{key}: ")))
-        .unwrap_or_else(|| panic!("no {key} in:\n{file}"))
-        .to_string()
-}
-
-/// The site that depends on the recipes' guest.
-fn dependent_site() -> String {
-    format!("site2-{}.test", std::process::id())
-}
-
-/// How many guests the fleet's files declare.
-fn declared_guests(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("recipes.d"))
-        .unwrap()
-        .filter(|entry| {
-            entry
-                .as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|ext| ext == "yaml")
-        })
-        .count()
-}
-
-/// The recipes' guest as an existing host of another installation.
-pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet) {
-    let (machine, address) = fleet.ready(&fleet.recipes);
-    let address = address.as_str();
+/// The first installation's guest as an existing host of a second installation.
+pub fn a_second_installation_finishes_it_as_an_existing_host(
+    installation: &Installation,
+    address: &str,
+) {
     let second = tempfile::Builder::new()
         .prefix("trog-existing-")
         .tempdir_in("/var/tmp")
         .unwrap();
     let dir = second.path();
     let recipes = checkout().join("recipes");
-    let machine_file =
-        std::fs::read_to_string(fleet.config().join(format!("recipes.d/{machine}.yaml"))).unwrap();
-    let mirror = source_in(&machine_file, "mirror");
-    // The machine's mirrors; no admin of its own in _base: the host's is named below.
+    let first_recipes_yaml =
+        std::fs::read_to_string(installation.dir.path().join("recipes.yaml")).unwrap();
+    // The same mirrors; no admin of its own in _base: the host's is named below.
     std::fs::write(
         dir.join("recipes.yaml"),
-        format!(
-            "_base:\n  _global:\n    contact_email: ops@example.test\n    distro: debian\n    release: bookworm\n    mirror: {mirror}\n    security_mirror: {mirror}-security\n    upgrade: false\n"
-        ),
+        first_recipes_yaml.replace("    admin_user: trogadmin\n", ""),
     )
     .unwrap();
     // Its fleet is libvirt's test driver: nothing of this machine's libvirtd is asked for a
@@ -416,13 +383,12 @@ pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet) {
         THIRD_MARK,
     );
 
-    // The key the host's admin authorizes, printed (and made) by the other installation.
+    // The key the host's admin authorizes, printed (and made) by the second installation.
     let key = trog(dir, &recipes, &["authorized-key", &host]);
     assert!(key.status.success(), "{}", said(&key));
     let key = text(&key.stdout);
     assert!(key.starts_with("ssh-ed25519 "), "{key}");
-    must(
-        fleet,
+    installation.must(
         address,
         &format!(
             "sudo useradd -m -s /bin/bash {HOST_ADMIN} && \
@@ -469,12 +435,7 @@ pub fn a_second_installation_finishes_it_as_an_existing_host(fleet: &Fleet) {
     assert!(page.contains(THIRD_MARK), "{page}");
     // Finished as the non-root admin, through sudo: the record is root's, in the host's own
     // state directory.
-    must(
-        fleet,
-        address,
-        "sudo test -s /var/lib/trog/converged.digest",
-        "",
-    );
+    installation.must(address, "sudo test -s /var/lib/trog/converged.digest", "");
 
     let preflight = trog(dir, &recipes, &["preflight"]);
     let out = text(&preflight.stdout);
