@@ -190,6 +190,13 @@ mod tests {
         for verb in verbs {
             let entry = bin.join(verb);
             assert!(entry.is_file(), "no {} for `trog {verb}`", entry.display());
+            // A copy would miss what trog-verb learns later (running as the account, not root).
+            assert_eq!(
+                std::fs::read_link(&entry).ok(),
+                Some(std::path::PathBuf::from("trog-verb")),
+                "{} is not a link to trog-verb",
+                entry.display()
+            );
         }
     }
 }
