@@ -146,14 +146,6 @@ fn volumes(pool: &str) -> Vec<String> {
     names
 }
 
-fn domain_exists(name: &str) -> bool {
-    virt::error::clear_error_callback();
-    virt::connect::Connect::open(Some("qemu:///system"))
-        .unwrap()
-        .lookup_domain_by_name(name)
-        .is_ok()
-}
-
 /// A `bin/provision` running in the background, its output collected as it comes.
 struct RunningProvision {
     child: std::process::Child,

@@ -412,6 +412,15 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Whether this machine's libvirtd has a domain of that name.
+pub fn domain_exists(name: &str) -> bool {
+    virt::error::clear_error_callback();
+    virt::connect::Connect::open(Some("qemu:///system"))
+        .unwrap()
+        .lookup_domain_by_name(name)
+        .is_ok()
+}
+
 /// Removes what a run left in libvirt, whatever state it stopped in.
 pub struct LibvirtLeftovers {
     pub domain: String,

@@ -144,14 +144,6 @@ impl Installation {
     }
 }
 
-fn domain_exists(name: &str) -> bool {
-    virt::error::clear_error_callback();
-    virt::connect::Connect::open(Some("qemu:///system"))
-        .unwrap()
-        .lookup_domain_by_name(name)
-        .is_ok()
-}
-
 fn keepass_only() -> String {
     format!("keepass: {PASSPHRASE}\n\n")
 }

@@ -388,14 +388,6 @@ pub fn a_second_installations_rebuild_keeps_tenants_apart(
     );
 }
 
-fn domain_defined(guest: &DomainName) -> bool {
-    virt::error::clear_error_callback();
-    virt::connect::Connect::open(Some("qemu:///system"))
-        .unwrap()
-        .lookup_domain_by_name(guest.as_str())
-        .is_ok()
-}
-
 /// Destroys `guest` with its volumes: its disks go from the pool. Returns what the destroy
 /// printed on standard output (what it removed, kept and left).
 fn destroy(fleet: &Fleet, guest: &DomainName) -> String {
@@ -438,7 +430,7 @@ pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
         );
     }
     let mut rest = vec![&fleet.hub, &fleet.shop_b, &fleet.blog_a];
-    if domain_defined(&fleet.shop_a) {
+    if domain_exists(fleet.shop_a.as_str()) {
         rest.push(&fleet.shop_a);
     }
     let said: Vec<String> = rest

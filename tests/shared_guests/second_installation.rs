@@ -147,6 +147,17 @@ impl SecondInstallation {
         output
     }
 
+    /// Its list of `domain`'s snapshots is empty.
+    fn has_no_snapshot_of(&self, domain: &str) {
+        let (stdout, _) = self.must_run("snapshot", &["--json", "--list", domain]);
+        let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(
+            listing["snapshots"].as_array().map(Vec::len),
+            Some(0),
+            "{listing}"
+        );
+    }
+
     /// Runs a verb and returns what it printed, both streams; a failure fails the check.
     fn must_run(&self, verb: &str, args: &[&str]) -> (String, String) {
         let output = self.run(verb, args);
@@ -212,13 +223,7 @@ pub fn a_snapshot_with_memory_through_a_remote_hypervisor(
     // Deleted through it too: the rebuild after replaces the root disk, which a snapshot would
     // make a conflict (--force).
     second.must_run("snapshot", &["--delete", "remote-1", domain]);
-    let (stdout, _) = second.must_run("snapshot", &["--json", "--list", domain]);
-    let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        listing["snapshots"].as_array().map(Vec::len),
-        Some(0),
-        "{listing}"
-    );
+    second.has_no_snapshot_of(domain);
 }
 
 /// Samples `ps -eo args` until stopped, keeping every line seen.
@@ -255,14 +260,6 @@ impl ProcessListings {
         self.sampler.take().unwrap().join().unwrap();
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
-}
-
-fn domain_exists(name: &str) -> bool {
-    virt::error::clear_error_callback();
-    virt::connect::Connect::open(Some("qemu:///system"))
-        .unwrap()
-        .lookup_domain_by_name(name)
-        .is_ok()
 }
 
 /// The rebuilt guest reads the hypervisor's file in its shared folder and its own write shows on
@@ -333,11 +330,5 @@ fn shared_folder_works(
         "{said}"
     );
     assert!(said.contains("hint: shut the guest down"), "{said}");
-    let (stdout, _) = second.must_run("snapshot", &["--json", "--list", domain]);
-    let listing: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        listing["snapshots"].as_array().map(Vec::len),
-        Some(0),
-        "{listing}"
-    );
+    second.has_no_snapshot_of(domain);
 }
