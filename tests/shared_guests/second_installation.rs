@@ -13,7 +13,7 @@ use crate::local_services::hypervisors_conf;
 use crate::remote_host::RemoteHost;
 use crate::support::*;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ pub struct SecondInstallation {
     /// The fleet's hypervisor through the login whose sudo needs no password.
     nopasswd_uri: String,
     pool: String,
-    pool_path: std::path::PathBuf,
+    pool_path: PathBuf,
     /// The hypervisor's folder the rebuilt guest shares, holding a file written there.
     pub shared: tempfile::TempDir,
 }
@@ -39,8 +39,8 @@ impl SecondInstallation {
     pub const HYPERVISOR: &'static str = "remote";
 
     /// An installation on the fleet's pool, through `host`, that knows only `guest` (given a
-    /// 5G root disk and a shared folder): its own ips.db holds that guest's address and tenant and nothing else; it
-    /// shares the fleet's secret store (the guest's key) and image cache.
+    /// 5G root disk and a shared folder): its own ips.db holds that guest's address and tenant
+    /// and nothing else; it shares the fleet's secret store (the guest's key) and image cache.
     pub fn new(fleet: &Fleet, guest: &DomainName, host: &RemoteHost) -> SecondInstallation {
         let dir = tempfile::Builder::new()
             .prefix("trog-shared-second-")
@@ -272,7 +272,7 @@ pub fn a_shared_folder_then_a_destroy_without_a_password(
 ) {
     let (guest, address) = fleet.ready(&second.guest);
     let domain = guest.as_str();
-    shared_folder_works(fleet, second, &guest, &address, second.shared.path());
+    shared_folder_works(fleet, second, &guest, &address);
 
     // --purge: the address goes back to the installation's range, its DHCP reservation goes.
     std::fs::write(
@@ -295,12 +295,13 @@ pub fn a_shared_folder_then_a_destroy_without_a_password(
     assert!(!domain_exists(domain));
 }
 
+/// The guest at `address` sees the hypervisor's file in its shared folder, its own write there
+/// shows on the hypervisor, and a snapshot of it is refused while it runs with the folder.
 fn shared_folder_works(
     fleet: &Fleet,
     second: &SecondInstallation,
     guest: &DomainName,
     address: &str,
-    source: &Path,
 ) {
     assert_eq!(
         fleet
@@ -318,7 +319,7 @@ fn shared_folder_works(
         "echo written on the guest | sudo tee /srv/exchange/from-guest >/dev/null",
     );
     assert_eq!(
-        std::fs::read_to_string(source.join("from-guest")).unwrap(),
+        std::fs::read_to_string(second.shared.path().join("from-guest")).unwrap(),
         "written on the guest\n"
     );
     let domain = guest.as_str();
