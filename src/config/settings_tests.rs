@@ -357,13 +357,18 @@ fn a_gateway_is_on_the_subnet_of_the_addresses_it_routes_for() {
             "g.yaml:4:10: `_global.gateway`: 10.0.1.1 is outside the subnet of `address_range` 10.0.0.10-10.0.0.20/24",
         ),
     ] {
-        let said: Vec<String> = settings(&format!("{MINIMAL}{written}"))
-            .unwrap_err()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let said = refused(written);
         assert!(said.len() == 1 && said[0].contains(why), "{written}: {said:?}");
     }
+}
+
+/// What the settings `written` after the minimal ones are refused with, one line a problem.
+fn refused(written: &str) -> Vec<String> {
+    settings(&format!("{MINIMAL}{written}"))
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 #[test]
@@ -382,11 +387,7 @@ fn an_address_of_ips_is_refused_at_its_own_line_naming_the_gateway_it_equals() {
             "g.yaml:3:7: `_global.ips[0]`: 192.0.2.5 is the guest's `gateway` too (g.yaml:4:10)",
         ),
     ] {
-        let said: Vec<String> = settings(&format!("{MINIMAL}{written}"))
-            .unwrap_err()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let said = refused(written);
         assert!(said.len() == 1 && said[0].contains(why), "{written}: {said:?}");
     }
 }
