@@ -79,14 +79,16 @@ pub enum Command {
 
 impl Command {
     /// Whether the verb is one of the installer's, run as root by design: building an image
-    /// (mmdebstrap needs root), printing the root programs' sudoers lines or install script,
-    /// shell completions and man pages. They touch no guest and no hypervisor, so a run of them
-    /// as root is no reason for the root warning.
+    /// (mmdebstrap needs root, or an account's user namespace), printing the root programs'
+    /// sudoers lines or install script, shell completions and man pages. They touch no guest and
+    /// no hypervisor, so a run of them as root is no reason for the root warning. (`image prune`
+    /// removes volumes from the hypervisors' pools: it is a verb like any other.)
     pub fn is_installer_verb(&self) -> bool {
         matches!(
             self,
-            Command::Image(_)
-                | Command::RootPrograms(_)
+            Command::Image(commands::image::ImageArgs {
+                action: commands::image::ImageAction::Build(_)
+            }) | Command::RootPrograms(_)
                 | Command::Completions(_)
                 | Command::Manpages(_)
         )
@@ -133,6 +135,26 @@ mod tests {
             .nth(1)
             .unwrap_or_else(|| panic!("no command in {hint:?}"));
         command.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn only_the_verbs_that_touch_no_guest_and_no_hypervisor_are_the_installers() {
+        let installer = |words: &[&str]| {
+            let words: Vec<&str> = std::iter::once("trog")
+                .chain(words.iter().copied())
+                .collect();
+            Cli::try_parse_from(&words)
+                .unwrap_or_else(|e| panic!("{words:?}: {e}"))
+                .command
+                .is_installer_verb()
+        };
+        assert!(installer(&["image", "build", "--release", "bookworm"]));
+        assert!(installer(&["root-programs", "sudoers", "--user", "trog"]));
+        assert!(installer(&["completions", "bash"]));
+        // A prune removes volumes from the hypervisors' pools.
+        assert!(!installer(&["image", "prune"]));
+        assert!(!installer(&["provision", "www.example.test"]));
+        assert!(!installer(&["preflight"]));
     }
 
     #[test]

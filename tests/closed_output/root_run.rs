@@ -1,7 +1,7 @@
 //! The specification's rule, "DO NOT USE ROOT TO RUN THIS!": trog run as root says so once, on
 //! every run (here without a terminal, as cron and the web button run it), and still works; run
-//! as anyone else it says nothing of the kind. The installer's verbs, which bin/setup runs as root
-//! by design, do not warn.
+//! as anyone else it says nothing of the kind. The installer's verbs, run as root by design (they
+//! touch no guest and no hypervisor), do not warn.
 
 use crate::root_warning::is_root_warning;
 use std::process::{Command, Output, Stdio};
