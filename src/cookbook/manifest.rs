@@ -12,6 +12,7 @@
 //! packages: {debian: [mariadb-server], ubuntu: [mariadb-server]}
 //! conflicts: {debian: [mysql-server]}
 //! requires: {ufw: {allow: ["3306/tcp"]}}
+//! serves: [{port_arg: port}]  # or {port: 3306, protocol: tcp}: a guest with ufw allows it
 //! files:
 //!   - {template: my.cnf.j2, path: /etc/mysql/conf.d/trog.cnf, mode: "0644", owner: root}
 //! makefile: fragment.mk
@@ -101,6 +102,55 @@ pub struct RecipeTest {
     pub name: String,
     /// One shell command line (a template); succeeding means the test passed.
     pub run: String,
+}
+
+/// A port the recipe's service answers other machines on (`serves`): a guest whose recipes
+/// include the firewall (`ufw`) allows it, so that a service and a firewall on one guest do not
+/// silently serve nobody. The port is written as a number, or as the name of the integer argument
+/// that holds it (`port_arg`), so that a port a guest chooses is the one allowed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServedPort {
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub port_arg: Option<String>,
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+/// The transport protocol of a served port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+impl ServedPort {
+    /// The port, given the recipe's effective arguments; `None` when `port_arg` does not hold a
+    /// port there (the manifest's check makes the argument an integer from 1 to 65535).
+    pub fn resolve(&self, args: &serde_json::Value) -> Option<u16> {
+        match (&self.port, &self.port_arg) {
+            (Some(port), _) => Some(*port),
+            (None, Some(arg)) => args
+                .get(arg)
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|port| u16::try_from(port).ok())
+                .filter(|port| *port != 0),
+            (None, None) => None,
+        }
+    }
 }
 
 /// How a distro installs packages.
@@ -213,6 +263,9 @@ pub struct RecipeManifest {
     pub backup: Vec<String>,
     #[serde(default)]
     pub tests: Vec<RecipeTest>,
+    /// The ports its service answers other machines on; the firewall allows them.
+    #[serde(default)]
+    pub serves: Vec<ServedPort>,
     #[serde(default)]
     pub distro: Option<DistroSection>,
 }
@@ -272,7 +325,7 @@ impl crate::diagnose::Diagnose for ManifestError {
         Some(match self {
             ManifestError::Syntax { message, .. } if message.contains("unknown field") => {
                 "a manifest takes description, kind, args, packages, conflicts, requires, files, \
-                 makefile, backup, tests and (distro recipes only) distro; check the spelling"
+                 makefile, backup, tests, serves and (distro recipes only) distro; check the spelling"
                     .to_string()
             }
             ManifestError::Syntax { message, .. } if message.contains("second time") => {
@@ -414,6 +467,9 @@ fn check_manifest(file: &Path, manifest: &RecipeManifest) -> Result<(), Manifest
             ));
         }
     }
+    for (index, served) in manifest.serves.iter().enumerate() {
+        check_served_port(file, &manifest.args, index, served)?;
+    }
     match (manifest.kind, &manifest.distro) {
         (RecipeKind::Distro, None) => {
             return Err(invalid(
@@ -433,6 +489,47 @@ fn check_manifest(file: &Path, manifest: &RecipeManifest) -> Result<(), Manifest
         (_, None) => {}
     }
     Ok(())
+}
+
+/// A served port is a number from 1 to 65535, or an argument that can only hold one.
+fn check_served_port(
+    file: &Path,
+    args: &serde_json::Value,
+    index: usize,
+    served: &ServedPort,
+) -> Result<(), ManifestError> {
+    match (served.port, &served.port_arg) {
+        (Some(0), None) => Err(invalid(
+            file,
+            format!("serves[{index}].port"),
+            "is 0; a port is from 1 to 65535",
+        )),
+        (Some(_), None) => Ok(()),
+        (None, Some(arg)) => {
+            let property = &args["properties"][arg.as_str()];
+            let bound = |key: &str| property.get(key).and_then(serde_json::Value::as_i64);
+            let holds_a_port = property.get("type").and_then(serde_json::Value::as_str)
+                == Some("integer")
+                && bound("minimum").is_some_and(|minimum| minimum >= 1)
+                && bound("maximum").is_some_and(|maximum| maximum <= 65535);
+            if holds_a_port {
+                Ok(())
+            } else {
+                Err(invalid(
+                    file,
+                    format!("serves[{index}].port_arg"),
+                    format!(
+                        "`{arg}` is not an argument of type integer with minimum 1 (or more) and maximum 65535 (or less) in args"
+                    ),
+                ))
+            }
+        }
+        _ => Err(invalid(
+            file,
+            format!("serves[{index}]"),
+            "needs exactly one of port (a number) and port_arg (the argument that holds it)",
+        )),
+    }
 }
 
 fn check_distro(file: &Path, distro: &DistroSection) -> Result<(), ManifestError> {
@@ -537,6 +634,76 @@ tests:
         );
         assert_eq!(manifest.files[0].group.as_deref(), Some("mysql"));
         assert_eq!(manifest.named_files(), ["my.cnf.j2", "fragment.mk"]);
+    }
+
+    #[test]
+    fn a_served_port_is_a_number_or_an_argument_that_holds_one() {
+        let with = |args: &str, serves: &str| {
+            parse(&format!(
+                "description: x\nkind: guest\nargs: {{type: object, properties: {args}}}\nserves: {serves}\n"
+            ))
+        };
+        let port = "{port: {type: integer, minimum: 1, maximum: 65535, default: 3142}}";
+        let manifest = with(port, "[{port_arg: port}, {port: 514, protocol: udp}]").unwrap();
+        assert_eq!(
+            manifest.serves[0].resolve(&serde_json::json!({"port": 8080})),
+            Some(8080)
+        );
+        assert_eq!(manifest.serves[0].protocol, Protocol::Tcp);
+        assert_eq!(
+            manifest.serves[1].resolve(&serde_json::json!({})),
+            Some(514)
+        );
+        assert_eq!(manifest.serves[1].protocol.as_str(), "udp");
+
+        for (args, serves, field, says) in [
+            (port, "[{port: 0}]", "serves[0].port", "is 0"),
+            (port, "[{}]", "serves[0]", "exactly one of port"),
+            (
+                port,
+                "[{port: 1, port_arg: port}]",
+                "serves[0]",
+                "exactly one of port",
+            ),
+            (
+                port,
+                "[{port_arg: nope}]",
+                "serves[0].port_arg",
+                "`nope` is not an argument",
+            ),
+            (
+                "{port: {type: string}}",
+                "[{port_arg: port}]",
+                "serves[0].port_arg",
+                "of type integer",
+            ),
+            (
+                "{port: {type: integer, minimum: 0, maximum: 65535}}",
+                "[{port_arg: port}]",
+                "serves[0].port_arg",
+                "minimum 1",
+            ),
+            (
+                "{port: {type: integer, minimum: 1}}",
+                "[{port_arg: port}]",
+                "serves[0].port_arg",
+                "maximum 65535",
+            ),
+        ] {
+            let error = with(args, serves).unwrap_err();
+            let ManifestError::Invalid {
+                field: found, why, ..
+            } = &error
+            else {
+                panic!("{serves}: {error}")
+            };
+            assert_eq!(found, field, "{serves}: {error}");
+            assert!(why.contains(says), "{serves}: {error}");
+        }
+        let error = with(port, "[{port: 70000}]").unwrap_err();
+        assert!(matches!(error, ManifestError::Syntax { .. }), "{error}");
+        let error = with(port, "[{port: 1, protocol: sctp}]").unwrap_err();
+        assert!(matches!(error, ManifestError::Syntax { .. }), "{error}");
     }
 
     #[test]

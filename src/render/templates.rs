@@ -64,6 +64,9 @@ pub struct TemplateContext {
     pub release: String,
     /// The packages the guest gets (the distro recipe's fragment installs them).
     pub packages: Vec<String>,
+    /// The ports the guest's recipes serve other machines on (their manifests' `serves`), as
+    /// `PORT/PROTOCOL`, each once: what the firewall recipe allows.
+    pub served: Vec<String>,
     /// The name of the recipe being rendered.
     pub recipe: String,
 }
@@ -79,6 +82,7 @@ impl std::fmt::Debug for TemplateContext {
             .field("distro", &self.distro)
             .field("release", &self.release)
             .field("packages", &self.packages)
+            .field("served", &self.served)
             .finish_non_exhaustive()
     }
 }
@@ -103,8 +107,28 @@ pub fn template_context(
         distro: resolved.distro.to_string(),
         release: resolved.release.clone(),
         packages: resolved.packages.clone(),
+        served: served_ports(resolved),
         recipe: recipe.to_string(),
     }
+}
+
+/// The ports every recipe of `resolved` serves, in recipe order, each once (`PORT/PROTOCOL`).
+fn served_ports(resolved: &ResolvedRecipes) -> Vec<String> {
+    let mut served: Vec<String> = Vec::new();
+    for each in &resolved.recipes {
+        for port in &each.recipe.manifest.serves {
+            // The manifest's check makes a `port_arg` an integer argument from 1 to 65535, and
+            // the arguments were checked against the schema: every port resolves.
+            let Some(number) = port.resolve(&each.args.value) else {
+                continue;
+            };
+            let rule = format!("{number}/{}", port.protocol.as_str());
+            if !served.contains(&rule) {
+                served.push(rule);
+            }
+        }
+    }
+    served
 }
 
 /// Why a recipe's templates could not be rendered.
@@ -330,8 +354,61 @@ mod tests {
             distro: "debian".into(),
             release: "12".into(),
             packages: vec![],
+            served: vec![],
             recipe: "mariadb".into(),
         }
+    }
+
+    #[test]
+    fn the_ports_the_recipes_serve_are_in_every_recipes_context_once_each() {
+        use crate::cookbook::resolve::{resolve_recipes, GuestRecipes};
+        use crate::cookbook::test_support::cookbook;
+        let port = "args: {type: object, properties: {port: {type: integer, minimum: 1, maximum: 65535, default: 3142}}}";
+        let book = cookbook(&[
+            ("mirror", &format!("description: m\nkind: guest\n{port}\nserves: [{{port_arg: port}}]\n")),
+            ("cache", "description: c\nkind: guest\nserves: [{port: 3128}, {port: 514, protocol: udp}, {port: 3128}]\n"),
+            ("firewall", "description: f\nkind: guest\n"),
+        ]);
+        let guest = |mirror_args: Value| GuestRecipes {
+            on_own_vm: true,
+            recipes: [
+                (RecipeName::parse("firewall").unwrap(), Value::Null),
+                (RecipeName::parse("mirror").unwrap(), mirror_args),
+                (RecipeName::parse("cache").unwrap(), Value::Null),
+            ]
+            .into_iter()
+            .collect(),
+            distro: "debian".into(),
+            release: None,
+            distro_args: Value::Null,
+            machine_args: Value::Null,
+        };
+        let facts = GuestFacts {
+            domain: DomainName::parse("hub.example.test").unwrap(),
+            global: Value::Null,
+        };
+        let firewall = RecipeName::parse("firewall").unwrap();
+        // The mirror's port is its argument's default, or the one the guest gives.
+        for (args, first) in [
+            (Value::Null, "3142/tcp"),
+            (serde_json::json!({"port": 8080}), "8080/tcp"),
+        ] {
+            let resolved = resolve_recipes(&book, &guest(args)).unwrap();
+            let context = template_context(&facts, &resolved, &firewall);
+            assert_eq!(context.served, [first, "3128/tcp", "514/udp"]);
+        }
+        // A guest without a serving recipe serves nothing.
+        let resolved = resolve_recipes(
+            &book,
+            &GuestRecipes {
+                recipes: [(firewall.clone(), Value::Null)].into_iter().collect(),
+                ..guest(Value::Null)
+            },
+        )
+        .unwrap();
+        assert!(template_context(&facts, &resolved, &firewall)
+            .served
+            .is_empty());
     }
 
     #[test]

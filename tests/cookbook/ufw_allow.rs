@@ -150,3 +150,58 @@ fn the_ufw_rule_script_adds_what_ufw_lacks_and_takes_back_only_its_own() {
     );
     assert_eq!(guest.rules(), rules(&["8443/tcp", wide, "22/tcp"]));
 }
+
+/// The `set --` line of the rule script of a guest of `recipes` (with their arguments).
+fn rules_line(recipes: &[(&str, serde_json::Value)]) -> Option<String> {
+    let guest = trog::cookbook::resolve::GuestRecipes {
+        on_own_vm: true,
+        recipes: recipes
+            .iter()
+            .map(|(name, args)| {
+                (
+                    trog::model::names::RecipeName::parse(name).unwrap(),
+                    args.clone(),
+                )
+            })
+            .collect(),
+        distro: "debian".into(),
+        release: None,
+        distro_args: serde_json::Value::Null,
+        machine_args: serde_json::Value::Null,
+    };
+    let resolved = trog::cookbook::resolve::resolve_recipes(&super::shipped(), &guest).unwrap();
+    let files = trog::render::files::render_files(
+        &trog::render::templates::template_environment(),
+        &super::facts(),
+        &resolved,
+    )
+    .unwrap();
+    let script = files
+        .iter()
+        .find(|file| file.guest_path == "/usr/local/lib/trog/ufw-allow")?;
+    let script = String::from_utf8(script.contents.clone()).unwrap();
+    script
+        .lines()
+        .find(|line| line.starts_with("set -- "))
+        .map(str::to_string)
+}
+
+#[test]
+fn the_ports_a_guests_services_serve_on_are_allowed_once_each_after_its_own_rules() {
+    let upstream = json!({"upstream": "http://proxy.example.test:3142", "port": 8080});
+    let line = rules_line(&[
+        ("aptmirror", upstream.clone()),
+        ("fetchcache", json!({})),
+        ("logcollector", json!({})),
+        ("nginx", json!({"port": 8443})),
+        ("ufw", json!({"allow": ["8443/tcp"]})),
+    ]);
+    // nginx's own rules, the guest's, then the ports served that no rule lists yet: the mirror's
+    // as the guest set it, squid's, the collector's (nginx's 8443 is listed already).
+    assert_eq!(
+        line.as_deref(),
+        Some("set -- 22/tcp 80/tcp 443/tcp 8443/tcp 8080/tcp 3128/tcp 514/tcp")
+    );
+    // Without a firewall on the guest, a service changes nothing: there is no rule script.
+    assert_eq!(rules_line(&[("aptmirror", upstream)]), None);
+}
