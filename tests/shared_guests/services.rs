@@ -1,6 +1,5 @@
 //! The fleet's service guests: the hub is built with `aptmirror`, `fetchcache` and
-//! `logcollector` behind the firewall (`ufw`), which allows the ports they serve on (their
-//! manifests' `serves`: every use of the hub by the leaf below goes through it); the leaf (provisioned once the hub is up) names the hub in `_global`'s
+//! `logcollector`; the leaf (provisioned once the hub is up) names the hub in `_global`'s
 //! `mirror` and `cache` and runs `logshipper` towards it. They are of one tenant (`shop`): the
 //! leaf reaches the hub's mirror, cache and collector.
 //!
@@ -205,7 +204,7 @@ impl Services {
 }
 
 /// The hub's `_global` lines and recipes: the fleet's mirror (fetching through this machine's
-/// proxy, `host_mirror`, which it also installs from), cache and collector, behind a firewall.
+/// proxy, `host_mirror`, which it also installs from), cache and collector.
 pub fn hub_recipes(host_mirror: &str) -> (String, String) {
     let upstream = host_mirror.split('/').take(3).collect::<Vec<_>>().join("/");
     (
@@ -213,19 +212,16 @@ pub fn hub_recipes(host_mirror: &str) -> (String, String) {
             "    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n    data_volume_size: 1G\n"
         ),
         format!(
-            "  aptmirror:\n    upstream: {upstream}\n  fetchcache: {{}}\n  logcollector: {{}}\n  ufw: {{}}\n"
+            "  aptmirror:\n    upstream: {upstream}\n  fetchcache: {{}}\n  logcollector: {{}}\n"
         ),
     )
 }
 
-/// The hub's recipes passed their own tests in its provision: ufw's include that a rule allows
-/// each port the services serve on.
+/// The hub's recipes passed their own tests in its provision.
 pub fn the_hubs_recipes_pass_their_tests(fleet: &Fleet) {
-    let said = fleet.said(&fleet.hub);
-    assert_recipe_tests_passed(&said, &["aptmirror", "fetchcache", "logcollector", "ufw"]);
-    assert!(
-        said.contains("ok   ufw: the ports the guest's services serve on are allowed"),
-        "{said}"
+    assert_recipe_tests_passed(
+        &fleet.said(&fleet.hub),
+        &["aptmirror", "fetchcache", "logcollector"],
     );
 }
 
