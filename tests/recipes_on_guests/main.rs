@@ -8,7 +8,8 @@
 //! passed. This test then checks from outside what those tests cannot see.
 //!
 //! Grouping: one guest carries debian, vm, adminconfig, nginx, mariadb, postgres, ufw, cron,
-//! mounts, data and the failing fixture (`ubuntu`, the other distro recipe, needs an Ubuntu image
+//! mounts, data, aptmirror (a service behind the firewall: the port it serves is allowed) and the
+//! failing fixture (`ubuntu`, the other distro recipe, needs an Ubuntu image
 //! the tests do not build). None of them conflicts with another (mariadb and postgres listen on
 //! different ports, nginx alone on 80), and a guest boots in about a minute under software
 //! emulation while its packages install in several more, so one guest and one run instead of two
@@ -85,6 +86,8 @@ fn site_archive(path: &Path) {
 }
 
 fn installation(mirror_url: &str) -> Installation {
+    // aptmirror fetches through this machine's caching apt proxy (the guest reaches no archive).
+    let upstream = mirror_url.split('/').take(3).collect::<Vec<_>>().join("/");
     let dir = tempfile::Builder::new()
         .prefix("trog-recipes-")
         .tempdir_in("/var/tmp")
@@ -140,6 +143,8 @@ fn installation(mirror_url: &str) -> Installation {
   nginx:
     root: /srv/site/www
   data: {{}}
+  aptmirror:
+    upstream: {upstream}
   failing: {{}}
 ",
         ),
@@ -336,7 +341,7 @@ fn baked_packages_are_not_unpacked_again(installation: &Installation, address: &
 }
 
 /// The shipped recipes whose tests must all pass on the guest.
-const SHIPPED: [&str; 10] = [
+const SHIPPED: [&str; 11] = [
     "debian",
     "vm",
     "adminconfig",
@@ -347,6 +352,7 @@ const SHIPPED: [&str; 10] = [
     "cron",
     "mounts",
     "data",
+    "aptmirror",
 ];
 
 #[test]
@@ -483,6 +489,12 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
             && line.contains("ALLOW IN")
             && line.trim_end().ends_with("10.0.0.0/8")),
         "ufw lacks the rule for 8080 from 10.0.0.0/8:\n{rules}"
+    );
+    // The port aptmirror serves on is allowed (its manifest's `serves`): it answers from outside.
+    let served: SocketAddr = format!("{address}:3142").parse().unwrap();
+    assert!(
+        TcpStream::connect_timeout(&served, BLOCKED_CONNECT_TIMEOUT).is_ok(),
+        "aptmirror's port 3142 did not answer from outside: ufw does not allow it\n{rules}"
     );
     let listening = installation.must(&address, "ss -ltnH", "");
     for port in [3306, 5432] {
