@@ -28,7 +28,7 @@ mod sites;
 #[allow(dead_code)]
 mod support;
 
-use local_services::{apt_proxy_url, local_hypervisors_conf};
+use local_services::{apt_proxy_origin, apt_proxy_url, local_hypervisors_conf};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -87,7 +87,7 @@ fn site_archive(path: &Path) {
 
 fn installation(mirror_url: &str) -> Installation {
     // aptmirror fetches through this machine's caching apt proxy (the guest reaches no archive).
-    let upstream = mirror_url.split('/').take(3).collect::<Vec<_>>().join("/");
+    let upstream = apt_proxy_origin(mirror_url);
     let dir = tempfile::Builder::new()
         .prefix("trog-recipes-")
         .tempdir_in("/var/tmp")

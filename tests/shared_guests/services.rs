@@ -206,7 +206,7 @@ impl Services {
 /// The hub's `_global` lines and recipes: the fleet's mirror (fetching through this machine's
 /// proxy, `host_mirror`, which it also installs from), cache and collector.
 pub fn hub_recipes(host_mirror: &str) -> (String, String) {
-    let upstream = host_mirror.split('/').take(3).collect::<Vec<_>>().join("/");
+    let upstream = crate::local_services::apt_proxy_origin(host_mirror);
     (
         format!(
             "    mirror: {host_mirror}\n    security_mirror: {host_mirror}-security\n    data_volume_size: 1G\n"

@@ -21,6 +21,12 @@ pub fn apt_proxy_url() -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
+/// The caching apt proxy itself (`http://HOST:PORT`) of a mirror URL through it, as an
+/// aptmirror's `upstream` names it.
+pub fn apt_proxy_origin(mirror_url: &str) -> String {
+    mirror_url.split('/').take(3).collect::<Vec<_>>().join("/")
+}
+
 /// A hypervisors.conf of one hypervisor, `local`: this machine's libvirtd under software
 /// emulation (KVM does not work here), its pool `pool` at `pool_path`. Other work on the
 /// libvirtd may hold many defined guests: overcommitting CPUs keeps a test's guests placeable.
