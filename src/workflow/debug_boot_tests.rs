@@ -552,3 +552,125 @@ fn a_dependent_or_an_existing_host_is_refused_before_anything_is_asked() {
         }
     }
 }
+
+/// What the fake system's `guest-disk cat` of the GRUB configuration prints: found, and a kernel
+/// line without `single`.
+const GRUB_FOUND: &str =
+    "true\nset timeout=0\nlinux /boot/vmlinuz root=LABEL=r ro console=ttyS0\nboot\n";
+
+/// A system whose libguestfs reads the guest's GRUB configuration, replaces it and puts the kept
+/// one back, each as asked.
+fn grub_on_disk(put_back: Answer) -> FakeMachine {
+    FakeMachine::new()
+        .answer("guest-disk cat", &[Answer::Exit(0, GRUB_FOUND)])
+        .answer("guest-disk replace", &[Answer::Exit(0, "")])
+        .answer("guest-disk put-back", &[put_back])
+}
+
+#[test]
+fn single_writes_the_kernel_line_then_starts_the_guest_and_keeps_the_change() {
+    let fake = FakeHypervisor::new("hv1").with_domain(domain().as_str(), guest(false));
+    let system = grub_on_disk(Answer::Exit(0, "true\n"));
+    let fleet = FakeFleet::of(&fake).with_system(&system);
+    let run = run_on(&fleet, DebugAction::Single);
+    assert!(matches!(
+        run.result.unwrap().outcome,
+        DebugOutcome::Single { written: true }
+    ));
+    assert_eq!(system.count("guest-disk replace"), 1);
+    assert_eq!(system.count("guest-disk put-back"), 0);
+    assert!(running(&fake));
+    let g = domain();
+    assert_eq!(
+        run.calls[run.calls.len() - 2..],
+        [format!("start {g}"), format!("unlock {g}")]
+    );
+}
+
+/// A --single whose start fails takes its GRUB change back, and says so; when the change cannot
+/// be taken back, or no kept copy is found, the error says how to take it back.
+#[test]
+fn a_single_whose_start_fails_takes_its_change_back_or_says_how() {
+    for (put_back, says) in [
+        (
+            Answer::Exit(0, "true\n"),
+            "the change was taken back: its GRUB configuration is as it was",
+        ),
+        (
+            Answer::Exit(0, "false\n"),
+            "no copy of its GRUB configuration was found to put back: `trog debug_boot --restore g.example.test` checks it",
+        ),
+        (
+            Answer::Exit(1, ""),
+            "`trog debug_boot --restore g.example.test` takes it back",
+        ),
+    ] {
+        let fake = FakeHypervisor::new("hv1")
+            .with_domain(domain().as_str(), guest(false))
+            .failing(Operation::Start);
+        let system = grub_on_disk(put_back);
+        let fleet = FakeFleet::of(&fake).with_system(&system);
+        let (failure, calls) = failed(run_on(&fleet, DebugAction::Single));
+        assert_eq!(failure.status, ExitStatus::Hypervisor);
+        let text = chain(&failure);
+        assert!(
+            text.contains("g.example.test did not start with the change for debugging"),
+            "{text}"
+        );
+        assert!(text.contains(says), "{text}");
+        assert!(
+            text.contains("fake on hv1 cannot start g.example.test"),
+            "{text}"
+        );
+        assert_eq!(system.count("guest-disk replace"), 1);
+        assert_eq!(system.count("guest-disk put-back"), 1);
+        assert!(!running(&fake));
+        assert_eq!(definition_of(&fake), PROVISIONED);
+        assert_eq!(calls.last().unwrap(), &format!("unlock {}", domain()));
+    }
+}
+
+/// A kernel line that has `single` already is not written again, and a start that fails then has
+/// nothing to take back.
+#[test]
+fn a_single_already_on_the_kernel_line_writes_nothing_and_takes_nothing_back() {
+    let fake = FakeHypervisor::new("hv1")
+        .with_domain(domain().as_str(), guest(false))
+        .failing(Operation::Start);
+    let system = FakeMachine::new().answer(
+        "guest-disk cat",
+        &[Answer::Exit(
+            0,
+            "true\nlinux /boot/vmlinuz root=LABEL=r ro console=ttyS0 single\nboot\n",
+        )],
+    );
+    let fleet = FakeFleet::of(&fake).with_system(&system);
+    let (failure, _) = failed(run_on(&fleet, DebugAction::Single));
+    let text = chain(&failure);
+    assert!(
+        text.contains("its kernel command line already had `single`: nothing was changed"),
+        "{text}"
+    );
+    assert_eq!(system.count("guest-disk replace"), 0);
+    assert_eq!(system.count("guest-disk put-back"), 0);
+}
+
+/// A file or directory libguestfs does not find is named, with the listing to look at, and
+/// changes nothing.
+#[test]
+fn a_path_missing_on_the_disk_is_named_with_where_to_look() {
+    let fake = FakeHypervisor::new("hv1").with_domain(domain().as_str(), guest(false));
+    let system = FakeMachine::new().answer("guest-disk", &[Answer::Exit(0, "false\n")]);
+    let fleet = FakeFleet::of(&fake).with_system(&system);
+    let (failure, _) = failed(run_on(&fleet, DebugAction::Cat("/etc/no-such-file".into())));
+    assert_eq!(failure.status, ExitStatus::Failure);
+    assert_eq!(
+        failure.error.to_string(),
+        "g.example.test has no file /etc/no-such-file"
+    );
+    assert_eq!(
+        failure.hint.as_deref(),
+        Some("see what is there: trog debug_boot --ls /etc g.example.test")
+    );
+    assert_eq!(definition_of(&fake), PROVISIONED);
+}

@@ -421,6 +421,18 @@ pub fn domain_exists(name: &str) -> bool {
         .is_ok()
 }
 
+/// Switches the domain `name` off at once when it runs (libvirt's destroy).
+pub fn force_off(name: &str) {
+    virt::error::clear_error_callback();
+    let domain = virt::connect::Connect::open(Some("qemu:///system"))
+        .unwrap()
+        .lookup_domain_by_name(name)
+        .unwrap();
+    if domain.is_active().unwrap() {
+        domain.destroy().unwrap();
+    }
+}
+
 /// Removes what a run left in libvirt, whatever state it stopped in.
 pub struct LibvirtLeftovers {
     pub domain: String,

@@ -9,13 +9,6 @@ use std::path::Path;
 /// The guest's own GRUB configuration, which --single changes.
 const GRUB_CONFIG: &str = "/boot/grub/grub.cfg";
 
-fn force_off(domain: &str) {
-    let domain = connection().lookup_domain_by_name(domain).unwrap();
-    if domain.is_active().unwrap() {
-        domain.destroy().unwrap();
-    }
-}
-
 /// The file of the guest's root disk (a qcow2 overlay in the test's pool).
 fn root_disk(domain: &str) -> String {
     let xml = definition(domain);
@@ -180,25 +173,13 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
         "{stderr}"
     );
 
-    // A --single whose start fails takes its change back: with a directory where the console
-    // capture goes (the definition still names it after --console), libvirt cannot start the
-    // guest after --single wrote its GRUB configuration; the disk holds what it held before
-    // (the broken configuration, read back below as the guest is mended).
-    let capture = format!("/var/log/libvirt/qemu/{domain}-debug-console.log");
-    let _ = std::fs::remove_file(&capture);
-    std::fs::create_dir(&capture).unwrap();
-    let (status, _, stderr) = debug_boot(dir, &[domain, "--single"]);
-    std::fs::remove_dir(&capture).unwrap();
-    assert_eq!(status, Some(6), "{stderr}");
-    assert!(
-        stderr.contains("did not start with the change for debugging; the change was taken back: its GRUB configuration is as it was"),
-        "{stderr}"
-    );
-    // Mended as provision made it.
+    // Mended as provision made it. The disk still holds what was written before: the refused
+    // --single and the reads wrote nothing. (A --single whose start fails takes its change back:
+    // the unit tests of debug_boot show it against the fake hypervisor.)
     assert_eq!(
         String::from_utf8(read_then_write_grub_config(&disk, &provisioned_grub)).unwrap(),
         broken,
-        "the GRUB configuration --single wrote was put back"
+        "the GRUB configuration was changed by an action that reads or was refused"
     );
 
     // --single boots it into rescue mode, as the console shows.
@@ -217,8 +198,8 @@ pub fn disk_actions_on_an_unbootable_guest(dir: &Path, domain: &str, provisioned
     assert_eq!(status, Some(0), "{stderr}");
     assert!(stdout.contains("rescue mode"), "{stdout}");
     assert_eq!(definition(domain), provisioned);
-    assert_eq!(
-        guestfish(&disk, "--ro", &["download", GRUB_CONFIG, "-"], b""),
-        provisioned_grub
-    );
+    // Read with --cat, which read what libguestfs reads above: one appliance boot fewer.
+    let (status, restored_grub, stderr) = debug_boot(dir, &[domain, "--cat", GRUB_CONFIG]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(restored_grub.into_bytes(), provisioned_grub);
 }
