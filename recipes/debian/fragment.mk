@@ -35,8 +35,15 @@ debian-sources:
 	@true
 {%- endif %}
 
+{#- No translated package descriptions: a server guest never shows them, and fetching and parsing
+    them is most of an `apt-get update` under emulation. The same file as images trog builds carry
+    (src/images/build_debian.sh), so the lists and caches such an image brings stay current. #}
 debian: debian-sources
-	$(APT_AGAIN) $(APT_GET) update
+	printf 'Acquire::Languages "none";\n' > /etc/apt/apt.conf.d/00trog-languages
+{#- apt-get update throws apt's caches away and parses every list again, changed or not; without
+    that, the install below keeps them while no list changed (an image's, the first boot's) and
+    makes them again itself when one did. #}
+	$(APT_AGAIN) $(APT_GET) -o pkgCacheFile::Generate=false update
 {#- `upgrade` with packages named also installs them: one pass over the package lists and one
     dpkg run instead of two, which under emulation is seconds of every finish. #}
 {%- if args.upgrade %}

@@ -338,6 +338,24 @@ fn baked_packages_are_not_unpacked_again(installation: &Installation, address: &
         again.is_empty(),
         "the guest unpacked baked packages again: {again:?}"
     );
+    // Nor did its apt parse the package lists again: the source cache made with the image, from
+    // the same lists, is older than the guest's boot (made again, it would be younger).
+    let ages = installation.must(
+        address,
+        "echo $(stat -c %Y /var/cache/apt/srcpkgcache.bin) $(date -d \"$(uptime -s)\" +%s)",
+        "",
+    );
+    let [cache_made, booted] = ages
+        .split_whitespace()
+        .map(|word| word.parse::<u64>().unwrap())
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("no times in {ages:?}");
+    };
+    assert!(
+        cache_made < booted,
+        "apt's source cache was made again on the guest ({cache_made}, booted {booted})"
+    );
 }
 
 /// The shipped recipes whose tests must all pass on the guest.
