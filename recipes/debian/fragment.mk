@@ -12,6 +12,9 @@ APT_AGAIN := sh -c 'for pause in 10 30 -; do "$$@" && exit 0; test "$$pause" = -
 # With fallbacks, apt reads the mirrors from a list (`mirror+file:`) and turns to the next one
 # when one fails a request; each line's priority keeps the order they are written in (without
 # one, apt picks an order of its own, and a guest could ask the archive before the mirror).
+# The sources get a file of trog's own name: the seed's bootcmd, which cloud-init runs on every
+# boot, removes the image's own debian.sources (and one an older trog wrote there), and a guest
+# whose sources were in it would have none after its next reboot.
 {%- set primary = "mirror+file:/etc/apt/mirrors/trog-debian.list" if global.fallback_mirrors is defined and global.fallback_mirrors else global.mirror %}
 {%- set security = "mirror+file:/etc/apt/mirrors/trog-debian-security.list" if global.fallback_security_mirrors is defined and global.fallback_security_mirrors else global.security_mirror %}
 debian-sources:
@@ -26,11 +29,11 @@ debian-sources:
 	printf '%s\tpriority:%s\n' {{ global.security_mirror }} 1{% for fallback in global.fallback_security_mirrors %} {{ fallback }} {{ loop.index + 1 }}{% endfor %} > /etc/apt/mirrors/trog-debian-security.list
 {%- endif %}
 {%- if global.security_mirror is defined and global.security_mirror %}
-	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ security }} {{ release }} > /etc/apt/sources.list.d/debian.sources
+	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ security }} {{ release }} > /etc/apt/sources.list.d/trog-debian.sources
 {%- else %}
-	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/debian.sources
+	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/trog-debian.sources
 {%- endif %}
-	rm -f /etc/apt/sources.list
+	rm -f /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources
 {%- else %}
 	@true
 {%- endif %}

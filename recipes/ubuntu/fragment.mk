@@ -10,6 +10,8 @@ APT_AGAIN := sh -c 'for pause in 10 30 -; do "$$@" && exit 0; test "$$pause" = -
 # With fallbacks, apt reads the mirrors from a list (`mirror+file:`) and turns to the next one
 # when one fails a request; each line's priority keeps the order they are written in (without
 # one, apt picks an order of its own, and a guest could ask the archive before the mirror).
+# The sources get a file of trog's own name: the seed's bootcmd, which cloud-init runs on every
+# boot, removes the image's own ubuntu.sources (and one an older trog wrote there).
 {%- set primary = "mirror+file:/etc/apt/mirrors/trog-ubuntu.list" if global.fallback_mirrors is defined and global.fallback_mirrors else global.mirror %}
 ubuntu-sources:
 {%- if global.mirror is defined and global.mirror %}
@@ -17,7 +19,8 @@ ubuntu-sources:
 	mkdir -p /etc/apt/mirrors
 	printf '%s\tpriority:%s\n' {{ global.mirror }} 1{% for fallback in global.fallback_mirrors %} {{ fallback }} {{ loop.index + 1 }}{% endfor %} > /etc/apt/mirrors/trog-ubuntu.list
 {%- endif %}
-	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-backports %s-security\nComponents: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/ubuntu.sources
+	printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates %s-backports %s-security\nComponents: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n' {{ primary }} {{ release }} {{ release }} {{ release }} {{ release }} > /etc/apt/sources.list.d/trog-ubuntu.sources
+	rm -f /etc/apt/sources.list.d/ubuntu.sources
 {%- else %}
 	@true
 {%- endif %}

@@ -144,6 +144,17 @@ pub fn snapshot_and_restore(installation: &Installation, address: &str) {
         on_guest(installation, address, MARKERS),
         "before-off\nbefore-off\n"
     );
+    // A later boot keeps the package sources the finish wrote: cloud-init runs the seed's
+    // bootcmd on every boot, and what that removes is the image's own sources file.
+    let sources = on_guest(
+        installation,
+        address,
+        "apt-get indextargets --no-release-info --format '$(SITE)' | sort -u",
+    );
+    assert_eq!(
+        sources, "mirror+file:/etc/apt/mirrors/trog-debian.list\n",
+        "apt on the rebooted guest reads these sources"
+    );
 
     // An unknown name lists the snapshots there are; the base image was never written.
     let unknown = run_verb("restore", config, &["--name", "nope", domain]);

@@ -185,3 +185,49 @@ fn the_finish_runs_apt_again_when_the_mirror_fails_and_there_is_no_fallback() {
         "the first update did not fail, so nothing was run again:\n{said}"
     );
 }
+
+/// cloud-init runs the seed's bootcmd on every boot, not only the first: what the Makefile's
+/// `debian-sources` wrote must still be apt's sources after it, as on a guest's later boot (the
+/// bootcmd once removed the very file the Makefile wrote, and a rebooted guest had no sources).
+#[test]
+fn the_sources_the_makefile_writes_outlive_the_bootcmd_of_a_later_boot() {
+    let proxy = apt_proxy_url();
+    let (_installation, out) = payload_of(&format!(
+        "mirrors.example.test:\n  _global:\n    memory: 1024\n    cpus: 1\n    size: 4G\n    \
+         mirror: {proxy}\n    fallback_mirrors: [http://deb.debian.org/debian]\n"
+    ));
+    let user_data: serde_json::Value =
+        serde_saphyr::from_str(&read(&out.join("seed/user-data"))).unwrap();
+    let bootcmd = user_data["bootcmd"]
+        .as_array()
+        .expect("the seed has a bootcmd");
+    // Each command is a list of words, run without a shell: quoted here for one.
+    let later_boot: Vec<String> = bootcmd
+        .iter()
+        .map(|command| {
+            command
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|word| format!("'{}'", word.as_str().unwrap().replace('\'', "'\\''")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert!(
+        later_boot[0].contains("'rm'"),
+        "the bootcmd removes the image's sources first: {later_boot:?}"
+    );
+    let (status, said) = sources_then(
+        &out.join("payload"),
+        &format!(
+            "{} && apt-get indextargets --no-release-info --format '$(SITE)' | sort -u",
+            later_boot.join(" && ")
+        ),
+    );
+    assert_eq!(status, 0, "{said}");
+    assert!(
+        said.contains("\nmirror+file:/etc/apt/mirrors/trog-debian.list\n"),
+        "apt has no sources after the bootcmd ran again:\n{said}"
+    );
+}

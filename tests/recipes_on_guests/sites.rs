@@ -237,7 +237,7 @@ pub fn a_dependent_site_is_served_beside_the_first(installation: &Installation, 
     installation.must(
         address,
         &format!(
-            "grep -q 'URIs: {mirror}$' /etc/apt/sources.list.d/debian.sources && ! grep -rq 192.0.2.1 /etc/apt/"
+            "grep -q 'URIs: {mirror}$' /etc/apt/sources.list.d/trog-debian.sources && ! grep -rq 192.0.2.1 /etc/apt/"
         ),
         "",
     );
