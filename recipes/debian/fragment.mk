@@ -47,8 +47,9 @@ debian: debian-sources
     that, the install below keeps them while no list changed (an image's, the first boot's) and
     makes them again itself when one did. #}
 	$(APT_AGAIN) $(APT_GET) -o pkgCacheFile::Generate=false update
-{#- `upgrade` with packages named also installs them: one pass over the package lists and one
-    dpkg run instead of two, which under emulation is seconds of every finish. #}
+{#- `upgrade` with packages named also installs them: one dpkg run instead of two when both have
+    work. With nothing to do it costs what the two commands would (apt resolves both; measured in
+    bench/README.md), so it is one command for the log, not a saving then. #}
 {%- if args.upgrade %}
 	$(APT_AGAIN) $(APT_GET) upgrade --no-install-recommends {{ packages }}
 {%- else %}
