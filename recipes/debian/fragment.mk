@@ -7,6 +7,15 @@ APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Options::=--for
 # a mirror guest to come back), before the finish fails.
 APT_AGAIN := sh -c 'for pause in 10 30 -; do "$$@" && exit 0; test "$$pause" = - && exit 1; echo "apt failed; trying again in $$pause s" >&2; sleep "$$pause"; done' apt-again env
 
+# Whether every package named is installed, and installed on purpose rather than pulled in by
+# another (apt's extended_states marks those). `upgrade` with such names installs and marks
+# nothing more than `upgrade` alone, yet apt resolves twice: 5.6 s against 2.5 s on an emulated
+# guest (bench/README.md). A name with a version or a release in it is never taken as in place.
+APT_NAMED_IN_PLACE := sh -c 'test $$\# -gt 0 || exit 1; for name; do case $$name in *[!a-z0-9+.-]*) exit 1;; esac; done; \
+	test "$$(dpkg-query -W --showformat="\$${db:Status-Abbrev}\n" "$$@" 2>/dev/null | grep -c "^ii ")" -eq $$\# || exit 1; \
+	auto=$$(awk "/^Package:/ { name = \$$2 } /^Auto-Installed: 1/ { print name }" /var/lib/apt/extended_states 2>/dev/null); \
+	for name; do printf "%s\n" "$$auto" | grep -qxF -- "$$name" && exit 1; done; exit 0' apt-named-in-place
+
 # With a mirror, every suite comes from it, security included (from `security_mirror` when set):
 # a guest that must reach the internet for its security updates has no mirror worth the name.
 # With fallbacks, apt reads the mirrors from a list (`mirror+file:`) and turns to the next one
@@ -48,9 +57,16 @@ debian: debian-sources
     makes them again itself when one did. #}
 	$(APT_AGAIN) $(APT_GET) -o pkgCacheFile::Generate=false update
 {#- `upgrade` with packages named also installs them: one dpkg run instead of two when both have
-    work. With nothing to do it costs what the two commands would (apt resolves both; measured in
-    bench/README.md), so it is one command for the log, not a saving then. #}
+    work. When every named package is in place (a root disk over a baked image, a guest finished
+    before), `upgrade` alone does the same, in half the time; unless it keeps a package back,
+    which the names might not be (apt installs a named package's new dependencies): then the
+    full command runs after it. This is the target's last command: its `exit 0` ends it. #}
 {%- if args.upgrade %}
+	if $(APT_NAMED_IN_PLACE) {{ packages }}; then \
+	  { $(APT_AGAIN) LC_ALL=C.UTF-8 $(APT_GET) upgrade --no-install-recommends; echo $$? > apt-upgrade.status; } 2>&1 | tee apt-upgrade.log; \
+	  test "$$(cat apt-upgrade.status)" = 0 || exit 1; \
+	  grep -q "kept back" apt-upgrade.log || exit 0; \
+	fi; \
 	$(APT_AGAIN) $(APT_GET) upgrade --no-install-recommends {{ packages }}
 {%- else %}
 	$(APT_AGAIN) $(APT_GET) install --no-install-recommends {{ packages }}

@@ -8,6 +8,7 @@ mod local_services;
 #[path = "../support/root_warning.rs"]
 mod root_warning;
 
+mod apt_packages;
 mod generation;
 mod harness;
 mod mirror_fallback;
