@@ -384,3 +384,9 @@ fn a_quiet_or_long_cloud_init_says_how_long_and_what_to_do() {
     assert!(long.to_string().contains("still working after 3600s"));
     assert!(long.hint().unwrap().contains("provision again"));
 }
+
+#[test]
+fn the_looks_of_a_round_fill_its_seconds() {
+    let pause: f64 = POLL_S.parse().unwrap();
+    assert!((pause * f64::from(LOOKS_PER_S) - 1.0).abs() < 1e-9);
+}
