@@ -92,7 +92,8 @@ impl PlantedSecret {
     }
 
     /// While the guest runs, finished: the payload that carried the value is gone and nothing
-    /// under /var/lib/trog holds it; the finish log is kept for the scan, beside what the
+    /// under /var/lib/trog holds it; the finish's records stay (its log, kept for the scan, its
+    /// status and digest, and the empty file of the lock held while make ran), beside what the
     /// recipes' scripts record there of their own (a folder named after a recipe, such as the
     /// mounts the vm recipe made).
     pub fn read_from_guest(&self, on_guest: &dyn Fn(&str) -> String) {
@@ -114,7 +115,12 @@ impl PlantedSecret {
         files.sort();
         assert_eq!(
             files,
-            ["finish.digest", "finish.log", "finish.status"],
+            [
+                "finish.digest",
+                "finish.log",
+                "finish.running",
+                "finish.status"
+            ],
             "the payload (with the guest's secrets) stayed on the guest"
         );
         record_printed(
