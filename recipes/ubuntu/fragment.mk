@@ -45,9 +45,9 @@ ubuntu: ubuntu-sources
 	$(APT_AGAIN) $(APT_GET) -o pkgCacheFile::Generate=false update
 {#- `upgrade` with packages named also installs them: one dpkg run instead of two when both have
     work. When every named package is in place (a root disk over a baked image, a guest finished
-    before), `upgrade` alone does the same, in half the time; unless it keeps a package back,
-    which the names might not be (apt installs a named package's new dependencies): then the
-    full command runs after it. This is the target's last command: its `exit 0` ends it. #}
+    before), `upgrade` alone does the same in half the time, unless it keeps a package back:
+    named, that package would have been upgraded with its new dependencies, so then the full
+    command runs after it. This is the target's last command: its `exit 0` ends it. #}
 {%- if args.upgrade %}
 	if $(APT_NAMED_IN_PLACE) {{ packages }}; then \
 	  { $(APT_AGAIN) LC_ALL=C.UTF-8 $(APT_GET) upgrade --no-install-recommends; echo $$? > apt-upgrade.status; } 2>&1 | tee apt-upgrade.log; \
