@@ -93,16 +93,8 @@ fn run_debian_target(payload: &Path, guest: &Guest) -> (Vec<String>, String) {
         payload = payload.display(),
         apt_get = apt_get.display(),
     );
-    let output = std::process::Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "make debian failed:\n{said}");
+    let (succeeded, said) = harness::in_own_mount_namespace(&script);
+    assert!(succeeded, "make debian failed:\n{said}");
     let commands = std::fs::read_to_string(&log).unwrap_or_default();
     let commands = commands.lines().map(str::to_string).collect();
     (commands, said)

@@ -225,6 +225,22 @@ pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
+/// Runs the shell script `script` in a mount namespace of its own, so the tmpfs it mounts over
+/// this machine's directories (/etc/apt, apt's state) are gone when it ends; returns whether it
+/// succeeded and what it printed, standard output then standard error.
+pub fn in_own_mount_namespace(script: &str) -> (bool, String) {
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .output()
+        .unwrap_or_else(|error| panic!("unshare runs: {error}"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), said)
+}
+
 /// Runs an oracle program; returns its standard output, failing the test if it fails.
 pub fn oracle(program: &str, args: &[&str]) -> String {
     let output = Command::new(program)

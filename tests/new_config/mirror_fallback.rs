@@ -80,15 +80,7 @@ fn sources_then(payload: &Path, update: &str) -> (i32, String) {
          echo \"apt-get status $?\"\n",
         payload.display()
     );
-    let output = std::process::Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (_, text) = harness::in_own_mount_namespace(&script);
     let status = text
         .lines()
         .rev()
