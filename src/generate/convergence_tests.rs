@@ -673,3 +673,52 @@ fn turning_bake_packages_on_or_off_keeps_the_root_disk_and_the_attached_seed() {
         assert!(steps.actions.is_empty(), "{own}: {:?}", steps.actions);
     }
 }
+
+/// A seed of an earlier revision ran the config stage's modules in a stage of their own and left
+/// networkd the lease's host name: neither changes what the root disk holds that matters. A
+/// guest built from such a seed keeps its disk (the identity is taken at the first revision) and,
+/// while its seed is still attached, keeps that seed too.
+#[test]
+fn a_seed_of_an_earlier_revision_makes_no_new_root_disk() {
+    let input = SeedInput {
+        fqdn: "www.example.test".into(),
+        hostname: "www".into(),
+        admin_user: "siteadmin".into(),
+        admin_authorized_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample".into()],
+        extra_users: Vec::new(),
+        packages: vec!["make".into(), "nginx".into()],
+        packages_in_image: false,
+        first_boot_commands: vec!["systemctl start atd".into()],
+        revision: SeedRevision::CURRENT,
+        contact_email: "ops@example.test".into(),
+        timezone: "Etc/UTC".into(),
+        apt_mirror: Some("http://mirror.example.test/debian".into()),
+        apt_security_mirror: None,
+        apt_fallback_mirrors: Vec::new(),
+        apt_fallback_security_mirrors: Vec::new(),
+        distro: "debian".into(),
+        apt_sources: None,
+        mac_address: "52:54:00:12:34:56".into(),
+        addresses: Vec::new(),
+        gateway: None,
+        resolvers: Vec::new(),
+        search_domains: Vec::new(),
+        host_key: None,
+    };
+    let earlier_input = SeedInput {
+        revision: SeedRevision::SeparateConfigStage,
+        ..input.clone()
+    };
+    let seed = render_seed(&input).unwrap();
+    let earlier = render_seed(&earlier_input).unwrap();
+    assert_ne!(seed.user_data, earlier.user_data);
+    let digest = |seed: &SeedFiles| seed_iso_of(seed, &seed.user_data).unwrap().sha256_hex;
+
+    let (identity, equivalent) = seed_identities(&input, &seed, &digest(&seed)).unwrap();
+    let (earlier_identity, earlier_equivalent) =
+        seed_identities(&earlier_input, &earlier, &digest(&earlier)).unwrap();
+    assert_eq!(identity, earlier_identity);
+    assert!(equivalent.contains(&digest(&earlier)));
+    assert!(earlier_equivalent.contains(&digest(&seed)));
+    assert!(!equivalent.contains(&digest(&seed)));
+}

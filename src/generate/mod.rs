@@ -20,7 +20,9 @@ use crate::cookbook::resolve::{
 };
 use crate::images::baked::can_bake;
 use crate::model::digest::{DigestAlgorithm, ImageDigest};
-use crate::render::cloud_init::{render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput};
+use crate::render::cloud_init::{
+    render_seed, CloudInitError, SeedFiles, SeedHostKey, SeedInput, SeedRevision,
+};
 use crate::render::domain_xml::DiskBus;
 use crate::render::domain_xml::{mac_address_for, CpuMode, DomainXmlError, MacAddress};
 use crate::render::extra_disks::{extra_disks, mount_problem, DiskProblem, ExtraDisk};
@@ -45,14 +47,16 @@ pub struct GeneratedGuest {
     pub resolved: ResolvedRecipes,
     pub seed: SeedFiles,
     pub seed_iso: SeedIso,
-    /// The sha256 of the seed ISO as it is without the guest's host key and with cloud-init's
-    /// package pass: the seed's identity in the provision fingerprint. Neither the host key nor
-    /// whether the root disk is made over a baked image (`bake_packages`) makes a new root disk.
+    /// The sha256 of the seed ISO as it is without the guest's host key, with cloud-init's
+    /// package pass and at the seed's first revision ([`SeedRevision::IDENTITY`]): the seed's
+    /// identity in the provision fingerprint. Neither the host key, nor whether the root disk is
+    /// made over a baked image (`bake_packages`), nor the seed's revision makes a new root disk.
     pub seed_identity_sha256: String,
     /// The other seeds that are this one in all a root disk already made cares about: the
-    /// same without the host key (what a guest built before trog made host keys carries), and
-    /// the same with or without cloud-init's package pass (the finish installs the packages
-    /// either way). A guest whose attached seed is one of them keeps it.
+    /// same without the host key (what a guest built before trog made host keys carries), the
+    /// same with or without cloud-init's package pass (the finish installs the packages either
+    /// way), and the same at another revision. A guest whose attached seed is one of them keeps
+    /// it.
     pub equivalent_seed_sha256s: Vec<String>,
     pub files: Vec<RenderedFile>,
     pub makefile: String,
@@ -480,23 +484,33 @@ fn seed_identities(
     seed: &SeedFiles,
     uploaded: &str,
 ) -> Result<(String, Vec<String>), GenerateError> {
-    // The same seed the other way round as to cloud-init's package pass.
-    let other = render_seed(&SeedInput {
-        packages_in_image: !input.packages_in_image,
+    // The identity: the seed with cloud-init's package pass, at the first revision.
+    let identity_input = SeedInput {
+        packages_in_image: false,
+        revision: SeedRevision::IDENTITY,
         ..input.clone()
-    })?;
-    let with_package_pass = if input.packages_in_image {
-        &other
-    } else {
-        seed
     };
-    let identity = seed_iso_of(
-        with_package_pass,
-        &with_package_pass.user_data_without_host_key,
-    )?
-    .sha256_hex;
+    let identity_seed = render_seed(&identity_input)?;
+    let identity =
+        seed_iso_of(&identity_seed, &identity_seed.user_data_without_host_key)?.sha256_hex;
+    // Every seed the other way round as to the package pass, of another revision, or both.
+    let mut variants = Vec::new();
+    for packages_in_image in [false, true] {
+        for revision in SeedRevision::ALL {
+            let variant = SeedInput {
+                packages_in_image,
+                revision,
+                ..input.clone()
+            };
+            if variant.packages_in_image != input.packages_in_image
+                || variant.revision != input.revision
+            {
+                variants.push(render_seed(&variant)?);
+            }
+        }
+    }
     let mut equivalent = Vec::new();
-    for variant in [seed, &other] {
+    for variant in std::iter::once(seed).chain(&variants) {
         for user_data in [&variant.user_data, &variant.user_data_without_host_key] {
             let digest = seed_iso_of(variant, user_data)?.sha256_hex;
             if digest != uploaded && !equivalent.contains(&digest) {
@@ -596,6 +610,7 @@ pub fn generate(
         // every one of them (`generate::bake_inputs` lists the same packages).
         packages_in_image: settings.bake_packages && can_bake(settings.distro.as_str()),
         first_boot_commands: first_boot.commands.clone(),
+        revision: SeedRevision::CURRENT,
         contact_email: settings.contact_email.clone(),
         timezone: settings.timezone.clone(),
         apt_mirror: settings.mirror.clone(),

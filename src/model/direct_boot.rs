@@ -15,13 +15,24 @@ pub struct DirectBoot {
     pub cloud_init_network_unit: Option<String>,
 }
 
+/// cloud-init's config stage, a systemd service of its own wherever the network stage is one:
+/// every cloud-init before 24.3. From 24.3 on, `cloud-init-main.service` runs every stage in one
+/// process and waits for each stage's unit, and the image has no network unit to report.
+pub const CLOUD_INIT_CONFIG_UNIT: &str = "cloud-config.service";
+
 impl DirectBoot {
-    /// The command line the first boot starts with: the image's, and its cloud-init network
-    /// stage masked for this boot only. Every trog seed is in cloud-init's local mode
-    /// (`render::cloud_init`): the local stage has done that stage's work before the network
-    /// came up, so on the first boot it would only start Python to find that out, about 4.5 s of
-    /// an emulated processor that sshd waits for (sshd is ordered after it). Later boots go
-    /// through GRUB and run it as the image has it.
+    /// The command line the first boot starts with: the image's, and two of cloud-init's stages
+    /// masked for this boot only, when the image runs each stage as a process of its own.
+    ///
+    /// - The network stage. Every trog seed is in cloud-init's local mode (`render::cloud_init`):
+    ///   the local stage has done that stage's work before the network came up, so on the first
+    ///   boot it would only start Python to find that out, about 4.5 s of an emulated processor
+    ///   that sshd waits for (sshd is ordered after it).
+    /// - The config stage. Every trog seed runs that stage's modules in the local stage and
+    ///   leaves its list empty (`render::cloud_init::modules`): its process would start Python and
+    ///   read the configuration again, about 6 s under emulation, to run nothing.
+    ///
+    /// Later boots go through GRUB and run both as the image has them.
     ///
     /// Under TCG it also goes without the kernel's early check that the timer interrupt arrives:
     /// on a busy host that check can lose against its own calibrated delay and panic ("IO-APIC +
@@ -37,6 +48,7 @@ impl DirectBoot {
         };
         if let Some(unit) = &self.cloud_init_network_unit {
             add(&format!("systemd.mask={unit}"));
+            add(&format!("systemd.mask={CLOUD_INIT_CONFIG_UNIT}"));
         }
         if domain_type == DomainType::Qemu {
             add("no_timer_check");
@@ -50,7 +62,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_network_stage_is_masked_on_the_first_boot_only_when_the_image_has_it() {
+    fn the_network_and_config_stages_are_masked_on_the_first_boot_only_when_the_image_has_them() {
         let mut boot = DirectBoot {
             kernel: "/k".into(),
             initrd: "/i".into(),
@@ -61,16 +73,17 @@ mod tests {
         boot.cloud_init_network_unit = Some("cloud-init.service".into());
         assert_eq!(
             boot.first_boot_cmdline(DomainType::Kvm),
-            "root=LABEL=r ro systemd.mask=cloud-init.service"
+            "root=LABEL=r ro systemd.mask=cloud-init.service systemd.mask=cloud-config.service"
         );
         assert_eq!(
             boot.first_boot_cmdline(DomainType::Qemu),
-            "root=LABEL=r ro systemd.mask=cloud-init.service no_timer_check"
+            "root=LABEL=r ro systemd.mask=cloud-init.service systemd.mask=cloud-config.service \
+             no_timer_check"
         );
         boot.cmdline.clear();
         assert_eq!(
             boot.first_boot_cmdline(DomainType::Kvm),
-            "systemd.mask=cloud-init.service"
+            "systemd.mask=cloud-init.service systemd.mask=cloud-config.service"
         );
     }
 }

@@ -11,6 +11,9 @@ use serde_json::{json, Map, Value};
 
 mod modules;
 mod network;
+mod revision;
+
+pub use revision::SeedRevision;
 
 /// The guest's SSH host key, as the seed installs it (cloud-init's `ssh_keys`).
 #[derive(Debug, Clone)]
@@ -42,6 +45,9 @@ pub struct SeedInput {
     pub packages_in_image: bool,
     /// Commands run once on first boot (cloud-init `runcmd`), in order.
     pub first_boot_commands: Vec<String>,
+    /// Which rendering: [`SeedRevision::CURRENT`], or an earlier one, whose seeds make the
+    /// same root disks.
+    pub revision: SeedRevision,
     /// Where root's mail goes.
     pub contact_email: String,
     pub timezone: String,
@@ -339,7 +345,7 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
         }));
     }
     document.insert("write_files".into(), Value::Array(files));
-    modules::add_module_lists(&mut document);
+    modules::add_module_lists(&mut document, input.revision.config_modules());
     Value::Object(document)
 }
 
@@ -377,6 +383,7 @@ mod tests {
             packages: vec!["make".into(), "at".into()],
             packages_in_image: false,
             first_boot_commands: vec!["systemctl enable --now atd".into()],
+            revision: SeedRevision::CURRENT,
             contact_email: "ops@example.test".into(),
             timezone: "Etc/UTC".into(),
             apt_mirror: Some("http://mirror.example.test/debian".into()),

@@ -362,7 +362,10 @@ fn a_first_boot_starts_the_images_kernel_with_its_command_line_unless_uefi() {
     let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
     assert_eq!(
         xpath_value(&xml, "/domain/os/cmdline"),
-        format!("{} systemd.mask=cloud-init.service", direct_boot().cmdline)
+        format!(
+            "{} systemd.mask=cloud-init.service systemd.mask=cloud-config.service",
+            direct_boot().cmdline
+        )
     );
     // Under TCG, without the early timer check that a busy host can make fail.
     spec.domain_type = DomainType::Qemu;

@@ -555,21 +555,39 @@ fn provision_converge_and_destroy_a_real_guest() {
         !cmdline.contains("BOOT_IMAGE=") && cmdline.contains("root=LABEL=trog-root"),
         "not started directly: {cmdline}"
     );
-    // Without cloud-init's network stage, which the seed's local mode leaves nothing to do;
-    // cloud-init still ended, and well.
-    assert!(
-        cmdline.contains("systemd.mask=cloud-init.service"),
-        "{cmdline}"
-    );
+    // Without cloud-init's network stage, which the seed's local mode leaves nothing to do, and
+    // without its config stage, whose modules the local stage ran; cloud-init still ended, and
+    // well.
+    for unit in ["cloud-init.service", "cloud-config.service"] {
+        assert!(
+            cmdline.contains(&format!("systemd.mask={unit}")),
+            "{cmdline}"
+        );
+        assert_eq!(
+            on_guest(
+                &installation,
+                &address,
+                &format!("systemctl is-active {unit} || true")
+            )
+            .trim(),
+            "inactive"
+        );
+    }
     assert!(on_guest(&installation, &address, "cloud-init status --long").contains("status: done"));
-    assert_eq!(
-        on_guest(
-            &installation,
-            &address,
-            "systemctl is-active cloud-init.service || true"
-        )
-        .trim(),
-        "inactive"
+    // The config stage's modules ran all the same (each leaves its once-per-instance mark), in
+    // the local stage: the config stage never started.
+    let config_modules_ran = on_guest(
+        &installation,
+        &address,
+        "sudo ls /var/lib/cloud/instance/sem/ && \
+         sudo python3 -c 'import json; print(json.load(open(\"/run/cloud-init/status.json\"))[\"v1\"][\"modules-config\"][\"start\"])'",
+    );
+    for mark in ["config_locale", "config_timezone", "config_runcmd"] {
+        assert!(config_modules_ran.contains(mark), "{config_modules_ran}");
+    }
+    assert!(
+        config_modules_ran.trim_end().ends_with("None"),
+        "{config_modules_ran}"
     );
     let boot_files = [
         base.clone(),

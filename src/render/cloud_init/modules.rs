@@ -7,14 +7,24 @@
 //! every image (growing the root filesystem, the locale, GRUB's install device, an image's own
 //! per-instance scripts).
 //!
-//! Where a module runs matters too. The network stage (`cloud_init_modules`) runs before sshd
-//! starts, so everything in it delays the moment trog can log in; only what the login needs is
-//! kept there: the name, the users and their keys, the host keys, and the files (one small
-//! write, which a guest of static addresses needs before its network starts: see
-//! `super::network`). Growing the disk, the mirror and the time zone run in the config stage
-//! beside sshd, still before the packages (final stage) and before trog's finish, which waits
-//! for cloud-init to end. trog's seeds are in local mode (`dsmode: local`), which runs the
-//! network stage's modules in cloud-init's local stage, before the network is brought up.
+//! Where a module runs matters too. trog's seeds are in local mode (`dsmode: local`), so the
+//! network stage's list (`cloud_init_modules`) runs in cloud-init's local stage, before the
+//! network is brought up and before sshd starts: the name, the users and their keys, the host
+//! keys, and the files (a guest of static addresses needs its network file before its network
+//! starts: see `super::network`).
+//!
+//! The config stage's modules (growing the disk, the mirror's sources, the time zone, writing
+//! the first-boot commands' script) run there too, after those ([`ConfigModules::InLocalStage`],
+//! the current revision's placement). None of them needs the network or a service, and each
+//! stage of cloud-init before 24.3 is a process of its own: the config stage's own process
+//! spent about 6 s of an emulated processor starting Python and reading the configuration again
+//! for 2.5 s of its modules' work (bench/README.md). With its list empty, trog masks that stage's
+//! unit on a first boot it starts directly (`model::direct_boot`); a boot through GRUB runs it,
+//! and it finds nothing to do. sshd starts those 2.5 s later; cloud-init ends sooner.
+//!
+//! The final stage keeps its modules: it runs after the boot's services have started, which the
+//! first-boot commands (`systemctl start …`) wait for, and it is the stage whose end cloud-init
+//! records in `result.json`, which trog's wait reads.
 
 use serde_json::{Map, Value};
 
@@ -24,13 +34,14 @@ pub enum Stage {
     /// `cloud_init_modules`: before sshd; after the network is up, or before it is brought up
     /// when the seed is in local mode.
     Network,
-    /// `cloud_config_modules`: beside sshd and the rest of the boot.
+    /// `cloud_config_modules`: beside sshd and the rest of the boot, in a process of its own.
     Config,
     /// `cloud_final_modules`: last; installs the packages.
     Final,
 }
 
 impl Stage {
+    #[cfg(test)]
     pub const ALL: [Stage; 3] = [Stage::Network, Stage::Config, Stage::Final];
 
     pub fn key(self) -> &'static str {
@@ -128,6 +139,15 @@ const MODULES: &[Module] = &[
     module("final_message", Stage::Final, true, &[]),
 ];
 
+/// Where the modules of the config stage run (the seed's revision says: `super::revision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigModules {
+    /// After the network stage's, in the same process, before sshd.
+    InLocalStage,
+    /// In the config stage's own process.
+    InConfigStage,
+}
+
 /// The modules of `stage` that `user_data` needs, in order.
 pub fn modules_for(user_data: &Map<String, Value>, stage: Stage) -> Vec<&'static str> {
     MODULES
@@ -140,10 +160,27 @@ pub fn modules_for(user_data: &Map<String, Value>, stage: Stage) -> Vec<&'static
         .collect()
 }
 
+/// The three module lists `user_data` needs, by stage, with the config stage's modules placed
+/// as `config` says.
+pub fn module_lists(
+    user_data: &Map<String, Value>,
+    config: ConfigModules,
+) -> [(Stage, Vec<&'static str>); 3] {
+    let mut network = modules_for(user_data, Stage::Network);
+    let mut config_stage = modules_for(user_data, Stage::Config);
+    if config == ConfigModules::InLocalStage {
+        network.append(&mut config_stage);
+    }
+    [
+        (Stage::Network, network),
+        (Stage::Config, config_stage),
+        (Stage::Final, modules_for(user_data, Stage::Final)),
+    ]
+}
+
 /// Adds the three module lists to `user_data`, which must already hold everything else.
-pub fn add_module_lists(user_data: &mut Map<String, Value>) {
-    for stage in Stage::ALL {
-        let names = modules_for(user_data, stage);
+pub fn add_module_lists(user_data: &mut Map<String, Value>, config: ConfigModules) {
+    for (stage, names) in module_lists(user_data, config) {
         user_data.insert(stage.key().into(), Value::from(names));
     }
 }
@@ -224,7 +261,63 @@ mod tests {
     #[test]
     fn a_key_no_module_reads_is_found() {
         let mut user_data = document(json!({ "hostname": "www", "ntp": { "enabled": true } }));
-        add_module_lists(&mut user_data);
+        add_module_lists(&mut user_data, ConfigModules::InLocalStage);
         assert_eq!(unread_keys(&user_data), ["ntp"]);
+    }
+
+    #[test]
+    fn the_config_stage_runs_in_the_local_stage_after_the_login_s_modules() {
+        let user_data = document(json!({
+            "hostname": "www", "users": [], "apt": {}, "timezone": "Etc/UTC", "runcmd": ["true"],
+        }));
+        let [(_, network), (_, config), (_, last)] =
+            module_lists(&user_data, ConfigModules::InLocalStage);
+        assert_eq!(
+            network,
+            [
+                "set_hostname",
+                "update_hostname",
+                "users_groups",
+                "ssh",
+                "growpart",
+                "resizefs",
+                "locale",
+                "grub_dpkg",
+                "apt_configure",
+                "timezone",
+                "runcmd"
+            ]
+        );
+        assert!(config.is_empty());
+        assert_eq!(last, modules_for(&user_data, Stage::Final));
+
+        let [(_, network), (_, config), _] = module_lists(&user_data, ConfigModules::InConfigStage);
+        assert_eq!(network, modules_for(&user_data, Stage::Network));
+        assert_eq!(config, modules_for(&user_data, Stage::Config));
+    }
+
+    #[test]
+    fn every_module_runs_once_wherever_the_config_stage_s_run() {
+        let user_data = document(json!({
+            "hostname": "www", "users": [], "apt": {}, "bootcmd": [], "runcmd": ["true"],
+            "packages": ["make"], "write_files": [],
+        }));
+        for placement in [ConfigModules::InLocalStage, ConfigModules::InConfigStage] {
+            let mut all: Vec<&str> = module_lists(&user_data, placement)
+                .into_iter()
+                .flat_map(|(_, names)| names)
+                .collect();
+            let count = all.len();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), count, "{placement:?}");
+            assert_eq!(
+                count,
+                Stage::ALL
+                    .iter()
+                    .map(|stage| modules_for(&user_data, *stage).len())
+                    .sum::<usize>()
+            );
+        }
     }
 }

@@ -122,6 +122,12 @@ fn lease_file(input: &SeedInput) -> String {
     ));
     push_resolvers(&mut file, input);
     file.push_str("IPv6DuplicateAddressDetection=0\n");
+    if input.revision.ignores_lease_hostname() {
+        // The guest's name is the seed's. networkd would otherwise ask systemd-hostnamed to take
+        // the lease's as well: starting it costs 2 s of an emulated processor, in the middle of
+        // the first boot, for an answer that changes nothing.
+        file.push_str("\n[DHCPv4]\nUseHostname=no\n");
+    }
     file
 }
 
@@ -148,6 +154,7 @@ mod tests {
             packages: vec![],
             packages_in_image: false,
             first_boot_commands: vec![],
+            revision: crate::render::cloud_init::SeedRevision::CURRENT,
             contact_email: "ops@example.test".into(),
             timezone: "Etc/UTC".into(),
             apt_mirror: None,
@@ -190,8 +197,10 @@ mod tests {
 
     #[test]
     fn a_dhcp_guest_gets_a_networkd_file_without_duplicate_address_detection() {
+        let mut earlier = guest(&[]);
+        earlier.revision = crate::render::cloud_init::SeedRevision::SeparateConfigStage;
         assert_eq!(
-            networkd_file(&guest(&[])).unwrap(),
+            networkd_file(&earlier).unwrap(),
             NetworkdFile {
                 path: NETWORKD_LEASE_FILE_PATH,
                 content: "# Written by trog's seed: this guest takes a DHCP lease. Its IPv6 addresses (link-local,\n\
@@ -207,6 +216,12 @@ mod tests {
                           IPv6DuplicateAddressDetection=0\n"
                     .into(),
             }
+        );
+        // The lease's host name is not the guest's: networkd is told to leave it alone.
+        let current = networkd_file(&guest(&[])).unwrap().content;
+        assert_eq!(
+            current,
+            networkd_file(&earlier).unwrap().content + "\n[DHCPv4]\nUseHostname=no\n"
         );
     }
 
