@@ -16,6 +16,13 @@ APT_NAMED_IN_PLACE := sh -c 'test $$\# -gt 0 || exit 1; for name; do case $$name
 	auto=$$(awk "/^Package:/ { name = \$$2 } /^Auto-Installed: 1/ { print name }" /var/lib/apt/extended_states 2>/dev/null); \
 	for name; do printf "%s\n" "$$auto" | grep -qxF -- "$$name" && exit 1; done; exit 0' apt-named-in-place
 
+# What an upgrade's outcome rests on besides apt's configuration: the package lists, what dpkg
+# has installed, which packages were installed on purpose, and apt's pins. Its digest is kept
+# after every upgrade this target runs (APT_UPGRADED); an upgrade over the same state again would
+# spend seconds resolving to nothing (3 s on an emulated guest), so it is left out.
+APT_STATE := { stat -c '%n %s %Y' /var/lib/apt/lists/*_Packages*; md5sum /var/lib/dpkg/status /var/lib/apt/extended_states; cat /etc/apt/preferences /etc/apt/preferences.d/*; } 2>/dev/null | md5sum
+APT_UPGRADED := /var/lib/trog/ubuntu/apt-upgraded
+
 # With fallbacks, apt reads the mirrors from a list (`mirror+file:`) and turns to the next one
 # when one fails a request; each line's priority keeps the order they are written in (without
 # one, apt picks an order of its own, and a guest could ask the archive before the mirror).
@@ -47,14 +54,19 @@ ubuntu: ubuntu-sources
     work. When every named package is in place (a root disk over a baked image, a guest finished
     before), `upgrade` alone does the same in half the time, unless it keeps a package back:
     named, that package would have been upgraded with its new dependencies, so then the full
-    command runs after it. This is the target's last command: its `exit 0` ends it. #}
+    command runs after it; and when nothing an upgrade rests on changed since the last one
+    (APT_STATE), neither runs. This is the target's last command: its `exit 0` ends it. #}
 {%- if args.upgrade %}
+	mkdir -p $(dir $(APT_UPGRADED))
 	if $(APT_NAMED_IN_PLACE) {{ packages }}; then \
+	  if [ "$$($(APT_STATE))" = "$$(cat $(APT_UPGRADED) 2>/dev/null)" ]; then \
+	    echo "apt: nothing to upgrade: no list, installed package or pin changed since the last upgrade"; exit 0; \
+	  fi; \
 	  { $(APT_AGAIN) LC_ALL=C.UTF-8 $(APT_GET) upgrade --no-install-recommends; echo $$? > apt-upgrade.status; } 2>&1 | tee apt-upgrade.log; \
 	  test "$$(cat apt-upgrade.status)" = 0 || exit 1; \
-	  grep -q "kept back" apt-upgrade.log || exit 0; \
+	  grep -q "kept back" apt-upgrade.log || { $(APT_STATE) > $(APT_UPGRADED); exit 0; }; \
 	fi; \
-	$(APT_AGAIN) $(APT_GET) upgrade --no-install-recommends {{ packages }}
+	$(APT_AGAIN) $(APT_GET) upgrade --no-install-recommends {{ packages }} && $(APT_STATE) > $(APT_UPGRADED)
 {%- else %}
 	$(APT_AGAIN) $(APT_GET) install --no-install-recommends {{ packages }}
 {%- endif %}

@@ -538,4 +538,29 @@ mod tests {
             .iter()
             .all(|name| !name.contains(' ') && !name.starts_with('#')));
     }
+
+    /// The builder keeps the state an upgrade rests on where the distro recipe's Makefile
+    /// looks for it, read by the same command: a command that differed would never match, and
+    /// every finish over an image would upgrade again.
+    #[test]
+    fn the_image_keeps_the_apt_state_as_the_distro_recipe_reads_it() {
+        let fragment = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/debian/fragment.mk"),
+        )
+        .unwrap();
+        let variable = |name: &str| {
+            fragment
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("{name} := ")))
+                .unwrap_or_else(|| panic!("{name} in the fragment"))
+                .replace("$$", "$")
+        };
+        let builder_state = BUILD_DEBIAN_SCRIPT
+            .lines()
+            .find_map(|line| line.strip_prefix("apt_state=\""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .expect("apt_state in the builder");
+        assert_eq!(builder_state, variable("APT_STATE"));
+        assert!(BUILD_DEBIAN_SCRIPT.contains(&format!(">\"$rootfs{}\"", variable("APT_UPGRADED"))));
+    }
 }

@@ -150,6 +150,16 @@ rm -rf "$rootfs"/var/lib/apt/lists/partial/* "$rootfs"/var/lib/apt/lists/lock \
   "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/*.log \
   "$rootfs"/var/lib/cloud/*
 chroot "$rootfs" apt-cache gencaches >/dev/null
+# mmdebstrap installed every package at the version these lists offer, so an upgrade over them
+# does nothing. When apt agrees, the state an upgrade rests on is kept where the distro recipe's
+# Makefile keeps it after an upgrade, read by the same command (recipes/debian/fragment.mk,
+# APT_STATE and APT_UPGRADED): a guest's finish then runs no upgrade until a list, a package or a
+# pin has changed (a root disk over a baked image: 3 s of an emulated processor).
+apt_state="{ stat -c '%n %s %Y' /var/lib/apt/lists/*_Packages*; md5sum /var/lib/dpkg/status /var/lib/apt/extended_states; cat /etc/apt/preferences /etc/apt/preferences.d/*; } 2>/dev/null | md5sum"
+if chroot "$rootfs" apt-get -s -o Debug::NoLocking=1 upgrade 2>/dev/null | grep -q '^0 upgraded, 0 newly installed'; then
+  mkdir -p "$rootfs/var/lib/trog/debian"
+  chroot "$rootfs" sh -c "$apt_state" >"$rootfs/var/lib/trog/debian/apt-upgraded"
+fi
 rm -f "$rootfs/var/cache/apt/pkgcache.bin"
 
 # GRUB's configuration, read at every boot from the guest's filesystem (see the core image below).

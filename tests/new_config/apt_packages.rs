@@ -1,7 +1,8 @@
 //! The distro target's package step, from `trog new_config`'s Makefile: `upgrade` with the
 //! recipes' packages named, or `upgrade` alone when every named package is already installed
 //! and marked as installed on purpose (a root disk over a baked image, a guest finished before),
-//! and the full command after it when `upgrade` kept a package back. The Makefile runs in a
+//! and the full command after it when `upgrade` kept a package back, and neither while nothing
+//! an upgrade rests on changed since the last one. The Makefile runs in a
 //! mount namespace of its own (this machine's /etc/apt and apt's state hidden behind empty ones),
 //! with apt-get and dpkg-query replaced by scripts that log what they were asked; the check of
 //! what is in place is also run against this machine's real dpkg.
@@ -30,6 +31,7 @@ fn named_packages(payload: &Path) -> Vec<String> {
         .find(|line| line.contains("$(APT_GET) upgrade --no-install-recommends "))
         .unwrap_or_else(|| panic!("no upgrade with packages in:\n{makefile}"));
     let names = line.split("--no-install-recommends ").nth(1).unwrap();
+    let names = names.split(" &&").next().unwrap();
     names.split_whitespace().map(str::to_string).collect()
 }
 
@@ -47,7 +49,22 @@ struct Guest<'a> {
 /// replaced by the fake: returns the arguments of each apt-get it ran, and everything make
 /// printed.
 fn run_debian_target(payload: &Path, guest: &Guest) -> (Vec<String>, String) {
+    let kept = tempfile::tempdir().unwrap();
+    run_debian_target_over(payload, guest, &kept.path().join("apt-upgraded"), "")
+}
+
+/// The same, with the state of the last upgrade kept in `upgraded` (the Makefile's
+/// `APT_UPGRADED`) and `packages_list` as the text of apt's one package list (always of the same
+/// time: as apt leaves a list its update found unchanged).
+fn run_debian_target_over(
+    payload: &Path,
+    guest: &Guest,
+    upgraded: &Path,
+    packages_list: &str,
+) -> (Vec<String>, String) {
     let work = tempfile::tempdir().unwrap();
+    let list = work.path().join("Packages");
+    std::fs::write(&list, packages_list).unwrap();
     let log = work.path().join("apt-get.log");
     let apt_get = work.path().join("apt-get");
     std::fs::write(
@@ -87,11 +104,16 @@ fn run_debian_target(payload: &Path, guest: &Guest) -> (Vec<String>, String) {
          for dir in /etc/apt /var/lib/apt; do mount -t tmpfs tmpfs \"$dir\"; done\n\
          mkdir -p /etc/apt/sources.list.d /etc/apt/apt.conf.d\n\
          cp {states} /var/lib/apt/extended_states\n\
-         PATH={bin}:$PATH make -C {payload} debian APT_GET={apt_get} 2>&1\n",
+         mkdir -p /var/lib/apt/lists\n\
+         cp {list} /var/lib/apt/lists/mirror.example.test_debian_dists_bookworm_main_binary-amd64_Packages\n\
+         touch -d @1767225600 /var/lib/apt/lists/*_Packages\n\
+         PATH={bin}:$PATH make -C {payload} debian APT_GET={apt_get} APT_UPGRADED={upgraded} 2>&1\n",
         states = states.display(),
+        list = list.display(),
         bin = work.path().display(),
         payload = payload.display(),
         apt_get = apt_get.display(),
+        upgraded = upgraded.display(),
     );
     let (succeeded, said) = harness::in_own_mount_namespace(&script);
     assert!(succeeded, "make debian failed:\n{said}");
@@ -165,6 +187,64 @@ fn a_package_kept_back_by_upgrade_alone_takes_the_full_command_after_it() {
         said.contains("have been kept back"),
         "apt's output reaches the log:\n{said}"
     );
+}
+
+/// After an upgrade the state it rested on is kept; over the same lists, packages and pins the
+/// next finish upgrades nothing, and a changed list (or a named package missing) brings the
+/// upgrade back.
+#[test]
+fn an_upgrade_is_left_out_while_nothing_it_rests_on_changed() {
+    let (_installation, payload) = payload();
+    let names = named_packages(&payload);
+    let kept = tempfile::tempdir().unwrap();
+    let upgraded = kept.path().join("apt-upgraded");
+    let in_place = Guest {
+        missing: &[],
+        auto: &[],
+        keeps_back: false,
+    };
+    let (commands, said) = run_debian_target_over(&payload, &in_place, &upgraded, "Version: 1\n");
+    assert_eq!(commands, [UPDATE, UPGRADE_ALONE], "{said}");
+    let state = read(&upgraded);
+    assert!(state.trim_end().ends_with(" -"), "an md5sum: {state}");
+
+    let (commands, said) = run_debian_target_over(&payload, &in_place, &upgraded, "Version: 1\n");
+    assert_eq!(commands, [UPDATE], "{said}");
+    assert!(said.contains("apt: nothing to upgrade"), "{said}");
+    assert_eq!(read(&upgraded), state);
+
+    let newer = "Version: 1.1\n";
+    let (commands, said) = run_debian_target_over(&payload, &in_place, &upgraded, newer);
+    assert_eq!(commands, [UPDATE, UPGRADE_ALONE], "{said}");
+    assert_ne!(
+        read(&upgraded),
+        state,
+        "the state after this upgrade is kept"
+    );
+
+    let missing = Guest {
+        missing: &["nginx"],
+        ..in_place
+    };
+    let (commands, said) = run_debian_target_over(&payload, &missing, &upgraded, newer);
+    assert_eq!(commands, [UPDATE, &upgrade_with(&names)], "{said}");
+
+    // A package kept back: the full command runs, and the state after it is kept.
+    let kept_back = tempfile::tempdir().unwrap();
+    let upgraded = kept_back.path().join("apt-upgraded");
+    let keeps_back = Guest {
+        keeps_back: true,
+        ..in_place
+    };
+    let (commands, said) = run_debian_target_over(&payload, &keeps_back, &upgraded, newer);
+    assert_eq!(
+        commands,
+        [UPDATE, UPGRADE_ALONE, &upgrade_with(&names)],
+        "{said}"
+    );
+    assert!(upgraded.exists());
+    let (commands, said) = run_debian_target_over(&payload, &keeps_back, &upgraded, newer);
+    assert_eq!(commands, [UPDATE], "{said}");
 }
 
 /// The Makefile's check, against this machine's real dpkg and apt state: packages installed on
