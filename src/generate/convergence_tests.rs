@@ -680,30 +680,11 @@ fn turning_bake_packages_on_or_off_keeps_the_root_disk_and_the_attached_seed() {
 /// while its seed is still attached, keeps that seed too.
 #[test]
 fn a_seed_of_an_earlier_revision_makes_no_new_root_disk() {
+    // A DHCP guest: its networkd file differs between the revisions too.
     let input = SeedInput {
-        fqdn: "www.example.test".into(),
-        hostname: "www".into(),
-        admin_user: "siteadmin".into(),
-        admin_authorized_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample".into()],
-        extra_users: Vec::new(),
-        packages: vec!["make".into(), "nginx".into()],
-        packages_in_image: false,
-        first_boot_commands: vec!["systemctl start atd".into()],
-        revision: SeedRevision::CURRENT,
-        contact_email: "ops@example.test".into(),
-        timezone: "Etc/UTC".into(),
-        apt_mirror: Some("http://mirror.example.test/debian".into()),
-        apt_security_mirror: None,
-        apt_fallback_mirrors: Vec::new(),
-        apt_fallback_security_mirrors: Vec::new(),
-        distro: "debian".into(),
-        apt_sources: None,
-        mac_address: "52:54:00:12:34:56".into(),
         addresses: Vec::new(),
         gateway: None,
-        resolvers: Vec::new(),
-        search_domains: Vec::new(),
-        host_key: None,
+        ..crate::render::cloud_init::example_seed_input()
     };
     let earlier_input = SeedInput {
         revision: SeedRevision::SeparateConfigStage,

@@ -367,40 +367,46 @@ fn mirror_list(first: &str, fallbacks: &[String]) -> String {
         .collect()
 }
 
+/// A static guest's seed input, for tests here and in the layers above.
+#[cfg(test)]
+pub(crate) fn example_seed_input() -> SeedInput {
+    SeedInput {
+        fqdn: "www.example.test".into(),
+        hostname: "www".into(),
+        admin_user: "someadmin".into(),
+        admin_authorized_keys: vec![
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample trog@www.example.test".into(),
+        ],
+        extra_users: vec![json!({"name": "alice", "groups": ["www-data"]})],
+        packages: vec!["make".into(), "at".into()],
+        packages_in_image: false,
+        first_boot_commands: vec!["systemctl enable --now atd".into()],
+        revision: SeedRevision::CURRENT,
+        contact_email: "ops@example.test".into(),
+        timezone: "Etc/UTC".into(),
+        apt_mirror: Some("http://mirror.example.test/debian".into()),
+        apt_security_mirror: None,
+        apt_fallback_mirrors: Vec::new(),
+        apt_fallback_security_mirrors: Vec::new(),
+        distro: "debian".into(),
+        apt_sources: Some(
+            "deb $PRIMARY $RELEASE main\ndeb $SECURITY $RELEASE-security main\n".into(),
+        ),
+        mac_address: "52:54:00:12:34:56".into(),
+        addresses: vec!["192.0.2.10/24".into()],
+        gateway: Some("192.0.2.1".into()),
+        resolvers: vec!["192.0.2.1".into()],
+        search_domains: vec!["example.test".into()],
+        host_key: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn example() -> SeedInput {
-        SeedInput {
-            fqdn: "www.example.test".into(),
-            hostname: "www".into(),
-            admin_user: "someadmin".into(),
-            admin_authorized_keys: vec![
-                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample trog@www.example.test".into(),
-            ],
-            extra_users: vec![json!({"name": "alice", "groups": ["www-data"]})],
-            packages: vec!["make".into(), "at".into()],
-            packages_in_image: false,
-            first_boot_commands: vec!["systemctl enable --now atd".into()],
-            revision: SeedRevision::CURRENT,
-            contact_email: "ops@example.test".into(),
-            timezone: "Etc/UTC".into(),
-            apt_mirror: Some("http://mirror.example.test/debian".into()),
-            apt_security_mirror: None,
-            apt_fallback_mirrors: Vec::new(),
-            apt_fallback_security_mirrors: Vec::new(),
-            distro: "debian".into(),
-            apt_sources: Some(
-                "deb $PRIMARY $RELEASE main\ndeb $SECURITY $RELEASE-security main\n".into(),
-            ),
-            mac_address: "52:54:00:12:34:56".into(),
-            addresses: vec!["192.0.2.10/24".into()],
-            gateway: Some("192.0.2.1".into()),
-            resolvers: vec!["192.0.2.1".into()],
-            search_domains: vec!["example.test".into()],
-            host_key: None,
-        }
+        example_seed_input()
     }
 
     fn host_key() -> SeedHostKey {
