@@ -695,9 +695,9 @@ fn a_seed_of_an_earlier_revision_makes_no_new_root_disk() {
     assert_ne!(seed.user_data, earlier.user_data);
     let digest = |seed: &SeedFiles| seed_iso_of(seed, &seed.user_data).unwrap().sha256_hex;
 
-    let (identity, equivalent) = seed_identities(&input, &seed, &digest(&seed)).unwrap();
+    let (identity, equivalent) = seed_identities(&input, &digest(&seed)).unwrap();
     let (earlier_identity, earlier_equivalent) =
-        seed_identities(&earlier_input, &earlier, &digest(&earlier)).unwrap();
+        seed_identities(&earlier_input, &digest(&earlier)).unwrap();
     assert_eq!(identity, earlier_identity);
     assert!(equivalent.contains(&digest(&earlier)));
     assert!(earlier_equivalent.contains(&digest(&seed)));

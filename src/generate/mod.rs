@@ -476,48 +476,37 @@ fn seed_iso_of(seed: &SeedFiles, user_data: &str) -> Result<SeedIso, SeedIsoErro
     })
 }
 
-/// The seed's identity and the seeds equivalent to `seed` (rendered from `input`, uploaded as
-/// `uploaded`): see [`GeneratedGuest::seed_identity_sha256`] and
+/// The seed's identity and the seeds equivalent to the one rendered from `input` and uploaded
+/// as `uploaded`: see [`GeneratedGuest::seed_identity_sha256`] and
 /// [`GeneratedGuest::equivalent_seed_sha256s`].
 fn seed_identities(
     input: &SeedInput,
-    seed: &SeedFiles,
     uploaded: &str,
 ) -> Result<(String, Vec<String>), GenerateError> {
-    // The identity: the seed with cloud-init's package pass, at the first revision.
-    let identity_input = SeedInput {
-        packages_in_image: false,
-        revision: SeedRevision::IDENTITY,
-        ..input.clone()
-    };
-    let identity_seed = render_seed(&identity_input)?;
-    let identity =
-        seed_iso_of(&identity_seed, &identity_seed.user_data_without_host_key)?.sha256_hex;
-    // Every seed the other way round as to the package pass, of another revision, or both.
-    let mut variants = Vec::new();
+    let mut identity = None;
+    let mut equivalent = Vec::new();
+    // Every rendering of these inputs: with and without cloud-init's package pass, at every
+    // revision, with and without the host key.
     for packages_in_image in [false, true] {
         for revision in SeedRevision::ALL {
-            let variant = SeedInput {
+            let variant = render_seed(&SeedInput {
                 packages_in_image,
                 revision,
                 ..input.clone()
-            };
-            if variant.packages_in_image != input.packages_in_image
-                || variant.revision != input.revision
-            {
-                variants.push(render_seed(&variant)?);
+            })?;
+            if !packages_in_image && revision == SeedRevision::IDENTITY {
+                identity =
+                    Some(seed_iso_of(&variant, &variant.user_data_without_host_key)?.sha256_hex);
+            }
+            for user_data in [&variant.user_data, &variant.user_data_without_host_key] {
+                let digest = seed_iso_of(&variant, user_data)?.sha256_hex;
+                if digest != uploaded && !equivalent.contains(&digest) {
+                    equivalent.push(digest);
+                }
             }
         }
     }
-    let mut equivalent = Vec::new();
-    for variant in std::iter::once(seed).chain(&variants) {
-        for user_data in [&variant.user_data, &variant.user_data_without_host_key] {
-            let digest = seed_iso_of(variant, user_data)?.sha256_hex;
-            if digest != uploaded && !equivalent.contains(&digest) {
-                equivalent.push(digest);
-            }
-        }
-    }
+    let identity = identity.expect("SeedRevision::ALL holds SeedRevision::IDENTITY");
     Ok((identity, equivalent))
 }
 
@@ -629,7 +618,7 @@ pub fn generate(
     let seed = render_seed(&seed_input)?;
     let seed_iso = seed_iso_of(&seed, &seed.user_data)?;
     let (seed_identity_sha256, equivalent_seed_sha256s) =
-        seed_identities(&seed_input, &seed, &seed_iso.sha256_hex)?;
+        seed_identities(&seed_input, &seed_iso.sha256_hex)?;
 
     let (image_url, image_digest) = match &settings.image {
         Some(image) => (
