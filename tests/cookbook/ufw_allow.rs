@@ -1,7 +1,13 @@
-//! The `ufw` recipe's rule script (`/usr/local/lib/trog/ufw-allow`, from allow.sh.j2), rendered
-//! and run against a stand-in `ufw` that keeps its rules in a file: which rules it adds, which it
-//! takes back, which it leaves, and how many times it starts ufw (each a Python start on a guest).
-//! The real ufw runs it on a real guest in `tests/recipes_on_guests`.
+//! The `ufw` recipe's scripts, rendered and run against stand-ins:
+//! - the rule script (`/usr/local/lib/trog/ufw-allow`, from allow.sh.j2), against a `ufw` that
+//!   keeps its rules in a file and a `ufw-batch` that hands it each command: which rules it adds,
+//!   which it takes back, which it leaves, and how many times it starts ufw (each a Python start
+//!   on a guest);
+//! - the enabling script (`ufw-enable`, from enable.sh.j2), against a `ufw-init` and a `ufw`
+//!   that say they ran: when it loads the rules files itself, and what it leaves when that fails.
+//!
+//! The real ufw runs both on a real guest in `tests/recipes_on_guests`, where the batch's commands
+//! go through ufw's own modules.
 
 use super::stand_ins::{rendered_file, StandIns};
 use serde_json::json;
@@ -24,14 +30,25 @@ case "$1" in
 esac
 "####;
 
+/// A `ufw-batch` that notes its start in `batches` and hands each command on its input to `ufw`,
+/// stopping at the first that fails, as the real one does.
+const FAKE_BATCH: &str = r####"#!/bin/sh
+set -eu
+echo start >>"$(dirname "$0")/../batches"
+while IFS= read -r command; do
+  # shellcheck disable=SC2086
+  ufw $command
+done
+"####;
+
 struct Guest {
     stand_ins: StandIns,
 }
 
 impl Guest {
     fn new() -> Guest {
-        let stand_ins = StandIns::new(&[("ufw", FAKE_UFW)]);
-        for file in ["rules", "user.rules", "calls", "fail_rule"] {
+        let stand_ins = StandIns::new(&[("ufw", FAKE_UFW), ("ufw-batch", FAKE_BATCH)]);
+        for file in ["rules", "user.rules", "calls", "batches", "fail_rule"] {
             std::fs::write(stand_ins.path(file), "").unwrap();
         }
         Guest { stand_ins }
@@ -71,7 +88,8 @@ impl Guest {
     }
 
     /// Runs the script rendered for `ssh` and `allow`, its paths moved into this directory, ufw
-    /// refusing `fail_rule`; returns whether it succeeded and the `ufw` calls it made.
+    /// refusing `fail_rule`; returns whether it succeeded and the `ufw` calls it made. Every
+    /// change goes through one start of `ufw-batch`, and a run without changes starts none.
     fn run(&self, ssh: bool, allow: &[&str], fail_rule: &str) -> (bool, Vec<String>) {
         let script = rendered_file(
             "ufw",
@@ -85,11 +103,24 @@ impl Guest {
         .replace(
             "/var/lib/trog/ufw/allowed",
             &self.path("state/allowed").display().to_string(),
+        )
+        .replace(
+            "/usr/local/lib/trog/ufw-batch",
+            &self.path("bin/ufw-batch").display().to_string(),
         );
         std::fs::write(self.path("calls"), "").unwrap();
+        std::fs::write(self.path("batches"), "").unwrap();
         std::fs::write(self.path("fail_rule"), fail_rule).unwrap();
         let output = self.stand_ins.sh_script("ufw-allow", &script, &[], b"");
-        (output.status.success(), self.stand_ins.lines("calls"))
+        let calls = self.stand_ins.lines("calls");
+        let changes = calls.iter().filter(|call| *call != "show added").count();
+        let batches = self.stand_ins.lines("batches").len();
+        assert_eq!(
+            batches,
+            usize::from(changes > 0),
+            "{changes} changes in {batches} starts of ufw-batch"
+        );
+        (output.status.success(), calls)
     }
 }
 
@@ -204,4 +235,84 @@ fn the_ports_a_guests_services_serve_on_are_allowed_once_each_after_its_own_rule
     );
     // Without a firewall on the guest, a service changes nothing: there is no rule script.
     assert_eq!(rules_line(&[("aptmirror", upstream)]), None);
+}
+
+/// A `ufw` and a `ufw-init` that note each call in `calls`; `ufw-init` fails when `init_fails`
+/// holds anything.
+const FAKE_UFW_CALLS: &str = "#!/bin/sh\necho \"ufw $*\" >>\"$(dirname \"$0\")/../calls\"\n";
+const FAKE_UFW_INIT: &str = r####"#!/bin/sh
+here=$(dirname "$0")/..
+echo "ufw-init $*" >>"$here/calls"
+[ ! -s "$here/init_fails" ]
+"####;
+
+/// ufw.conf as the package ships it, and its rules files before and after ufw has written them.
+const UFW_CONF: &str = "# /etc/ufw/ufw.conf\nENABLED=no\nLOGLEVEL=low\n";
+const PACKAGED_RULES: &str = "*filter\n:ufw-user-input - [0:0]\n### RULES ###\nCOMMIT\n";
+const WRITTEN_RULES: &str = "*filter\n:ufw-user-input - [0:0]\n### RULES ###\n### END RULES ###\n\
+    ### LOGGING ###\n-A ufw-logging-deny -j LOG --log-prefix \"[UFW BLOCK] \"\n### END LOGGING ###\nCOMMIT\n";
+
+/// Runs the enabling script over ufw.conf and rules files of the given contents; returns whether
+/// it succeeded, the calls it made and ufw.conf after it.
+fn enable(v4_rules: &str, v6_rules: &str, init_fails: bool) -> (bool, Vec<String>, String) {
+    let stand_ins = StandIns::new(&[("ufw", FAKE_UFW_CALLS), ("ufw-init", FAKE_UFW_INIT)]);
+    for (file, text) in [
+        ("ufw.conf", UFW_CONF),
+        ("user.rules", v4_rules),
+        ("user6.rules", v6_rules),
+        ("calls", ""),
+        ("init_fails", if init_fails { "yes" } else { "" }),
+    ] {
+        std::fs::write(stand_ins.path(file), text).unwrap();
+    }
+    let mut script = rendered_file("ufw", json!({}), "/usr/local/lib/trog/ufw-enable");
+    for (guest_path, here) in [
+        ("/etc/ufw/ufw.conf", "ufw.conf"),
+        ("/etc/ufw/user.rules", "user.rules"),
+        ("/etc/ufw/user6.rules", "user6.rules"),
+        ("/lib/ufw/ufw-init", "bin/ufw-init"),
+    ] {
+        assert!(
+            script.contains(guest_path),
+            "the script no longer names {guest_path}"
+        );
+        script = script.replace(guest_path, &stand_ins.path(here).display().to_string());
+    }
+    let output = stand_ins.sh_script("ufw-enable", &script, &[], b"");
+    (
+        output.status.success(),
+        stand_ins.lines("calls"),
+        stand_ins.read("ufw.conf"),
+    )
+}
+
+#[test]
+fn the_firewall_is_enabled_by_loading_the_rules_files_once_ufw_has_written_them() {
+    let enabled = UFW_CONF.replace("ENABLED=no", "ENABLED=yes");
+
+    // ufw wrote both rules files (their logging rules are in them): they are loaded as a boot
+    // loads them, and ufw.conf says the firewall is on, its other settings as they were.
+    let (ok, calls, conf) = enable(WRITTEN_RULES, WRITTEN_RULES, false);
+    assert!(ok);
+    assert_eq!(calls, ["ufw-init start"]);
+    assert_eq!(conf, enabled);
+
+    // A file as the package ships it lacks the logging rules that `ufw enable` adds: ufw does it.
+    for (v4, v6) in [
+        (PACKAGED_RULES, PACKAGED_RULES),
+        (WRITTEN_RULES, PACKAGED_RULES),
+        (PACKAGED_RULES, WRITTEN_RULES),
+    ] {
+        let (ok, calls, conf) = enable(v4, v6, false);
+        assert!(ok);
+        assert_eq!(calls, ["ufw --force enable"]);
+        // ufw itself writes ufw.conf (the stand-in does not).
+        assert_eq!(conf, UFW_CONF);
+    }
+
+    // A firewall that does not start is not left enabled for the next boot.
+    let (ok, calls, conf) = enable(WRITTEN_RULES, WRITTEN_RULES, true);
+    assert!(!ok);
+    assert_eq!(calls, ["ufw-init start"]);
+    assert_eq!(conf, UFW_CONF);
 }
