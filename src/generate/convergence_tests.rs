@@ -232,6 +232,7 @@ fn built_as(desired: &crate::plan::DesiredGuest) -> ObservedGuest {
             seed_attached: false,
             shares_folders: false,
             disk_pools: Vec::new(),
+            domain_type: None,
         }),
         root_volume: volume(desired.root_volume.capacity),
         seed_volume: None,

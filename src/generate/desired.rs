@@ -88,6 +88,7 @@ pub fn desired_guest(
             &generated.fingerprint.value,
             hypervisor.partition.as_deref(),
         ),
+        domain_type: hypervisor.domain_type,
         payload_digest: generated.payload.sha256_hex.clone(),
         installation: installation.map(|id| id.as_str().to_string()),
     }

@@ -302,6 +302,7 @@ impl FakeHypervisor {
                 seed_attached: found.seed.as_deref() == Some(desired.seed_volume.as_str()),
                 shares_folders: found.definition.contains("<filesystem"),
                 disk_pools: crate::debug_boot::guest_disk::disk_pools(&found.definition),
+                domain_type: crate::render::domain_xml::defined::domain_type_of(&found.definition),
             });
         observed
     }

@@ -256,6 +256,7 @@ impl GuestResources<'_> {
                 ),
                 shares_folders,
                 disk_pools: crate::debug_boot::guest_disk::disk_pools(&definition),
+                domain_type: crate::render::domain_xml::defined::domain_type_of(&definition),
             });
         }
         Ok(observed)

@@ -29,6 +29,7 @@ fn desired(pool: &str) -> DesiredGuest {
         extra_disks: Vec::new(),
         boot_fingerprint: "b00t".into(),
         shape_fingerprint: "5hape".into(),
+        domain_type: crate::model::hypervisor::DomainType::Kvm,
         payload_digest: "pay1oad".into(),
         installation: None,
         domain,

@@ -107,6 +107,7 @@ mod tests {
                 seed_attached: false,
                 shares_folders: false,
                 disk_pools: Vec::new(),
+                domain_type: None,
             }),
             ..ObservedGuest::nothing()
         }

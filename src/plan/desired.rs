@@ -1,5 +1,6 @@
 //! What the declaration wants a guest to be, reduced to what the planner compares.
 
+use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::Bytes;
 use serde::Serialize;
@@ -74,6 +75,9 @@ pub struct DesiredGuest {
     pub extra_disks: Vec<DesiredDisk>,
     pub boot_fingerprint: String,
     pub shape_fingerprint: String,
+    /// The virtualisation its hypervisor runs guests with (hypervisors.conf's `domain_type`): a
+    /// domain defined with another is defined again, and restarted to take it.
+    pub domain_type: DomainType,
     pub payload_digest: String,
     /// The installation converging it (`config::installation_id`), written into its tag; `None`
     /// for a run that changes nothing and finds no identity made yet.

@@ -1,5 +1,6 @@
 //! What a hypervisor has of one guest, as the libvirt backend reports it.
 
+use crate::model::hypervisor::DomainType;
 use crate::model::units::Bytes;
 use crate::plan::desired::GuestTag;
 use serde::Serialize;
@@ -32,6 +33,9 @@ pub struct ObservedDomain {
     pub shares_folders: bool,
     /// The storage pools its definition's disks are volumes of, each once, sorted.
     pub disk_pools: Vec<String>,
+    /// The virtualisation its definition asks for (`<domain type>`); `None` for one trog does
+    /// not write.
+    pub domain_type: Option<DomainType>,
 }
 
 /// A volume of one of the guest's names.

@@ -4,7 +4,7 @@
 use crate::plan::action::{Action, Plan};
 use crate::plan::conflict::{Conflict, Conflicts, Resolution};
 use crate::plan::desired::{DesiredGuest, GuestTag};
-use crate::plan::observed::{ObservedGuest, PoolState};
+use crate::plan::observed::{ObservedDomain, ObservedGuest, PoolState};
 
 /// Plans the actions that make `observed` the realization of `desired`.
 ///
@@ -147,8 +147,10 @@ pub fn plan(
             } else if tag.shape_fingerprint != desired.shape_fingerprint
                 || (domain.tag.is_some() && attaches_a_new_data_volume(desired, observed))
                 || (domain.tag.is_some() && moves_an_extra_disk(desired, observed))
+                || (domain.tag.is_some() && changes_domain_type(desired, domain))
             {
-                // A new definition (the shape, or a data volume to attach): applied with a
+                // A new definition (the shape, a data volume to attach, the hypervisor's
+                // virtualisation): applied with a
                 // restart, or at the guest's next start when the run asked for that. A data
                 // volume new to the guest is attached now whatever was asked: the finish below
                 // formats and mounts it.
@@ -330,6 +332,15 @@ fn attaches_a_new_data_volume(desired: &DesiredGuest, observed: &ObservedGuest) 
 
 /// Whether an extra disk the domain's definition has is declared on another bus: only a new
 /// definition (and a restart) moves it.
+/// Whether the domain was defined for another virtualisation than its hypervisor's now (KVM
+/// made to work, or given up for software emulation): only a new definition and a start move it.
+/// A type trog does not write is left alone.
+fn changes_domain_type(desired: &DesiredGuest, domain: &ObservedDomain) -> bool {
+    domain
+        .domain_type
+        .is_some_and(|defined| defined != desired.domain_type)
+}
+
 fn moves_an_extra_disk(desired: &DesiredGuest, observed: &ObservedGuest) -> bool {
     desired.extra_disks.iter().any(|disk| {
         observed

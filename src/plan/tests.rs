@@ -1,6 +1,7 @@
 //! Scenario snapshots of plans, and properties every plan keeps over random observations.
 
 use super::*;
+use crate::model::hypervisor::DomainType;
 use crate::model::names::DomainName;
 use crate::model::units::Bytes;
 use proptest::prelude::*;
@@ -33,6 +34,7 @@ fn desired() -> DesiredGuest {
         extra_disks: Vec::new(),
         boot_fingerprint: "b00tb00tb00tb00t".into(),
         shape_fingerprint: "5hape5hape5hape5".into(),
+        domain_type: crate::model::hypervisor::DomainType::Kvm,
         payload_digest: "pay1oadpay1oad00".into(),
         installation: None,
         domain,
@@ -57,6 +59,7 @@ fn converged_observation(desired: &DesiredGuest) -> ObservedGuest {
             seed_attached: false,
             shares_folders: false,
             disk_pools: Vec::new(),
+            domain_type: Some(desired.domain_type),
         }),
         root_volume: Some(ObservedVolume {
             capacity: Bytes::from_gib(10),
@@ -191,6 +194,21 @@ fn scenarios() {
         "shape changed on a stopped guest, --restart-later: redefined and started",
         &shape_stopped,
         later,
+    );
+
+    let mut emulated = converged.clone();
+    emulated.domain.as_mut().unwrap().domain_type = Some(DomainType::Qemu);
+    scenario(
+        "defined for software emulation, the hypervisor now runs KVM: redefined and restarted",
+        &emulated,
+        none,
+    );
+    let mut other_kind = converged.clone();
+    other_kind.domain.as_mut().unwrap().domain_type = None;
+    scenario(
+        "defined for a virtualisation trog does not write: left as it is",
+        &other_kind,
+        none,
     );
 
     let mut without_data = converged.clone();
@@ -473,6 +491,8 @@ fn simulate(desired: &DesiredGuest, mut observed: ObservedGuest, plan: &Plan) ->
                     seed_attached: seed_attached || uploads_seed,
                     shares_folders,
                     disk_pools: Vec::new(),
+                    // Rendered with the hypervisor's virtualisation.
+                    domain_type: Some(desired.domain_type),
                 });
             }
             Action::RetireSeed { .. } => {
@@ -595,9 +615,22 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
             any::<bool>(),
             any::<bool>(),
             any::<bool>(),
+            prop_oneof![
+                Just(None),
+                Just(Some(DomainType::Kvm)),
+                Just(Some(DomainType::Qemu))
+            ],
         )
             .prop_map(
-                |(tag, running, autostart, has_snapshots, seed_attached, shares_folders)| {
+                |(
+                    tag,
+                    running,
+                    autostart,
+                    has_snapshots,
+                    seed_attached,
+                    shares_folders,
+                    domain_type,
+                )| {
                     ObservedDomain {
                         tag,
                         running,
@@ -610,6 +643,7 @@ fn any_observation() -> impl Strategy<Value = ObservedGuest> {
                         seed_attached,
                         shares_folders,
                         disk_pools: Vec::new(),
+                        domain_type,
                     }
                 },
             ),

@@ -12,7 +12,7 @@ use crate::exit_status::ExitStatus;
 use crate::hypervisor::fake::{FakeDomain, FakeHypervisor, Operation};
 use crate::hypervisor::Hypervisor;
 use crate::lock::Locks;
-use crate::model::hypervisor::{HypervisorConfig, LibvirtUri};
+use crate::model::hypervisor::{DomainType, HypervisorConfig, LibvirtUri};
 use crate::model::names::{DomainName, HypervisorName};
 use crate::model::units::Bytes;
 use crate::plan::Resolution;
@@ -281,6 +281,40 @@ fn a_renamed_pool_refuses_a_built_guest_and_plans_nothing_there() {
     );
     assert!(!fake.pool_is_active("elsewhere"));
     assert_eq!(fake.volumes("elsewhere"), Vec::<String>::new());
+}
+
+/// A guest built while its hypervisor ran guests under software emulation is defined again for
+/// KVM once hypervisors.conf says KVM works (and back): stopped, redefined, started, its disks
+/// kept. A rerun then has only the guest's steps left.
+#[test]
+fn a_changed_domain_type_redefines_a_built_guest_and_restarts_it() {
+    let mut guest = leased();
+    guest.hypervisor.domain_type = DomainType::Qemu;
+    let fake = hypervisor();
+    guest.run(&fake).unwrap();
+    let defined_type = |fake: &FakeHypervisor| {
+        crate::render::domain_xml::defined::domain_type_of(&fake.domain(GUEST).unwrap().definition)
+    };
+    assert_eq!(defined_type(&fake), Some(DomainType::Qemu));
+    assert!(only_the_guests_steps_left(&guest.plan(&fake).plan));
+    let disks = fake.volumes(POOL);
+
+    for (now, before) in [
+        (DomainType::Kvm, DomainType::Qemu),
+        (DomainType::Qemu, DomainType::Kvm),
+    ] {
+        guest.hypervisor.domain_type = now;
+        let planned = labels(&hypervisors_part(&guest.plan(&fake).plan));
+        assert_eq!(planned.len(), 3, "{before:?} to {now:?}: {planned:?}");
+        assert_eq!(planned[0], "stop the guest");
+        assert!(planned[1].starts_with("redefine the domain"), "{planned:?}");
+        assert_eq!(planned[2], "start the guest");
+        guest.run(&fake).unwrap();
+        assert_eq!(defined_type(&fake), Some(now));
+        assert!(fake.domain(GUEST).unwrap().running);
+        assert_eq!(fake.volumes(POOL), disks);
+        assert!(only_the_guests_steps_left(&guest.plan(&fake).plan));
+    }
 }
 
 /// A built guest whose `data_volume_size` was made smaller is refused (exit 7) naming both

@@ -39,6 +39,7 @@ use std::fmt;
 /// The template trog ships; an installation may pass its own text instead.
 pub const DEFAULT_DOMAIN_TEMPLATE: &str = include_str!("../../templates/domain.xml.j2");
 
+pub mod defined;
 pub mod metadata;
 use metadata::{OWNER, TAG_NAMESPACE, TAG_PREFIX};
 

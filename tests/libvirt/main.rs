@@ -135,6 +135,7 @@ impl TestGuest {
             extra_disks: Vec::new(),
             boot_fingerprint: "boot-1".into(),
             shape_fingerprint: "shape-1".into(),
+            domain_type: trog::model::hypervisor::DomainType::Qemu,
             payload_digest: "payload-1".into(),
             installation: Some(INSTALLATION.into()),
             domain: domain.clone(),
@@ -226,6 +227,11 @@ fn plan_steps_converge_against_real_libvirt() {
     assert_eq!(domain_seen.tag, Some(desired.tag_before_finish()));
     assert!(domain_seen.autostart);
     assert!(domain_seen.seed_attached);
+    // libvirt's definition says the type it was defined with, as the planner compares it.
+    assert_eq!(
+        domain_seen.domain_type,
+        Some(trog::model::hypervisor::DomainType::Qemu)
+    );
     // The definition names the installation that made it, as status --all reads it.
     let made_by = |connection: &virt::connect::Connect| {
         trog::libvirt::trog_tag::read_maker(
