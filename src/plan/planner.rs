@@ -149,11 +149,10 @@ pub fn plan(
                 || (domain.tag.is_some() && moves_an_extra_disk(desired, observed))
                 || (domain.tag.is_some() && changes_domain_type(desired, domain))
             {
-                // A new definition (the shape, a data volume to attach, the hypervisor's
-                // virtualisation): applied with a
-                // restart, or at the guest's next start when the run asked for that. A data
-                // volume new to the guest is attached now whatever was asked: the finish below
-                // formats and mounts it.
+                // A new definition (the shape, a data volume to attach, an extra disk's bus, the
+                // hypervisor's virtualisation): applied with a restart, or at the guest's next
+                // start when the run asked for that. A data volume new to the guest is attached
+                // now whatever was asked: the finish below formats and mounts it.
                 let until_next_start = running
                     && resolution.restart_later
                     && !attaches_a_new_data_volume(desired, observed);
@@ -330,8 +329,6 @@ fn attaches_a_new_data_volume(desired: &DesiredGuest, observed: &ObservedGuest) 
     desired.data_volume.is_some() && observed.data_volume.is_none()
 }
 
-/// Whether an extra disk the domain's definition has is declared on another bus: only a new
-/// definition (and a restart) moves it.
 /// Whether the domain was defined for another virtualisation than its hypervisor's now (KVM
 /// made to work, or given up for software emulation): only a new definition and a start move it.
 /// A type trog does not write is left alone.
@@ -341,6 +338,8 @@ fn changes_domain_type(desired: &DesiredGuest, domain: &ObservedDomain) -> bool 
         .is_some_and(|defined| defined != desired.domain_type)
 }
 
+/// Whether an extra disk the domain's definition has is declared on another bus: only a new
+/// definition (and a restart) moves it.
 fn moves_an_extra_disk(desired: &DesiredGuest, observed: &ObservedGuest) -> bool {
     desired.extra_disks.iter().any(|disk| {
         observed

@@ -316,3 +316,34 @@ fn the_firewall_is_enabled_by_loading_the_rules_files_once_ufw_has_written_them(
     assert_eq!(calls, ["ufw-init start"]);
     assert_eq!(conf, UFW_CONF);
 }
+
+/// A `ufw` that notes each call in `calls` and fails, with status 3, the one that allows 9000.
+const FAKE_UFW_FAILING_9000: &str = "#!/bin/sh\necho \"$*\" >>\"$(dirname \"$0\")/../calls\"\n\
+    [ \"$*\" != 'allow 9000/tcp' ] || exit 3\n";
+
+/// The batch script itself, where ufw's Python modules are not there to import (Python without
+/// its site packages): each command on its input goes to `ufw` as its words, in order, and the
+/// first that fails ends the run with its status. On a guest, the same commands go through
+/// ufw's modules in one process (`tests/recipes_on_guests`).
+#[test]
+fn the_batch_hands_each_command_to_ufw_when_its_modules_cannot_be_imported() {
+    let stand_ins = StandIns::new(&[("ufw", FAKE_UFW_FAILING_9000)]);
+    let script = rendered_file("ufw", json!({}), "/usr/local/lib/trog/ufw-batch");
+    std::fs::write(stand_ins.path("ufw-batch"), script).unwrap();
+    let batch = |input: &str| {
+        std::fs::write(stand_ins.path("calls"), "").unwrap();
+        let output = stand_ins.run("python3", &["-S", "ufw-batch"], input.as_bytes());
+        (output.status.code(), stand_ins.lines("calls"))
+    };
+
+    let wide = "allow from 10.0.0.0/8 to any port 5432";
+    let (status, calls) = batch(&format!(
+        "allow 22/tcp\n--force delete allow 80/tcp\n\n{wide}\n"
+    ));
+    assert_eq!(status, Some(0));
+    assert_eq!(calls, ["allow 22/tcp", "--force delete allow 80/tcp", wide]);
+
+    let (status, calls) = batch("allow 22/tcp\nallow 9000/tcp\nallow 443/tcp\n");
+    assert_eq!(status, Some(3));
+    assert_eq!(calls, ["allow 22/tcp", "allow 9000/tcp"]);
+}
