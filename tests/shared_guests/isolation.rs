@@ -452,11 +452,31 @@ pub fn filters_go_with_their_tenants_last_guest(fleet: &Fleet) {
         );
     }
     // Other work's guests reference trog-guest (which builds on trog-isolated and trog-ipv6)
-    // or, defined before it existed, trog-isolated itself.
-    let guest_filter_used = filter_in_use("trog-guest");
+    // or, defined before it existed, trog-isolated itself. Other work defines and destroys its
+    // guests meanwhile, and its destroy removes the filters its guest was the last to use a
+    // moment after the domain goes: the filters are read between two readings of their users
+    // until the users held still and the filters agree with them, for at most a minute.
+    let users = || (filter_in_use("trog-isolated"), filter_in_use("trog-guest"));
+    let agrees = |filters: &[String], (isolated_used, guest_used): (bool, bool)| {
+        let has = |name: &str| filters.iter().any(|filter| filter == name);
+        has("trog-isolated") == (isolated_used || guest_used)
+            && has("trog-guest") == guest_used
+            && has("trog-ipv6") == guest_used
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (filters, used) = loop {
+        let before = users();
+        let filters = network_filters();
+        let after = users();
+        if (before == after && agrees(&filters, after)) || std::time::Instant::now() >= deadline {
+            break (filters, after);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    };
+    let (isolated_used, guest_filter_used) = used;
     assert_eq!(
         filters.contains(&"trog-isolated".to_string()),
-        filter_in_use("trog-isolated") || guest_filter_used,
+        isolated_used || guest_filter_used,
         "trog-isolated stays exactly while another domain uses it: {filters:?}"
     );
     for filter in ["trog-guest", "trog-ipv6"] {
