@@ -33,7 +33,7 @@
 //!       packages: []            # extra packages only this release needs
 //!   first_boot:                 # what cloud-init does before trog connects to finish the guest
 //!     packages: [make, at]      # installed by cloud-init, so the finishing Makefile can run
-//!     commands: []              # cloud-init `runcmd` lines, in order
+//!     commands: []              # shell lines run once, as root, after cloud-init, in order
 //!     apt_sources: |            # the sources.list written when the installation has a mirror
 //!       deb $PRIMARY $RELEASE main
 //! ```
@@ -202,7 +202,8 @@ pub struct FirstBoot {
     /// Installed by cloud-init: what the finishing step itself needs (`make`, `at`, …).
     #[serde(default)]
     pub packages: Vec<String>,
-    /// cloud-init `runcmd` lines, run in order.
+    /// Shell lines run once on the first boot, as root, in order, once cloud-init is over and
+    /// before the Makefile (`guest::cloud_init`), each whatever the one before it returned.
     #[serde(default)]
     pub commands: Vec<String>,
     /// The `sources.list` cloud-init writes when the installation has a mirror, in cloud-init's

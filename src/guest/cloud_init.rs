@@ -11,6 +11,8 @@
 
 use super::finish::FinishError;
 use crate::machine::{CommandOutput, Machine, MachineCommand, MachineError};
+use crate::model::direct_boot::CLOUD_INIT_FINAL_UNIT;
+use crate::render::cloud_init::FIRST_BOOT_COMMANDS_PATH;
 use std::time::{Duration, Instant};
 
 /// How long cloud-init may go without any sign of work (no log line, no dpkg step, no byte
@@ -42,6 +44,28 @@ const BOOT_CHECK_EVERY: u32 = 10;
 const OUTPUT_LOG: &str = "/var/log/cloud-init-output.log";
 /// What cloud-init writes when its last stage has ended, with the errors of every stage.
 const RESULT: &str = "/run/cloud-init/result.json";
+/// What cloud-init writes at each stage's start and end, with that stage's errors.
+const STATUS: &str = "/run/cloud-init/status.json";
+/// The kernel's command line: a first boot that left cloud-init's final stage to trog says so
+/// there (`model::direct_boot`).
+const KERNEL_CMDLINE: &str = "/proc/cmdline";
+/// Where the first-boot commands' script goes once started, their output and their status: the
+/// record of a first boot's commands, kept like the finish's own.
+fn commands_started() -> String {
+    format!("{FIRST_BOOT_COMMANDS_PATH}.started")
+}
+fn commands_log() -> String {
+    format!("{FIRST_BOOT_COMMANDS_PATH}.log")
+}
+fn commands_status() -> String {
+    format!("{FIRST_BOOT_COMMANDS_PATH}.status")
+}
+/// Made once the deferred final stage is started, so that it is started once a boot (a
+/// directory: `mkdir` makes it or fails, in one step; /run is root's alone and gone at the next
+/// boot).
+const FINAL_STAGE_STARTED: &str = "/run/trog-cloud-final-started";
+/// The transient unit that runs a deferred final stage.
+const FINAL_STAGE_UNIT: &str = "trog-cloud-final";
 /// Files that grow while cloud-init works: its own logs, and dpkg's and apt's while the seed's
 /// packages install.
 const PROGRESS_FILES: [&str; 4] = [
@@ -56,12 +80,17 @@ const APT_PARTIAL: &str = "/var/cache/apt/archives/partial";
 /// The round's exit status when cloud-init is still working (EX_TEMPFAIL); its output is then
 /// the progress count.
 const STILL_WORKING: i32 = 75;
+/// The round's exit status when the first-boot commands failed; its output is then their status
+/// and the end of their output.
+const COMMANDS_FAILED: i32 = 3;
 
-/// One round on the guest. Exits 0 when cloud-init has ended cleanly (or is not installed), 1
-/// when it ended in error (printing its long status, then apt's errors from the first boot: a
-/// mirror the guest cannot reach is named there, `Err:` / `Failed to fetch` with its URL, and the
-/// guest's sources list no other archive to fall back to), and [`STILL_WORKING`] with the count
-/// of bytes in [`PROGRESS_FILES`] and [`APT_PARTIAL`] when the round ran out first.
+/// One round on the guest. Exits 0 when the first boot is over cleanly (or cloud-init is not
+/// installed), 1 when cloud-init ended in error (printing its long status, then apt's errors
+/// from the first boot: a mirror the guest cannot reach is named there, `Err:` / `Failed to
+/// fetch` with its URL, and the guest's sources list no other archive to fall back to),
+/// [`COMMANDS_FAILED`] when the first-boot commands did, and [`STILL_WORKING`] with the count
+/// of bytes in [`PROGRESS_FILES`], the commands' output and [`APT_PARTIAL`] when the round ran
+/// out first.
 ///
 /// `cloud-init status --wait` is a Python program: starting it takes seconds on a guest without
 /// hardware acceleration (4.6 s measured on an idle one), taken from the boot it waits for. So
@@ -69,6 +98,20 @@ const STILL_WORKING: i32 = 75;
 /// lists no errors; only an answer the shell cannot read (errors, no result once the boot has
 /// ended, no systemd) asks cloud-init itself, for at most the rest of the round. `status --wait`
 /// exits 2 for "done, with recoverable errors" (warnings, deprecated keys): done is done.
+///
+/// A first boot that masked cloud-init's final stage (`model::direct_boot`) has no result file
+/// before that stage runs: its cloud-init is over when the local stage, the only one it ran,
+/// has finished without errors (`status.json`), and `cloud-init status` would wait for the
+/// final stage forever.
+///
+/// Once cloud-init is over, the seed's first-boot commands run (a seed of
+/// [`SeedRevision::CommandsAfterCloudInit`](crate::render::cloud_init::SeedRevision)), once: the
+/// script is renamed before it starts, and its status, written when it ends, is read by every
+/// round after, so a failure stays one as cloud-init's own errors do. They run detached from
+/// the session, so a round that ends first only counts their output as progress. Then a
+/// deferred final stage is started, at the processor's and the disks' idle priority: it holds
+/// nothing the finish needs, and runs in the time the finish leaves, so that cloud-init's record
+/// of the boot (`result.json`, `cloud-init status`) is complete soon after, as on any boot.
 fn round_script() -> String {
     round_script_of(ROUND_S)
 }
@@ -76,18 +119,36 @@ fn round_script() -> String {
 fn round_script_of(round_s: u32) -> String {
     let files = PROGRESS_FILES.join(" ");
     let looks = round_s * LOOKS_PER_S;
+    let pending = FIRST_BOOT_COMMANDS_PATH;
+    let (started, log, status) = (commands_started(), commands_log(), commands_status());
     format!(
         "command -v cloud-init >/dev/null || exit 0; \
-         progress() {{ {{ stat -c %s {files} 2>/dev/null; find {APT_PARTIAL} -type f -printf '%s\\n' 2>/dev/null; }} | awk '{{ n += $1 }} END {{ print n + 0 }}'; }}; \
+         progress() {{ {{ stat -c %s {files} {log} 2>/dev/null; find {APT_PARTIAL} -type f -printf '%s\\n' 2>/dev/null; }} | awk '{{ n += $1 }} END {{ print n + 0 }}'; }}; \
          booting() {{ command -v systemctl >/dev/null && case $(systemctl is-system-running 2>/dev/null) in initializing|starting) true;; *) false;; esac; }}; \
+         deferred() {{ grep -qs 'systemd.mask={CLOUD_INIT_FINAL_UNIT}' {KERNEL_CMDLINE}; }}; \
+         local_ended() {{ awk '/\"init-local\"/ {{ s = 1 }} s && /\"finished\"/ {{ v = $2; exit }} END {{ exit !(v ~ /^[0-9]/) }}' {STATUS} 2>/dev/null; }}; \
+         ended() {{ [ -e {RESULT} ] || {{ deferred && local_ended; }}; }}; \
+         failed() {{ cloud-init status --long; grep -E '^(Err:|E: |W: Failed to fetch)' {OUTPUT_LOG} 2>/dev/null | tail -n 8; exit 1; }}; \
+         over() {{ \
+         if [ -f {pending} ]; then mv -f {pending} {started} && setsid -f sh -c 'sh {started} > {log} 2>&1; echo $? > {status}.new; mv -f {status}.new {status}' < /dev/null > /dev/null 2>&1; fi; \
+         if [ -e {started} ]; then \
+         while [ ! -e {status} ] && [ $n -lt {looks} ]; do sleep {POLL_S}; n=$((n + 1)); done; \
+         [ -e {status} ] || {{ progress; exit {STILL_WORKING}; }}; \
+         if [ \"$(cat {status})\" != 0 ]; then echo \"status $(cat {status}); the end of their output:\"; tail -n 20 {log}; exit {COMMANDS_FAILED}; fi; fi; \
+         if deferred && [ ! -e {RESULT} ] && mkdir {FINAL_STAGE_STARTED} 2>/dev/null; then \
+         systemd-run --no-block --quiet --unit={FINAL_STAGE_UNIT} --description='cloud-init final stage, after trog finished the first boot' \
+         -p CPUSchedulingPolicy=idle -p IOSchedulingClass=idle /usr/bin/cloud-init modules --mode=final \
+         || {{ rmdir {FINAL_STAGE_STARTED}; echo 'cannot start cloud-init final stage'; exit 1; }}; fi; \
+         exit 0; }}; \
          n=0; \
-         while [ ! -e {RESULT} ] && [ $n -lt {looks} ]; do \
+         while ! ended && [ $n -lt {looks} ]; do \
          if [ $((n % {BOOT_CHECK_EVERY})) -eq 0 ] && ! booting; then break; fi; sleep {POLL_S}; n=$((n + 1)); done; \
-         if [ -e {RESULT} ]; then grep -Eqs '\"errors\": ?\\[\\]' {RESULT} && exit 0; \
-         elif booting; then progress; exit {STILL_WORKING}; fi; \
-         timeout {round_s} cloud-init status --wait >/dev/null 2>&1; case $? in 0|2) exit 0;; 124) progress; exit {STILL_WORKING};; esac; \
-         cloud-init status --long; \
-         grep -E '^(Err:|E: |W: Failed to fetch)' {OUTPUT_LOG} 2>/dev/null | tail -n 8; exit 1"
+         if [ -e {RESULT} ]; then grep -Eqs '\"errors\": ?\\[\\]' {RESULT} && over; \
+         elif deferred && local_ended; then [ \"$(grep -c '\"errors\":' {STATUS})\" = \"$(grep -c '\"errors\": \\[\\]' {STATUS})\" ] && over; failed; \
+         elif booting; then progress; exit {STILL_WORKING}; \
+         elif deferred; then failed; fi; \
+         timeout {round_s} cloud-init status --wait >/dev/null 2>&1; case $? in 0|2) over;; 124) progress; exit {STILL_WORKING};; esac; \
+         failed"
     )
 }
 
@@ -96,6 +157,8 @@ fn round_script_of(round_s: u32) -> String {
 enum Round {
     Done,
     Failed(String),
+    /// The first-boot commands failed: their status and the end of their output.
+    CommandsFailed(String),
     /// Still working; the count grows as long as cloud-init does.
     Working(u64),
     /// No answer within the round's bound.
@@ -151,6 +214,7 @@ fn read_round(output: CommandOutput) -> Result<Round, MachineError> {
     match (output.status, text.trim().parse::<u64>()) {
         (Some(0), _) => Ok(Round::Done),
         (Some(1), _) => Ok(Round::Failed(text.trim().to_string())),
+        (Some(COMMANDS_FAILED), _) => Ok(Round::CommandsFailed(text.trim().to_string())),
         (Some(STILL_WORKING), Ok(progress)) => Ok(Round::Working(progress)),
         // Not an answer a round gives: the error names the command and how it ended.
         _ => output.success().map(|_| Round::Done),
@@ -183,6 +247,12 @@ pub fn wait_for_cloud_init(guest: &dyn Machine) -> Result<(), FinishError> {
                 return Err(FinishError::CloudInit {
                     guest: name,
                     status,
+                })
+            }
+            Round::CommandsFailed(output) => {
+                return Err(FinishError::FirstBootCommands {
+                    guest: name,
+                    output,
                 })
             }
             Round::Working(progress) => Some(progress),

@@ -43,11 +43,14 @@ impl CloudInitStandIn {
             "run/cloud-init",
             "var/log/apt",
             "var/cache/apt/archives/partial",
+            "var/lib/trog",
+            "proc",
         ] {
             std::fs::create_dir_all(path.join(folder)).unwrap();
         }
         std::fs::write(stand_in.guest_path(OUTPUT_LOG), output_log).unwrap();
         std::fs::write(path.join("system_state"), system_state).unwrap();
+        std::fs::write(stand_in.guest_path(KERNEL_CMDLINE), "root=LABEL=r ro\n").unwrap();
         let on_wait = match wait {
             Wait::Exits(status) => format!("exit {status}"),
             Wait::Hangs => "exec sleep 30".into(),
@@ -58,6 +61,13 @@ impl CloudInitStandIn {
                 format!(
                     "#!/bin/sh\necho \"$*\" >> {}\ncase \"$2\" in --wait) {on_wait};; --long) echo 'status: error';; esac\n",
                     path.join("calls").display()
+                ),
+            ),
+            (
+                "systemd-run",
+                format!(
+                    "#!/bin/sh\necho \"$*\" >> {}\n",
+                    path.join("systemd-run-calls").display()
                 ),
             ),
             (
@@ -95,9 +105,42 @@ impl CloudInitStandIn {
             round_script_of(round_s)
                 .replace("/var/", &format!("{path}/var/"))
                 .replace("/run/", &format!("{path}/run/"))
+                .replace("/proc/", &format!("{path}/proc/"))
         );
         let output = LocalMachine.run(&MachineCommand::shell(&script)).unwrap();
         (output.status, output.stdout_text())
+    }
+
+    /// What the round asked `systemd-run` to start, a line each time.
+    fn systemd_runs(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("systemd-run-calls")).unwrap_or_default()
+    }
+
+    /// A first boot that masked cloud-init's final stage, its local stage ended as `status.json`
+    /// says (`init_local_errors`: that stage's errors, JSON).
+    fn deferring_the_final_stage(&self, init_local_finished: bool, init_local_errors: &str) {
+        std::fs::write(
+            self.guest_path(KERNEL_CMDLINE),
+            "root=LABEL=r ro systemd.mask=cloud-init.service systemd.mask=cloud-config.service systemd.mask=cloud-final.service\n",
+        )
+        .unwrap();
+        let finished = if init_local_finished {
+            "1796606948.732037"
+        } else {
+            "null"
+        };
+        std::fs::write(
+            self.guest_path(STATUS),
+            format!(
+                "{{\n \"v1\": {{\n  \"datasource\": \"DataSourceNoCloud [seed=/dev/sr0][dsmode=local]\",\n  \"init\": {{\n   \"errors\": [],\n   \"finished\": null,\n   \"start\": null\n  }},\n  \"init-local\": {{\n   \"errors\": {init_local_errors},\n   \"finished\": {finished},\n   \"start\": 1796606941.8471458\n  }},\n  \"modules-final\": {{\n   \"errors\": [],\n   \"finished\": null,\n   \"start\": null\n  }},\n  \"stage\": null\n }}\n}}"
+            ),
+        )
+        .unwrap();
+    }
+
+    /// Puts the seed's first-boot commands where the seed writes them.
+    fn with_commands(&self, script: &str) {
+        std::fs::write(self.guest_path(FIRST_BOOT_COMMANDS_PATH), script).unwrap();
     }
 
     /// Whether the round asked cloud-init itself (the slow way).
@@ -231,6 +274,113 @@ fn an_unreachable_mirror_is_named_when_first_boot_failed() {
     );
 }
 
+#[test]
+fn the_first_boot_commands_are_in_the_guests_state_directory() {
+    assert!(FIRST_BOOT_COMMANDS_PATH
+        .starts_with(&format!("{}/", crate::guest::finish::GUEST_STATE_DIR)));
+}
+
+/// Commands that count their runs in a file beside them, and exit as told.
+fn counting_commands(guest: &CloudInitStandIn, status: i32) -> PathBuf {
+    let runs = guest.dir.path().join("commands-ran");
+    guest.with_commands(&format!(
+        "#!/bin/sh\necho started\necho run >> {}\nexit {status}\n",
+        runs.display()
+    ));
+    runs
+}
+
+fn runs_of(file: &PathBuf) -> usize {
+    std::fs::read_to_string(file).map_or(0, |text| text.lines().count())
+}
+
+#[test]
+fn a_boot_that_deferred_the_final_stage_is_over_with_its_local_stage() {
+    let guest = CloudInitStandIn::new(Wait::Hangs, "", "running");
+    guest.deferring_the_final_stage(true, "[]");
+    let runs = counting_commands(&guest, 0);
+    assert_eq!(guest.run_round(10), (Some(0), String::new()));
+    // cloud-init's own status would wait for the final stage: it is not asked.
+    assert!(!guest.asked_cloud_init());
+    assert_eq!(runs_of(&runs), 1);
+    // The final stage is started once, at idle priority, with what its own unit runs.
+    let started = guest.systemd_runs();
+    assert_eq!(started.lines().count(), 1, "{started}");
+    assert!(started.contains("--unit=trog-cloud-final"), "{started}");
+    assert!(started.contains("-p CPUSchedulingPolicy=idle -p IOSchedulingClass=idle"));
+    assert!(started.ends_with("/usr/bin/cloud-init modules --mode=final\n"));
+    // A later round of the same boot (the finish's, a provision's again) runs neither again.
+    assert_eq!(guest.run_round(10), (Some(0), String::new()));
+    assert_eq!(runs_of(&runs), 1);
+    assert_eq!(guest.systemd_runs().lines().count(), 1);
+    // Once the final stage has written its result, that is what is read.
+    std::fs::write(guest.guest_path(RESULT), RESULT_WITHOUT_ERRORS).unwrap();
+    assert_eq!(guest.run(), (Some(0), String::new()));
+    assert_eq!(guest.systemd_runs().lines().count(), 1);
+}
+
+#[test]
+fn a_deferring_boot_whose_local_stage_failed_or_never_ended_is_an_error() {
+    let guest = CloudInitStandIn::new(Wait::Hangs, "", "running");
+    guest.deferring_the_final_stage(true, "[\n    \"('growpart', OSError())\"\n   ]");
+    let runs = counting_commands(&guest, 0);
+    assert_eq!(guest.run(), (Some(1), "status: error\n".to_string()));
+    assert_eq!(runs_of(&runs), 0);
+    assert_eq!(guest.systemd_runs(), "");
+
+    let guest = CloudInitStandIn::new(Wait::Hangs, "", "starting");
+    guest.deferring_the_final_stage(false, "[]");
+    assert_eq!(guest.run(), (Some(STILL_WORKING), "0\n".to_string()));
+    // The boot is over and the local stage never ended: waiting on would wait for nothing.
+    std::fs::write(guest.dir.path().join("system_state"), "degraded").unwrap();
+    assert_eq!(guest.run(), (Some(1), "status: error\n".to_string()));
+}
+
+#[test]
+fn the_first_boot_commands_run_once_after_cloud_init_whatever_its_stages() {
+    // A seed that installs packages: the final stage runs on the boot, the commands after it.
+    let guest = CloudInitStandIn::new(Wait::Exits(1), "", "running");
+    std::fs::write(guest.guest_path(RESULT), RESULT_WITHOUT_ERRORS).unwrap();
+    let runs = counting_commands(&guest, 0);
+    assert_eq!(guest.run_round(10), (Some(0), String::new()));
+    assert_eq!(guest.run_round(10), (Some(0), String::new()));
+    assert_eq!(runs_of(&runs), 1);
+    assert_eq!(
+        std::fs::read_to_string(guest.guest_path(&commands_log())).unwrap(),
+        "started\n"
+    );
+    // Nothing was deferred: nothing is started.
+    assert_eq!(guest.systemd_runs(), "");
+}
+
+#[test]
+fn failed_first_boot_commands_fail_every_round_after_with_their_output() {
+    let guest = CloudInitStandIn::new(Wait::Exits(1), "", "running");
+    std::fs::write(guest.guest_path(RESULT), RESULT_WITHOUT_ERRORS).unwrap();
+    let runs = counting_commands(&guest, 7);
+    let failed = (
+        Some(COMMANDS_FAILED),
+        "status 7; the end of their output:\nstarted\n".to_string(),
+    );
+    assert_eq!(guest.run_round(10), failed);
+    assert_eq!(guest.run_round(10), failed);
+    assert_eq!(runs_of(&runs), 1);
+}
+
+#[test]
+fn first_boot_commands_longer_than_a_round_count_as_progress() {
+    let guest = CloudInitStandIn::new(Wait::Exits(1), "", "running");
+    std::fs::write(guest.guest_path(RESULT), RESULT_WITHOUT_ERRORS).unwrap();
+    let go_on = guest.dir.path().join("go-on");
+    guest.with_commands(&format!(
+        "#!/bin/sh\necho working\nwhile [ ! -e {} ]; do sleep 0.1; done\n",
+        go_on.display()
+    ));
+    assert_eq!(guest.run(), (Some(STILL_WORKING), "8\n".to_string()));
+    std::fs::write(&go_on, "").unwrap();
+    assert_eq!(guest.run_round(10), (Some(0), String::new()));
+}
+
 fn minutes(count: u64) -> Duration {
     Duration::from_secs(count * 60)
 }
@@ -342,6 +492,25 @@ fn cloud_init_that_ended_in_error_is_told_with_its_status() {
         error.to_string(),
         "cloud-init did not finish cleanly on fake.example.test:\nstatus: error"
     );
+}
+
+#[test]
+fn failed_first_boot_commands_are_told_with_their_output() {
+    let guest = FakeMachine::new().answer(
+        ROUND,
+        &[Answer::Exit(
+            COMMANDS_FAILED,
+            "status 7; the end of their output:\nno atd\n",
+        )],
+    );
+    let error = wait_for_cloud_init(&guest).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the first-boot commands failed on fake.example.test: status 7; the end of their output:\nno atd"
+    );
+    assert!(crate::diagnose::Diagnose::hint(&error)
+        .unwrap()
+        .contains("first_boot.commands"));
 }
 
 #[test]

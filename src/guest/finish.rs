@@ -7,6 +7,7 @@
 
 use super::cloud_init::wait_for_cloud_init;
 use crate::machine::{Machine, MachineCommand, MachineError};
+use crate::render::cloud_init::FIRST_BOOT_COMMANDS_PATH;
 use crate::untrusted::{untrusted_str, untrusted_text};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ pub enum FinishError {
     },
     #[error("cloud-init on {guest} was still working after {}s; it goes on there, but this run stops waiting", waited.as_secs())]
     CloudInitTooLong { guest: String, waited: Duration },
+    #[error("the first-boot commands failed on {guest}: {}", untrusted_str(.output))]
+    FirstBootCommands { guest: String, output: String },
     #[error("cannot unpack the payload on {guest}")]
     Unpack {
         guest: String,
@@ -101,6 +104,11 @@ impl crate::diagnose::Diagnose for FinishError {
         }
         if let FinishError::CloudInitQuiet { .. } = self {
             return Some("the end of the guest's /var/log/cloud-init-output.log shows the step it stopped at (a fetch from a mirror that stopped answering is named there: _global's mirror); once that is fixed, provision again: the guest is finished again without rebuilding its disk".into());
+        }
+        if let FinishError::FirstBootCommands { .. } = self {
+            return Some(format!(
+                "they are the distro recipe's `first_boot.commands`; their whole output is {FIRST_BOOT_COMMANDS_PATH}.log on the guest; fix them, and the next provision makes a new root disk with the changed seed"
+            ));
         }
         if let FinishError::PayloadLeft { .. } = self {
             return Some(format!(

@@ -5,7 +5,8 @@ use crate::machine::fake::{Answer, FakeMachine};
 
 const CLOUD_INIT: &str = "cloud-init status";
 const UNPACK: &str = "tar -xzf";
-const START: &str = "setsid";
+/// The start: the staged payload put in place of the last one.
+const START: &str = "mv payload.new payload";
 /// One fetch of the finish: its answer is make's status line (empty while it runs), then the log.
 const FOLLOW: &str = "tail -c +";
 const TESTS: &str = "make test";

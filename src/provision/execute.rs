@@ -20,6 +20,7 @@ use crate::machine::hypervisor_ops;
 use crate::machine::hypervisor_ops::boot_files::BootFiles;
 use crate::machine::ssh::SshMachine;
 use crate::machine::Machine;
+use crate::model::direct_boot::DirectBoot;
 use crate::model::hypervisor::Transport;
 use crate::plan::{Action, GuestTag, Plan};
 use crate::provision::{ConvergeError, ConvergeReport, GuestOnHypervisor, PreparedGuest};
@@ -417,6 +418,20 @@ impl HypervisorSteps<'_> {
                 .any(|action| matches!(action, Action::DefineDomain { .. }))
     }
 
+    /// Whether the seed this first boot reads holds nothing for cloud-init's final stage that
+    /// the finish needs: it installs no packages, and it is the seed rendered now. A seed kept
+    /// from before (one equivalent to it, of an earlier revision or with cloud-init's package
+    /// pass) may still hold `runcmd` or packages for that stage, which then runs on the boot.
+    fn seed_leaves_final_stage_nothing(&self) -> bool {
+        !self.guest.inputs.generated.seed.installs_packages
+            && self
+                .prepared
+                .plan
+                .actions
+                .iter()
+                .any(|action| matches!(action, Action::UploadSeed { .. }))
+    }
+
     /// A first boot starts the base image's own kernel directly, with the command line its GRUB
     /// menu gives it: the firmware's disk reads and GRUB are skipped (under TCG, seconds before
     /// the kernel even starts; bench/README.md). Only that boot: the definition the guest keeps
@@ -429,6 +444,10 @@ impl HypervisorSteps<'_> {
         let desired = &self.prepared.desired;
         match backend.boot_files(desired) {
             Ok(Some(BootFiles::Direct(boot))) => {
+                let boot = DirectBoot {
+                    final_stage_deferred: self.seed_leaves_final_stage_nothing(),
+                    ..boot
+                };
                 let spec = DomainSpec {
                     direct_boot: Some(boot),
                     ..self.domain_spec().clone()

@@ -82,6 +82,13 @@ pub struct SeedInput {
     pub host_key: Option<SeedHostKey>,
 }
 
+impl SeedInput {
+    /// Whether cloud-init installs `packages` on the first boot: they are not in the image.
+    pub fn installs_packages(&self) -> bool {
+        !self.packages.is_empty() && !self.packages_in_image
+    }
+}
+
 /// The rendered seed files. `user_data` may hold the guest's private host key: its Debug leaves
 /// the file out.
 #[derive(Clone, PartialEq, Eq)]
@@ -93,6 +100,9 @@ pub struct SeedFiles {
     /// and the provision fingerprint) is taken from, so that a host key added to a guest built
     /// before trog made them is not a change of its boot inputs.
     pub user_data_without_host_key: String,
+    /// Whether cloud-init installs packages on the first boot (in its final stage, which the
+    /// finish must then wait for).
+    pub installs_packages: bool,
 }
 
 impl std::fmt::Debug for SeedFiles {
@@ -168,6 +178,7 @@ pub fn render_seed(input: &SeedInput) -> Result<SeedFiles, CloudInitError> {
         meta_data,
         network_config,
         user_data_without_host_key,
+        installs_packages: input.installs_packages(),
     })
 }
 
@@ -210,6 +221,22 @@ pub const SSHD_DROP_IN_PATH: &str = "/etc/ssh/sshd_config.d/05-trog.conf";
 const SSHD_DROP_IN: &str = "# Written by trog: logins to this guest are by key only.\n\
                             PasswordAuthentication no\n\
                             KbdInteractiveAuthentication no\n";
+
+/// Where a seed of [`SeedRevision::CommandsAfterCloudInit`] writes the first-boot commands, for
+/// trog's wait to run once cloud-init's first boot is over (`guest::cloud_init`): in the guest's
+/// state directory (`guest::finish::GUEST_STATE_DIR`), which only root may write.
+pub const FIRST_BOOT_COMMANDS_PATH: &str = "/var/lib/trog/first-boot-commands";
+
+/// The first-boot commands as the script cloud-init's `runcmd` would have made of them: one a
+/// line, each run whatever the one before it returned, the script's status the last one's.
+fn first_boot_commands_script(commands: &[String]) -> String {
+    let mut script = String::from("#!/bin/sh\n");
+    for command in commands {
+        script.push_str(command);
+        script.push('\n');
+    }
+    script
+}
 
 /// The user-data; `networkd` is trog's networkd file, when the guest has one.
 fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Value {
@@ -316,11 +343,14 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
     if !apt.is_empty() {
         document.insert("apt".into(), Value::Object(apt));
     }
-    if !input.packages.is_empty() && !input.packages_in_image {
+    if input.installs_packages() {
         document.insert("package_update".into(), json!(true));
         document.insert("packages".into(), json!(input.packages));
     }
-    if !input.first_boot_commands.is_empty() {
+    let commands_script = (!input.first_boot_commands.is_empty()
+        && input.revision.commands_after_cloud_init())
+    .then(|| first_boot_commands_script(&input.first_boot_commands));
+    if !input.first_boot_commands.is_empty() && commands_script.is_none() {
         document.insert("runcmd".into(), json!(input.first_boot_commands));
     }
     // Root's mail is read by whoever `contact_email` names; any MTA a recipe installs uses it.
@@ -341,6 +371,14 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
             "path": networkd.path,
             "content": networkd.content,
             "permissions": "0644",
+            "owner": "root:root",
+        }));
+    }
+    if let Some(script) = commands_script {
+        files.push(json!({
+            "path": FIRST_BOOT_COMMANDS_PATH,
+            "content": script,
+            "permissions": "0700",
             "owner": "root:root",
         }));
     }
@@ -579,13 +617,69 @@ mod tests {
         // Nor does cloud-init run the module that would only refresh the indexes.
         let finals = user_data["cloud_final_modules"].to_string();
         assert!(!finals.contains("package"), "{finals}");
-        assert_eq!(user_data["runcmd"], json!(["systemctl enable --now atd"]));
 
         input.packages_in_image = false;
         let user_data: Value =
             serde_saphyr::from_str(&render_seed(&input).unwrap().user_data).unwrap();
         assert_eq!(user_data["packages"], json!(["make", "at"]));
         assert_eq!(user_data["package_update"], json!(true));
+    }
+
+    /// The seed's file at `path`, and the module lists, of `input`'s user-data.
+    fn written(input: &SeedInput, path: &str) -> (Option<Value>, Value) {
+        let user_data: Value =
+            serde_saphyr::from_str(&render_seed(input).unwrap().user_data).unwrap();
+        let file = user_data["write_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|file| file["path"] == path)
+            .cloned();
+        (file, user_data)
+    }
+
+    #[test]
+    fn the_first_boot_commands_are_a_root_script_for_after_cloud_init_and_no_runcmd() {
+        for packages_in_image in [false, true] {
+            let mut input = example();
+            input.packages_in_image = packages_in_image;
+            input.first_boot_commands = vec!["systemctl start atd".into(), "echo 'a b'".into()];
+            let (file, user_data) = written(&input, FIRST_BOOT_COMMANDS_PATH);
+            let file = file.expect("the commands' script");
+            assert_eq!(
+                file["content"],
+                "#!/bin/sh\nsystemctl start atd\necho 'a b'\n"
+            );
+            assert_eq!(file["permissions"], "0700");
+            assert_eq!(file["owner"], "root:root");
+            assert!(user_data.get("runcmd").is_none(), "{user_data}");
+            let modules = [
+                &user_data["cloud_init_modules"],
+                &user_data["cloud_config_modules"],
+                &user_data["cloud_final_modules"],
+            ]
+            .map(ToString::to_string)
+            .join(" ");
+            assert!(!modules.contains("runcmd") && !modules.contains("scripts_user"));
+            // Whether cloud-init's final stage installs anything: the first boot then waits for
+            // it.
+            assert_eq!(
+                render_seed(&input).unwrap().installs_packages,
+                !packages_in_image
+            );
+
+            // Earlier revisions, which a guest's root disk may have been made with, had runcmd.
+            input.revision = SeedRevision::OneSetupStage;
+            let (file, user_data) = written(&input, FIRST_BOOT_COMMANDS_PATH);
+            assert!(file.is_none());
+            assert_eq!(
+                user_data["runcmd"],
+                json!(["systemctl start atd", "echo 'a b'"])
+            );
+        }
+        let mut none = example();
+        none.first_boot_commands.clear();
+        assert!(written(&none, FIRST_BOOT_COMMANDS_PATH).0.is_none());
     }
 
     #[test]
@@ -629,7 +723,8 @@ mod tests {
             [
                 "/etc/aliases",
                 SSHD_DROP_IN_PATH,
-                network::NETWORKD_STATIC_FILE_PATH
+                network::NETWORKD_STATIC_FILE_PATH,
+                FIRST_BOOT_COMMANDS_PATH
             ]
         );
         // Written in the stage local mode runs before the network starts.
@@ -646,7 +741,8 @@ mod tests {
             [
                 "/etc/aliases",
                 SSHD_DROP_IN_PATH,
-                network::NETWORKD_LEASE_FILE_PATH
+                network::NETWORKD_LEASE_FILE_PATH,
+                FIRST_BOOT_COMMANDS_PATH
             ]
         );
     }

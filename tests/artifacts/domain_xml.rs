@@ -331,6 +331,7 @@ fn direct_boot() -> DirectBoot {
         initrd: "/pool/trog-base-1.qcow2.initrd".to_string(),
         cmdline: "root=LABEL=r ro console=ttyS0,115200n8 x=<&'\">".to_string(),
         cloud_init_network_unit: None,
+        final_stage_deferred: false,
     }
 }
 
@@ -364,6 +365,21 @@ fn a_first_boot_starts_the_images_kernel_with_its_command_line_unless_uefi() {
         xpath_value(&xml, "/domain/os/cmdline"),
         format!(
             "{} systemd.mask=cloud-init.service systemd.mask=cloud-config.service",
+            direct_boot().cmdline
+        )
+    );
+    // A seed that installs nothing leaves the final stage for after the finish too.
+    spec.direct_boot = Some(DirectBoot {
+        cloud_init_network_unit: Some("cloud-init.service".to_string()),
+        final_stage_deferred: true,
+        ..direct_boot()
+    });
+    let xml = render_domain_xml(&spec, DEFAULT_DOMAIN_TEMPLATE).unwrap();
+    assert_eq!(
+        xpath_value(&xml, "/domain/os/cmdline"),
+        format!(
+            "{} systemd.mask=cloud-init.service systemd.mask=cloud-config.service \
+             systemd.mask=cloud-final.service",
             direct_boot().cmdline
         )
     );

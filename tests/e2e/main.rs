@@ -573,6 +573,11 @@ fn provision_converge_and_destroy_a_real_guest() {
             "inactive"
         );
     }
+    // Its seed installs packages, in the final stage: that stage ran on the boot, waited for.
+    assert!(
+        !cmdline.contains("systemd.mask=cloud-final.service"),
+        "{cmdline}"
+    );
     assert!(on_guest(&installation, &address, "cloud-init status --long").contains("status: done"));
     // The config stage's modules ran all the same (each leaves its once-per-instance mark), in
     // the local stage: the config stage never started.
@@ -582,9 +587,23 @@ fn provision_converge_and_destroy_a_real_guest() {
         "sudo ls /var/lib/cloud/instance/sem/ && \
          sudo python3 -c 'import json; print(json.load(open(\"/run/cloud-init/status.json\"))[\"v1\"][\"modules-config\"][\"start\"])'",
     );
-    for mark in ["config_locale", "config_timezone", "config_runcmd"] {
+    for mark in ["config_locale", "config_timezone"] {
         assert!(config_modules_ran.contains(mark), "{config_modules_ran}");
     }
+    // The first-boot commands are no longer cloud-init's runcmd: trog's wait ran them, once,
+    // after cloud-init's last stage, and kept their status.
+    assert!(
+        !config_modules_ran.contains("config_runcmd"),
+        "{config_modules_ran}"
+    );
+    assert_eq!(
+        on_guest(
+            &installation,
+            &address,
+            "sudo cat /var/lib/trog/first-boot-commands.status"
+        ),
+        "0\n"
+    );
     assert!(
         config_modules_ran.trim_end().ends_with("None"),
         "{config_modules_ran}"

@@ -358,6 +358,46 @@ fn baked_packages_are_not_unpacked_again(installation: &Installation, address: &
     );
 }
 
+/// A seed over a baked image installs nothing, so its first boot (started directly, as every
+/// BIOS guest's is) masked cloud-init's final stage: the wait took the local stage's end for the
+/// end of cloud-init, ran the distro recipe's first-boot commands once itself, and started the
+/// final stage afterwards at idle priority, which completed cloud-init's record of the boot.
+fn first_boot_left_the_final_stage_for_after(installation: &Installation, address: &str) {
+    let cmdline = installation.must(address, "cat /proc/cmdline", "");
+    assert!(
+        cmdline.contains("systemd.mask=cloud-final.service"),
+        "the final stage was not deferred: {cmdline}"
+    );
+    let commands = installation.must(
+        address,
+        "sudo sh -c 'cat /var/lib/trog/first-boot-commands.status; ls /var/lib/trog'",
+        "",
+    );
+    assert!(commands.starts_with("0\n"), "{commands}");
+    assert!(
+        commands
+            .lines()
+            .any(|line| line == "first-boot-commands.started")
+            && !commands.lines().any(|line| line == "first-boot-commands"),
+        "{commands}"
+    );
+    // What they do (the debian recipe's: atd enabled and running, the guest agent running).
+    installation.must(
+        address,
+        "systemctl is-enabled --quiet atd && systemctl is-active --quiet atd qemu-guest-agent",
+        "",
+    );
+    let status = installation.must(address, "timeout 120 cloud-init status --wait --long", "");
+    assert!(status.contains("status: done"), "{status}");
+    let final_stage = installation.must(
+        address,
+        "systemctl is-active cloud-final.service || true; \
+         sudo journalctl -b -u trog-cloud-final -o cat | grep -c 'running .modules:final' || true",
+        "",
+    );
+    assert_eq!(final_stage, "inactive\n1\n", "{final_stage}");
+}
+
 /// The shipped recipes whose tests must all pass on the guest.
 const SHIPPED: [&str; 11] = [
     "debian",
@@ -432,6 +472,10 @@ fn every_shipped_recipe_runs_and_passes_its_tests_on_a_real_guest() {
         "the plan does not name a baked image built for the guest:\n{stdout}"
     );
     baked_packages_are_not_unpacked_again(&installation, address.as_deref().unwrap_or_default());
+    first_boot_left_the_final_stage_for_after(
+        &installation,
+        address.as_deref().unwrap_or_default(),
+    );
 
     // The report: every shipped recipe's tests passed, the fixture's failed, named beside its
     // output.

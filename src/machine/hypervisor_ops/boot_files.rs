@@ -35,6 +35,8 @@ pub fn parse(stdout: &str) -> Option<BootFiles> {
         initrd,
         cmdline,
         cloud_init_network_unit,
+        // The seed decides it, not the image: the provision sets it for the first boot.
+        final_stage_deferred: false,
     };
     let printable = |text: &str| !text.is_empty() && !text.chars().any(char::is_control);
     // A unit's name goes into the kernel's command line: nothing but what unit names are made of.
@@ -65,6 +67,7 @@ mod tests {
                 initrd: "/p/trog-base-1.qcow2.initrd".into(),
                 cmdline: "root=LABEL=r ro console=ttyS0".into(),
                 cloud_init_network_unit: None,
+                final_stage_deferred: false,
             }))
         );
     }
@@ -236,6 +239,7 @@ mod tests {
             initrd: format!("{}.initrd", kept.display()),
             cmdline: "root=LABEL=root ro console=ttyS0,115200n8".into(),
             cloud_init_network_unit: None,
+            final_stage_deferred: false,
         });
         assert_eq!(
             read_out(pool.path(), "trog-base-1.qcow2"),

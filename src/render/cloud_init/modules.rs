@@ -22,9 +22,10 @@
 //! unit on a first boot it starts directly (`model::direct_boot`); a boot through GRUB runs it,
 //! and it finds nothing to do. sshd starts those 2.5 s later; cloud-init ends sooner.
 //!
-//! The final stage keeps its modules: it runs after the boot's services have started, which the
-//! first-boot commands (`systemctl start …`) wait for, and it is the stage whose end cloud-init
-//! records in `result.json`, which trog's wait reads.
+//! The final stage keeps its modules: it runs after the boot's services have started, the
+//! packages install there, and it is the stage whose end cloud-init records in `result.json`,
+//! which trog's wait reads. The first-boot commands, which start services, are no longer its
+//! `runcmd` at the current revision (`super::revision`): trog's wait runs them after it.
 
 use serde_json::{Map, Value};
 
