@@ -143,6 +143,9 @@ struct State {
     counted: BTreeMap<Operation, usize>,
     /// The clock of snapshots taken, in seconds.
     now_unix: i64,
+    /// The kernel a first boot starts directly, as if read out of every base image; none: every
+    /// first boot is from the disk.
+    direct_boot: Option<crate::model::direct_boot::DirectBoot>,
 }
 
 /// The fake hypervisor; clones share its state.
@@ -229,6 +232,12 @@ impl FakeHypervisor {
     }
 
     /// Fails every call of `operation`.
+    /// Every base image's kernel can be started directly, as `boot` says.
+    pub fn with_direct_boot(self, boot: crate::model::direct_boot::DirectBoot) -> FakeHypervisor {
+        self.state.borrow_mut().direct_boot = Some(boot);
+        self
+    }
+
     pub fn failing(self, operation: Operation) -> FakeHypervisor {
         self.state.borrow_mut().failing.push((operation, None));
         self
@@ -703,9 +712,14 @@ impl Hypervisor for FakeHypervisor {
 
     fn boot_files(&self, desired: &DesiredGuest) -> Result<Option<BootFiles>, GuestResourceError> {
         // The fake has no system to read a kernel out of an image: every first boot is from the
-        // disk, as on libvirt's test driver.
+        // disk, as on libvirt's test driver, unless a test gave it a kernel to start.
         self.note(format!("boot_files {}", desired.base_image_volume));
-        Ok(None)
+        Ok(self
+            .state
+            .borrow()
+            .direct_boot
+            .clone()
+            .map(BootFiles::Direct))
     }
 
     fn start_once_as(

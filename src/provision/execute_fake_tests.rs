@@ -698,3 +698,74 @@ fn a_baked_image_is_uploaded_to_a_remote_pool_under_its_digest_and_the_root_disk
         again.plan.actions
     );
 }
+
+/// A first boot started from the image's kernel masks cloud-init's final stage only when the
+/// seed it reads installs no packages and is the one uploaded now: one kept from before may hold
+/// `runcmd` or packages for that stage.
+#[test]
+fn the_first_boot_leaves_the_final_stage_for_after_only_with_a_new_seed_that_installs_nothing() {
+    let boot = crate::model::direct_boot::DirectBoot {
+        kernel: "/pool/base.kernel".into(),
+        initrd: "/pool/base.initrd".into(),
+        cmdline: "root=LABEL=r ro".into(),
+        cloud_init_network_unit: Some("cloud-init.service".into()),
+        final_stage_deferred: false,
+    };
+    let first_boots = |fake: &FakeHypervisor| -> Vec<String> {
+        fake.calls()
+            .into_iter()
+            .filter(|call| call.starts_with("start_once_as"))
+            .collect()
+    };
+    let masks_final = |call: &String| call.contains("systemd.mask=cloud-final.service");
+
+    let plain = leased();
+    let fake = hypervisor().with_direct_boot(boot.clone());
+    plain.run(&fake).unwrap();
+    let started = first_boots(&fake);
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert!(started[0].contains("systemd.mask=cloud-config.service"));
+    assert!(!masks_final(&started[0]), "{started:?}");
+
+    let baked = installation("    bake_packages: true\n");
+    let fake = hypervisor().with_direct_boot(boot);
+    baked.run(&fake).unwrap();
+    let started = first_boots(&fake);
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert!(masks_final(&started[0]), "{started:?}");
+
+    // The root disk gone behind trog's back before the seed was retired, and the domain's
+    // shape no longer the declared one: the domain is defined again over a new root disk, with
+    // the seed it keeps, which the next first boot reads.
+    fake.force_off(GUEST).unwrap();
+    fake.delete_volume(POOL, "www.example.test-root.qcow2")
+        .unwrap();
+    let mut domain = fake.domain(GUEST).unwrap();
+    if let Some(tag) = domain.tag.as_mut() {
+        tag.shape_fingerprint = "an earlier shape".into();
+    }
+    let fake = fake.with_domain(GUEST, domain);
+    let prepared = baked.plan(&fake);
+    assert!(
+        !prepared
+            .plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::UploadSeed { .. })),
+        "{:?}",
+        labels(&prepared.plan.actions)
+    );
+    assert!(
+        prepared
+            .plan
+            .actions
+            .iter()
+            .any(|action| matches!(action, Action::CreateRootVolume { .. })),
+        "{:?}",
+        labels(&prepared.plan.actions)
+    );
+    baked.run_prepared(&fake, &prepared).unwrap();
+    let started = first_boots(&fake);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert!(!masks_final(&started[1]), "{started:?}");
+}
