@@ -28,8 +28,9 @@ pub const CLOUD_INIT_CONFIG_UNIT: &str = "cloud-config.service";
 pub const CLOUD_INIT_FINAL_UNIT: &str = "cloud-final.service";
 
 impl DirectBoot {
-    /// The command line the first boot starts with: the image's, and two of cloud-init's stages
-    /// masked for this boot only, when the image runs each stage as a process of its own.
+    /// The command line the first boot starts with: the image's, and the cloud-init stages this
+    /// boot need not run masked for it only, when the image runs each stage as a process of its
+    /// own.
     ///
     /// - The network stage. Every trog seed is in cloud-init's local mode (`render::cloud_init`):
     ///   the local stage has done that stage's work before the network came up, so on the first

@@ -93,9 +93,10 @@ impl PlantedSecret {
 
     /// While the guest runs, finished: the payload that carried the value is gone and nothing
     /// under /var/lib/trog holds it; the finish's records stay (its log, kept for the scan, its
-    /// status and digest, and the empty file of the lock held while make ran), beside what the
-    /// recipes' scripts record there of their own (a folder named after a recipe, such as the
-    /// mounts the vm recipe made).
+    /// status and digest, and the empty file of the lock held while make ran), and the first
+    /// boot's (the distro recipe's commands, their output and status), beside what the recipes'
+    /// scripts record there of their own (a folder named after a recipe, such as the mounts the
+    /// vm recipe made).
     pub fn read_from_guest(&self, on_guest: &dyn Fn(&str) -> String) {
         let left = on_guest(&format!(
             "sudo grep -rlF {} /var/lib/trog || true; sudo find /var/lib/trog -mindepth 1 -maxdepth 1 -printf '%y %f\\n'",
@@ -119,7 +120,10 @@ impl PlantedSecret {
                 "finish.digest",
                 "finish.log",
                 "finish.running",
-                "finish.status"
+                "finish.status",
+                "first-boot-commands.log",
+                "first-boot-commands.started",
+                "first-boot-commands.status"
             ],
             "the payload (with the guest's secrets) stayed on the guest"
         );
