@@ -756,11 +756,7 @@ fn the_first_boot_leaves_the_final_stage_for_after_only_with_a_new_seed_that_ins
         labels(&prepared.plan.actions)
     );
     assert!(
-        prepared
-            .plan
-            .actions
-            .iter()
-            .any(|action| matches!(action, Action::CreateRootVolume { .. })),
+        crate::provision::makes_root_disk(&prepared.plan),
         "{:?}",
         labels(&prepared.plan.actions)
     );

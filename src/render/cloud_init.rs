@@ -347,11 +347,13 @@ fn user_data(input: &SeedInput, networkd: Option<&network::NetworkdFile>) -> Val
         document.insert("package_update".into(), json!(true));
         document.insert("packages".into(), json!(input.packages));
     }
-    let commands_script = (!input.first_boot_commands.is_empty()
-        && input.revision.commands_after_cloud_init())
-    .then(|| first_boot_commands_script(&input.first_boot_commands));
-    if !input.first_boot_commands.is_empty() && commands_script.is_none() {
-        document.insert("runcmd".into(), json!(input.first_boot_commands));
+    let mut commands_script = None;
+    if !input.first_boot_commands.is_empty() {
+        if input.revision.commands_after_cloud_init() {
+            commands_script = Some(first_boot_commands_script(&input.first_boot_commands));
+        } else {
+            document.insert("runcmd".into(), json!(input.first_boot_commands));
+        }
     }
     // Root's mail is read by whoever `contact_email` names; any MTA a recipe installs uses it.
     let mut files = vec![json!({
@@ -625,7 +627,7 @@ mod tests {
         assert_eq!(user_data["package_update"], json!(true));
     }
 
-    /// The seed's file at `path`, and the module lists, of `input`'s user-data.
+    /// The seed's file at `path`, and the whole user-data, of `input`.
     fn written(input: &SeedInput, path: &str) -> (Option<Value>, Value) {
         let user_data: Value =
             serde_saphyr::from_str(&render_seed(input).unwrap().user_data).unwrap();
